@@ -1,0 +1,91 @@
+/* device.h - the compute device and its streams and events, behind one backend interface.
+ *
+ * CPU backend: work runs synchronously, so a stream is a token, events are always complete and
+ * memcpy is immediate. CUDA backend: real streams and events. Callers write one code path
+ * (record, wait, sync) and never test which backend they hold. Whether a GPU is usable is
+ * decided at run time: a CUDA build on a machine without a driver reports 0 GPUs and runs on
+ * the CPU backend.
+ */
+#ifndef ST_CORE_DEVICE_H
+#define ST_CORE_DEVICE_H
+
+#include <stddef.h>
+
+#include "core/tensor.h"
+#include "shardtrain.h"
+
+typedef enum mem_kind {
+  MEM_HOST = 0,   /* pageable host memory */
+  MEM_PINNED = 1, /* page-locked host memory (host memory on the CPU backend) */
+  MEM_DEVICE = 2  /* memory of the compute device (host memory on the CPU backend) */
+} mem_kind;
+
+typedef struct device_backend {
+  const char *name;
+  st_device_kind kind;
+  st_status (*raw_alloc)(mem_kind kind, size_t bytes, void **out);
+  void (*raw_free)(mem_kind kind, void *ptr);
+  st_status (*stream_create)(void **out);
+  void (*stream_destroy)(void *stream);
+  st_status (*stream_sync)(void *stream);
+  /* Copies between any two of host, pinned and device memory, ordered on the stream. */
+  st_status (*memcpy_async)(void *dst, const void *src, size_t bytes, void *stream);
+  st_status (*memset_async)(void *dst, int value, size_t bytes, void *stream);
+  st_status (*event_create)(void **out);
+  void (*event_destroy)(void *event);
+  st_status (*event_record)(void *event, void *stream);
+  st_status (*stream_wait_event)(void *stream, void *event);
+  st_status (*event_query)(void *event, int *done);
+} device_backend;
+
+typedef struct st_device {
+  const device_backend *backend;
+  int ordinal; /* GPU index (0 on the CPU) */
+} st_device;
+
+typedef struct st_stream {
+  const device_backend *backend;
+  void *handle;
+} st_stream;
+
+typedef struct st_event {
+  const device_backend *backend;
+  void *handle;
+} st_event;
+
+/* Number of GPUs this process can use (0 in a CPU-only build or without a driver). */
+int device_cuda_count(void);
+
+/* Chooses the compute device. `request` is "cpu", "cuda" or "auto" (cuda when a GPU is
+ * usable); local_rank picks the GPU (local_rank modulo the GPU count). Asking for "cuda"
+ * without a usable GPU is ST_ERR_NO_DEVICE. */
+st_status device_select(const char *request, int local_rank, st_device *out);
+
+/* The CPU device (always available). */
+st_device device_cpu(void);
+
+st_status stream_create(const st_device *dev, st_stream *out);
+void stream_destroy(st_stream *stream);
+st_status stream_sync(const st_stream *stream);
+st_status stream_memcpy(const st_stream *stream, void *dst, const void *src, size_t bytes);
+st_status stream_memset(const st_stream *stream, void *dst, int value, size_t bytes);
+
+st_status event_create(const st_device *dev, st_event *out);
+void event_destroy(st_event *event);
+st_status event_record(const st_event *event, const st_stream *stream);
+st_status stream_wait_event(const st_stream *stream, const st_event *event);
+/* *done = 1 when all work recorded before the event has finished. */
+st_status event_query(const st_event *event, int *done);
+
+/* Backends, for device.c's dispatch. The CUDA one exists only in CUDA builds. */
+extern const device_backend device_backend_cpu;
+#ifdef ST_HAVE_CUDA
+extern const device_backend device_backend_cuda;
+int device_cuda_probe(void);
+st_status device_cuda_bind(int ordinal);
+#endif
+
+/* Aligned pageable host memory shared by both backends (alignment 64 bytes). */
+st_status host_raw_alloc(size_t bytes, void **out);
+
+#endif /* ST_CORE_DEVICE_H */

@@ -1,0 +1,116 @@
+/* device_cuda.c - the CUDA device backend: cudaMalloc / cudaMallocHost, streams created
+ * non-blocking (no implicit sync with the legacy default stream), events without timing.
+ * Built only when the toolkit is present; at run time a missing driver shows as 0 GPUs. */
+#include <cuda_runtime.h>
+#include <stdlib.h>
+
+#include "core/check_cuda.h"
+#include "core/device.h"
+
+int device_cuda_probe(void) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError(); /* clear the sticky "no driver" error */
+    return 0;
+  }
+  return count;
+}
+
+st_status device_cuda_bind(int ordinal) {
+  CUDA_CHECK(cudaSetDevice(ordinal));
+  return ST_OK;
+}
+
+static st_status cuda_raw_alloc(mem_kind kind, size_t bytes, void **out) {
+  cudaError_t err = cudaSuccess;
+  switch (kind) {
+    case MEM_HOST: return host_raw_alloc(bytes, out);
+    case MEM_PINNED: err = cudaMallocHost(out, bytes ? bytes : 1); break;
+    case MEM_DEVICE: err = cudaMalloc(out, bytes ? bytes : 1); break;
+  }
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return st_error(ST_ERR_OOM, "out of %s memory allocating %zu bytes: %s",
+                    kind == MEM_DEVICE ? "device" : "pinned host", bytes, cudaGetErrorString(err));
+  }
+  return ST_OK;
+}
+
+static void cuda_raw_free(mem_kind kind, void *ptr) {
+  switch (kind) {
+    case MEM_HOST: free(ptr); break;
+    case MEM_PINNED: cudaFreeHost(ptr); break;
+    case MEM_DEVICE: cudaFree(ptr); break;
+  }
+}
+
+static st_status cuda_stream_create(void **out) {
+  cudaStream_t s;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  *out = s;
+  return ST_OK;
+}
+
+static void cuda_stream_destroy(void *stream) { cudaStreamDestroy((cudaStream_t)stream); }
+
+static st_status cuda_stream_sync(void *stream) {
+  CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)stream));
+  return ST_OK;
+}
+
+static st_status cuda_memcpy(void *dst, const void *src, size_t bytes, void *stream) {
+  if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream));
+  return ST_OK;
+}
+
+static st_status cuda_memset(void *dst, int value, size_t bytes, void *stream) {
+  if (bytes) CUDA_CHECK(cudaMemsetAsync(dst, value, bytes, (cudaStream_t)stream));
+  return ST_OK;
+}
+
+static st_status cuda_event_create(void **out) {
+  cudaEvent_t e;
+  CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  *out = e;
+  return ST_OK;
+}
+
+static void cuda_event_destroy(void *event) { cudaEventDestroy((cudaEvent_t)event); }
+
+static st_status cuda_event_record(void *event, void *stream) {
+  CUDA_CHECK(cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream));
+  return ST_OK;
+}
+
+static st_status cuda_stream_wait_event(void *stream, void *event) {
+  CUDA_CHECK(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0));
+  return ST_OK;
+}
+
+static st_status cuda_event_query(void *event, int *done) {
+  cudaError_t err = cudaEventQuery((cudaEvent_t)event);
+  if (err == cudaErrorNotReady) {
+    *done = 0;
+    return ST_OK;
+  }
+  CUDA_CHECK(err);
+  *done = 1;
+  return ST_OK;
+}
+
+const device_backend device_backend_cuda = {
+    .name = "cuda",
+    .kind = ST_DEVICE_CUDA,
+    .raw_alloc = cuda_raw_alloc,
+    .raw_free = cuda_raw_free,
+    .stream_create = cuda_stream_create,
+    .stream_destroy = cuda_stream_destroy,
+    .stream_sync = cuda_stream_sync,
+    .memcpy_async = cuda_memcpy,
+    .memset_async = cuda_memset,
+    .event_create = cuda_event_create,
+    .event_destroy = cuda_event_destroy,
+    .event_record = cuda_event_record,
+    .stream_wait_event = cuda_stream_wait_event,
+    .event_query = cuda_event_query,
+};

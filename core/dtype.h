@@ -1,0 +1,37 @@
+/* dtype.h - element types and the fp32 <-> bf16 / fp16 conversions every backend shares.
+ *
+ * bf16 is the upper half of an fp32 (round to nearest even on the way down, NaN kept quiet);
+ * fp16 is IEEE half. The conversions are tiny and called per element in loops, hence inline. */
+#ifndef ST_CORE_DTYPE_H
+#define ST_CORE_DTYPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef enum st_dtype { ST_FP32 = 0, ST_BF16 = 1, ST_FP16 = 2, ST_DTYPE_COUNT = 3 } st_dtype;
+
+size_t dtype_size(st_dtype dtype);
+const char *dtype_name(st_dtype dtype);
+/* Parses "fp32", "bf16", "fp16" (also "float32", "bfloat16", "float16"); -1 if unknown. */
+int dtype_parse(const char *name);
+
+static inline uint16_t bf16_from_f32(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+static inline float f32_from_bf16(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+uint16_t fp16_from_f32(float f);
+float f32_from_fp16(uint16_t h);
+
+#endif /* ST_CORE_DTYPE_H */

@@ -1,0 +1,27 @@
+/* env.c - the table of environment variables and their parsing. */
+#include "core/env.h"
+
+#include <stdlib.h>
+
+static const env_entry entries[ENV_VAR_COUNT] = {
+    [ENV_LOG_LEVEL] = {"ST_LOG_LEVEL", "info", "log level: error, warn, info or debug"},
+    [ENV_COMM_TIMEOUT] = {"ST_COMM_TIMEOUT", "300",
+                          "seconds a collective may take before every rank is aborted"},
+    [ENV_DEVICE] = {"ST_DEVICE", "auto", "device for compute: cpu, cuda or auto"},
+};
+
+const env_entry *env_table(void) { return entries; }
+
+const char *env_get_string(env_var var) {
+  const char *v = getenv(entries[var].name);
+  return (v && *v) ? v : entries[var].default_value;
+}
+
+double env_get_positive(env_var var, int *ok) {
+  double fallback = strtod(entries[var].default_value, NULL);
+  const char *v = env_get_string(var);
+  char *end = NULL;
+  double x = strtod(v, &end);
+  *ok = end != v && *end == '\0' && x > 0;
+  return *ok ? x : fallback;
+}

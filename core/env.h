@@ -1,0 +1,30 @@
+/* env.h - every environment variable the library reads, declared in one table (env.c) with
+ * its default and meaning; docs/ENVIRONMENT.md lists the same table. Nothing else in the
+ * library calls getenv. */
+#ifndef ST_CORE_ENV_H
+#define ST_CORE_ENV_H
+
+typedef enum env_var {
+  ENV_LOG_LEVEL = 0,    /* ST_LOG_LEVEL */
+  ENV_COMM_TIMEOUT = 1, /* ST_COMM_TIMEOUT */
+  ENV_DEVICE = 2,       /* ST_DEVICE */
+  ENV_VAR_COUNT = 3
+} env_var;
+
+typedef struct env_entry {
+  const char *name;
+  const char *default_value;
+  const char *meaning;
+} env_entry;
+
+/* The table, ENV_VAR_COUNT entries, in env_var order. */
+const env_entry *env_table(void);
+
+/* The variable's value, or its default when unset or empty. */
+const char *env_get_string(env_var var);
+
+/* The value parsed as a positive number; the default when unset. Sets *ok = 0 (and returns
+ * the default) when the value is not a positive number. */
+double env_get_positive(env_var var, int *ok);
+
+#endif /* ST_CORE_ENV_H */

@@ -1,0 +1,42 @@
+/* error.h - status codes, the thread-local error detail, and the checking macros.
+ *
+ * A failing function calls st_error(status, fmt, ...) once, where the problem is understood,
+ * and returns its result; callers propagate with ST_CHECK / ST_CHECK_GOTO. The first macro
+ * that sees a fresh error logs its file:line at debug level, so a trace is available with
+ * ST_LOG_LEVEL=debug without printing the same failure at every level of the stack.
+ */
+#ifndef ST_CORE_ERROR_H
+#define ST_CORE_ERROR_H
+
+#include "shardtrain.h"
+
+/* Records a printf-style detail for this thread and returns status, so that
+ * `return st_error(ST_ERR_INVALID_ARG, "tp %d does not divide %d heads", t, h);` reads well. */
+st_status st_error(st_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Clears this thread's detail (used by tests and by callers that handled an error). */
+void st_error_clear(void);
+
+/* Called by the check macros: logs the propagation site once per fresh error. */
+void st_error_trace(st_status status, const char *expr, const char *file, int line);
+
+#define ST_CHECK(expr)                                   \
+  do {                                                   \
+    st_status st_check_status_ = (expr);                 \
+    if (st_check_status_ != ST_OK) {                     \
+      st_error_trace(st_check_status_, #expr, __FILE__, __LINE__); \
+      return st_check_status_;                           \
+    }                                                    \
+  } while (0)
+
+/* Stores the status in `status_var` and jumps to `label` on failure. */
+#define ST_CHECK_GOTO(expr, status_var, label)           \
+  do {                                                   \
+    (status_var) = (expr);                               \
+    if ((status_var) != ST_OK) {                         \
+      st_error_trace((status_var), #expr, __FILE__, __LINE__); \
+      goto label;                                        \
+    }                                                    \
+  } while (0)
+
+#endif /* ST_CORE_ERROR_H */

@@ -1,0 +1,35 @@
+/* testing.c - failure counting and reporting for tests/testing.h. */
+#include "tests/testing.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static long checks_run;
+static long checks_failed;
+
+int test_check(int ok, const char *file, int line, const char *fmt, ...) {
+  checks_run++;
+  if (ok) return 1;
+  checks_failed++;
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "FAIL %s:%d: %s\n", file, line, msg);
+  return 0;
+}
+
+long test_checks_run(void) { return checks_run; }
+
+long test_checks_failed(void) { return checks_failed; }
+
+int test_finish(const char *name) {
+  printf("%s: %ld checks, %ld failed\n", name, checks_run, checks_failed);
+  return checks_failed ? 1 : 0;
+}
+
+int test_skip(const char *name, const char *why) {
+  printf("SKIP %s: %s\n", name, why);
+  return 0;
+}

@@ -1,0 +1,74 @@
+"""cuda_library: compiles .cu files with nvcc for Hopper (sm_90 SASS + compute_90 PTX).
+
+Each .cu is compiled by one nvcc action whose inputs are the file and the headers of its
+deps; the objects are archived and wrapped as an ordinary cc_library, so C targets depend on
+a cuda_library like on any other. No -rdc: each kernel file is self-contained.
+"""
+
+load("@local_cuda//:defs.bzl", "NVCC")
+
+_NVCC_FLAGS = [
+    "-O3",
+    "-std=c++17",
+    "--compiler-options=-fPIC",
+    "-gencode=arch=compute_90,code=sm_90",
+    "-gencode=arch=compute_90,code=compute_90",
+    "-DST_HAVE_CUDA=1",
+]
+
+def _cuda_archive_impl(ctx):
+    cc_infos = [d[CcInfo] for d in ctx.attr.deps if CcInfo in d]
+    headers = depset(ctx.files.hdrs, transitive = [c.compilation_context.headers for c in cc_infos])
+    includes = ["."]
+    for c in cc_infos:
+        cc = c.compilation_context
+        includes += cc.includes.to_list() + cc.quote_includes.to_list() + cc.system_includes.to_list()
+    objects = []
+    for src in ctx.files.srcs:
+        obj = ctx.actions.declare_file("_nvcc/%s/%s.o" % (ctx.label.name, src.basename[:-len(".cu")]))
+        args = ctx.actions.args()
+        args.add_all(_NVCC_FLAGS)
+        args.add_all(includes, format_each = "-I%s")
+        args.add_all(["-c", src.path, "-o", obj.path])
+        ctx.actions.run(
+            executable = NVCC,
+            arguments = [args],
+            inputs = depset([src], transitive = [headers]),
+            outputs = [obj],
+            mnemonic = "Nvcc",
+            progress_message = "nvcc %s" % src.short_path,
+            use_default_shell_env = True,
+        )
+        objects.append(obj)
+    archive = ctx.actions.declare_file("lib%s.a" % ctx.label.name)
+    ctx.actions.run(
+        executable = "/usr/bin/ar",
+        arguments = ["rcs", archive.path] + [o.path for o in objects],
+        inputs = objects,
+        outputs = [archive],
+        mnemonic = "NvccArchive",
+    )
+    return [DefaultInfo(files = depset([archive]))]
+
+_cuda_archive = rule(
+    implementation = _cuda_archive_impl,
+    attrs = {
+        "srcs": attr.label_list(allow_files = [".cu"]),
+        "hdrs": attr.label_list(allow_files = True),
+        "deps": attr.label_list(),
+    },
+)
+
+def cuda_library(name, srcs, hdrs = [], deps = [], **kwargs):
+    _cuda_archive(name = name + "_archive", srcs = srcs, hdrs = hdrs, deps = deps)
+    native.cc_import(
+        name = name + "_import",
+        static_library = ":" + name + "_archive",
+        alwayslink = 1,
+    )
+    native.cc_library(
+        name = name,
+        hdrs = hdrs,
+        deps = deps + [":" + name + "_import", "@local_cuda//:cudart"],
+        **kwargs
+    )
