@@ -67,9 +67,10 @@ typedef struct st_mesh_config {
   int tp;                  /* T >= 1 */
   st_comm_backend backend; /* collective backend for every group */
   double comm_timeout_s;   /* 0: $ST_COMM_TIMEOUT, else 300 s */
+  const char *device;      /* "cpu", "cuda" or "auto"; NULL: $ST_DEVICE, else auto */
 } st_mesh_config;
 
-#define ST_MESH_CONFIG_INIT {sizeof(st_mesh_config), 1, 0, 1, ST_COMM_AUTO, 0.0}
+#define ST_MESH_CONFIG_INIT {sizeof(st_mesh_config), 1, 0, 1, ST_COMM_AUTO, 0.0, NULL}
 
 typedef enum st_group {
   ST_GROUP_WORLD = 0,
@@ -95,6 +96,12 @@ st_status st_mesh_get_coords(const st_mesh *mesh, st_mesh_coords *out);
 
 /* Rank and size of this process inside a group. */
 st_status st_mesh_group_rank(const st_mesh *mesh, st_group group, int *rank, int *size);
+
+/* "mpi" or "nccl": the collective backend the mesh chose. */
+const char *st_mesh_backend_name(const st_mesh *mesh);
+
+/* "cpu" or "cuda": the device the mesh chose for this rank. */
+const char *st_mesh_device_name(const st_mesh *mesh);
 
 #ifdef __cplusplus
 }

@@ -4,13 +4,16 @@ Flags come from `mpicc --showme:compile` / `--showme:link`; each include directo
 symlinked into the repository so Bazel's header checks see the MPI headers as declared.
 """
 
+def _words(text):
+    return [w for w in text.strip().replace("\n", " ").split(" ") if w]
+
 def _mpi_configure_impl(rctx):
     mpicc = rctx.which("mpicc")
     if not mpicc:
         fail("mpicc not found: install Open MPI (apt-get install libopenmpi-dev openmpi-bin), " +
              "or run tools/setup.sh")
-    compile_flags = rctx.execute([mpicc, "--showme:compile"]).stdout.split()
-    link_flags = rctx.execute([mpicc, "--showme:link"]).stdout.split()
+    compile_flags = _words(rctx.execute([mpicc, "--showme:compile"]).stdout)
+    link_flags = _words(rctx.execute([mpicc, "--showme:link"]).stdout)
     includes = []
     other_copts = []
     for flag in compile_flags:

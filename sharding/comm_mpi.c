@@ -1,0 +1,261 @@
+/* comm_mpi.c - MPI backend of comm.h. Each communicator owns a duplicate of its MPI
+ * communicator (so its traffic cannot match anyone else's), its half-precision reduction ops,
+ * and, on a CUDA device, a stream for staging copies. */
+#include "sharding/comm_mpi.h"
+
+#include <limits.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/check_mpi.h"
+#include "core/error.h"
+
+typedef struct mpi_ctx {
+  MPI_Comm comm;
+  int size;
+  st_device dev;
+  int staged; /* buffers are device memory: go through pinned host staging */
+  st_stream stream;
+  MPI_Op half_ops[ST_DTYPE_COUNT][2]; /* [bf16|fp16][sum|max]; MPI_OP_NULL for fp32 */
+} mpi_ctx;
+
+/* Per-collective state, kept inside comm_work.backend_state. */
+typedef struct mpi_work {
+  MPI_Request request;
+  void *staging;      /* pinned host copy of the buffer, or NULL */
+  void *device_dst;   /* where the staged result goes back to */
+  size_t result_offset, result_bytes;
+} mpi_work;
+
+_Static_assert(sizeof(mpi_work) <= sizeof(((comm_work *)0)->backend_state),
+               "mpi_work must fit in comm_work");
+
+static mpi_work *state_of(comm_work *work) { return (mpi_work *)work->backend_state; }
+
+/* ---- half-precision reductions ---------------------------------------------------------- */
+
+static void bf16_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
+  (void)type;
+  const uint16_t *a = in;
+  uint16_t *b = inout;
+  for (int i = 0; i < *len; i++) b[i] = bf16_from_f32(f32_from_bf16(a[i]) + f32_from_bf16(b[i]));
+}
+
+static void bf16_max(void *in, void *inout, int *len, MPI_Datatype *type) {
+  (void)type;
+  const uint16_t *a = in;
+  uint16_t *b = inout;
+  for (int i = 0; i < *len; i++) {
+    if (f32_from_bf16(a[i]) > f32_from_bf16(b[i])) b[i] = a[i];
+  }
+}
+
+static void fp16_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
+  (void)type;
+  const uint16_t *a = in;
+  uint16_t *b = inout;
+  for (int i = 0; i < *len; i++) b[i] = fp16_from_f32(f32_from_fp16(a[i]) + f32_from_fp16(b[i]));
+}
+
+static void fp16_max(void *in, void *inout, int *len, MPI_Datatype *type) {
+  (void)type;
+  const uint16_t *a = in;
+  uint16_t *b = inout;
+  for (int i = 0; i < *len; i++) {
+    if (f32_from_fp16(a[i]) > f32_from_fp16(b[i])) b[i] = a[i];
+  }
+}
+
+static MPI_Datatype mpi_type(st_dtype dtype) {
+  return dtype == ST_FP32 ? MPI_FLOAT : MPI_UINT16_T;
+}
+
+static MPI_Op mpi_reduce_op(const mpi_ctx *ctx, st_dtype dtype, comm_reduce_op op) {
+  if (dtype == ST_FP32) return op == COMM_SUM ? MPI_SUM : MPI_MAX;
+  return ctx->half_ops[dtype][op];
+}
+
+static st_status check_count(size_t count) {
+  if (count > INT_MAX) {
+    return st_error(ST_ERR_UNSUPPORTED, "MPI collective of %zu elements exceeds MPI's int count",
+                    count);
+  }
+  return ST_OK;
+}
+
+/* ---- staging --------------------------------------------------------------------------- */
+
+/* With staging, returns a pinned host buffer of `bytes` holding a copy of src's first
+ * `copy_bytes` bytes at `copy_offset`; the collective's result is copied back to dst later. */
+static st_status stage(mpi_ctx *ctx, mpi_work *w, const void *src, size_t copy_offset,
+                       size_t copy_bytes, size_t bytes, void *dst, size_t result_offset,
+                       size_t result_bytes) {
+  ST_CHECK(mem_alloc(&w->staging, bytes, MEM_PINNED, MEM_COMM, &ctx->dev));
+  if (copy_bytes) {
+    ST_CHECK(stream_memcpy(&ctx->stream, (char *)w->staging + copy_offset, src, copy_bytes));
+    ST_CHECK(stream_sync(&ctx->stream));
+  }
+  w->device_dst = dst;
+  w->result_offset = result_offset;
+  w->result_bytes = result_bytes;
+  return ST_OK;
+}
+
+static void release_staging(mpi_work *w) {
+  mem_free(w->staging);
+  w->staging = NULL;
+}
+
+/* ---- collectives ----------------------------------------------------------------------- */
+
+static st_status mpi_all_gather(void *vctx, const void *send, void *recv, size_t count,
+                                st_dtype dtype, comm_work *work) {
+  mpi_ctx *ctx = vctx;
+  mpi_work *w = state_of(work);
+  ST_CHECK(check_count(count * (size_t)ctx->size));
+  size_t piece = count * dtype_size(dtype);
+  int rank;
+  MPI_Comm_rank(ctx->comm, &rank);
+  const void *in = send;
+  void *out = recv;
+  if (ctx->staged) {
+    size_t total = piece * (size_t)ctx->size;
+    ST_CHECK(stage(ctx, w, send, piece * (size_t)rank, piece, total, recv, 0, total));
+    in = MPI_IN_PLACE;
+    out = w->staging;
+  } else if (send == (const char *)recv + piece * (size_t)rank) {
+    in = MPI_IN_PLACE;
+  }
+  MPI_CHECK(MPI_Iallgather(in, (int)count, mpi_type(dtype), out, (int)count, mpi_type(dtype),
+                           ctx->comm, &w->request));
+  return ST_OK;
+}
+
+static st_status mpi_reduce_scatter(void *vctx, const void *send, void *recv, size_t count,
+                                    st_dtype dtype, comm_reduce_op op, comm_work *work) {
+  mpi_ctx *ctx = vctx;
+  mpi_work *w = state_of(work);
+  ST_CHECK(check_count(count * (size_t)ctx->size));
+  size_t piece = count * dtype_size(dtype);
+  const void *in = send;
+  void *out = recv;
+  if (ctx->staged) {
+    size_t total = piece * (size_t)ctx->size;
+    /* One buffer: the full input, and the result written over its start. */
+    ST_CHECK(stage(ctx, w, send, 0, total, total, recv, 0, piece));
+    in = MPI_IN_PLACE;
+    out = w->staging;
+  }
+  MPI_CHECK(MPI_Ireduce_scatter_block(in, out, (int)count, mpi_type(dtype),
+                                      mpi_reduce_op(ctx, dtype, op), ctx->comm, &w->request));
+  return ST_OK;
+}
+
+static st_status mpi_all_reduce(void *vctx, const void *send, void *recv, size_t count,
+                                st_dtype dtype, comm_reduce_op op, comm_work *work) {
+  mpi_ctx *ctx = vctx;
+  mpi_work *w = state_of(work);
+  ST_CHECK(check_count(count));
+  size_t bytes = count * dtype_size(dtype);
+  const void *in = send == recv ? MPI_IN_PLACE : send;
+  void *out = recv;
+  if (ctx->staged) {
+    ST_CHECK(stage(ctx, w, send, 0, bytes, bytes, recv, 0, bytes));
+    in = MPI_IN_PLACE;
+    out = w->staging;
+  }
+  MPI_CHECK(MPI_Iallreduce(in, out, (int)count, mpi_type(dtype), mpi_reduce_op(ctx, dtype, op),
+                           ctx->comm, &w->request));
+  return ST_OK;
+}
+
+static st_status mpi_broadcast(void *vctx, void *buf, size_t count, st_dtype dtype, int root,
+                               comm_work *work) {
+  mpi_ctx *ctx = vctx;
+  mpi_work *w = state_of(work);
+  ST_CHECK(check_count(count));
+  size_t bytes = count * dtype_size(dtype);
+  void *io = buf;
+  if (ctx->staged) {
+    ST_CHECK(stage(ctx, w, buf, 0, bytes, bytes, buf, 0, bytes));
+    io = w->staging;
+  }
+  MPI_CHECK(MPI_Ibcast(io, (int)count, mpi_type(dtype), root, ctx->comm, &w->request));
+  return ST_OK;
+}
+
+static st_status mpi_barrier(void *vctx, comm_work *work) {
+  mpi_ctx *ctx = vctx;
+  MPI_CHECK(MPI_Ibarrier(ctx->comm, &state_of(work)->request));
+  return ST_OK;
+}
+
+static st_status mpi_test(void *vctx, comm_work *work, int *done) {
+  mpi_ctx *ctx = vctx;
+  mpi_work *w = state_of(work);
+  MPI_CHECK(MPI_Test(&w->request, done, MPI_STATUS_IGNORE));
+  if (!*done || !w->staging) return ST_OK;
+  st_status status = stream_memcpy(&ctx->stream, w->device_dst,
+                                   (char *)w->staging + w->result_offset, w->result_bytes);
+  if (status == ST_OK) status = stream_sync(&ctx->stream);
+  release_staging(w);
+  return status;
+}
+
+static void mpi_abort(void *vctx) { (void)vctx; /* MPI_Abort tears everything down */ }
+
+static void mpi_destroy(void *vctx) {
+  mpi_ctx *ctx = vctx;
+  if (!ctx) return;
+  for (int d = 0; d < ST_DTYPE_COUNT; d++) {
+    for (int op = 0; op < 2; op++) {
+      if (ctx->half_ops[d][op] != MPI_OP_NULL) MPI_Op_free(&ctx->half_ops[d][op]);
+    }
+  }
+  if (ctx->comm != MPI_COMM_NULL) MPI_Comm_free(&ctx->comm);
+  stream_destroy(&ctx->stream);
+  mem_free(ctx);
+}
+
+static const comm_backend mpi_backend = {
+    .name = "mpi",
+    .all_gather = mpi_all_gather,
+    .reduce_scatter = mpi_reduce_scatter,
+    .all_reduce = mpi_all_reduce,
+    .broadcast = mpi_broadcast,
+    .barrier = mpi_barrier,
+    .test = mpi_test,
+    .abort = mpi_abort,
+    .destroy = mpi_destroy,
+};
+
+static st_status create_ctx(mpi_ctx *ctx, MPI_Comm mpi_comm, const st_device *dev) {
+  ctx->dev = *dev;
+  ctx->staged = dev->backend->kind != ST_DEVICE_CPU;
+  ST_CHECK(stream_create(dev, &ctx->stream));
+  MPI_CHECK(MPI_Comm_dup(mpi_comm, &ctx->comm));
+  MPI_CHECK(MPI_Comm_size(ctx->comm, &ctx->size));
+  MPI_User_function *const fns[ST_DTYPE_COUNT][2] = {
+      [ST_BF16] = {bf16_sum, bf16_max}, [ST_FP16] = {fp16_sum, fp16_max}};
+  for (int d = ST_BF16; d <= ST_FP16; d++) {
+    for (int op = 0; op < 2; op++) MPI_CHECK(MPI_Op_create(fns[d][op], 1, &ctx->half_ops[d][op]));
+  }
+  return ST_OK;
+}
+
+st_status comm_mpi_create(comm **out, MPI_Comm mpi_comm, const char *group_name,
+                          const st_device *dev, double timeout_s) {
+  *out = NULL;
+  mpi_ctx *ctx = NULL;
+  ST_CHECK(mem_alloc_zeroed((void **)&ctx, sizeof *ctx, MEM_HOST, MEM_COMM, NULL));
+  ctx->comm = MPI_COMM_NULL;
+  for (int d = 0; d < ST_DTYPE_COUNT; d++) ctx->half_ops[d][0] = ctx->half_ops[d][1] = MPI_OP_NULL;
+  st_status status = create_ctx(ctx, mpi_comm, dev);
+  if (status != ST_OK) {
+    mpi_destroy(ctx);
+    return status;
+  }
+  int rank;
+  MPI_Comm_rank(ctx->comm, &rank);
+  return comm_create(out, &mpi_backend, ctx, group_name, rank, ctx->size, timeout_s);
+}

@@ -1,0 +1,153 @@
+/* comm_nccl.c - NCCL backend of comm.h (CUDA builds only; comm_nccl_stub.c stands in
+ * otherwise). Barrier is an all-reduce of one float on a device scratch word, since NCCL has
+ * no barrier of its own. */
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "core/alloc.h"
+#include "core/check_cuda.h"
+#include "core/check_mpi.h"
+#include "core/check_nccl.h"
+#include "sharding/comm_nccl.h"
+
+typedef struct nccl_ctx {
+  ncclComm_t comm;
+  int size;
+  st_device dev;
+  st_stream stream;
+  float *barrier_word; /* device scratch for the barrier all-reduce */
+} nccl_ctx;
+
+typedef struct nccl_work {
+  st_event done;
+} nccl_work;
+
+_Static_assert(sizeof(nccl_work) <= sizeof(((comm_work *)0)->backend_state),
+               "nccl_work must fit in comm_work");
+
+int comm_nccl_available(void) { return 1; }
+
+static ncclDataType_t nccl_type(st_dtype dtype) {
+  switch (dtype) {
+    case ST_BF16: return ncclBfloat16;
+    case ST_FP16: return ncclFloat16;
+    default: return ncclFloat32;
+  }
+}
+
+static ncclRedOp_t nccl_op(comm_reduce_op op) { return op == COMM_SUM ? ncclSum : ncclMax; }
+
+static cudaStream_t stream_of(const nccl_ctx *ctx) { return (cudaStream_t)ctx->stream.handle; }
+
+/* Records the completion event after the collective just enqueued. */
+static st_status mark_enqueued(nccl_ctx *ctx, comm_work *work) {
+  nccl_work *w = (nccl_work *)work->backend_state;
+  ST_CHECK(event_create(&ctx->dev, &w->done));
+  return event_record(&w->done, &ctx->stream);
+}
+
+static st_status nccl_all_gather(void *vctx, const void *send, void *recv, size_t count,
+                                 st_dtype dtype, comm_work *work) {
+  nccl_ctx *ctx = vctx;
+  NCCL_CHECK(ncclAllGather(send, recv, count, nccl_type(dtype), ctx->comm, stream_of(ctx)));
+  return mark_enqueued(ctx, work);
+}
+
+static st_status nccl_reduce_scatter(void *vctx, const void *send, void *recv, size_t count,
+                                     st_dtype dtype, comm_reduce_op op, comm_work *work) {
+  nccl_ctx *ctx = vctx;
+  NCCL_CHECK(ncclReduceScatter(send, recv, count, nccl_type(dtype), nccl_op(op), ctx->comm,
+                               stream_of(ctx)));
+  return mark_enqueued(ctx, work);
+}
+
+static st_status nccl_all_reduce(void *vctx, const void *send, void *recv, size_t count,
+                                 st_dtype dtype, comm_reduce_op op, comm_work *work) {
+  nccl_ctx *ctx = vctx;
+  NCCL_CHECK(ncclAllReduce(send, recv, count, nccl_type(dtype), nccl_op(op), ctx->comm,
+                           stream_of(ctx)));
+  return mark_enqueued(ctx, work);
+}
+
+static st_status nccl_broadcast(void *vctx, void *buf, size_t count, st_dtype dtype, int root,
+                                comm_work *work) {
+  nccl_ctx *ctx = vctx;
+  NCCL_CHECK(ncclBroadcast(buf, buf, count, nccl_type(dtype), root, ctx->comm, stream_of(ctx)));
+  return mark_enqueued(ctx, work);
+}
+
+static st_status nccl_barrier(void *vctx, comm_work *work) {
+  nccl_ctx *ctx = vctx;
+  NCCL_CHECK(ncclAllReduce(ctx->barrier_word, ctx->barrier_word, 1, ncclFloat32, ncclSum,
+                           ctx->comm, stream_of(ctx)));
+  return mark_enqueued(ctx, work);
+}
+
+static st_status nccl_test(void *vctx, comm_work *work, int *done) {
+  nccl_ctx *ctx = vctx;
+  nccl_work *w = (nccl_work *)work->backend_state;
+  ncclResult_t async_err = ncclSuccess;
+  NCCL_CHECK(ncclCommGetAsyncError(ctx->comm, &async_err));
+  NCCL_CHECK(async_err);
+  ST_CHECK(event_query(&w->done, done));
+  if (*done) event_destroy(&w->done);
+  return ST_OK;
+}
+
+static void nccl_abort(void *vctx) {
+  nccl_ctx *ctx = vctx;
+  ncclCommAbort(ctx->comm);
+  ctx->comm = NULL;
+}
+
+static void nccl_destroy(void *vctx) {
+  nccl_ctx *ctx = vctx;
+  if (!ctx) return;
+  if (ctx->comm) ncclCommDestroy(ctx->comm);
+  mem_free(ctx->barrier_word);
+  stream_destroy(&ctx->stream);
+  mem_free(ctx);
+}
+
+static const comm_backend nccl_backend = {
+    .name = "nccl",
+    .all_gather = nccl_all_gather,
+    .reduce_scatter = nccl_reduce_scatter,
+    .all_reduce = nccl_all_reduce,
+    .broadcast = nccl_broadcast,
+    .barrier = nccl_barrier,
+    .test = nccl_test,
+    .abort = nccl_abort,
+    .destroy = nccl_destroy,
+};
+
+static st_status init_ctx(nccl_ctx *ctx, MPI_Comm mpi_comm, const st_device *dev, int *rank) {
+  ctx->dev = *dev;
+  MPI_CHECK(MPI_Comm_rank(mpi_comm, rank));
+  MPI_CHECK(MPI_Comm_size(mpi_comm, &ctx->size));
+  ST_CHECK(stream_create(dev, &ctx->stream));
+  ST_CHECK(mem_alloc((void **)&ctx->barrier_word, sizeof(float), MEM_DEVICE, MEM_COMM, dev));
+  ST_CHECK(stream_memset(&ctx->stream, ctx->barrier_word, 0, sizeof(float)));
+  ncclUniqueId id;
+  if (*rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+  MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, mpi_comm));
+  NCCL_CHECK(ncclCommInitRank(&ctx->comm, ctx->size, id, *rank));
+  return ST_OK;
+}
+
+st_status comm_nccl_create(comm **out, MPI_Comm mpi_comm, const char *group_name,
+                           const st_device *dev, double timeout_s) {
+  *out = NULL;
+  if (dev->backend->kind != ST_DEVICE_CUDA) {
+    return st_error(ST_ERR_INVALID_ARG, "the NCCL backend needs a CUDA device");
+  }
+  nccl_ctx *ctx = NULL;
+  ST_CHECK(mem_alloc_zeroed((void **)&ctx, sizeof *ctx, MEM_HOST, MEM_COMM, NULL));
+  int rank = 0;
+  st_status status = init_ctx(ctx, mpi_comm, dev, &rank);
+  if (status != ST_OK) {
+    nccl_destroy(ctx);
+    return status;
+  }
+  return comm_create(out, &nccl_backend, ctx, group_name, rank, ctx->size, timeout_s);
+}

@@ -1,0 +1,19 @@
+/* comm_nccl.h - the NCCL collective backend: one NCCL communicator per group, bootstrapped by
+ * broadcasting the unique id over the group's MPI communicator. Collectives run on the comm's
+ * own CUDA stream; completion is an event recorded after each one. Needs one GPU per rank
+ * (NCCL refuses two ranks on one GPU); the mesh falls back to MPI otherwise. */
+#ifndef ST_SHARDING_COMM_NCCL_H
+#define ST_SHARDING_COMM_NCCL_H
+
+#include <mpi.h>
+
+#include "sharding/comm.h"
+
+/* Whether this build has the NCCL backend. */
+int comm_nccl_available(void);
+
+/* Collective over the group: every rank of mpi_comm must call it. dev must be a CUDA device. */
+st_status comm_nccl_create(comm **out, MPI_Comm mpi_comm, const char *group_name,
+                           const st_device *dev, double timeout_s);
+
+#endif /* ST_SHARDING_COMM_NCCL_H */

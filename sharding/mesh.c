@@ -1,0 +1,226 @@
+/* mesh.c - validating and building the process mesh. Validation is a pure function of the
+ * config and the world size, so an impossible mesh fails identically on every rank with no
+ * communication; device and backend choices, which can differ between nodes, are agreed on
+ * with one all-reduce so that either every rank proceeds or every rank fails. */
+#include "sharding/mesh.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/check_mpi.h"
+#include "core/env.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "sharding/comm_mpi.h"
+#include "sharding/comm_nccl.h"
+
+struct st_mesh {
+  st_mesh_coords coords;
+  st_device device;
+  st_comm_backend backend;
+  comm *groups[ST_GROUP_COUNT];
+};
+
+const char *mesh_group_name(st_group group) {
+  static const char *const names[ST_GROUP_COUNT] = {"world", "tp", "shard", "replicate", "dp"};
+  return (unsigned)group < ST_GROUP_COUNT ? names[group] : "invalid";
+}
+
+st_status mesh_validate(const st_mesh_config *config, int world_size, st_mesh_config *resolved) {
+  int R = config->dp_replicate, S = config->dp_shard, T = config->tp;
+  if (R < 1 || T < 1 || S < 0) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "mesh dp_replicate=%d x dp_shard=%d x tp=%d: every extent must be >= 1 "
+                    "(dp_shard 0 means world / (dp_replicate x tp))", R, S, T);
+  }
+  if (S == 0) {
+    if (world_size % (R * T) != 0) {
+      return st_error(ST_ERR_INVALID_ARG,
+                      "mesh dp_replicate=%d x tp=%d = %d does not divide the world of %d ranks",
+                      R, T, R * T, world_size);
+    }
+    S = world_size / (R * T);
+  }
+  if ((int64_t)R * S * T != world_size) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "mesh dp_replicate=%d x dp_shard=%d x tp=%d needs %lld ranks, world has %d",
+                    R, S, T, (long long)R * S * T, world_size);
+  }
+  *resolved = *config;
+  resolved->dp_shard = S;
+  return ST_OK;
+}
+
+void mesh_coords_of(const st_mesh_config *mesh, int rank, int *r, int *s, int *t) {
+  int S = mesh->dp_shard, T = mesh->tp;
+  *t = rank % T;
+  *s = (rank / T) % S;
+  *r = rank / (T * S);
+}
+
+/* Copies a caller's config that may come from an older, smaller version of the struct. */
+static st_status read_config(const st_mesh_config *config, st_mesh_config *out) {
+  st_mesh_config defaults = ST_MESH_CONFIG_INIT;
+  *out = defaults;
+  if (!config) return ST_OK;
+  if (config->struct_size < offsetof(st_mesh_config, tp) + sizeof(int) ||
+      config->struct_size > sizeof *out) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "st_mesh_config.struct_size is %zu; initialise it with ST_MESH_CONFIG_INIT",
+                    config->struct_size);
+  }
+  memcpy(out, config, config->struct_size);
+  out->struct_size = sizeof *out;
+  return ST_OK;
+}
+
+static st_status resolve_timeout(const st_mesh_config *cfg, double *timeout_s) {
+  if (cfg->comm_timeout_s > 0) {
+    *timeout_s = cfg->comm_timeout_s;
+    return ST_OK;
+  }
+  int ok = 0;
+  *timeout_s = env_get_positive(ENV_COMM_TIMEOUT, &ok);
+  if (!ok) {
+    return st_error(ST_ERR_INVALID_ARG, "ST_COMM_TIMEOUT='%s' is not a positive number of seconds",
+                    env_get_string(ENV_COMM_TIMEOUT));
+  }
+  return ST_OK;
+}
+
+/* Chooses this rank's device and the job's backend. Every rank calls it; the result is agreed
+ * on over the world, so a failure on one rank fails all of them with the same status. */
+static st_status choose_device_and_backend(st_mesh *mesh, const st_mesh_config *cfg) {
+  MPI_Comm node;
+  int local_rank = 0, local_size = 1;
+  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  MPI_Comm_rank(node, &local_rank);
+  MPI_Comm_size(node, &local_size);
+  MPI_Comm_free(&node);
+
+  const char *request = cfg->device ? cfg->device : env_get_string(ENV_DEVICE);
+  st_status mine = device_select(request, local_rank, &mesh->device);
+  int own_gpu = mine == ST_OK && mesh->device.backend->kind == ST_DEVICE_CUDA &&
+                local_size <= device_cuda_count() && comm_nccl_available();
+  int flags[2] = {mine != ST_OK ? (int)mine : 0, !own_gpu};
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, flags, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+  if (mine != ST_OK) return mine;
+  if (flags[0]) {
+    return st_error((st_status)flags[0], "device '%s' could not be used on another rank",
+                    request);
+  }
+  int nccl_possible = !flags[1];
+  switch (cfg->backend) {
+    case ST_COMM_AUTO: mesh->backend = nccl_possible ? ST_COMM_NCCL : ST_COMM_MPI; break;
+    case ST_COMM_MPI: mesh->backend = ST_COMM_MPI; break;
+    case ST_COMM_NCCL:
+      if (!nccl_possible) {
+        return st_error(ST_ERR_UNSUPPORTED,
+                        "the NCCL backend needs NCCL and one GPU per rank on every rank "
+                        "(device %s, %d ranks on this node, %d GPUs)",
+                        mesh->device.backend->name, local_size, device_cuda_count());
+      }
+      mesh->backend = ST_COMM_NCCL;
+      break;
+    default:
+      return st_error(ST_ERR_INVALID_ARG, "collective backend %d is not one of auto, mpi, nccl",
+                      (int)cfg->backend);
+  }
+  return ST_OK;
+}
+
+/* MPI_Comm_split colour and key of this rank in each group. Keys order ranks inside a group:
+ * the dp group is ordered by d = r * S + s, the data-parallel index of DESIGN.md. */
+static void group_color_key(const st_mesh_coords *c, st_group group, int *color, int *key) {
+  switch (group) {
+    case ST_GROUP_TP: *color = c->r * c->S + c->s; *key = c->t; break;
+    case ST_GROUP_SHARD: *color = c->r * c->T + c->t; *key = c->s; break;
+    case ST_GROUP_REPLICATE: *color = c->s * c->T + c->t; *key = c->r; break;
+    case ST_GROUP_DP: *color = c->t; *key = c->r * c->S + c->s; break;
+    default: *color = 0; *key = c->world_rank; break;
+  }
+}
+
+static st_status create_groups(st_mesh *mesh, double timeout_s) {
+  for (int g = 0; g < ST_GROUP_COUNT; g++) {
+    int color, key;
+    group_color_key(&mesh->coords, (st_group)g, &color, &key);
+    MPI_Comm split;
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, key, &split));
+    st_status status =
+        mesh->backend == ST_COMM_NCCL
+            ? comm_nccl_create(&mesh->groups[g], split, mesh_group_name(g), &mesh->device,
+                               timeout_s)
+            : comm_mpi_create(&mesh->groups[g], split, mesh_group_name(g), &mesh->device,
+                              timeout_s);
+    MPI_Comm_free(&split);
+    ST_CHECK(status);
+  }
+  return ST_OK;
+}
+
+st_status st_mesh_create(st_mesh **out, const st_mesh_config *config) {
+  *out = NULL;
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) return st_error(ST_ERR_INVALID_ARG, "st_mesh_create needs st_init first");
+  st_mesh_config cfg, resolved;
+  ST_CHECK(read_config(config, &cfg));
+  int world_rank, world_size;
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
+  ST_CHECK(mesh_validate(&cfg, world_size, &resolved));
+  double timeout_s = 0;
+  ST_CHECK(resolve_timeout(&resolved, &timeout_s));
+
+  st_mesh *mesh = NULL;
+  ST_CHECK(mem_alloc_zeroed((void **)&mesh, sizeof *mesh, MEM_HOST, MEM_COMM, NULL));
+  st_mesh_coords *c = &mesh->coords;
+  c->world_rank = world_rank;
+  c->world_size = world_size;
+  c->R = resolved.dp_replicate;
+  c->S = resolved.dp_shard;
+  c->T = resolved.tp;
+  mesh_coords_of(&resolved, world_rank, &c->r, &c->s, &c->t);
+  st_log_set_rank(world_rank);
+
+  st_status status;
+  ST_CHECK_GOTO(choose_device_and_backend(mesh, &resolved), status, fail);
+  ST_CHECK_GOTO(create_groups(mesh, timeout_s), status, fail);
+  *out = mesh;
+  return ST_OK;
+fail:
+  st_mesh_destroy(mesh);
+  return status;
+}
+
+void st_mesh_destroy(st_mesh *mesh) {
+  if (!mesh) return;
+  for (int g = ST_GROUP_COUNT - 1; g >= 0; g--) comm_destroy(mesh->groups[g]);
+  mem_free(mesh);
+}
+
+st_status st_mesh_get_coords(const st_mesh *mesh, st_mesh_coords *out) {
+  *out = mesh->coords;
+  return ST_OK;
+}
+
+st_status st_mesh_group_rank(const st_mesh *mesh, st_group group, int *rank, int *size) {
+  if ((unsigned)group >= ST_GROUP_COUNT) {
+    return st_error(ST_ERR_INVALID_ARG, "group %d does not exist", (int)group);
+  }
+  *rank = comm_rank(mesh->groups[group]);
+  *size = comm_size(mesh->groups[group]);
+  return ST_OK;
+}
+
+const char *st_mesh_backend_name(const st_mesh *mesh) {
+  return mesh->backend == ST_COMM_NCCL ? "nccl" : "mpi";
+}
+
+const char *st_mesh_device_name(const st_mesh *mesh) { return mesh->device.backend->name; }
+
+comm *mesh_comm(const st_mesh *mesh, st_group group) { return mesh->groups[group]; }
+
+const st_device *mesh_device(const st_mesh *mesh) { return &mesh->device; }

@@ -1,0 +1,26 @@
+/* mesh.h - the process mesh inside the library: world = R x S x T ranks with
+ * rank = (r * S + s) * T + t, its groups' communicators, and the compute device it chose.
+ * The public half (create, destroy, coordinates) is declared in shardtrain.h. */
+#ifndef ST_SHARDING_MESH_H
+#define ST_SHARDING_MESH_H
+
+#include "core/device.h"
+#include "sharding/comm.h"
+#include "shardtrain.h"
+
+/* The communicator of a group; never NULL for a created mesh. */
+comm *mesh_comm(const st_mesh *mesh, st_group group);
+
+/* The device every rank computes on (chosen from $ST_DEVICE, or the mesh config's request). */
+const st_device *mesh_device(const st_mesh *mesh);
+
+const char *mesh_group_name(st_group group);
+
+/* Checks a mesh against a world size without communicating, so every rank reaches the same
+ * verdict. Resolves dp_shard = 0 to world / (R * T). Fills *resolved on success. */
+st_status mesh_validate(const st_mesh_config *config, int world_size, st_mesh_config *resolved);
+
+/* Coordinates of world rank `rank` in a validated mesh. */
+void mesh_coords_of(const st_mesh_config *mesh, int rank, int *r, int *s, int *t);
+
+#endif /* ST_SHARDING_MESH_H */

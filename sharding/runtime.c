@@ -1,0 +1,36 @@
+/* runtime.c - st_init / st_finalize: start MPI unless the embedding program already has, and
+ * shut down only what we started. FUNNELED: only the thread that called st_init talks to MPI. */
+#include <mpi.h>
+
+#include "core/check_mpi.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "shardtrain.h"
+
+static int we_started_mpi;
+
+st_status st_init(int *argc, char ***argv) {
+  int initialized = 0;
+  MPI_CHECK(MPI_Initialized(&initialized));
+  if (!initialized) {
+    int provided = 0;
+    MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+    we_started_mpi = 1;
+  }
+  /* Errors come back as codes we turn into st_status, instead of MPI's default abort. */
+  MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  int rank = 0, size = 1;
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+  if (size > 1) st_log_set_rank(rank);
+  return ST_OK;
+}
+
+st_status st_finalize(void) {
+  if (!we_started_mpi) return ST_OK;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_CHECK(MPI_Finalize());
+  we_started_mpi = 0;
+  return ST_OK;
+}
