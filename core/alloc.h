@@ -13,6 +13,10 @@
 
 #include "core/device.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum mem_category {
   MEM_PARAMS = 0,      /* low-precision parameters held between steps */
   MEM_GRADS = 1,       /* gradients held between backward and the optimizer */
@@ -52,5 +56,9 @@ void mem_reset_peak(void);
 
 /* Test hook: the n-th allocation from now (1 = the next) fails; 0 disables. */
 void mem_fail_nth(long n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ST_CORE_ALLOC_H */

@@ -14,6 +14,10 @@
 #include "core/tensor.h"
 #include "shardtrain.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum mem_kind {
   MEM_HOST = 0,   /* pageable host memory */
   MEM_PINNED = 1, /* page-locked host memory (host memory on the CPU backend) */
@@ -87,5 +91,9 @@ st_status device_cuda_bind(int ordinal);
 
 /* Aligned pageable host memory shared by both backends (alignment 64 bytes). */
 st_status host_raw_alloc(size_t bytes, void **out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ST_CORE_DEVICE_H */

@@ -9,6 +9,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum st_dtype { ST_FP32 = 0, ST_BF16 = 1, ST_FP16 = 2, ST_DTYPE_COUNT = 3 } st_dtype;
 
 size_t dtype_size(st_dtype dtype);
@@ -33,5 +37,9 @@ static inline float f32_from_bf16(uint16_t h) {
 
 uint16_t fp16_from_f32(float f);
 float f32_from_fp16(uint16_t h);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ST_CORE_DTYPE_H */

@@ -4,6 +4,10 @@
 #ifndef ST_CORE_ENV_H
 #define ST_CORE_ENV_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum env_var {
   ENV_LOG_LEVEL = 0,    /* ST_LOG_LEVEL */
   ENV_COMM_TIMEOUT = 1, /* ST_COMM_TIMEOUT */
@@ -26,5 +30,9 @@ const char *env_get_string(env_var var);
 /* The value parsed as a positive number; the default when unset. Sets *ok = 0 (and returns
  * the default) when the value is not a positive number. */
 double env_get_positive(env_var var, int *ok);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ST_CORE_ENV_H */

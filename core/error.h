@@ -10,6 +10,10 @@
 
 #include "shardtrain.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Records a printf-style detail for this thread and returns status, so that
  * `return st_error(ST_ERR_INVALID_ARG, "tp %d does not divide %d heads", t, h);` reads well. */
 st_status st_error(st_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -38,5 +42,9 @@ void st_error_trace(st_status status, const char *expr, const char *file, int li
       goto label;                                        \
     }                                                    \
   } while (0)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ST_CORE_ERROR_H */

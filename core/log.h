@@ -5,6 +5,10 @@
 #ifndef ST_CORE_LOG_H
 #define ST_CORE_LOG_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum st_log_level {
   ST_LOG_ERROR = 0,
   ST_LOG_WARN = 1,
@@ -19,5 +23,9 @@ void st_log_set_rank(int rank);
 
 /* Whether a message at `level` would be printed. */
 int st_log_enabled(st_log_level level);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ST_CORE_LOG_H */

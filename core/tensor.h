@@ -9,6 +9,10 @@
 #include "core/dtype.h"
 #include "shardtrain.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define ST_MAX_DIMS 4
 
 typedef enum st_device_kind { ST_DEVICE_CPU = 0, ST_DEVICE_CUDA = 1 } st_device_kind;
@@ -30,5 +34,9 @@ st_status tensor_make(st_tensor *out, void *data, st_dtype dtype, st_device_kind
 int64_t tensor_numel(const st_tensor *t);
 size_t tensor_nbytes(const st_tensor *t);
 int tensor_is_contiguous(const st_tensor *t);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ST_CORE_TENSOR_H */

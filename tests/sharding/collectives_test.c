@@ -7,12 +7,16 @@
  * multiples of any rank count. Byte counters are compared with the ring formulas computed
  * here in double; sequence numbers must advance by one per collective. Group membership is
  * checked against the rank layout rank = (r*S + s)*T + t recomputed from the coordinates.
+ *
+ * With `--device cuda` the buffers are device memory (NCCL with one GPU per rank, else MPI
+ * staging through pinned memory); without a usable GPU that variant prints SKIP and passes.
  */
 #include <math.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/alloc.h"
 #include "sharding/comm.h"
@@ -20,6 +24,39 @@
 #include "tests/testing_mpi.h"
 
 static const size_t counts[] = {1, 7, 1003};
+
+/* The buffers under test live on the mesh's device; they are filled and read through a host
+ * mirror. On the CPU device the copies are plain memmoves. */
+typedef struct dbuf {
+  void *host;
+  void *dev;
+  size_t bytes;
+} dbuf;
+
+static const st_device *test_device;
+static st_stream test_stream;
+
+static dbuf dbuf_alloc(size_t bytes) {
+  dbuf b = {NULL, NULL, bytes};
+  CHECK_OK(mem_alloc(&b.host, bytes, MEM_HOST, MEM_WORKSPACE, NULL));
+  CHECK_OK(mem_alloc(&b.dev, bytes, MEM_DEVICE, MEM_WORKSPACE, test_device));
+  return b;
+}
+
+static void dbuf_push(const dbuf *b) {
+  CHECK_OK(stream_memcpy(&test_stream, b->dev, b->host, b->bytes));
+  CHECK_OK(stream_sync(&test_stream));
+}
+
+static void dbuf_pull(const dbuf *b) {
+  CHECK_OK(stream_memcpy(&test_stream, b->host, b->dev, b->bytes));
+  CHECK_OK(stream_sync(&test_stream));
+}
+
+static void dbuf_free(dbuf *b) {
+  mem_free(b->dev);
+  mem_free(b->host);
+}
 
 /* World rank of group member k, from DESIGN.md's layout (independent of mesh.c's splits). */
 static int member_world_rank(const st_mesh_coords *c, st_group g, int k) {
@@ -79,110 +116,129 @@ static void check_accounting(comm *c, comm_op op, double bytes, const comm_count
 static void test_all_gather(comm *c, st_dtype dtype, size_t count, int in_place) {
   int me = comm_rank(c), n = comm_size(c);
   size_t es = dtype_size(dtype);
-  char *recv = NULL, *send = NULL;
-  CHECK_OK(mem_alloc((void **)&recv, count * n * es, MEM_HOST, MEM_WORKSPACE, NULL));
-  CHECK_OK(mem_alloc((void **)&send, count * es, MEM_HOST, MEM_WORKSPACE, NULL));
-  char *src = in_place ? recv + (size_t)me * count * es : send;
-  for (size_t j = 0; j < count; j++) set(src, dtype, j, me * 16 + (double)(j % 16));
+  dbuf recv = dbuf_alloc(count * n * es), send = dbuf_alloc(count * es);
+  size_t mine = in_place ? (size_t)me * count * es : 0;
+  dbuf *src = in_place ? &recv : &send;
+  for (size_t j = 0; j < count; j++) {
+    set((char *)src->host + mine, dtype, j, me * 16 + (double)(j % 16));
+  }
+  dbuf_push(src);
   comm_counters before;
   comm_counters_get(c, &before);
   uint64_t seq = comm_next_seq(c);
-  CHECK_OK(comm_all_gather(c, src, recv, count, dtype, NULL));
+  CHECK_OK(comm_all_gather(c, (char *)src->dev + mine, recv.dev, count, dtype, NULL));
   check_accounting(c, COMM_ALL_GATHER, (double)count * n * es, &before, seq);
+  dbuf_pull(&recv);
   int bad = 0;
   for (int k = 0; k < n; k++) {
-    for (size_t j = 0; j < count; j++) bad += get(recv, dtype, k * count + j) != k * 16 + (double)(j % 16);
+    for (size_t j = 0; j < count; j++) {
+      bad += get(recv.host, dtype, k * count + j) != k * 16 + (double)(j % 16);
+    }
   }
   CHECK_MSG(!bad, "all_gather %s %s count %zu%s: %d wrong elements", comm_group_name(c),
             dtype_name(dtype), count, in_place ? " in place" : "", bad);
-  mem_free(send);
-  mem_free(recv);
+  dbuf_free(&send);
+  dbuf_free(&recv);
 }
 
 static void test_reduce_scatter(comm *c, st_dtype dtype, size_t count) {
   int me = comm_rank(c), n = comm_size(c);
   size_t es = dtype_size(dtype);
-  char *send = NULL, *recv = NULL;
-  CHECK_OK(mem_alloc((void **)&send, count * n * es, MEM_HOST, MEM_WORKSPACE, NULL));
-  CHECK_OK(mem_alloc((void **)&recv, count * es, MEM_HOST, MEM_WORKSPACE, NULL));
+  dbuf send = dbuf_alloc(count * n * es), recv = dbuf_alloc(count * es);
   /* element (k, j) of rank q is (q + 1) * ((k + j) % 4 + 1): the sum over q is exact. */
   for (int k = 0; k < n; k++) {
-    for (size_t j = 0; j < count; j++) set(send, dtype, k * count + j, (me + 1) * (double)((k + j) % 4 + 1));
+    for (size_t j = 0; j < count; j++) {
+      set(send.host, dtype, k * count + j, (me + 1) * (double)((k + j) % 4 + 1));
+    }
   }
+  dbuf_push(&send);
   comm_counters before;
   comm_counters_get(c, &before);
   uint64_t seq = comm_next_seq(c);
-  CHECK_OK(comm_reduce_scatter(c, send, recv, count, dtype, COMM_SUM, NULL));
+  CHECK_OK(comm_reduce_scatter(c, send.dev, recv.dev, count, dtype, COMM_SUM, NULL));
   check_accounting(c, COMM_REDUCE_SCATTER, (double)count * n * es, &before, seq);
+  dbuf_pull(&recv);
   int bad = 0;
   for (size_t j = 0; j < count; j++) {
-    bad += get(recv, dtype, j) != n * (n + 1) / 2 * (double)((me + j) % 4 + 1);
+    bad += get(recv.host, dtype, j) != n * (n + 1) / 2 * (double)((me + j) % 4 + 1);
   }
   CHECK_MSG(!bad, "reduce_scatter %s %s count %zu: %d wrong elements", comm_group_name(c),
             dtype_name(dtype), count, bad);
-  mem_free(recv);
-  mem_free(send);
+  dbuf_free(&recv);
+  dbuf_free(&send);
 }
 
 static void test_all_reduce(comm *c, st_dtype dtype, comm_reduce_op op, size_t count) {
   int me = comm_rank(c), n = comm_size(c);
   size_t es = dtype_size(dtype);
-  char *buf = NULL;
-  CHECK_OK(mem_alloc((void **)&buf, count * es, MEM_HOST, MEM_WORKSPACE, NULL));
+  dbuf buf = dbuf_alloc(count * es);
   for (size_t j = 0; j < count; j++) {
     double v = op == COMM_SUM ? (me + 1) * (double)(j % 5) : (j % 3 == 0 ? me : -me);
-    set(buf, dtype, j, v);
+    set(buf.host, dtype, j, v);
   }
+  dbuf_push(&buf);
   comm_counters before;
   comm_counters_get(c, &before);
   uint64_t seq = comm_next_seq(c);
-  CHECK_OK(comm_all_reduce(c, buf, buf, count, dtype, op, NULL));
+  CHECK_OK(comm_all_reduce(c, buf.dev, buf.dev, count, dtype, op, NULL));
   check_accounting(c, COMM_ALL_REDUCE, (double)count * es, &before, seq);
+  dbuf_pull(&buf);
   int bad = 0;
   for (size_t j = 0; j < count; j++) {
     double want = op == COMM_SUM ? n * (n + 1) / 2 * (double)(j % 5) : (j % 3 == 0 ? n - 1 : 0);
-    bad += get(buf, dtype, j) != want;
+    bad += get(buf.host, dtype, j) != want;
   }
   CHECK_MSG(!bad, "all_reduce %s %s %s count %zu: %d wrong elements", comm_group_name(c),
             dtype_name(dtype), op == COMM_SUM ? "sum" : "max", count, bad);
-  mem_free(buf);
+  dbuf_free(&buf);
 }
 
 static void test_broadcast(comm *c, size_t count) {
   int me = comm_rank(c), n = comm_size(c), root = n - 1;
-  float *buf = NULL;
-  CHECK_OK(mem_alloc((void **)&buf, count * sizeof(float), MEM_HOST, MEM_WORKSPACE, NULL));
-  for (size_t j = 0; j < count; j++) buf[j] = me == root ? (float)(j % 251) : -1.0f;
+  dbuf buf = dbuf_alloc(count * sizeof(float));
+  float *h = buf.host;
+  for (size_t j = 0; j < count; j++) h[j] = me == root ? (float)(j % 251) : -1.0f;
+  dbuf_push(&buf);
   comm_counters before;
   comm_counters_get(c, &before);
   uint64_t seq = comm_next_seq(c);
-  CHECK_OK(comm_broadcast(c, buf, count, ST_FP32, root, NULL));
+  CHECK_OK(comm_broadcast(c, buf.dev, count, ST_FP32, root, NULL));
   check_accounting(c, COMM_BROADCAST, (double)count * sizeof(float), &before, seq);
+  dbuf_pull(&buf);
   int bad = 0;
-  for (size_t j = 0; j < count; j++) bad += buf[j] != (float)(j % 251);
+  for (size_t j = 0; j < count; j++) bad += h[j] != (float)(j % 251);
   CHECK_MSG(!bad, "broadcast %s count %zu: %d wrong elements", comm_group_name(c), count, bad);
-  mem_free(buf);
+  dbuf_free(&buf);
 }
 
 /* Two collectives in flight at once, waited on in the reverse order of issue. */
 static void test_async_overlap(comm *c) {
   int me = comm_rank(c), n = comm_size(c);
-  float gathered[64], mine[8], summed[8];
+  dbuf gathered = dbuf_alloc((size_t)n * 8 * sizeof(float)), mine = dbuf_alloc(8 * sizeof(float)),
+       summed = dbuf_alloc(8 * sizeof(float));
+  float *g = gathered.host, *m = mine.host, *sum = summed.host;
   for (int j = 0; j < 8; j++) {
-    mine[j] = (float)(me * 8 + j);
-    summed[j] = 1.0f;
+    m[j] = (float)(me * 8 + j);
+    sum[j] = 1.0f;
   }
+  dbuf_push(&mine);
+  dbuf_push(&summed);
   comm_work w1, w2;
-  CHECK_OK(comm_all_gather(c, mine, gathered, 8, ST_FP32, &w1));
-  CHECK_OK(comm_all_reduce(c, summed, summed, 8, ST_FP32, COMM_SUM, &w2));
+  CHECK_OK(comm_all_gather(c, mine.dev, gathered.dev, 8, ST_FP32, &w1));
+  CHECK_OK(comm_all_reduce(c, summed.dev, summed.dev, 8, ST_FP32, COMM_SUM, &w2));
   CHECK(w2.seq == w1.seq + 1);
   CHECK_OK(comm_wait(&w2));
   CHECK_OK(comm_wait(&w1));
+  dbuf_pull(&gathered);
+  dbuf_pull(&summed);
   int bad = 0;
-  for (int k = 0; k < n * 8; k++) bad += gathered[k] != (float)k;
-  for (int j = 0; j < 8; j++) bad += summed[j] != (float)n;
+  for (int k = 0; k < n * 8; k++) bad += g[k] != (float)k;
+  for (int j = 0; j < 8; j++) bad += sum[j] != (float)n;
   CHECK_MSG(!bad, "overlapped collectives on %s: %d wrong elements", comm_group_name(c), bad);
   CHECK_STATUS(comm_wait(&w1), ST_ERR_INVALID_ARG); /* already completed */
+  dbuf_free(&summed);
+  dbuf_free(&mine);
+  dbuf_free(&gathered);
 }
 
 static void test_membership(const st_mesh *mesh, st_group g) {
@@ -193,15 +249,19 @@ static void test_membership(const st_mesh *mesh, st_group g) {
   CHECK_MSG(n == expected_group_size(&coords, g), "group %s has %d ranks, expected %d",
             mesh_group_name(g), n, expected_group_size(&coords, g));
   CHECK(member_world_rank(&coords, g, comm_rank(c)) == coords.world_rank);
-  float *ranks = calloc((size_t)n, sizeof *ranks);
-  float mine = (float)coords.world_rank;
-  CHECK_OK(comm_all_gather(c, &mine, ranks, 1, ST_FP32, NULL));
+  dbuf all = dbuf_alloc((size_t)n * sizeof(float)), one = dbuf_alloc(sizeof(float));
+  float *ranks = all.host;
+  *(float *)one.host = (float)coords.world_rank;
+  dbuf_push(&one);
+  CHECK_OK(comm_all_gather(c, one.dev, all.dev, 1, ST_FP32, NULL));
+  dbuf_pull(&all);
   for (int k = 0; k < n; k++) {
     CHECK_MSG(ranks[k] == (float)member_world_rank(&coords, g, k),
               "group %s member %d is world rank %g, layout says %d", mesh_group_name(g), k,
               ranks[k], member_world_rank(&coords, g, k));
   }
-  free(ranks);
+  dbuf_free(&one);
+  dbuf_free(&all);
 }
 
 int main(int argc, char **argv) {
@@ -209,12 +269,21 @@ int main(int argc, char **argv) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   st_mesh_config config = ST_MESH_CONFIG_INIT;
-  config.device = "cpu";
-  config.backend = ST_COMM_MPI;
+  config.device = argc == 3 && strcmp(argv[1], "--device") == 0 ? argv[2] : "cpu";
+  if (strcmp(config.device, "cuda") == 0 && device_cuda_count() == 0) {
+    int rc = test_skip("collectives_test --device cuda", "no usable GPU");
+    st_finalize();
+    return rc;
+  }
   if (world == 8) config.dp_replicate = config.tp = 2;
   st_mesh *mesh = NULL;
   CHECK_OK(st_mesh_create(&mesh, &config));
   if (mesh) {
+    test_device = mesh_device(mesh);
+    CHECK_OK(stream_create(test_device, &test_stream));
+    if (mesh_device(mesh)->backend->kind == ST_DEVICE_CUDA) {
+      printf("collectives on cuda with backend %s\n", st_mesh_backend_name(mesh));
+    }
     for (int g = 0; g < ST_GROUP_COUNT; g++) {
       comm *c = mesh_comm(mesh, (st_group)g);
       test_membership(mesh, (st_group)g);
@@ -235,6 +304,7 @@ int main(int argc, char **argv) {
       check_accounting(c, COMM_BARRIER, 0, &before, seq);
       test_async_overlap(c);
     }
+    stream_destroy(&test_stream);
   }
   st_mesh_destroy(mesh);
   mem_stats stats;

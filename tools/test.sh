@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The README's test command: installs what is missing, then runs every test three ways and
+# ends with one line "N passed, N failed" counted from Bazel's per-target results:
+#   1. the whole suite, optimised, with CUDA detected if a toolkit is present;
+#   2. the CPU suite under AddressSanitizer + UndefinedBehaviorSanitizer (--config=asan);
+#   3. the whole suite built CPU-only (toolkit detection pointed nowhere), in its own output
+#      base so switching back and forth does not rebuild everything each time.
+# Extra arguments are passed to every `bazel test` (e.g. a target pattern's filters).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bash tools/setup.sh || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+run() {
+  echo "== bazel $*" | tee -a "$log"
+  bazel "$@" 2>&1 | tee -a "$log" | grep -E '^(//|Executed|ERROR|FAIL)' || true
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+}
+
+run test //... "$@"
+run test --config=asan --test_tag_filters=-gpu //... "$@"
+run --output_base="$HOME/.cache/shardtrain-nocuda" test --config=nocuda //... "$@"
+
+passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log")
+failed=$(grep -cE '^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE|FAILED TO BUILD)' "$log")
+if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi # the build itself broke
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
