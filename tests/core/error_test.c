@@ -45,8 +45,8 @@ static void test_st_error_records_detail(void) {
   st_error_clear();
   CHECK(strcmp(st_last_error(), "") == 0);
 
-  st_status s = st_error(ST_ERR_INVALID_ARG, "mesh %dx%dx%d needs %d ranks, world has %s", 2, 3,
-                         2, 12, "8");
+  st_status s =
+      st_error(ST_ERR_INVALID_ARG, "mesh %dx%dx%d needs %d ranks, world has %s", 2, 3, 2, 12, "8");
   CHECK_EQ_INT(s, ST_ERR_INVALID_ARG);
   CHECK_MSG(strcmp(st_last_error(), "mesh 2x3x2 needs 12 ranks, world has 8") == 0, "detail '%s'",
             st_last_error());
