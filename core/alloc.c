@@ -71,6 +71,10 @@ st_status mem_alloc(void **out, size_t bytes, mem_kind kind, mem_category catego
   if ((unsigned)category >= MEM_CATEGORY_COUNT) {
     return st_error(ST_ERR_INVALID_ARG, "memory category %d does not exist", (int)category);
   }
+  if ((unsigned)kind > MEM_DEVICE) {
+    /* The CUDA backend would return ST_OK without setting the pointer for an unknown kind. */
+    return st_error(ST_ERR_INVALID_ARG, "memory kind %d does not exist", (int)kind);
+  }
   const device_backend *backend = dev ? dev->backend : &device_backend_cpu;
   if (kind != MEM_HOST && !dev) {
     return st_error(ST_ERR_INVALID_ARG, "pinned or device memory needs a device");

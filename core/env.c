@@ -1,6 +1,7 @@
 /* env.c - the table of environment variables and their parsing. */
 #include "core/env.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 static const env_entry entries[ENV_VAR_COUNT] = {
@@ -22,6 +23,6 @@ double env_get_positive(env_var var, int *ok) {
   const char *v = env_get_string(var);
   char *end = NULL;
   double x = strtod(v, &end);
-  *ok = end != v && *end == '\0' && x > 0;
+  *ok = end != v && *end == '\0' && x > 0 && isfinite(x);
   return *ok ? x : fallback;
 }

@@ -28,7 +28,7 @@ const env_entry *env_table(void);
 const char *env_get_string(env_var var);
 
 /* The value parsed as a positive number; the default when unset. Sets *ok = 0 (and returns
- * the default) when the value is not a positive number. */
+ * the default) when the value is not a finite positive number ("inf" and "1e999" included). */
 double env_get_positive(env_var var, int *ok);
 
 #ifdef __cplusplus

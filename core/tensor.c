@@ -21,6 +21,12 @@ st_status tensor_make(st_tensor *out, void *data, st_dtype dtype, st_device_kind
     }
     out->shape[d] = shape[d];
     out->strides[d] = stride;
+    /* Bounding the bytes also bounds every stride and numel, so no product below overflows. */
+    if (shape[d] != 0 && stride > INT64_MAX / (int64_t)dtype_size(dtype) / shape[d]) {
+      return st_error(ST_ERR_INVALID_ARG,
+                      "tensor extents overflow: dimensions %d..%d of %d hold more than 2^63 bytes",
+                      d, ndim - 1, ndim);
+    }
     stride *= shape[d];
   }
   return ST_OK;

@@ -26,8 +26,8 @@ typedef struct st_tensor {
   int64_t strides[ST_MAX_DIMS];
 } st_tensor;
 
-/* A contiguous (row-major) descriptor over `data`. Fails on ndim outside 1..ST_MAX_DIMS or a
- * negative extent. */
+/* A contiguous (row-major) descriptor over `data`. Fails on ndim outside 1..ST_MAX_DIMS, a
+ * negative extent, or extents whose byte count does not fit in int64. */
 st_status tensor_make(st_tensor *out, void *data, st_dtype dtype, st_device_kind device,
                       int ndim, const int64_t *shape);
 

@@ -1,0 +1,92 @@
+/* env_test.c - proves the environment table of core/env.h: every variable is declared with a
+ * name, default and meaning; an unset or empty variable reads as its default; a set one reads
+ * as set; and ST_COMM_TIMEOUT accepts only a finite positive number, falling back to its
+ * default with ok = 0 for anything else. */
+#include "core/env.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/testing.h"
+
+static void unset_all(void) {
+  for (int v = 0; v < ENV_VAR_COUNT; v++) unsetenv(env_table()[v].name);
+}
+
+static void test_table(void) {
+  static const char *const names[ENV_VAR_COUNT] = {
+      [ENV_LOG_LEVEL] = "ST_LOG_LEVEL",
+      [ENV_COMM_TIMEOUT] = "ST_COMM_TIMEOUT",
+      [ENV_DEVICE] = "ST_DEVICE",
+  };
+  const env_entry *table = env_table();
+  for (int v = 0; v < ENV_VAR_COUNT; v++) {
+    CHECK_MSG(table[v].name && strcmp(table[v].name, names[v]) == 0, "entry %d is %s", v,
+              table[v].name ? table[v].name : "(null)");
+    CHECK_MSG(table[v].default_value && table[v].default_value[0], "%s has no default", names[v]);
+    CHECK_MSG(table[v].meaning && table[v].meaning[0], "%s has no meaning", names[v]);
+  }
+}
+
+static void test_defaults_when_unset(void) {
+  unset_all();
+  CHECK(strcmp(env_get_string(ENV_LOG_LEVEL), "info") == 0);
+  CHECK(strcmp(env_get_string(ENV_COMM_TIMEOUT), "300") == 0);
+  CHECK(strcmp(env_get_string(ENV_DEVICE), "auto") == 0);
+  int ok = 0;
+  double timeout = env_get_positive(ENV_COMM_TIMEOUT, &ok);
+  CHECK(ok);
+  CHECK(timeout == 300.0);
+
+  /* An empty value counts as unset: `ST_DEVICE= cmd` must not select a device named "". */
+  setenv("ST_DEVICE", "", 1);
+  setenv("ST_COMM_TIMEOUT", "", 1);
+  CHECK(strcmp(env_get_string(ENV_DEVICE), "auto") == 0);
+  timeout = env_get_positive(ENV_COMM_TIMEOUT, &ok);
+  CHECK(ok);
+  CHECK(timeout == 300.0);
+  unset_all();
+}
+
+static void test_set_values(void) {
+  setenv("ST_LOG_LEVEL", "debug", 1);
+  setenv("ST_DEVICE", "cuda", 1);
+  CHECK(strcmp(env_get_string(ENV_LOG_LEVEL), "debug") == 0);
+  CHECK(strcmp(env_get_string(ENV_DEVICE), "cuda") == 0);
+  CHECK(strcmp(env_get_string(ENV_COMM_TIMEOUT), "300") == 0); /* the others are untouched */
+
+  const struct {
+    const char *text;
+    double value;
+  } good[] = {{"45", 45.0}, {"2.5", 2.5}, {"1e3", 1000.0}, {"0.001", 0.001}};
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+    setenv("ST_COMM_TIMEOUT", good[i].text, 1);
+    int ok = 0;
+    double timeout = env_get_positive(ENV_COMM_TIMEOUT, &ok);
+    CHECK_MSG(ok && timeout == good[i].value, "ST_COMM_TIMEOUT=%s read as %g, ok %d", good[i].text,
+              timeout, ok);
+  }
+  unset_all();
+}
+
+static void test_bad_timeouts(void) {
+  /* Infinity and NaN are refused too: the timeout becomes a deadline in integer time units. */
+  const char *bad[] = {"abc", "-5",  "0",   "-0.0",     "10s",  "5 ",
+                       " ",   "nan", "inf", "infinity", "1e999"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    setenv("ST_COMM_TIMEOUT", bad[i], 1);
+    int ok = 1;
+    double timeout = env_get_positive(ENV_COMM_TIMEOUT, &ok);
+    CHECK_MSG(!ok, "ST_COMM_TIMEOUT=\"%s\" was accepted as %g", bad[i], timeout);
+    CHECK_MSG(timeout == 300.0, "ST_COMM_TIMEOUT=\"%s\" gave %g, not the default", bad[i], timeout);
+  }
+  unset_all();
+}
+
+int main(void) {
+  test_table();
+  test_defaults_when_unset();
+  test_set_values();
+  test_bad_timeouts();
+  return test_finish("env_test");
+}
