@@ -1,6 +1,7 @@
 /* testing.c - failure counting and reporting for tests/testing.h. */
 #include "tests/testing.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -32,4 +33,15 @@ int test_finish(const char *name) {
 int test_skip(const char *name, const char *why) {
   printf("SKIP %s: %s\n", name, why);
   return 0;
+}
+
+int test_check_eq_int(long long a, long long b, const char *file, int line, const char *a_text,
+                      const char *b_text) {
+  return test_check(a == b, file, line, "%s == %s (%lld vs %lld)", a_text, b_text, a, b);
+}
+
+int test_check_near(double a, double b, double tol, const char *file, int line,
+                    const char *a_text, const char *b_text) {
+  return test_check(fabs(a - b) <= tol, file, line, "%s ~ %s (%.9g vs %.9g, tol %g)", a_text,
+                    b_text, a, b, tol);
 }

@@ -26,18 +26,22 @@ int test_finish(const char *name);
 /* Prints "SKIP <name>: <why>" and returns 0 (the exit code of a skipped test). */
 int test_skip(const char *name, const char *why);
 
+/* Back ends of CHECK_EQ_INT and CHECK_NEAR: each argument is evaluated exactly once. */
+int test_check_eq_int(long long a, long long b, const char *file, int line, const char *a_text,
+                      const char *b_text);
+int test_check_near(double a, double b, double tol, const char *file, int line,
+                    const char *a_text, const char *b_text);
+
 #ifdef __cplusplus
 }
 #endif
 
 #define CHECK(cond) test_check(!!(cond), __FILE__, __LINE__, "%s", #cond)
 #define CHECK_MSG(cond, ...) test_check(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
-#define CHECK_EQ_INT(a, b)                                                             \
-  test_check((long long)(a) == (long long)(b), __FILE__, __LINE__, "%s == %s (%lld vs %lld)", \
-             #a, #b, (long long)(a), (long long)(b))
-#define CHECK_NEAR(a, b, tol)                                                          \
-  test_check(fabs((double)(a) - (double)(b)) <= (tol), __FILE__, __LINE__,             \
-             "%s ~ %s (%.9g vs %.9g, tol %g)", #a, #b, (double)(a), (double)(b), (double)(tol))
+#define CHECK_EQ_INT(a, b) \
+  test_check_eq_int((long long)(a), (long long)(b), __FILE__, __LINE__, #a, #b)
+#define CHECK_NEAR(a, b, tol) \
+  test_check_near((double)(a), (double)(b), (double)(tol), __FILE__, __LINE__, #a, #b)
 /* Runs a call that must succeed; on failure prints the status and st_last_error(). */
 #define CHECK_OK(expr)                                                                 \
   do {                                                                                 \
