@@ -1,0 +1,120 @@
+/* unit_layout.c - TP slicing and flat offsets of a unit's parameters. The layout is recomputed
+ * after each declaration, so it is always complete and valid for the parameters so far. */
+#include "sharding/unit_layout.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/error.h"
+
+static int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+st_status unit_layout_init(unit_layout *layout, int S, int T, int t) {
+  memset(layout, 0, sizeof *layout);
+  if (S < 1 || T < 1 || t < 0 || t >= T) {
+    return st_error(ST_ERR_INVALID_ARG, "unit layout: shard group %d, tp rank %d of %d", S, t, T);
+  }
+  layout->S = S;
+  layout->T = T;
+  layout->t = t;
+  return ST_OK;
+}
+
+void unit_layout_free(unit_layout *layout) {
+  mem_free(layout->params);
+  memset(layout, 0, sizeof *layout);
+}
+
+static st_status grow(unit_layout *layout) {
+  if (layout->count < layout->capacity) return ST_OK;
+  int capacity = layout->capacity ? layout->capacity * 2 : 16;
+  unit_param *fresh = NULL;
+  ST_CHECK(mem_alloc((void **)&fresh, (size_t)capacity * sizeof *fresh, MEM_HOST, MEM_WORKSPACE,
+                     NULL));
+  if (layout->count) memcpy(fresh, layout->params, (size_t)layout->count * sizeof *fresh);
+  mem_free(layout->params);
+  layout->params = fresh;
+  layout->capacity = capacity;
+  return ST_OK;
+}
+
+/* The local slice's shape, or an error naming why the TP size does not divide it. */
+static st_status split_shape(unit_param *p, int T) {
+  memcpy(p->local_shape, p->shape, sizeof p->shape);
+  if (p->split == TP_REPLICATED || T == 1) return ST_OK;
+  int dim = p->split == TP_COLUMN ? p->ndim - 1 : 0;
+  int64_t parts = p->split == TP_COLUMN ? (int64_t)p->blocks * T : T;
+  if (p->shape[dim] % parts != 0) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "parameter %s: dimension %d of size %lld cannot be split in %lld "
+                    "(tp %d%s)", p->name, dim, (long long)p->shape[dim], (long long)parts, T,
+                    p->blocks > 1 ? " x fused blocks" : "");
+  }
+  p->local_shape[dim] = p->shape[dim] / T;
+  return ST_OK;
+}
+
+st_status unit_layout_add(unit_layout *layout, const char *name, int ndim, const int64_t *shape,
+                          tp_split split, int blocks) {
+  if (ndim < 1 || ndim > UNIT_MAX_DIMS) {
+    return st_error(ST_ERR_INVALID_ARG, "parameter %s has %d dimensions, supported 1..%d", name,
+                    ndim, UNIT_MAX_DIMS);
+  }
+  if (strlen(name) >= UNIT_NAME_MAX) {
+    return st_error(ST_ERR_INVALID_ARG, "parameter name '%s' is longer than %d characters", name,
+                    UNIT_NAME_MAX - 1);
+  }
+  if (unit_layout_find(layout, name) >= 0) {
+    return st_error(ST_ERR_INVALID_ARG, "parameter %s is declared twice", name);
+  }
+  if ((unsigned)split > TP_ROW || blocks < 1) {
+    return st_error(ST_ERR_INVALID_ARG, "parameter %s: split %d with %d blocks", name, (int)split,
+                    blocks);
+  }
+  unit_param p = {.ndim = ndim, .split = split, .blocks = split == TP_COLUMN ? blocks : 1};
+  snprintf(p.name, sizeof p.name, "%s", name);
+  p.numel = 1;
+  for (int d = 0; d < ndim; d++) {
+    if (shape[d] < 1) {
+      return st_error(ST_ERR_INVALID_ARG, "parameter %s: extent %lld in dimension %d", name,
+                      (long long)shape[d], d);
+    }
+    p.shape[d] = shape[d];
+  }
+  ST_CHECK(split_shape(&p, layout->T));
+  for (int d = 0; d < ndim; d++) p.numel *= p.local_shape[d];
+  ST_CHECK(grow(layout));
+  int64_t end = 0;
+  if (layout->count) {
+    const unit_param *last = &layout->params[layout->count - 1];
+    end = last->offset + last->numel;
+  }
+  p.offset = round_up(end, UNIT_ALIGN);
+  layout->params[layout->count++] = p;
+  layout->numel = round_up(p.offset + p.numel, (int64_t)layout->S * UNIT_ALIGN);
+  layout->shard_numel = layout->numel / layout->S;
+  return ST_OK;
+}
+
+int unit_layout_find(const unit_layout *layout, const char *name) {
+  for (int i = 0; i < layout->count; i++) {
+    if (strcmp(layout->params[i].name, name) == 0) return i;
+  }
+  return -1;
+}
+
+int64_t unit_param_global_index(const unit_param *p, int T, int t, int64_t local) {
+  if (p->split == TP_REPLICATED || T == 1) return local;
+  int64_t cols = p->local_shape[p->ndim - 1];
+  int64_t row = local / cols, col = local % cols;
+  if (p->split == TP_ROW) {
+    /* Rows are the first dimension: the slice is one contiguous run of the full tensor. */
+    return (int64_t)t * p->numel + local;
+  }
+  int64_t full_cols = p->shape[p->ndim - 1];
+  int64_t block_local = cols / p->blocks; /* local columns per fused block */
+  int64_t block = col / block_local, within = col % block_local;
+  int64_t full_col = block * (full_cols / p->blocks) + (int64_t)t * block_local + within;
+  return row * full_cols + full_col;
+}

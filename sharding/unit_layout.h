@@ -1,0 +1,58 @@
+/* unit_layout.h - where each parameter of an FSDP unit lives, as a pure function of
+ * (declarations, T, t, S), exactly as DESIGN.md fixes it:
+ *   - a parameter's TP slice: replicated (whole), column (its last dimension split in T; a
+ *     fused matrix declares `blocks` equal parts of that dimension, each split separately, so
+ *     tp rank t gets its heads' q, k and v), or row (its first dimension split in T);
+ *   - the slices laid end to end in declaration order, each starting at a multiple of 16
+ *     elements; the total padded to a multiple of S x 16;
+ *   - shard s owning elements [s * P / S, (s + 1) * P / S).
+ * Nothing here allocates data or communicates. */
+#ifndef ST_SHARDING_UNIT_LAYOUT_H
+#define ST_SHARDING_UNIT_LAYOUT_H
+
+#include <stdint.h>
+
+#include "shardtrain.h"
+
+#define UNIT_ALIGN 16
+#define UNIT_MAX_DIMS 4
+#define UNIT_NAME_MAX 96
+
+typedef enum tp_split { TP_REPLICATED = 0, TP_COLUMN = 1, TP_ROW = 2 } tp_split;
+
+typedef struct unit_param {
+  char name[UNIT_NAME_MAX];
+  int ndim;
+  int64_t shape[UNIT_MAX_DIMS];       /* logical (full) shape */
+  int64_t local_shape[UNIT_MAX_DIMS]; /* this tp rank's slice */
+  tp_split split;
+  int blocks;     /* column split: equal parts of the last dimension split separately */
+  int64_t offset; /* first element in the flat buffer */
+  int64_t numel;  /* elements of the local slice */
+} unit_param;
+
+typedef struct unit_layout {
+  unit_param *params;
+  int count;
+  int capacity;
+  int S, T, t;
+  int64_t numel;       /* padded flat length (a multiple of S x 16) */
+  int64_t shard_numel; /* numel / S */
+} unit_layout;
+
+/* Starts an empty layout for tp rank t of T and a shard group of S. */
+st_status unit_layout_init(unit_layout *layout, int S, int T, int t);
+void unit_layout_free(unit_layout *layout);
+
+/* Declares the next parameter. Refuses a dimension that the TP size does not divide, naming
+ * the parameter and the numbers. blocks is used by TP_COLUMN only (1 for a plain matrix). */
+st_status unit_layout_add(unit_layout *layout, const char *name, int ndim, const int64_t *shape,
+                          tp_split split, int blocks);
+
+/* Index of a parameter by name, or -1. */
+int unit_layout_find(const unit_layout *layout, const char *name);
+
+/* Global (logical, row-major) element index of element `local` of the parameter's TP slice. */
+int64_t unit_param_global_index(const unit_param *p, int T, int t, int64_t local);
+
+#endif /* ST_SHARDING_UNIT_LAYOUT_H */
