@@ -67,38 +67,39 @@ static int compare_paths(const void *a, const void *b) {
   return strcmp(((const token_shard *)a)->path, ((const token_shard *)b)->path);
 }
 
-/* Copies the matching paths into the loader, sorted by strcmp: glob's own order follows the
+/* Copies the matched paths into the loader, sorted by strcmp: glob's own order follows the
  * locale, and every rank must see the shards in the same order. */
-static st_status find_shards(token_loader *loader, const char *pattern) {
-  glob_t found;
-  int rc = glob(pattern, GLOB_NOSORT, NULL, &found);
-  if (rc == GLOB_NOMATCH) return st_error(ST_ERR_IO, "token data: no file matches '%s'", pattern);
-  if (rc == GLOB_NOSPACE) {
-    globfree(&found);
-    return st_error(ST_ERR_OOM, "token data: out of memory expanding '%s'", pattern);
-  }
-  if (rc != 0) {
-    globfree(&found);
-    return st_error(ST_ERR_IO, "token data: cannot read the directories of '%s'", pattern);
-  }
+static st_status copy_paths(token_loader *loader, const glob_t *found) {
   size_t pool_bytes = 0;
-  for (size_t i = 0; i < found.gl_pathc; i++) pool_bytes += strlen(found.gl_pathv[i]) + 1;
-  st_status status;
-  ST_CHECK_GOTO(mem_alloc((void **)&loader->paths, pool_bytes, MEM_HOST, MEM_WORKSPACE, NULL),
-                status, done);
-  ST_CHECK_GOTO(mem_alloc_zeroed((void **)&loader->shards, found.gl_pathc * sizeof(token_shard),
-                                 MEM_HOST, MEM_WORKSPACE, NULL),
-                status, done);
+  for (size_t i = 0; i < found->gl_pathc; i++) pool_bytes += strlen(found->gl_pathv[i]) + 1;
+  ST_CHECK(mem_alloc((void **)&loader->paths, pool_bytes, MEM_HOST, MEM_WORKSPACE, NULL));
+  ST_CHECK(mem_alloc_zeroed((void **)&loader->shards, found->gl_pathc * sizeof(token_shard),
+                            MEM_HOST, MEM_WORKSPACE, NULL));
   char *next = loader->paths;
-  for (size_t i = 0; i < found.gl_pathc; i++) {
-    size_t bytes = strlen(found.gl_pathv[i]) + 1;
-    memcpy(next, found.gl_pathv[i], bytes);
+  for (size_t i = 0; i < found->gl_pathc; i++) {
+    size_t bytes = strlen(found->gl_pathv[i]) + 1;
+    memcpy(next, found->gl_pathv[i], bytes);
     loader->shards[i].path = next;
     next += bytes;
   }
-  loader->shard_count = found.gl_pathc;
+  loader->shard_count = found->gl_pathc;
   qsort(loader->shards, loader->shard_count, sizeof(token_shard), compare_paths);
-done:
+  return ST_OK;
+}
+
+static st_status find_shards(token_loader *loader, const char *pattern) {
+  glob_t found;
+  int rc = glob(pattern, GLOB_NOSORT, NULL, &found);
+  st_status status;
+  if (rc == GLOB_NOMATCH) {
+    status = st_error(ST_ERR_IO, "token data: no file matches '%s'", pattern);
+  } else if (rc == GLOB_NOSPACE) {
+    status = st_error(ST_ERR_OOM, "token data: out of memory expanding '%s'", pattern);
+  } else if (rc != 0) {
+    status = st_error(ST_ERR_IO, "token data: cannot read the directories of '%s'", pattern);
+  } else {
+    status = copy_paths(loader, &found);
+  }
   globfree(&found);
   return status;
 }
