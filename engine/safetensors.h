@@ -101,10 +101,10 @@ typedef struct safetensors_metadata {
   const char *value;
 } safetensors_metadata;
 
-/* Writes the tensors and metadata (in the given order; pass 0 and NULL for none) to `path`
- * through a temporary file that is fsynced and renamed into place, so `path` holds either its
- * previous content or the complete new file. Duplicate names or keys, the reserved name
- * "__metadata__", and bad dtypes or shapes are ST_ERR_INVALID_ARG. */
+/* Writes the tensors and metadata (pass 0 and NULL for none) to `path`, in the reference
+ * layout whatever the order given, through a temporary file that is fsynced and renamed into
+ * place, so `path` holds either its previous content or the complete new file. Duplicate names
+ * or keys, the reserved name "__metadata__", and bad dtypes or shapes are ST_ERR_INVALID_ARG. */
 st_status safetensors_write(const char *path, const safetensors_tensor *tensors,
                             size_t tensor_count, const safetensors_metadata *metadata,
                             size_t metadata_count);

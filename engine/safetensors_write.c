@@ -144,8 +144,9 @@ static st_status sort_inputs(const char *path, safetensors_tensor *tensors, size
   if (twice) return st_error(ST_ERR_INVALID_ARG, "%s: tensor '%s' is given twice", path, twice);
   qsort(metadata, metadata_count, sizeof *metadata, safetensors_compare_names);
   twice = safetensors_duplicate_name(metadata, metadata_count, sizeof *metadata);
-  if (twice)
+  if (twice) {
     return st_error(ST_ERR_INVALID_ARG, "%s: metadata key '%s' is given twice", path, twice);
+  }
   qsort(tensors, tensor_count, sizeof *tensors, compare_layout);
   return ST_OK;
 }

@@ -139,8 +139,9 @@ static void check_data_parallel_slices(void) {
         covered[at]++;
       }
     }
-    for (int k = 0; k < G; k++)
+    for (int k = 0; k < G; k++) {
       CHECK_MSG(covered[k] == 1, "batch %d token %d read %d times", i, k, covered[k]);
+    }
   }
   for (int r = 0; r < DP; r++) token_loader_close(ranks[r]);
 }
@@ -198,10 +199,10 @@ static void check_resume_on_another_mesh(void) {
   }
 }
 
-static void check_refused(const char *file_pattern, int batch, int seq, st_status expected,
-                          const char *message) {
+/* Opening with B = 2, T = 8 on one rank (17 tokens per global batch) must fail cleanly. */
+static void check_refused(const char *file_pattern, st_status expected, const char *message) {
   uint64_t live = test_live_blocks();
-  token_loader_config config = {file_pattern, batch, seq, 0, 1, VOCAB};
+  token_loader_config config = {file_pattern, 2, 8, 0, 1, VOCAB};
   token_loader *loader = NULL;
   CHECK_STATUS(token_loader_open(&loader, &config), expected);
   CHECK(loader == NULL);
@@ -229,12 +230,12 @@ static void check_bad_shards(void) {
     snprintf(path, sizeof path, "%s/case%zu.bin", dir, i);
     write_shard_raw(path, cases[i].magic, cases[i].version, cases[i].count, tokens,
                     cases[i].written);
-    check_refused(path, 2, 8, ST_ERR_FORMAT, cases[i].message);
+    check_refused(path, ST_ERR_FORMAT, cases[i].message);
     CHECK(strstr(st_last_error(), path) != NULL);
   }
   snprintf(path, sizeof path, "%s/short.bin", dir);
   test_write_file(path, "\x28\xd3\x34\x01", 4);
-  check_refused(path, 2, 8, ST_ERR_FORMAT, "file has 4 bytes, fewer than the 1024-byte header");
+  check_refused(path, ST_ERR_FORMAT, "file has 4 bytes, fewer than the 1024-byte header");
 
   /* One bad shard among good ones fails the whole open, naming it. */
   char mixed[512], mixed_pattern[600];
@@ -243,31 +244,34 @@ static void check_bad_shards(void) {
   snprintf(path, sizeof path, "%s/b.bin", mixed);
   write_shard_raw(path, TOKEN_SHARD_MAGIC, 1, 100, tokens, 50);
   snprintf(mixed_pattern, sizeof mixed_pattern, "%s/*.bin", mixed);
-  check_refused(mixed_pattern, 2, 8, ST_ERR_FORMAT, "b.bin: header says 100 tokens");
+  check_refused(mixed_pattern, ST_ERR_FORMAT, "b.bin: header says 100 tokens");
 
   snprintf(path, sizeof path, "%s/nothing_*.bin", dir);
-  check_refused(path, 2, 8, ST_ERR_IO, "no file matches");
-  check_refused(pattern, 0, 8, ST_ERR_INVALID_ARG, "batch size 0 and sequence length 8");
-  check_refused(pattern, 2, -1, ST_ERR_INVALID_ARG, "must be positive");
+  check_refused(path, ST_ERR_IO, "no file matches");
 }
 
 static void check_bad_config(void) {
   static const token_loader_config bad[] = {
+      {NULL, 0, 8, 0, 1, VOCAB}, {NULL, 2, -1, 0, 1, VOCAB},
       {NULL, 2, 8, 2, 2, VOCAB}, {NULL, 2, 8, -1, 2, VOCAB},
       {NULL, 2, 8, 0, 0, VOCAB}, {NULL, 2, 8, 0, 1, 0},
       {NULL, 2, 8, 0, 1, 65537}, {NULL, 2147483647, 2147483647, 0, 2147483647, VOCAB},
   };
-  static const char *const messages[] = {"dp rank 2 is not in [0, dp size 2)",
+  static const char *const messages[] = {"batch size 0 and sequence length 8 must be positive",
+                                         "batch size 2 and sequence length -1",
+                                         "dp rank 2 is not in [0, dp size 2)",
                                          "dp rank -1 is not in",
                                          "dp rank 0 is not in [0, dp size 0)",
                                          "vocabulary size 0 is not in [1, 65536]",
                                          "vocabulary size 65537",
-                                         "is too large"};
+                                         "a global batch of 2147483647 x 2147483647 x 2147483647 "
+                                         "tokens is too large"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     token_loader_config config = bad[i];
     config.pattern = pattern;
     token_loader *loader = NULL;
     CHECK_STATUS(token_loader_open(&loader, &config), ST_ERR_INVALID_ARG);
+    CHECK(loader == NULL);
     CHECK_MSG(strstr(st_last_error(), messages[i]) != NULL, "%s", st_last_error());
   }
 }
