@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "engine/token_data.h"
 #include "tests/engine/test_files.h"
@@ -23,7 +22,6 @@ static char text[1024]; /* the two text files, 300 bytes each, concatenated in n
 static size_t text_len;
 
 static void make_inputs(const char *dir) {
-  mkdir(dir, 0777);
   static const char *const names[] = {"a", "b", "a.dat", "a.u8"};
   char path[700];
   for (int f = 0; f < 4; f++) {
@@ -78,7 +76,7 @@ static void check_stream(const char *pattern, const char *expected, size_t shard
 
 int main(void) {
   char input_dir[512], out_dir[512], command[2048], pattern[600];
-  test_tmp_path(input_dir, sizeof input_dir, "prep_in");
+  test_make_dir(input_dir, sizeof input_dir, "prep_in");
   test_tmp_path(out_dir, sizeof out_dir, "prep_out");
   make_inputs(input_dir);
   size_t val_len = text_len / 4, train_len = text_len - val_len;

@@ -3,14 +3,22 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/alloc.h"
+#include "engine/token_data.h"
 #include "tests/testing.h"
 
 void test_tmp_path(char *out, size_t size, const char *name) {
   const char *dir = getenv("TEST_TMPDIR");
   snprintf(out, size, "%s/%s", dir ? dir : "/tmp", name);
+}
+
+void test_make_dir(char *out, size_t size, const char *name) {
+  test_tmp_path(out, size, name);
+  mkdir(out, 0777);
 }
 
 void test_write_file(const char *path, const void *bytes, size_t size) {
@@ -39,6 +47,18 @@ unsigned char *test_read_file(const char *path, size_t *size) {
 }
 
 int test_file_exists(const char *path) { return access(path, F_OK) == 0; }
+
+void test_write_token_shard(const char *path, int32_t magic, int32_t version, int32_t count,
+                            const uint16_t *tokens, size_t token_count) {
+  size_t header_bytes = TOKEN_SHARD_HEADER_INTS * sizeof(int32_t);
+  size_t size = header_bytes + token_count * sizeof(uint16_t);
+  unsigned char *file = calloc(1, size);
+  int32_t fields[3] = {magic, version, count};
+  memcpy(file, fields, sizeof fields);
+  if (token_count) memcpy(file + header_bytes, tokens, token_count * sizeof(uint16_t));
+  test_write_file(path, file, size);
+  free(file);
+}
 
 uint64_t test_live_blocks(void) {
   mem_stats stats;
