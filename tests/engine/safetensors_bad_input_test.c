@@ -200,14 +200,6 @@ static void check_opens_consistently(const unsigned char *file, size_t size, lon
   safetensors_reader_close(reader);
 }
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint64_t rng_next(void) { /* xorshift64: seeded, so every run corrupts the same way */
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
-}
-
 static void check_corruptions(void) {
   static const float w[6] = {1, 2, 3, 4, 5, 6};
   static const uint16_t b[3] = {1, 2, 3};
@@ -223,6 +215,7 @@ static void check_corruptions(void) {
   size_t header_end = 8 + (size_t)valid[0] + ((size_t)valid[1] << 8);
 
   long opened = 0;
+  uint64_t seed = 0x9e3779b97f4a7c15ull;
   for (size_t cut = 0; cut < size; cut++) {
     test_write_file(path, valid, cut);
     safetensors_reader *reader = NULL;
@@ -233,13 +226,13 @@ static void check_corruptions(void) {
   static const char punctuation[] = "{}[]\":,-.e0123456789 \\";
   for (int trial = 0; trial < 4000; trial++) {
     memcpy(copy, valid, size);
-    int changes = 1 + (int)(rng_next() % 3);
+    int changes = 1 + (int)(test_random(&seed) % 3);
     for (int c = 0; c < changes; c++) {
-      size_t at = rng_next() % header_end;
+      size_t at = test_random(&seed) % header_end;
       if (trial % 2) {
-        copy[at] ^= (unsigned char)(1u << (rng_next() % 8));
+        copy[at] ^= (unsigned char)(1u << (test_random(&seed) % 8));
       } else {
-        copy[at] = (unsigned char)punctuation[rng_next() % (sizeof punctuation - 1)];
+        copy[at] = (unsigned char)punctuation[test_random(&seed) % (sizeof punctuation - 1)];
       }
     }
     check_opens_consistently(copy, size, &opened);

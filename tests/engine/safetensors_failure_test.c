@@ -14,7 +14,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "core/alloc.h"
 #include "engine/safetensors.h"
 #include "tests/engine/test_files.h"
 #include "tests/testing.h"
@@ -87,30 +86,13 @@ static void check_interrupted_write_keeps_old_file(void) {
   CHECK(strstr(st_last_error(), "no/such/dir/x.safetensors: cannot create") != NULL);
 }
 
-/* Fails the 1st, 2nd, ... allocation until the call gets through: each failure must be
- * ST_ERR_OOM with every block freed. Returns how many allocations the call made. */
-static int check_each_allocation_failure(const char *what, st_status (*call)(const char *),
-                                         const char *path) {
-  uint64_t live = test_live_blocks();
-  for (int n = 1; n < 100; n++) {
-    mem_fail_nth(n);
-    st_status status = call(path);
-    mem_fail_nth(0);
-    CHECK_EQ_INT(test_live_blocks(), live);
-    if (status == ST_OK) return n - 1;
-    CHECK_MSG(status == ST_ERR_OOM, "%s with allocation %d failing: %s", what, n, st_last_error());
-  }
-  CHECK_MSG(0, "%s never succeeded", what);
-  return -1;
-}
-
-static st_status write_some(const char *path) {
+static st_status write_some(const void *path) {
   const safetensors_tensor tensors[] = {{"w", SAFETENSORS_F32, 2, {4, 8}, weights},
                                         {"b", SAFETENSORS_BF16, 1, {8}, weights}};
   return safetensors_write(path, tensors, 2, metadata, 2);
 }
 
-static st_status open_and_close(const char *path) {
+static st_status open_and_close(const void *path) {
   safetensors_reader *reader = NULL;
   st_status status = safetensors_reader_open(&reader, path);
   CHECK(status == ST_OK || reader == NULL);
@@ -121,8 +103,8 @@ static st_status open_and_close(const char *path) {
 static void check_out_of_memory(void) {
   char path[512];
   test_tmp_path(path, sizeof path, "oom.safetensors");
-  CHECK(check_each_allocation_failure("write", write_some, path) >= 3);
-  CHECK(check_each_allocation_failure("open", open_and_close, path) >= 4);
+  CHECK(test_fail_each_allocation("write", write_some, path) >= 3);
+  CHECK(test_fail_each_allocation("open", open_and_close, path) >= 4);
 }
 
 int main(void) {

@@ -1,4 +1,4 @@
-/* test_files.c - scratch file helpers for the engine's file tests (see test_files.h). */
+/* test_files.c - scratch files and failure checks for the engine's file tests. */
 #include "tests/engine/test_files.h"
 
 #include <stdio.h>
@@ -64,4 +64,26 @@ uint64_t test_live_blocks(void) {
   mem_stats stats;
   mem_stats_get(&stats);
   return stats.live_blocks;
+}
+
+int test_fail_each_allocation(const char *what, st_status (*call)(const void *arg),
+                              const void *arg) {
+  uint64_t live = test_live_blocks();
+  for (int n = 1; n < 100; n++) {
+    mem_fail_nth(n);
+    st_status status = call(arg);
+    mem_fail_nth(0);
+    CHECK_EQ_INT(test_live_blocks(), live);
+    if (status == ST_OK) return n - 1;
+    CHECK_MSG(status == ST_ERR_OOM, "%s with allocation %d failing: %s", what, n, st_last_error());
+  }
+  CHECK_MSG(0, "%s never succeeded", what);
+  return -1;
+}
+
+uint64_t test_random(uint64_t *state) {
+  *state ^= *state << 13;
+  *state ^= *state >> 7;
+  *state ^= *state << 17;
+  return *state;
 }

@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/alloc.h"
 #include "engine/token_data.h"
 #include "tests/engine/test_files.h"
 #include "tests/testing.h"
@@ -165,14 +164,6 @@ static int open_and_read_all(const char *path) {
   return 1;
 }
 
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-static uint64_t rng_next(void) { /* xorshift64: seeded, so every run corrupts the same way */
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
-}
-
 static void check_truncations_and_corruptions(void) {
   char path[600];
   snprintf(path, sizeof path, "%s/fuzz.bin", dir);
@@ -184,12 +175,13 @@ static void check_truncations_and_corruptions(void) {
     CHECK_MSG(!open_and_read_all(path), "a shard cut to %zu bytes opened", cut);
   }
   int opened = 0;
+  uint64_t seed = 0x2545f4914f6cdd1dull;
   for (int trial = 0; trial < 3000; trial++) {
     memcpy(copy, valid, size);
     /* Half the flips land in the three header fields the loader reads, half anywhere. */
     size_t span = trial % 2 ? 3 * sizeof(int32_t) : size;
-    for (int flips = 1 + (int)(rng_next() % 3); flips > 0; flips--) {
-      copy[rng_next() % span] ^= (unsigned char)(1u << (rng_next() % 8));
+    for (int flips = 1 + (int)(test_random(&seed) % 3); flips > 0; flips--) {
+      copy[test_random(&seed) % span] ^= (unsigned char)(1u << (test_random(&seed) % 8));
     }
     test_write_file(path, copy, size);
     opened += open_and_read_all(path);
@@ -198,26 +190,22 @@ static void check_truncations_and_corruptions(void) {
   CHECK(opened > 0 && opened < 3000); /* both outcomes were exercised */
 }
 
+static st_status open_and_close(const void *config) {
+  token_loader *loader = NULL;
+  st_status status = token_loader_open(&loader, config);
+  CHECK(status == ST_OK || loader == NULL);
+  token_loader_close(loader);
+  return status;
+}
+
 static void check_out_of_memory(void) {
   char path[600];
   unsigned char file[2048];
   snprintf(path, sizeof path, "%s/oom.bin", dir);
   write_valid_shard(path, file, sizeof file);
-  uint64_t live = test_live_blocks();
   token_loader_config config = {path, B, T, 0, 1, VOCAB};
-  int failures = 0;
-  for (int n = 1; n < 20; n++) {
-    token_loader *loader = NULL;
-    mem_fail_nth(n);
-    st_status status = token_loader_open(&loader, &config);
-    mem_fail_nth(0);
-    token_loader_close(loader);
-    CHECK_EQ_INT(test_live_blocks(), live);
-    if (status == ST_OK) break;
-    CHECK_STATUS(status, ST_ERR_OOM);
-    failures++;
-  }
-  CHECK(failures >= 4); /* loader, paths, shard table, window */
+  /* The loader, its paths, its shard table and its window. */
+  CHECK_EQ_INT(test_fail_each_allocation("open", open_and_close, &config), 4);
 }
 
 int main(void) {
