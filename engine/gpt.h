@@ -1,0 +1,83 @@
+/* gpt.h - the GPT-2 model on the unit API: token + position embeddings, n_layer blocks of
+ * (pre-LayerNorm causal self-attention, pre-LayerNorm tanh-GELU MLP, residuals), final
+ * LayerNorm, LM head tied to the token embedding.
+ *
+ * Units, in order: "embedding" (wte, wpe), one per block ("h.<l>"), "final" (ln_f). Parameter
+ * names inside a unit are Hugging Face GPT-2's with the unit's prefix removed, so
+ * prefix + name is the HF name ("h.3." + "attn.c_attn.weight"); weights are stored [in, out].
+ * The model is a user of sharding/unit.h like any C or C++ program would be. It owns its
+ * activations (planned up front from B, T and the config) and its backward scratch. */
+#ifndef ST_ENGINE_GPT_H
+#define ST_ENGINE_GPT_H
+
+#include <stdint.h>
+
+#include "core/device.h"
+#include "engine/gpt_config.h"
+#include "kernels/kernels.h"
+#include "sharding/unit.h"
+
+enum gpt_embedding_param { GPT_WTE = 0, GPT_WPE = 1 };
+enum gpt_block_param {
+  GPT_LN1_W = 0, GPT_LN1_B, GPT_QKV_W, GPT_QKV_B, GPT_ATTPROJ_W, GPT_ATTPROJ_B,
+  GPT_LN2_W, GPT_LN2_B, GPT_FC_W, GPT_FC_B, GPT_FCPROJ_W, GPT_FCPROJ_B, GPT_BLOCK_PARAMS
+};
+enum gpt_final_param { GPT_LNF_W = 0, GPT_LNF_B = 1 };
+
+typedef struct gpt_layer_acts {
+  float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *probs, *attproj, *res2;
+  float *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu, *fcproj, *res3;
+} gpt_layer_acts;
+
+typedef struct gpt_acts {
+  float *arena;   /* one MEM_ACTIVATIONS block holding everything below */
+  float *scratch; /* one MEM_WORKSPACE block for the backward's gradient buffers */
+  float *encoded, *lnf, *lnf_mean, *lnf_rstd, *logits, *losses;
+  gpt_layer_acts *layers;
+  float *dres, *dln, *datty, *dqkv, *dfch, *dfch_gelu;
+  int32_t *inputs, *targets; /* the micro-batch's tokens in device memory (in the scratch) */
+} gpt_acts;
+
+typedef struct gpt_model {
+  gpt_config cfg;
+  const st_device *dev;
+  const kernel_backend *kb;
+  st_stream stream;
+  int B, T;           /* micro-batch: sequences and tokens per sequence */
+  int n_units;        /* n_layer + 2 */
+  unit *units;        /* embedding, blocks..., final */
+  char (*prefixes)[16]; /* HF name prefix per unit */
+  gpt_acts acts;
+} gpt_model;
+
+/* Declares the units and plans the activations for micro-batches of B x T tokens (T at most
+ * cfg->max_seq). cfg must have passed gpt_config_finish. */
+st_status gpt_create(gpt_model **out, const gpt_config *cfg, const st_device *dev, int B, int T);
+void gpt_destroy(gpt_model *model);
+
+/* Bytes of activations (forward, kept for backward) and of backward scratch for a micro-batch:
+ * what gpt_create will allocate, for the memory planner. */
+void gpt_activation_bytes(const gpt_config *cfg, int B, int T, int64_t *activations,
+                          int64_t *scratch);
+
+/* GPT-2 initialisation: N(0, 0.02), residual projections N(0, 0.02 / sqrt(2 n_layer)), biases
+ * 0, norm weights 1. Values depend only on (seed, parameter name, element), not on the mesh.
+ * Padding rows of wte are zero. */
+st_status gpt_init_params(gpt_model *model, uint64_t seed);
+
+/* Forward over a micro-batch; tokens are host int32 [B * T]. *loss = mean over its tokens. */
+st_status gpt_forward(gpt_model *model, const int32_t *inputs, const int32_t *targets,
+                      float *loss);
+
+/* Backward of the last forward; adds into every parameter gradient. dloss_scale is 1 / (tokens
+ * of the global batch), so gradients sum to those of the global mean loss. */
+st_status gpt_backward(gpt_model *model, const int32_t *inputs, const int32_t *targets,
+                       float dloss_scale);
+
+/* Sets every gradient to zero (start of a step). */
+st_status gpt_zero_grads(gpt_model *model);
+
+/* The unit and index holding the parameter with Hugging Face name `hf_name`; -1 if none. */
+int gpt_find_param(const gpt_model *model, const char *hf_name, int *param_index);
+
+#endif /* ST_ENGINE_GPT_H */

@@ -1,0 +1,133 @@
+/* gpt_acts.c - the activation plan: one table of (buffer, length) pairs is both what
+ * gpt_activation_bytes reports to the memory planner and how the arenas are carved, so the
+ * prediction and the allocation cannot drift apart. */
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "engine/gpt_internal.h"
+
+enum { MAX_ENTRIES = 16 + 15 * 64 };
+
+typedef struct plan {
+  float **slot[MAX_ENTRIES];
+  int64_t len[MAX_ENTRIES]; /* floats */
+  int count;
+  int64_t total;
+} plan;
+
+static void add(plan *p, float **slot, int64_t len) {
+  p->slot[p->count] = slot;
+  p->len[p->count++] = len;
+  p->total += (len + 15) / 16 * 16; /* keep every buffer 64-byte aligned */
+}
+
+/* Forward buffers kept for backward. With m == NULL only the lengths are recorded. */
+static void plan_forward(plan *p, gpt_acts *a, const gpt_config *c, int B, int T) {
+  static float *sink;
+  const int64_t BT = (int64_t)B * T, C = c->n_embd, NH = c->n_head;
+#define SLOT(field) (a ? &(field) : &sink)
+  add(p, SLOT(a->encoded), BT * C);
+  for (int l = 0; l < c->n_layer; l++) {
+    gpt_layer_acts *L = a ? &a->layers[l] : NULL;
+    add(p, L ? &L->ln1 : &sink, BT * C);
+    add(p, L ? &L->ln1_mean : &sink, BT);
+    add(p, L ? &L->ln1_rstd : &sink, BT);
+    add(p, L ? &L->qkv : &sink, BT * 3 * C);
+    add(p, L ? &L->atty : &sink, BT * C);
+    add(p, L ? &L->probs : &sink, (int64_t)B * NH * T * T);
+    add(p, L ? &L->attproj : &sink, BT * C);
+    add(p, L ? &L->res2 : &sink, BT * C);
+    add(p, L ? &L->ln2 : &sink, BT * C);
+    add(p, L ? &L->ln2_mean : &sink, BT);
+    add(p, L ? &L->ln2_rstd : &sink, BT);
+    add(p, L ? &L->fch : &sink, BT * 4 * C);
+    add(p, L ? &L->fch_gelu : &sink, BT * 4 * C);
+    add(p, L ? &L->fcproj : &sink, BT * C);
+    add(p, L ? &L->res3 : &sink, BT * C);
+  }
+  add(p, SLOT(a->lnf), BT * C);
+  add(p, SLOT(a->lnf_mean), BT);
+  add(p, SLOT(a->lnf_rstd), BT);
+  add(p, SLOT(a->logits), BT * c->vocab_padded);
+  add(p, SLOT(a->losses), BT);
+}
+
+/* Backward gradient buffers, and the device copies of the tokens (int32, same size as fp32). */
+static void plan_scratch(plan *p, gpt_acts *a, const gpt_config *c, int B, int T) {
+  static float *sink;
+  const int64_t BT = (int64_t)B * T, C = c->n_embd;
+  add(p, SLOT(a->dres), BT * C);
+  add(p, SLOT(a->dln), BT * C);
+  add(p, SLOT(a->datty), BT * C);
+  add(p, SLOT(a->dqkv), BT * 3 * C);
+  add(p, SLOT(a->dfch), BT * 4 * C);
+  add(p, SLOT(a->dfch_gelu), BT * 4 * C);
+  add(p, a ? (float **)&a->inputs : &sink, BT);
+  add(p, a ? (float **)&a->targets : &sink, BT);
+#undef SLOT
+}
+
+static void carve(const plan *p, float *arena) {
+  int64_t at = 0;
+  for (int i = 0; i < p->count; i++) {
+    *p->slot[i] = arena + at;
+    at += (p->len[i] + 15) / 16 * 16;
+  }
+}
+
+void gpt_activation_bytes(const gpt_config *cfg, int B, int T, int64_t *activations,
+                          int64_t *scratch) {
+  plan fwd = {0}, bwd = {0};
+  plan_forward(&fwd, NULL, cfg, B, T);
+  plan_scratch(&bwd, NULL, cfg, B, T);
+  *activations = fwd.total * (int64_t)sizeof(float);
+  *scratch = bwd.total * (int64_t)sizeof(float);
+}
+
+st_status gpt_acts_allocate(gpt_model *m) {
+  gpt_acts *a = &m->acts;
+  if (m->cfg.n_layer > 64) {
+    return st_error(ST_ERR_UNSUPPORTED, "n_layer %d: at most 64 layers are planned",
+                    m->cfg.n_layer);
+  }
+  ST_CHECK(mem_alloc_zeroed((void **)&a->layers, (size_t)m->cfg.n_layer * sizeof *a->layers,
+                            MEM_HOST, MEM_WORKSPACE, NULL));
+  plan fwd = {0}, bwd = {0};
+  plan_forward(&fwd, a, &m->cfg, m->B, m->T);
+  plan_scratch(&bwd, a, &m->cfg, m->B, m->T);
+  ST_CHECK(mem_alloc((void **)&a->arena, (size_t)fwd.total * sizeof(float), MEM_DEVICE,
+                     MEM_ACTIVATIONS, m->dev));
+  ST_CHECK(mem_alloc((void **)&a->scratch, (size_t)bwd.total * sizeof(float), MEM_DEVICE,
+                     MEM_WORKSPACE, m->dev));
+  carve(&fwd, a->arena);
+  carve(&bwd, a->scratch);
+  return ST_OK;
+}
+
+void gpt_acts_free(gpt_model *m) {
+  mem_free(m->acts.scratch);
+  mem_free(m->acts.arena);
+  mem_free(m->acts.layers);
+  memset(&m->acts, 0, sizeof m->acts);
+}
+
+st_tensor gpt_t1(const gpt_model *m, float *data, int64_t d0) {
+  st_tensor t;
+  tensor_make(&t, data, ST_FP32, m->dev->backend->kind, 1, &d0);
+  return t;
+}
+
+st_tensor gpt_t2(const gpt_model *m, float *data, int64_t d0, int64_t d1) {
+  const int64_t shape[2] = {d0, d1};
+  st_tensor t;
+  tensor_make(&t, data, ST_FP32, m->dev->backend->kind, 2, shape);
+  return t;
+}
+
+st_tensor gpt_t4(const gpt_model *m, float *data, int64_t d0, int64_t d1, int64_t d2, int64_t d3) {
+  const int64_t shape[4] = {d0, d1, d2, d3};
+  st_tensor t;
+  tensor_make(&t, data, ST_FP32, m->dev->backend->kind, 4, shape);
+  return t;
+}

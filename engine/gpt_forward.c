@@ -1,0 +1,101 @@
+/* gpt_forward.c - the GPT forward pass over one micro-batch, keeping every activation the
+ * backward needs. Block l reads the residual stream from the previous block's res3 (the
+ * embedding output for l = 0) and writes its own res2 and res3. */
+#include "core/alloc.h"
+#include "core/error.h"
+#include "engine/gpt_internal.h"
+
+static st_status block_forward(gpt_model *m, int l, float *x_in) {
+  const kernel_backend *kb = m->kb;
+  const st_stream *s = &m->stream;
+  const int64_t BT = (int64_t)m->B * m->T, C = m->cfg.n_embd;
+  const int u = 1 + l;
+  gpt_layer_acts *a = &m->acts.layers[l];
+  st_tensor x = gpt_t2(m, x_in, BT, C), ln1 = gpt_t2(m, a->ln1, BT, C),
+            ln1_mean = gpt_t1(m, a->ln1_mean, BT), ln1_rstd = gpt_t1(m, a->ln1_rstd, BT),
+            qkv = gpt_t2(m, a->qkv, BT, 3 * C), atty = gpt_t2(m, a->atty, BT, C),
+            probs = gpt_t4(m, a->probs, m->B, m->cfg.n_head, m->T, m->T),
+            attproj = gpt_t2(m, a->attproj, BT, C), res2 = gpt_t2(m, a->res2, BT, C),
+            ln2 = gpt_t2(m, a->ln2, BT, C), ln2_mean = gpt_t1(m, a->ln2_mean, BT),
+            ln2_rstd = gpt_t1(m, a->ln2_rstd, BT), fch = gpt_t2(m, a->fch, BT, 4 * C),
+            fch_gelu = gpt_t2(m, a->fch_gelu, BT, 4 * C), fcproj = gpt_t2(m, a->fcproj, BT, C),
+            res3 = gpt_t2(m, a->res3, BT, C);
+  /* The attention kernel reads [B, T, 3C]: the same memory as [B*T, 3C]. */
+  const int64_t qkv_shape[3] = {m->B, m->T, 3 * C}, y_shape[3] = {m->B, m->T, C};
+  st_tensor qkv3 = qkv, atty3 = atty;
+  ST_CHECK(tensor_make(&qkv3, a->qkv, ST_FP32, qkv.device, 3, qkv_shape));
+  ST_CHECK(tensor_make(&atty3, a->atty, ST_FP32, atty.device, 3, y_shape));
+  st_tensor w;
+  st_tensor b;
+  w = GPT_P(m, u, GPT_LN1_W);
+  b = GPT_P(m, u, GPT_LN1_B);
+  ST_CHECK(kernel_layernorm_forward(kb, &ln1, &ln1_mean, &ln1_rstd, &x, &w, &b, s));
+  w = GPT_P(m, u, GPT_QKV_W);
+  b = GPT_P(m, u, GPT_QKV_B);
+  ST_CHECK(kernel_matmul_forward(kb, &qkv, &ln1, &w, &b, s));
+  ST_CHECK(kernel_attention_forward(kb, &atty3, &probs, &qkv3, s));
+  w = GPT_P(m, u, GPT_ATTPROJ_W);
+  b = GPT_P(m, u, GPT_ATTPROJ_B);
+  ST_CHECK(kernel_matmul_forward(kb, &attproj, &atty, &w, &b, s));
+  ST_CHECK(kernel_residual_forward(kb, &res2, &x, &attproj, s));
+  w = GPT_P(m, u, GPT_LN2_W);
+  b = GPT_P(m, u, GPT_LN2_B);
+  ST_CHECK(kernel_layernorm_forward(kb, &ln2, &ln2_mean, &ln2_rstd, &res2, &w, &b, s));
+  w = GPT_P(m, u, GPT_FC_W);
+  b = GPT_P(m, u, GPT_FC_B);
+  ST_CHECK(kernel_matmul_forward(kb, &fch, &ln2, &w, &b, s));
+  ST_CHECK(kernel_gelu_forward(kb, &fch_gelu, &fch, s));
+  w = GPT_P(m, u, GPT_FCPROJ_W);
+  b = GPT_P(m, u, GPT_FCPROJ_B);
+  ST_CHECK(kernel_matmul_forward(kb, &fcproj, &fch_gelu, &w, &b, s));
+  return kernel_residual_forward(kb, &res3, &res2, &fcproj, s);
+}
+
+/* Copies the host tokens into the model's device buffers. */
+static st_status upload_tokens(gpt_model *m, const int32_t *inputs, const int32_t *targets) {
+  size_t bytes = (size_t)m->B * m->T * sizeof(int32_t);
+  ST_CHECK(stream_memcpy(&m->stream, m->acts.inputs, inputs, bytes));
+  return stream_memcpy(&m->stream, m->acts.targets, targets, bytes);
+}
+
+st_status gpt_forward(gpt_model *m, const int32_t *inputs, const int32_t *targets, float *loss) {
+  const kernel_backend *kb = m->kb;
+  const st_stream *s = &m->stream;
+  const gpt_config *c = &m->cfg;
+  const int64_t BT = (int64_t)m->B * m->T, C = c->n_embd;
+  const int final_unit = m->n_units - 1;
+  gpt_acts *a = &m->acts;
+  ST_CHECK(upload_tokens(m, inputs, targets));
+
+  const int64_t enc_shape[3] = {m->B, m->T, C};
+  st_tensor encoded;
+  ST_CHECK(tensor_make(&encoded, a->encoded, ST_FP32, m->dev->backend->kind, 3, enc_shape));
+  st_tensor wte = GPT_P(m, 0, GPT_WTE), wpe = GPT_P(m, 0, GPT_WPE);
+  ST_CHECK(kernel_embedding_forward(kb, &encoded, a->inputs, &wte, &wpe, s));
+
+  float *x = a->encoded;
+  for (int l = 0; l < c->n_layer; l++) {
+    ST_CHECK(block_forward(m, l, x));
+    x = a->layers[l].res3;
+  }
+
+  st_tensor xt = gpt_t2(m, x, BT, C), lnf = gpt_t2(m, a->lnf, BT, C),
+            mean = gpt_t1(m, a->lnf_mean, BT), rstd = gpt_t1(m, a->lnf_rstd, BT),
+            logits = gpt_t2(m, a->logits, BT, c->vocab_padded), losses = gpt_t1(m, a->losses, BT);
+  st_tensor w = GPT_P(m, final_unit, GPT_LNF_W), b = GPT_P(m, final_unit, GPT_LNF_B);
+  ST_CHECK(kernel_layernorm_forward(kb, &lnf, &mean, &rstd, &xt, &w, &b, s));
+  ST_CHECK(kernel_matmul_wt_forward(kb, &logits, &lnf, &wte, s));
+  ST_CHECK(kernel_crossentropy_forward(kb, &losses, &logits, a->targets, c->vocab, s));
+
+  /* The mean is taken on the host in double: BT is small next to the logits. */
+  float *host_losses = NULL;
+  ST_CHECK(mem_alloc((void **)&host_losses, (size_t)BT * sizeof(float), MEM_HOST, MEM_WORKSPACE,
+                     NULL));
+  st_status status = stream_memcpy(s, host_losses, a->losses, (size_t)BT * sizeof(float));
+  if (status == ST_OK) status = stream_sync(s);
+  double sum = 0;
+  for (int64_t i = 0; i < BT; i++) sum += host_losses[i];
+  mem_free(host_losses);
+  *loss = (float)(sum / (double)BT);
+  return status;
+}

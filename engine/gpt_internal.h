@@ -1,0 +1,20 @@
+/* gpt_internal.h - what the GPT's files share and nothing outside engine/gpt*.c uses:
+ * activation allocation and the descriptor shorthands the forward and backward read. */
+#ifndef ST_ENGINE_GPT_INTERNAL_H
+#define ST_ENGINE_GPT_INTERNAL_H
+
+#include "engine/gpt.h"
+
+st_status gpt_acts_allocate(gpt_model *m);
+void gpt_acts_free(gpt_model *m);
+
+/* A contiguous fp32 descriptor on the model's device: [d0], [d0, d1] or [d0, d1, d2, d3]. */
+st_tensor gpt_t1(const gpt_model *m, float *data, int64_t d0);
+st_tensor gpt_t2(const gpt_model *m, float *data, int64_t d0, int64_t d1);
+st_tensor gpt_t4(const gpt_model *m, float *data, int64_t d0, int64_t d1, int64_t d2, int64_t d3);
+
+/* Parameter and gradient descriptors of unit `u`'s parameter k. */
+#define GPT_P(m, u, k) unit_param_tensor(&(m)->units[(u)], (k))
+#define GPT_G(m, u, k) unit_grad_tensor(&(m)->units[(u)], (k))
+
+#endif /* ST_ENGINE_GPT_INTERNAL_H */

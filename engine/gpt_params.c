@@ -1,0 +1,169 @@
+/* gpt_params.c - the GPT's units: declaring its parameters (with their TP splits), creating
+ * and destroying the model, initialisation, and lookup by Hugging Face name. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "engine/gpt.h"
+#include "engine/gpt_internal.h"
+
+static st_status declare_embedding(unit *u, const gpt_config *c) {
+  const int64_t wte[2] = {c->vocab_padded, c->n_embd}, wpe[2] = {c->max_seq, c->n_embd};
+  ST_CHECK(unit_declare(u, "wte.weight", 2, wte, TP_REPLICATED, 1, NULL));
+  return unit_declare(u, "wpe.weight", 2, wpe, TP_REPLICATED, 1, NULL);
+}
+
+/* Megatron's split: qkv and MLP-up are column-parallel (qkv as three fused blocks, so a tp
+ * rank holds whole heads), attention-out and MLP-down are row-parallel with replicated biases
+ * (added once, after the all-reduce), norms replicated. */
+static st_status declare_block(unit *u, const gpt_config *c) {
+  const int64_t C = c->n_embd;
+  const int64_t vec[1] = {C}, qkv_w[2] = {C, 3 * C}, qkv_b[1] = {3 * C}, proj_w[2] = {C, C},
+                fc_w[2] = {C, 4 * C}, fc_b[1] = {4 * C}, fcproj_w[2] = {4 * C, C};
+  ST_CHECK(unit_declare(u, "ln_1.weight", 1, vec, TP_REPLICATED, 1, NULL));
+  ST_CHECK(unit_declare(u, "ln_1.bias", 1, vec, TP_REPLICATED, 1, NULL));
+  ST_CHECK(unit_declare(u, "attn.c_attn.weight", 2, qkv_w, TP_COLUMN, 3, NULL));
+  ST_CHECK(unit_declare(u, "attn.c_attn.bias", 1, qkv_b, TP_COLUMN, 3, NULL));
+  ST_CHECK(unit_declare(u, "attn.c_proj.weight", 2, proj_w, TP_ROW, 1, NULL));
+  ST_CHECK(unit_declare(u, "attn.c_proj.bias", 1, vec, TP_REPLICATED, 1, NULL));
+  ST_CHECK(unit_declare(u, "ln_2.weight", 1, vec, TP_REPLICATED, 1, NULL));
+  ST_CHECK(unit_declare(u, "ln_2.bias", 1, vec, TP_REPLICATED, 1, NULL));
+  ST_CHECK(unit_declare(u, "mlp.c_fc.weight", 2, fc_w, TP_COLUMN, 1, NULL));
+  ST_CHECK(unit_declare(u, "mlp.c_fc.bias", 1, fc_b, TP_COLUMN, 1, NULL));
+  ST_CHECK(unit_declare(u, "mlp.c_proj.weight", 2, fcproj_w, TP_ROW, 1, NULL));
+  return unit_declare(u, "mlp.c_proj.bias", 1, vec, TP_REPLICATED, 1, NULL);
+}
+
+static st_status declare_final(unit *u, const gpt_config *c) {
+  const int64_t vec[1] = {c->n_embd};
+  ST_CHECK(unit_declare(u, "ln_f.weight", 1, vec, TP_REPLICATED, 1, NULL));
+  return unit_declare(u, "ln_f.bias", 1, vec, TP_REPLICATED, 1, NULL);
+}
+
+static st_status create_units(gpt_model *m) {
+  const gpt_config *c = &m->cfg;
+  m->n_units = c->n_layer + 2;
+  ST_CHECK(mem_alloc_zeroed((void **)&m->units, (size_t)m->n_units * sizeof *m->units, MEM_HOST,
+                            MEM_WORKSPACE, NULL));
+  ST_CHECK(mem_alloc_zeroed((void **)&m->prefixes, (size_t)m->n_units * sizeof *m->prefixes,
+                            MEM_HOST, MEM_WORKSPACE, NULL));
+  for (int i = 0; i < m->n_units; i++) {
+    char name[32];
+    int layer = i - 1;
+    if (i == 0) {
+      snprintf(name, sizeof name, "embedding");
+    } else if (i == m->n_units - 1) {
+      snprintf(name, sizeof name, "final");
+    } else {
+      snprintf(name, sizeof name, "h.%d", layer);
+      snprintf(m->prefixes[i], sizeof m->prefixes[i], "h.%d.", layer);
+    }
+    unit *u = &m->units[i];
+    ST_CHECK(unit_init(u, name, m->dev, 1, 0, 1, 0));
+    if (i == 0) {
+      ST_CHECK(declare_embedding(u, c));
+    } else if (i == m->n_units - 1) {
+      ST_CHECK(declare_final(u, c));
+    } else {
+      ST_CHECK(declare_block(u, c));
+    }
+    ST_CHECK(unit_allocate(u));
+  }
+  return ST_OK;
+}
+
+st_status gpt_create(gpt_model **out, const gpt_config *cfg, const st_device *dev, int B, int T) {
+  *out = NULL;
+  if (B < 1 || T < 1 || T > cfg->max_seq) {
+    return st_error(ST_ERR_INVALID_ARG, "micro-batch %d x %d tokens: need B >= 1 and 1 <= T <= %d",
+                    B, T, cfg->max_seq);
+  }
+  gpt_model *m = NULL;
+  ST_CHECK(mem_alloc_zeroed((void **)&m, sizeof *m, MEM_HOST, MEM_WORKSPACE, NULL));
+  m->cfg = *cfg;
+  m->dev = dev;
+  m->B = B;
+  m->T = T;
+  st_status status;
+  ST_CHECK_GOTO(kernel_backend_for(dev, &m->kb), status, fail);
+  ST_CHECK_GOTO(stream_create(dev, &m->stream), status, fail);
+  ST_CHECK_GOTO(create_units(m), status, fail);
+  ST_CHECK_GOTO(gpt_acts_allocate(m), status, fail);
+  *out = m;
+  return ST_OK;
+fail:
+  gpt_destroy(m);
+  return status;
+}
+
+void gpt_destroy(gpt_model *m) {
+  if (!m) return;
+  gpt_acts_free(m);
+  for (int i = m->n_units - 1; i >= 0 && m->units; i--) unit_free(&m->units[i]);
+  mem_free(m->prefixes);
+  mem_free(m->units);
+  stream_destroy(&m->stream);
+  mem_free(m);
+}
+
+/* Standard deviation of a parameter's initial values (0: constant). */
+static double init_std(const gpt_config *c, const char *name, float *constant) {
+  *constant = 0.0f;
+  size_t n = strlen(name);
+  int is_bias = n > 5 && strcmp(name + n - 5, ".bias") == 0;
+  if (is_bias) return 0;
+  if (strncmp(name, "ln_", 3) == 0) {
+    *constant = 1.0f;
+    return 0;
+  }
+  if (strstr(name, "c_proj.weight")) return 0.02 / sqrt(2.0 * c->n_layer);
+  return 0.02;
+}
+
+st_status gpt_init_params(gpt_model *m, uint64_t seed) {
+  for (int i = 0; i < m->n_units; i++) {
+    unit *u = &m->units[i];
+    for (int k = 0; k < u->layout.count; k++) {
+      const unit_param *p = &u->layout.params[k];
+      char full[UNIT_NAME_MAX + 16];
+      snprintf(full, sizeof full, "%s%s", m->prefixes[i], p->name);
+      float constant;
+      double std = init_std(&m->cfg, p->name, &constant);
+      uint64_t stream = rng_stream_of(full);
+      float *data = u->params + p->offset;
+      int64_t real_rows_end = (int64_t)m->cfg.vocab * m->cfg.n_embd; /* wte padding rows: 0 */
+      for (int64_t e = 0; e < p->numel; e++) {
+        int64_t g = unit_param_global_index(p, u->layout.T, u->layout.t, e);
+        int padding = i == 0 && k == GPT_WTE && g >= real_rows_end;
+        data[e] = padding ? 0.0f
+                  : std > 0 ? (float)(std * rng_normal(seed, stream, (uint64_t)g))
+                            : constant;
+      }
+    }
+  }
+  return ST_OK;
+}
+
+int gpt_find_param(const gpt_model *m, const char *hf_name, int *param_index) {
+  for (int i = 0; i < m->n_units; i++) {
+    size_t plen = strlen(m->prefixes[i]);
+    if (strncmp(hf_name, m->prefixes[i], plen) != 0) continue;
+    int k = unit_layout_find(&m->units[i].layout, hf_name + plen);
+    if (k >= 0) {
+      *param_index = k;
+      return i;
+    }
+  }
+  return -1;
+}
+
+st_status gpt_zero_grads(gpt_model *m) {
+  for (int i = 0; i < m->n_units; i++) {
+    unit *u = &m->units[i];
+    ST_CHECK(stream_memset(&m->stream, u->grads, 0, (size_t)u->layout.numel * sizeof(float)));
+  }
+  return ST_OK;
+}
