@@ -69,10 +69,10 @@ st_status gpt_init_params(gpt_model *model, uint64_t seed);
 st_status gpt_forward(gpt_model *model, const int32_t *inputs, const int32_t *targets,
                       float *loss);
 
-/* Backward of the last forward; adds into every parameter gradient. dloss_scale is 1 / (tokens
- * of the global batch), so gradients sum to those of the global mean loss. */
-st_status gpt_backward(gpt_model *model, const int32_t *inputs, const int32_t *targets,
-                       float dloss_scale);
+/* Backward of the last forward (its tokens are still on the device); adds into every parameter
+ * gradient. dloss_scale is 1 / (tokens of the global batch), so the gradients sum to those of
+ * the global mean loss. */
+st_status gpt_backward(gpt_model *model, float dloss_scale);
 
 /* Sets every gradient to zero (start of a step). */
 st_status gpt_zero_grads(gpt_model *model);

@@ -1,0 +1,107 @@
+/* gpt_backward.c - the GPT backward pass. Every kernel backward ADDS into its gradients, so:
+ * parameter gradients accumulate over micro-batches until gpt_zero_grads; one buffer (dres)
+ * carries the residual stream's gradient, to which each LayerNorm branch adds; and each
+ * intermediate gradient buffer is zeroed right before the one op that starts its sum. */
+#include "core/error.h"
+#include "engine/gpt_internal.h"
+
+static st_status zero(gpt_model *m, float *buf, int64_t floats) {
+  return stream_memset(&m->stream, buf, 0, (size_t)floats * sizeof(float));
+}
+
+/* On entry dres holds d(block output); on exit d(block input). */
+static st_status block_backward(gpt_model *m, int l, float *x_in) {
+  const kernel_backend *kb = m->kb;
+  const st_stream *s = &m->stream;
+  const int64_t BT = (int64_t)m->B * m->T, C = m->cfg.n_embd;
+  const int u = 1 + l;
+  gpt_layer_acts *a = &m->acts.layers[l];
+  gpt_acts *g = &m->acts;
+  st_tensor x = gpt_t2(m, x_in, BT, C), ln1 = gpt_t2(m, a->ln1, BT, C),
+            ln1_mean = gpt_t1(m, a->ln1_mean, BT), ln1_rstd = gpt_t1(m, a->ln1_rstd, BT),
+            qkv = gpt_t2(m, a->qkv, BT, 3 * C), atty = gpt_t2(m, a->atty, BT, C),
+            probs = gpt_t4(m, a->probs, m->B, m->cfg.n_head, m->T, m->T),
+            res2 = gpt_t2(m, a->res2, BT, C), ln2 = gpt_t2(m, a->ln2, BT, C),
+            ln2_mean = gpt_t1(m, a->ln2_mean, BT), ln2_rstd = gpt_t1(m, a->ln2_rstd, BT),
+            fch = gpt_t2(m, a->fch, BT, 4 * C), fch_gelu = gpt_t2(m, a->fch_gelu, BT, 4 * C);
+  st_tensor dres = gpt_t2(m, g->dres, BT, C), dln = gpt_t2(m, g->dln, BT, C),
+            datty = gpt_t2(m, g->datty, BT, C), dqkv = gpt_t2(m, g->dqkv, BT, 3 * C),
+            dfch = gpt_t2(m, g->dfch, BT, 4 * C), dfch_gelu = gpt_t2(m, g->dfch_gelu, BT, 4 * C);
+  const int64_t qkv_shape[3] = {m->B, m->T, 3 * C}, y_shape[3] = {m->B, m->T, C};
+  st_tensor qkv3, dqkv3, datty3;
+  ST_CHECK(tensor_make(&qkv3, a->qkv, ST_FP32, qkv.device, 3, qkv_shape));
+  ST_CHECK(tensor_make(&dqkv3, g->dqkv, ST_FP32, qkv.device, 3, qkv_shape));
+  ST_CHECK(tensor_make(&datty3, g->datty, ST_FP32, qkv.device, 3, y_shape));
+  st_tensor w, dw, db;
+
+  /* MLP: res3 = res2 + fcproj(gelu(fc(ln2(res2)))); d fcproj = dres. */
+  w = GPT_P(m, u, GPT_FCPROJ_W);
+  dw = GPT_G(m, u, GPT_FCPROJ_W);
+  db = GPT_G(m, u, GPT_FCPROJ_B);
+  ST_CHECK(zero(m, g->dfch_gelu, BT * 4 * C));
+  ST_CHECK(kernel_matmul_backward(kb, &dfch_gelu, &dw, &db, &dres, &fch_gelu, &w, s));
+  ST_CHECK(zero(m, g->dfch, BT * 4 * C));
+  ST_CHECK(kernel_gelu_backward(kb, &dfch, &dfch_gelu, &fch, s));
+  w = GPT_P(m, u, GPT_FC_W);
+  dw = GPT_G(m, u, GPT_FC_W);
+  db = GPT_G(m, u, GPT_FC_B);
+  ST_CHECK(zero(m, g->dln, BT * C));
+  ST_CHECK(kernel_matmul_backward(kb, &dln, &dw, &db, &dfch, &ln2, &w, s));
+  w = GPT_P(m, u, GPT_LN2_W);
+  dw = GPT_G(m, u, GPT_LN2_W);
+  db = GPT_G(m, u, GPT_LN2_B);
+  ST_CHECK(kernel_layernorm_backward(kb, &dres, &dw, &db, &dln, &res2, &w, &ln2_mean, &ln2_rstd,
+                                     s));
+
+  /* Attention: res2 = x + attproj(attn(qkv(ln1(x)))); d attproj = dres (now d res2). */
+  w = GPT_P(m, u, GPT_ATTPROJ_W);
+  dw = GPT_G(m, u, GPT_ATTPROJ_W);
+  db = GPT_G(m, u, GPT_ATTPROJ_B);
+  ST_CHECK(zero(m, g->datty, BT * C));
+  ST_CHECK(kernel_matmul_backward(kb, &datty, &dw, &db, &dres, &atty, &w, s));
+  ST_CHECK(zero(m, g->dqkv, BT * 3 * C));
+  ST_CHECK(kernel_attention_backward(kb, &dqkv3, &datty3, &qkv3, &probs, s));
+  w = GPT_P(m, u, GPT_QKV_W);
+  dw = GPT_G(m, u, GPT_QKV_W);
+  db = GPT_G(m, u, GPT_QKV_B);
+  ST_CHECK(zero(m, g->dln, BT * C));
+  ST_CHECK(kernel_matmul_backward(kb, &dln, &dw, &db, &dqkv, &ln1, &w, s));
+  w = GPT_P(m, u, GPT_LN1_W);
+  dw = GPT_G(m, u, GPT_LN1_W);
+  db = GPT_G(m, u, GPT_LN1_B);
+  return kernel_layernorm_backward(kb, &dres, &dw, &db, &dln, &x, &w, &ln1_mean, &ln1_rstd, s);
+}
+
+st_status gpt_backward(gpt_model *m, float dloss_scale) {
+  const kernel_backend *kb = m->kb;
+  const st_stream *s = &m->stream;
+  const gpt_config *c = &m->cfg;
+  const int64_t BT = (int64_t)m->B * m->T, C = c->n_embd;
+  const int final_unit = m->n_units - 1;
+  gpt_acts *g = &m->acts;
+  float *x_last = c->n_layer ? g->layers[c->n_layer - 1].res3 : g->encoded;
+
+  /* Loss and tied head: the logits buffer is reused in place for its own gradient. */
+  st_tensor logits = gpt_t2(m, g->logits, BT, c->vocab_padded), lnf = gpt_t2(m, g->lnf, BT, C),
+            dln = gpt_t2(m, g->dln, BT, C), dres = gpt_t2(m, g->dres, BT, C),
+            x = gpt_t2(m, x_last, BT, C), mean = gpt_t1(m, g->lnf_mean, BT),
+            rstd = gpt_t1(m, g->lnf_rstd, BT);
+  ST_CHECK(kernel_crossentropy_backward(kb, &logits, &logits, g->targets, c->vocab, dloss_scale,
+                                        s));
+  st_tensor wte = GPT_P(m, 0, GPT_WTE), dwte = GPT_G(m, 0, GPT_WTE), dwpe = GPT_G(m, 0, GPT_WPE);
+  ST_CHECK(zero(m, g->dln, BT * C));
+  ST_CHECK(kernel_matmul_wt_backward(kb, &dln, &dwte, &logits, &lnf, &wte, s));
+  st_tensor w = GPT_P(m, final_unit, GPT_LNF_W), dw = GPT_G(m, final_unit, GPT_LNF_W),
+            db = GPT_G(m, final_unit, GPT_LNF_B);
+  ST_CHECK(zero(m, g->dres, BT * C));
+  ST_CHECK(kernel_layernorm_backward(kb, &dres, &dw, &db, &dln, &x, &w, &mean, &rstd, s));
+
+  for (int l = c->n_layer - 1; l >= 0; l--) {
+    ST_CHECK(block_backward(m, l, l ? g->layers[l - 1].res3 : g->encoded));
+  }
+
+  const int64_t enc_shape[3] = {m->B, m->T, C};
+  st_tensor denc;
+  ST_CHECK(tensor_make(&denc, g->dres, ST_FP32, m->dev->backend->kind, 3, enc_shape));
+  return kernel_embedding_backward(kb, &dwte, &dwpe, &denc, g->inputs, s);
+}
