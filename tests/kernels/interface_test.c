@@ -13,7 +13,8 @@
 enum { B = 2, T = 5, C = 12, OC = 7, N = B * T, NH = 3, V = 37, VP = 40 };
 
 static float inp_data[N * C], weight_data[C * OC], bias_data[OC], out_data[N * OC];
-static float scratch_data[4 * N * C * 3 * C];
+/* Backs every tensor below that only lends a shape; the largest is the logits, N x VP. */
+static float scratch_data[N * VP];
 
 static st_tensor fp32(float *data, int ndim, const int64_t *shape) {
   st_tensor t;

@@ -27,8 +27,10 @@ static void run_on(const char *name, const st_device *device, void (*body)(test_
     return;
   }
   CHECK_OK(status);
-  CHECK_OK(stream_create(device, &tb.stream));
-  if (test_checks_failed()) return;
+  if (status != ST_OK) return;
+  status = stream_create(device, &tb.stream);
+  CHECK_OK(status);
+  if (status != ST_OK) return;
   mem_stats before, after;
   mem_stats_get(&before);
   body(&tb);
