@@ -1,0 +1,54 @@
+/* check.h - the argument checks behind every kernel_<op> wrapper, written once so that every
+ * backend rejects the same calls with the same messages. Each check returns ST_OK or
+ * ST_ERR_INVALID_ARG / ST_ERR_UNSUPPORTED with a detail naming the op, the operand and the
+ * numbers involved ("kernel_matmul_forward: weight is [12, 7], expected [13, 7]"). */
+#ifndef ST_KERNELS_CHECK_H
+#define ST_KERNELS_CHECK_H
+
+#include "kernels/kernels.h"
+
+typedef struct kernel_check {
+  const char *op;
+  const kernel_backend *kb;
+  st_dtype dtype; /* the op's compute dtype, set by kernel_check_compute */
+} kernel_check;
+
+/* Starts checking `op`: the backend and the stream exist and share a device. */
+st_status kernel_check_begin(kernel_check *c, const char *op, const kernel_backend *kb,
+                             const st_stream *stream);
+
+/* `t` is present, on the backend's device, contiguous, not empty, and has data. */
+st_status kernel_check_placed(const kernel_check *c, const char *name, const st_tensor *t);
+
+/* `t` is placed and in a dtype the backend computes in; that dtype becomes the op's. */
+st_status kernel_check_compute(kernel_check *c, const char *name, const st_tensor *t);
+
+/* `t` is placed and has the op's dtype. */
+st_status kernel_check_operand(const kernel_check *c, const char *name, const st_tensor *t);
+
+/* `t` is placed and fp32: the statistics of an op (mean, rstd, losses). */
+st_status kernel_check_stats(const kernel_check *c, const char *name, const st_tensor *t);
+
+/* `t` has `ndim` dimensions. */
+st_status kernel_check_ndim(const kernel_check *c, const char *name, const st_tensor *t, int ndim);
+
+/* `t` has exactly this shape. */
+st_status kernel_check_shape(const kernel_check *c, const char *name, const st_tensor *t, int ndim,
+                             const int64_t *shape);
+
+/* `t` has the shape of `ref`. */
+st_status kernel_check_same_shape(const kernel_check *c, const char *name, const st_tensor *t,
+                                  const st_tensor *ref);
+
+/* `t` is `rows` rows of `cols` features (kernels.h's rows convention). */
+st_status kernel_check_rows(const kernel_check *c, const char *name, const st_tensor *t,
+                            int64_t rows, int64_t cols);
+
+/* `t` holds `numel` elements, whatever its shape (one statistic per row). */
+st_status kernel_check_numel(const kernel_check *c, const char *name, const st_tensor *t,
+                             int64_t numel);
+
+/* An id array (tokens, targets) is present. Its values live on the device, out of reach. */
+st_status kernel_check_ids(const kernel_check *c, const char *name, const int32_t *ids);
+
+#endif /* ST_KERNELS_CHECK_H */

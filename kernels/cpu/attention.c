@@ -1,0 +1,136 @@
+/* attention.c - causal multi-head self-attention on the CPU, forward and backward.
+ *
+ * Each (batch, head) is a handful of matrix products, all through cblas_sgemm on strided
+ * views: head h's q is a [T, hs] matrix starting at feature h*hs of qkv with row stride 3C (k
+ * and v C and 2C further on), so nothing is copied or transposed. The score products are full
+ * T x T, twice the causal work, because dense sgemm still beats a triangular loop; the masked
+ * probabilities are zero, so they add nothing to the products that follow. The softmax and its
+ * gradient are the only loops, parallel over rows with OpenMP; sgemm, which threads itself,
+ * is called outside OpenMP regions. The backward takes one T x T scratch from the workspace. */
+#include <cblas.h>
+#include <math.h>
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "kernels/cpu/cpu_ops.h"
+
+typedef struct attention_dims {
+  int batch, seq, channels, heads, head_size;
+} attention_dims;
+
+static attention_dims dims_of(const st_tensor *qkv, const st_tensor *probs) {
+  attention_dims d = {(int)qkv->shape[0], (int)qkv->shape[1], (int)qkv->shape[2] / 3,
+                      (int)probs->shape[1], 0};
+  d.head_size = d.channels / d.heads;
+  return d;
+}
+
+/* Element offsets of head h of batch b: its q in qkv (k and v follow at +C and +2C), its
+ * features in out (or dout), and its T x T block of probs. */
+static int64_t qkv_offset(const attention_dims *d, int b, int h) {
+  return (int64_t)b * d->seq * 3 * d->channels + (int64_t)h * d->head_size;
+}
+
+static int64_t out_offset(const attention_dims *d, int b, int h) {
+  return (int64_t)b * d->seq * d->channels + (int64_t)h * d->head_size;
+}
+
+static int64_t probs_offset(const attention_dims *d, int b, int h) {
+  return ((int64_t)b * d->heads + h) * d->seq * d->seq;
+}
+
+/* Scores of query t (row[0..t], row[t+1..] masked) to probabilities in place, masked ones 0. */
+static void causal_softmax_row(float *row, int t, int seq) {
+  float max = row[0];
+  for (int j = 1; j <= t; j++) max = row[j] > max ? row[j] : max;
+  float sum = 0.0f;
+  for (int j = 0; j <= t; j++) {
+    row[j] = expf(row[j] - max);
+    sum += row[j];
+  }
+  for (int j = 0; j <= t; j++) row[j] /= sum;
+  for (int j = t + 1; j < seq; j++) row[j] = 0.0f;
+}
+
+st_status kernel_cpu_attention_forward(const st_tensor *out, const st_tensor *probs,
+                                       const st_tensor *qkv, const st_stream *stream) {
+  (void)stream;
+  attention_dims d = dims_of(qkv, probs);
+  const float *x = qkv->data;
+  float *p = probs->data, *y = out->data;
+  int ld_qkv = 3 * d.channels;
+  float scale = 1.0f / sqrtf((float)d.head_size);
+  for (int b = 0; b < d.batch; b++) {
+    for (int h = 0; h < d.heads; h++) {
+      const float *q = x + qkv_offset(&d, b, h);
+      /* scores[T, T] = scale * q[T, hs] @ k[T, hs]^T, written where the probabilities go */
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d.seq, d.seq, d.head_size, scale, q,
+                  ld_qkv, q + d.channels, ld_qkv, 0.0f, p + probs_offset(&d, b, h), d.seq);
+    }
+  }
+  int64_t rows = (int64_t)d.batch * d.heads * d.seq;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; r++) causal_softmax_row(p + r * d.seq, (int)(r % d.seq), d.seq);
+  for (int b = 0; b < d.batch; b++) {
+    for (int h = 0; h < d.heads; h++) {
+      /* out[T, hs] = probs[T, T] @ v[T, hs] */
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d.seq, d.head_size, d.seq, 1.0f,
+                  p + probs_offset(&d, b, h), d.seq, x + qkv_offset(&d, b, h) + 2 * d.channels,
+                  ld_qkv, 0.0f, y + out_offset(&d, b, h), d.channels);
+    }
+  }
+  return ST_OK;
+}
+
+/* The softmax's backward for one head, in place: dprobs (rows of T) becomes the gradient of
+ * the scores, P * (dP - sum_j P dP) on and below the diagonal and 0 above it. */
+static void softmax_backward(float *dprobs, const float *p, int seq) {
+#pragma omp parallel for schedule(static)
+  for (int t = 0; t < seq; t++) {
+    const float *pt = p + (int64_t)t * seq;
+    float *g = dprobs + (int64_t)t * seq;
+    float dot = 0.0f;
+    for (int j = 0; j <= t; j++) dot += pt[j] * g[j];
+    for (int j = 0; j <= t; j++) g[j] = pt[j] * (g[j] - dot);
+    for (int j = t + 1; j < seq; j++) g[j] = 0.0f;
+  }
+}
+
+/* dqkv += the gradient of one head (b, h), with `scratch` holding T x T floats. */
+static void head_backward(const attention_dims *d, int b, int h, float *dqkv, const float *dout,
+                          const float *qkv, const float *probs, float *scratch) {
+  int ld_qkv = 3 * d->channels, seq = d->seq, hs = d->head_size;
+  float scale = 1.0f / sqrtf((float)hs);
+  const float *q = qkv + qkv_offset(d, b, h), *k = q + d->channels, *v = q + 2 * d->channels;
+  float *dq = dqkv + qkv_offset(d, b, h), *dk = dq + d->channels, *dv = dq + 2 * d->channels;
+  const float *p = probs + probs_offset(d, b, h), *dy = dout + out_offset(d, b, h);
+  /* dprobs[T, T] = dout[T, hs] @ v[T, hs]^T */
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, hs, 1.0f, dy, d->channels, v,
+              ld_qkv, 0.0f, scratch, seq);
+  /* dv[T, hs] += probs[T, T]^T @ dout[T, hs] */
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, seq, hs, seq, 1.0f, p, seq, dy, d->channels,
+              1.0f, dv, ld_qkv);
+  softmax_backward(scratch, p, seq);
+  /* scores = scale * q k^T, so dq += scale * dscores @ k and dk += scale * dscores^T @ q */
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, seq, hs, seq, scale, scratch, seq, k,
+              ld_qkv, 1.0f, dq, ld_qkv);
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, seq, hs, seq, scale, scratch, seq, q, ld_qkv,
+              1.0f, dk, ld_qkv);
+}
+
+st_status kernel_cpu_attention_backward(const st_tensor *dqkv, const st_tensor *dout,
+                                        const st_tensor *qkv, const st_tensor *probs,
+                                        const st_stream *stream) {
+  (void)stream;
+  attention_dims d = dims_of(qkv, probs);
+  float *scratch = NULL;
+  ST_CHECK(mem_alloc((void **)&scratch, (size_t)d.seq * d.seq * sizeof *scratch, MEM_HOST,
+                     MEM_WORKSPACE, NULL));
+  for (int b = 0; b < d.batch; b++) {
+    for (int h = 0; h < d.heads; h++) {
+      head_backward(&d, b, h, dqkv->data, dout->data, qkv->data, probs->data, scratch);
+    }
+  }
+  mem_free(scratch);
+  return ST_OK;
+}

@@ -1,0 +1,194 @@
+/* interface_test.c - backend lookup and the refusals every backend shares: the kernel_<op>
+ * wrappers reject bad shapes, dtypes, devices, layouts and streams with a status and a detail
+ * that names the numbers, before any data is touched. Also the CPU backend's own refusals:
+ * out-of-range ids and a failed scratch allocation, which must leave nothing allocated. */
+#include <math.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "kernels/kernels.h"
+#include "tests/testing.h"
+
+enum { B = 2, T = 5, C = 12, OC = 7, N = B * T, NH = 3, V = 37, VP = 40 };
+
+static float inp_data[N * C], weight_data[C * OC], bias_data[OC], out_data[N * OC];
+/* Backs every tensor below that only lends a shape; the largest is the logits, N x VP. */
+static float scratch_data[N * VP];
+
+static st_tensor fp32(float *data, int ndim, const int64_t *shape) {
+  st_tensor t;
+  CHECK_OK(tensor_make(&t, data, ST_FP32, ST_DEVICE_CPU, ndim, shape));
+  return t;
+}
+
+/* The call failed with `status` and its detail mentions `needle`. */
+#define CHECK_REFUSED(expr, status, needle)                                                  \
+  do {                                                                                       \
+    CHECK_STATUS(expr, status);                                                              \
+    CHECK_MSG(strstr(st_last_error(), needle), "detail '%s' mentions '%s'", st_last_error(), \
+              needle);                                                                       \
+  } while (0)
+
+static void check_lookup(void) {
+  st_device cpu = device_cpu();
+  const kernel_backend *kb = NULL;
+  CHECK_OK(kernel_backend_for(&cpu, &kb));
+  CHECK(kb && strcmp(kb->name, "cpu") == 0 && kb->device == ST_DEVICE_CPU);
+  /* A CUDA device while kernels/cuda does not exist yet. */
+  device_backend fake_cuda = {.name = "fake-cuda", .kind = ST_DEVICE_CUDA};
+  st_device gpu = {.backend = &fake_cuda, .ordinal = 0};
+  CHECK_REFUSED(kernel_backend_for(&gpu, &kb), ST_ERR_UNSUPPORTED, "fake-cuda");
+  CHECK(kb == NULL);
+}
+
+static void check_matmul_refusals(const kernel_backend *kb, const st_stream *s) {
+  st_tensor inp = fp32(inp_data, 3, (int64_t[]){B, T, C});
+  st_tensor weight = fp32(weight_data, 2, (int64_t[]){C, OC});
+  st_tensor bias = fp32(bias_data, 1, (int64_t[]){OC});
+  st_tensor out = fp32(out_data, 3, (int64_t[]){B, T, OC});
+  CHECK_OK(kernel_matmul_forward(kb, &out, &inp, &weight, &bias, s));
+
+  /* A refused call writes nothing: out keeps this marker. */
+  out_data[0] = 1234.0f;
+  st_tensor bad = fp32(weight_data, 2, (int64_t[]){C + 1, OC - 1});
+  CHECK_REFUSED(kernel_matmul_forward(kb, &out, &inp, &bad, &bias, s), ST_ERR_INVALID_ARG,
+                "expected 10 rows of 13");
+  CHECK(out_data[0] == 1234.0f);
+  bad = fp32(out_data, 2, (int64_t[]){N, OC + 1});
+  CHECK_REFUSED(kernel_matmul_forward(kb, &bad, &inp, &weight, &bias, s), ST_ERR_INVALID_ARG,
+                "out is [10, 8]");
+  bad = fp32(bias_data, 1, (int64_t[]){OC - 1});
+  CHECK_REFUSED(kernel_matmul_forward(kb, &out, &inp, &weight, &bad, s), ST_ERR_INVALID_ARG,
+                "bias is [6], expected [7]");
+  CHECK_REFUSED(kernel_matmul_forward(kb, NULL, &inp, &weight, &bias, s), ST_ERR_INVALID_ARG,
+                "out is NULL");
+  CHECK_REFUSED(kernel_matmul_forward(NULL, &out, &inp, &weight, &bias, s), ST_ERR_INVALID_ARG,
+                "backend is NULL");
+  bad = fp32(inp_data, 3, (int64_t[]){B, 0, C});
+  CHECK_REFUSED(kernel_matmul_forward(kb, &out, &bad, &weight, &bias, s), ST_ERR_INVALID_ARG,
+                "empty");
+
+  bad = inp;
+  bad.dtype = ST_BF16;
+  CHECK_REFUSED(kernel_matmul_forward(kb, &out, &bad, &weight, &bias, s), ST_ERR_UNSUPPORTED,
+                "bf16");
+  bad = weight;
+  bad.dtype = ST_BF16;
+  CHECK_REFUSED(kernel_matmul_forward(kb, &out, &inp, &bad, &bias, s), ST_ERR_INVALID_ARG,
+                "weight is bf16, expected fp32");
+  bad = weight;
+  bad.device = ST_DEVICE_CUDA;
+  CHECK_REFUSED(kernel_matmul_forward(kb, &out, &inp, &bad, &bias, s), ST_ERR_INVALID_ARG,
+                "cuda memory");
+  bad = weight; /* a transposed view: [OC, C] with strides (1, OC) */
+  bad.shape[0] = OC;
+  bad.shape[1] = C;
+  bad.strides[0] = 1;
+  bad.strides[1] = OC;
+  CHECK_REFUSED(kernel_matmul_forward(kb, &out, &inp, &bad, &bias, s), ST_ERR_INVALID_ARG,
+                "not contiguous");
+
+  device_backend fake_cuda = {.name = "fake-cuda", .kind = ST_DEVICE_CUDA};
+  st_stream gpu_stream = {.backend = &fake_cuda, .handle = NULL};
+  CHECK_REFUSED(kernel_matmul_forward(kb, &out, &inp, &weight, &bias, &gpu_stream),
+                ST_ERR_INVALID_ARG, "cuda stream");
+  CHECK(out_data[0] == 1234.0f);
+
+  st_tensor dinp = fp32(scratch_data, 3, (int64_t[]){B, T, C + 1});
+  CHECK_REFUSED(kernel_matmul_backward(kb, &dinp, &weight, &bias, &out, &inp, &weight, s),
+                ST_ERR_INVALID_ARG, "dinp is [2, 5, 13], expected [2, 5, 12]");
+}
+
+static void check_other_refusals(const kernel_backend *kb, const st_stream *s) {
+  st_tensor act = fp32(inp_data, 3, (int64_t[]){B, T, C});
+  st_tensor chan = fp32(bias_data, 1, (int64_t[]){C});
+  st_tensor stats = fp32(out_data, 1, (int64_t[]){N - 1});
+  CHECK_REFUSED(kernel_layernorm_forward(kb, &act, &stats, &stats, &act, &chan, &chan, s),
+                ST_ERR_INVALID_ARG, "mean is [9], expected 10 elements");
+
+  st_tensor qkv = fp32(scratch_data, 3, (int64_t[]){B, T, 3 * C});
+  st_tensor probs = fp32(scratch_data, 4, (int64_t[]){B, 5, T, T});
+  CHECK_REFUSED(kernel_attention_forward(kb, &act, &probs, &qkv, s), ST_ERR_INVALID_ARG,
+                "5 heads do not divide 12 channels");
+  st_tensor not_qkv = fp32(scratch_data, 3, (int64_t[]){B, T, 3 * C + 1});
+  probs = fp32(scratch_data, 4, (int64_t[]){B, NH, T, T});
+  CHECK_REFUSED(kernel_attention_forward(kb, &act, &probs, &not_qkv, s), ST_ERR_INVALID_ARG,
+                "not a multiple of 3");
+
+  static float wte_data[VP * C], wpe_data[T * C];
+  static int32_t tokens[N];
+  st_tensor wte = fp32(wte_data, 2, (int64_t[]){VP, C});
+  st_tensor short_wpe = fp32(wpe_data, 2, (int64_t[]){T - 1, C});
+  CHECK_REFUSED(kernel_embedding_forward(kb, &act, tokens, &wte, &short_wpe, s), ST_ERR_INVALID_ARG,
+                "only 4 positions");
+  st_tensor wpe = fp32(wpe_data, 2, (int64_t[]){T, C});
+  CHECK_REFUSED(kernel_embedding_forward(kb, &act, NULL, &wte, &wpe, s), ST_ERR_INVALID_ARG,
+                "tokens is NULL");
+  tokens[6] = VP;
+  CHECK_REFUSED(kernel_embedding_forward(kb, &act, tokens, &wte, &wpe, s), ST_ERR_INVALID_ARG,
+                "token 6 is 40, outside [0, 40)");
+  CHECK_REFUSED(kernel_embedding_backward(kb, &wte, &wpe, &act, tokens, s), ST_ERR_INVALID_ARG,
+                "token 6 is 40");
+  tokens[6] = 0;
+
+  st_tensor logits = fp32(scratch_data, 3, (int64_t[]){B, T, VP});
+  st_tensor losses = fp32(out_data, 2, (int64_t[]){B, T});
+  CHECK_REFUSED(kernel_crossentropy_forward(kb, &losses, &logits, tokens, VP + 1, s),
+                ST_ERR_INVALID_ARG, "vocabulary of 41 for logits of 40 columns");
+  tokens[3] = V; /* a padding column is not a valid target */
+  CHECK_REFUSED(kernel_crossentropy_forward(kb, &losses, &logits, tokens, V, s), ST_ERR_INVALID_ARG,
+                "target 3 is 37, outside [0, 37)");
+  CHECK_REFUSED(kernel_crossentropy_backward(kb, &logits, &logits, tokens, V, 1.0f, s),
+                ST_ERR_INVALID_ARG, "target 3 is 37");
+  tokens[3] = 0;
+
+  st_tensor half;
+  CHECK_OK(tensor_make(&half, scratch_data, ST_FP16, ST_DEVICE_CPU, 1, (int64_t[]){N}));
+  st_tensor flat = fp32(inp_data, 1, (int64_t[]){N});
+  CHECK_REFUSED(kernel_cast(kb, &half, &flat, s), ST_ERR_UNSUPPORTED, "no cast from fp32 to fp16");
+  st_tensor longer = fp32(inp_data, 1, (int64_t[]){N + 1});
+  st_tensor bf;
+  CHECK_OK(tensor_make(&bf, scratch_data, ST_BF16, ST_DEVICE_CPU, 1, (int64_t[]){N}));
+  CHECK_REFUSED(kernel_cast(kb, &bf, &longer, s), ST_ERR_INVALID_ARG, "expected 11 elements");
+  double sum;
+  CHECK_REFUSED(kernel_sum_squares(kb, &sum, &half, s), ST_ERR_UNSUPPORTED, "fp16");
+  CHECK_REFUSED(kernel_sum_squares(kb, NULL, &flat, s), ST_ERR_INVALID_ARG, "out is NULL");
+}
+
+/* The attention backward's scratch allocation fails: ST_ERR_OOM, dqkv untouched, no leak. */
+static void check_out_of_memory(const kernel_backend *kb, const st_stream *s) {
+  static float dqkv_data[N * 3 * C], dout_data[N * C], probs_data[B * NH * T * T];
+  st_tensor qkv = fp32(scratch_data, 3, (int64_t[]){B, T, 3 * C});
+  st_tensor dqkv = fp32(dqkv_data, 3, (int64_t[]){B, T, 3 * C});
+  st_tensor dout = fp32(dout_data, 3, (int64_t[]){B, T, C});
+  st_tensor probs = fp32(probs_data, 4, (int64_t[]){B, NH, T, T});
+  for (int i = 0; i < N * C; i++) dout_data[i] = 1.0f;
+  for (int i = 0; i < B * NH * T * T; i++) probs_data[i] = 1.0f / T;
+  mem_stats before, after;
+  mem_stats_get(&before);
+  mem_fail_nth(1);
+  CHECK_REFUSED(kernel_attention_backward(kb, &dqkv, &dout, &qkv, &probs, s), ST_ERR_OOM,
+                "injected");
+  mem_fail_nth(0);
+  mem_stats_get(&after);
+  CHECK_EQ_INT(after.live_blocks, before.live_blocks);
+  int untouched = 1;
+  for (int i = 0; i < N * 3 * C; i++) untouched &= dqkv_data[i] == 0.0f;
+  CHECK_MSG(untouched, "a failed attention backward leaves dqkv untouched");
+  CHECK_OK(kernel_attention_backward(kb, &dqkv, &dout, &qkv, &probs, s));
+}
+
+int main(void) {
+  check_lookup();
+  st_device cpu = device_cpu();
+  const kernel_backend *kb;
+  st_stream stream;
+  CHECK_OK(kernel_backend_for(&cpu, &kb));
+  CHECK_OK(stream_create(&cpu, &stream));
+  check_matmul_refusals(kb, &stream);
+  check_other_refusals(kb, &stream);
+  check_out_of_memory(kb, &stream);
+  stream_destroy(&stream);
+  return test_finish("interface_test");
+}

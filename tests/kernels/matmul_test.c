@@ -1,0 +1,110 @@
+/* matmul_test.c - matmul with and without bias, on odd sizes ([2, 5, 12] @ [12, 7]) and on a
+ * shape wider than two of the CPU's column blocks ([2, 1, 130] @ [130, 150]): forward against
+ * float64 loops, backward against central differences of those loops, and the backward's
+ * accumulation into dinp, dweight and dbias. */
+#include <stdlib.h>
+
+#include "tests/kernels/kernel_testing.h"
+#include "tests/testing.h"
+
+typedef struct matmul_dims {
+  int64_t batch, seq, in, outs;
+} matmul_dims;
+
+/* The float64 reference and the loss sum(dout * out) whose gradients the backward computes. */
+typedef struct matmul_ref {
+  int64_t rows, in, outs;
+  double *inp, *weight, *bias, *dout; /* bias NULL: no bias */
+} matmul_ref;
+
+static void ref_forward(const matmul_ref *r, double *out) {
+  for (int64_t n = 0; n < r->rows; n++) {
+    for (int64_t o = 0; o < r->outs; o++) {
+      double sum = r->bias ? r->bias[o] : 0.0;
+      for (int64_t c = 0; c < r->in; c++) sum += r->inp[n * r->in + c] * r->weight[c * r->outs + o];
+      out[n * r->outs + o] = sum;
+    }
+  }
+}
+
+static double ref_loss(void *ctx) {
+  const matmul_ref *r = ctx;
+  double *out = malloc((size_t)(r->rows * r->outs) * sizeof *out), loss = 0.0;
+  ref_forward(r, out);
+  for (int64_t i = 0; i < r->rows * r->outs; i++) loss += r->dout[i] * out[i];
+  free(out);
+  return loss;
+}
+
+typedef struct matmul_call {
+  test_backend *tb;
+  test_buf *dinp, *dweight, *dbias, *dout, *inp, *weight; /* dbias NULL: no bias */
+} matmul_call;
+
+static st_status backward(void *ctx) {
+  const matmul_call *m = ctx;
+  return kernel_matmul_backward(m->tb->kb, &m->dinp->t, &m->dweight->t,
+                                m->dbias ? &m->dbias->t : NULL, &m->dout->t, &m->inp->t,
+                                &m->weight->t, &m->tb->stream);
+}
+
+static void check_matmul(test_backend *tb, matmul_dims d, int with_bias) {
+  test_rng rng = {(uint64_t)(d.in * 2 + with_bias)};
+  int64_t rows = d.batch * d.seq;
+  int64_t inp_shape[] = {d.batch, d.seq, d.in}, out_shape[] = {d.batch, d.seq, d.outs};
+  int64_t weight_shape[] = {d.in, d.outs};
+  test_buf inp = tbuf_tensor(tb, ST_FP32, 3, inp_shape);
+  test_buf dinp = tbuf_tensor(tb, ST_FP32, 3, inp_shape);
+  test_buf weight = tbuf_tensor(tb, ST_FP32, 2, weight_shape);
+  test_buf dweight = tbuf_tensor(tb, ST_FP32, 2, weight_shape);
+  test_buf bias = tbuf_tensor(tb, ST_FP32, 1, &d.outs);
+  test_buf dbias = tbuf_tensor(tb, ST_FP32, 1, &d.outs);
+  test_buf out = tbuf_tensor(tb, ST_FP32, 3, out_shape);
+  test_buf dout = tbuf_tensor(tb, ST_FP32, 3, out_shape);
+  rng_fill(&rng, inp.host, rows * d.in, -1.0, 1.0);
+  rng_fill(&rng, weight.host, d.in * d.outs, -1.0, 1.0);
+  rng_fill(&rng, bias.host, d.outs, -1.0, 1.0);
+  rng_fill(&rng, dout.host, rows * d.outs, -1.0, 1.0);
+  rng_fill(&rng, out.host, rows * d.outs, 5.0, 9.0); /* garbage the forward must overwrite */
+  test_buf *inputs[] = {&inp, &weight, &bias, &dout, &out};
+  for (size_t i = 0; i < sizeof inputs / sizeof *inputs; i++) tbuf_upload(inputs[i]);
+
+  matmul_ref ref = {rows,
+                    d.in,
+                    d.outs,
+                    to_f64(inp.host, rows * d.in),
+                    to_f64(weight.host, d.in * d.outs),
+                    with_bias ? to_f64(bias.host, d.outs) : NULL,
+                    to_f64(dout.host, rows * d.outs)};
+  double *want = malloc((size_t)(rows * d.outs) * sizeof *want);
+  ref_forward(&ref, want);
+  CHECK_OK(kernel_matmul_forward(tb->kb, &out.t, &inp.t, &weight.t, with_bias ? &bias.t : NULL,
+                                 &tb->stream));
+  tbuf_download(&out);
+  check_close(with_bias ? "matmul forward" : "matmul forward, no bias", out.host, want,
+              rows * d.outs, TOL_FP32);
+
+  matmul_call call = {tb, &dinp, &dweight, with_bias ? &dbias : NULL, &dout, &inp, &weight};
+  test_buf *grads[] = {&dinp, &dweight, &dbias};
+  check_accumulates("matmul backward", grads, with_bias ? 3 : 2, backward, &call);
+  check_gradient("matmul dinp", ref.inp, rows * d.in, dinp.host, ref_loss, &ref);
+  check_gradient("matmul dweight", ref.weight, d.in * d.outs, dweight.host, ref_loss, &ref);
+  if (with_bias) check_gradient("matmul dbias", ref.bias, d.outs, dbias.host, ref_loss, &ref);
+
+  free(want);
+  free(ref.inp);
+  free(ref.weight);
+  free(ref.bias);
+  free(ref.dout);
+  test_buf *all[] = {&dout, &out, &dbias, &bias, &dweight, &weight, &dinp, &inp};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) tbuf_free(all[i]);
+}
+
+static void body(test_backend *tb) {
+  const matmul_dims odd = {2, 5, 12, 7}, wide = {2, 1, 130, 150};
+  check_matmul(tb, odd, 1);
+  check_matmul(tb, odd, 0);
+  check_matmul(tb, wide, 1);
+}
+
+int main(void) { return test_on_backends("matmul_test", body); }
