@@ -23,11 +23,11 @@ static double uniform_bits(uint64_t bits) {
   return ((double)(bits >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
 
-double rng_uniform(uint64_t seed, uint64_t stream, uint64_t index) {
+double rng_uniform_at(uint64_t seed, uint64_t stream, uint64_t index) {
   return uniform_bits(mix(mix(seed ^ mix(stream)) + index));
 }
 
-double rng_normal(uint64_t seed, uint64_t stream, uint64_t index) {
+double rng_normal_at(uint64_t seed, uint64_t stream, uint64_t index) {
   uint64_t base = mix(mix(seed ^ mix(stream)) + index);
   double u1 = uniform_bits(base), u2 = uniform_bits(mix(base));
   return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);

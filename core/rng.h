@@ -14,10 +14,10 @@ extern "C" {
 uint64_t rng_stream_of(const char *name);
 
 /* Uniform in (0, 1). */
-double rng_uniform(uint64_t seed, uint64_t stream, uint64_t index);
+double rng_uniform_at(uint64_t seed, uint64_t stream, uint64_t index);
 
 /* Standard normal. */
-double rng_normal(uint64_t seed, uint64_t stream, uint64_t index);
+double rng_normal_at(uint64_t seed, uint64_t stream, uint64_t index);
 
 #ifdef __cplusplus
 }

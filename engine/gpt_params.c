@@ -139,7 +139,7 @@ st_status gpt_init_params(gpt_model *m, uint64_t seed) {
         int64_t g = unit_param_global_index(p, u->layout.T, u->layout.t, e);
         int padding = i == 0 && k == GPT_WTE && g >= real_rows_end;
         data[e] = padding ? 0.0f
-                  : std > 0 ? (float)(std * rng_normal(seed, stream, (uint64_t)g))
+                  : std > 0 ? (float)(std * rng_normal_at(seed, stream, (uint64_t)g))
                             : constant;
       }
     }

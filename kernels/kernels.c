@@ -16,14 +16,18 @@ st_status kernel_backend_for(const st_device *dev, const kernel_backend **out) {
                   dev->backend->name);
 }
 
-/* The shapes of a linear layer: inp [N, C], weight [C, OC], out [N, OC], bias [OC] or NULL.
- * Also checks the backward's dout and dbias, which have the shapes of out and bias. */
+/* The shapes of a linear layer: inp [N, C], weight [C, OC] (or [OC, C]), out [N, OC], bias
+ * [OC] or NULL. Also checks the backward's dout and dbias, which have the shapes of out and
+ * bias. */
 static st_status check_linear(const kernel_check *c, const char *out_name, const st_tensor *out,
-                              const st_tensor *inp, const st_tensor *weight, const char *bias_name,
+                              const st_tensor *inp, const st_tensor *weight,
+                              kernel_weight_layout layout, const char *bias_name,
                               const st_tensor *bias) {
   ST_CHECK(kernel_check_operand(c, "weight", weight));
   ST_CHECK(kernel_check_ndim(c, "weight", weight, 2));
-  int64_t rows = kernel_rows(inp), channels = weight->shape[0], out_channels = weight->shape[1];
+  int in_dim = layout == KERNEL_WEIGHT_IN_OUT ? 0 : 1;
+  int64_t rows = kernel_rows(inp), channels = weight->shape[in_dim],
+          out_channels = weight->shape[1 - in_dim];
   ST_CHECK(kernel_check_rows(c, "inp", inp, rows, channels));
   ST_CHECK(kernel_check_operand(c, out_name, out));
   ST_CHECK(kernel_check_rows(c, out_name, out, rows, out_channels));
@@ -32,29 +36,59 @@ static st_status check_linear(const kernel_check *c, const char *out_name, const
   return kernel_check_shape(c, bias_name, bias, 1, &out_channels);
 }
 
+static st_status matmul_forward(const char *op, const kernel_backend *kb, const st_tensor *out,
+                                const st_tensor *inp, const st_tensor *weight,
+                                kernel_weight_layout layout, const st_tensor *bias,
+                                const st_stream *stream) {
+  kernel_check c;
+  ST_CHECK(kernel_check_begin(&c, op, kb, stream));
+  ST_CHECK(kernel_check_compute(&c, "inp", inp));
+  ST_CHECK(check_linear(&c, "out", out, inp, weight, layout, "bias", bias));
+  return kb->matmul_forward(out, inp, weight, layout, bias, stream);
+}
+
+static st_status matmul_backward(const char *op, const kernel_backend *kb, const st_tensor *dinp,
+                                 const st_tensor *dweight, const st_tensor *dbias,
+                                 const st_tensor *dout, const st_tensor *inp,
+                                 const st_tensor *weight, kernel_weight_layout layout,
+                                 const st_stream *stream) {
+  kernel_check c;
+  ST_CHECK(kernel_check_begin(&c, op, kb, stream));
+  ST_CHECK(kernel_check_compute(&c, "inp", inp));
+  ST_CHECK(check_linear(&c, "dout", dout, inp, weight, layout, "dbias", dbias));
+  ST_CHECK(kernel_check_operand(&c, "dinp", dinp));
+  ST_CHECK(kernel_check_same_shape(&c, "dinp", dinp, inp));
+  ST_CHECK(kernel_check_operand(&c, "dweight", dweight));
+  ST_CHECK(kernel_check_same_shape(&c, "dweight", dweight, weight));
+  return kb->matmul_backward(dinp, dweight, dbias, dout, inp, weight, layout, stream);
+}
+
 st_status kernel_matmul_forward(const kernel_backend *kb, const st_tensor *out,
                                 const st_tensor *inp, const st_tensor *weight,
                                 const st_tensor *bias, const st_stream *stream) {
-  kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "inp", inp));
-  ST_CHECK(check_linear(&c, "out", out, inp, weight, "bias", bias));
-  return kb->matmul_forward(out, inp, weight, bias, stream);
+  return matmul_forward(__func__, kb, out, inp, weight, KERNEL_WEIGHT_IN_OUT, bias, stream);
 }
 
 st_status kernel_matmul_backward(const kernel_backend *kb, const st_tensor *dinp,
                                  const st_tensor *dweight, const st_tensor *dbias,
                                  const st_tensor *dout, const st_tensor *inp,
                                  const st_tensor *weight, const st_stream *stream) {
-  kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "inp", inp));
-  ST_CHECK(check_linear(&c, "dout", dout, inp, weight, "dbias", dbias));
-  ST_CHECK(kernel_check_operand(&c, "dinp", dinp));
-  ST_CHECK(kernel_check_same_shape(&c, "dinp", dinp, inp));
-  ST_CHECK(kernel_check_operand(&c, "dweight", dweight));
-  ST_CHECK(kernel_check_same_shape(&c, "dweight", dweight, weight));
-  return kb->matmul_backward(dinp, dweight, dbias, dout, inp, weight, stream);
+  return matmul_backward(__func__, kb, dinp, dweight, dbias, dout, inp, weight,
+                         KERNEL_WEIGHT_IN_OUT, stream);
+}
+
+st_status kernel_matmul_wt_forward(const kernel_backend *kb, const st_tensor *out,
+                                   const st_tensor *inp, const st_tensor *weight,
+                                   const st_stream *stream) {
+  return matmul_forward(__func__, kb, out, inp, weight, KERNEL_WEIGHT_OUT_IN, NULL, stream);
+}
+
+st_status kernel_matmul_wt_backward(const kernel_backend *kb, const st_tensor *dinp,
+                                    const st_tensor *dweight, const st_tensor *dout,
+                                    const st_tensor *inp, const st_tensor *weight,
+                                    const st_stream *stream) {
+  return matmul_backward(__func__, kb, dinp, dweight, NULL, dout, inp, weight,
+                         KERNEL_WEIGHT_OUT_IN, stream);
 }
 
 /* The shapes of a LayerNorm: inp and out [N, C], mean and rstd N values, weight and bias [C].

@@ -38,16 +38,22 @@
 int64_t kernel_cols(const st_tensor *t);
 int64_t kernel_rows(const st_tensor *t);
 
+/* How a linear layer's weight is stored: [in, out] (Hugging Face Conv1D, every layer of GPT-2)
+ * or [out, in] (the LM head, which is the token embedding wte[V, C] itself). */
+typedef enum kernel_weight_layout { KERNEL_WEIGHT_IN_OUT = 0, KERNEL_WEIGHT_OUT_IN = 1 } kernel_weight_layout;
+
 /* What a backend implements; argument order and meaning as in the kernel_<op> wrappers. */
 typedef struct kernel_backend {
   const char *name;
   st_device_kind device;
   unsigned compute_dtypes; /* bit (1u << dtype) for each dtype its compute ops accept */
   st_status (*matmul_forward)(const st_tensor *out, const st_tensor *inp, const st_tensor *weight,
-                              const st_tensor *bias, const st_stream *stream);
+                              kernel_weight_layout layout, const st_tensor *bias,
+                              const st_stream *stream);
   st_status (*matmul_backward)(const st_tensor *dinp, const st_tensor *dweight,
                                const st_tensor *dbias, const st_tensor *dout, const st_tensor *inp,
-                               const st_tensor *weight, const st_stream *stream);
+                               const st_tensor *weight, kernel_weight_layout layout,
+                               const st_stream *stream);
   st_status (*layernorm_forward)(const st_tensor *out, const st_tensor *mean, const st_tensor *rstd,
                                  const st_tensor *inp, const st_tensor *weight,
                                  const st_tensor *bias, const st_stream *stream);
@@ -98,6 +104,18 @@ st_status kernel_matmul_backward(const kernel_backend *kb, const st_tensor *dinp
                                  const st_tensor *dweight, const st_tensor *dbias,
                                  const st_tensor *dout, const st_tensor *inp,
                                  const st_tensor *weight, const st_stream *stream);
+
+/* The tied LM head: out[N, V] = inp[N, C] @ weight[V, C]^T, the weight stored [out, in]; no
+ * bias. */
+st_status kernel_matmul_wt_forward(const kernel_backend *kb, const st_tensor *out,
+                                   const st_tensor *inp, const st_tensor *weight,
+                                   const st_stream *stream);
+
+/* dinp += dout @ weight, dweight[V, C] += dout^T @ inp. */
+st_status kernel_matmul_wt_backward(const kernel_backend *kb, const st_tensor *dinp,
+                                    const st_tensor *dweight, const st_tensor *dout,
+                                    const st_tensor *inp, const st_tensor *weight,
+                                    const st_stream *stream);
 
 /* ---- Normalisation and activation ---------------------------------------------------------- */
 

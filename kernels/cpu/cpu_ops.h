@@ -15,12 +15,12 @@
 #define KERNEL_CPU_COLUMN_CHUNK 64
 
 st_status kernel_cpu_matmul_forward(const st_tensor *out, const st_tensor *inp,
-                                    const st_tensor *weight, const st_tensor *bias,
-                                    const st_stream *stream);
+                                    const st_tensor *weight, kernel_weight_layout layout,
+                                    const st_tensor *bias, const st_stream *stream);
 st_status kernel_cpu_matmul_backward(const st_tensor *dinp, const st_tensor *dweight,
                                      const st_tensor *dbias, const st_tensor *dout,
                                      const st_tensor *inp, const st_tensor *weight,
-                                     const st_stream *stream);
+                                     kernel_weight_layout layout, const st_stream *stream);
 
 st_status kernel_cpu_layernorm_forward(const st_tensor *out, const st_tensor *mean,
                                        const st_tensor *rstd, const st_tensor *inp,

@@ -1,5 +1,6 @@
 /* matmul.c - linear layers on the CPU: out = inp @ weight + bias, weight stored [in, out] as in
- * GPT-2's Conv1D. Every product goes through OpenBLAS's cblas_sgemm, which threads itself; the
+ * GPT-2's Conv1D, or [out, in] for the tied LM head (the same products with the weight's
+ * transpose flag flipped). Every product goes through OpenBLAS's cblas_sgemm, which threads itself; the
  * bias broadcast and the bias gradient's column sums are the only loops here. sgemm is never
  * called from inside an OpenMP region, so OpenBLAS's threads and OpenMP's do not compete. */
 #include <cblas.h>
@@ -23,10 +24,12 @@ static void add_column_sums(float *acc, const float *x, int64_t rows, int64_t co
 }
 
 st_status kernel_cpu_matmul_forward(const st_tensor *out, const st_tensor *inp,
-                                    const st_tensor *weight, const st_tensor *bias,
-                                    const st_stream *stream) {
+                                    const st_tensor *weight, kernel_weight_layout layout,
+                                    const st_tensor *bias, const st_stream *stream) {
   (void)stream;
-  int rows = (int)kernel_rows(inp), in = (int)weight->shape[0], outs = (int)weight->shape[1];
+  int out_in = layout == KERNEL_WEIGHT_OUT_IN;
+  int rows = (int)kernel_rows(inp), in = (int)weight->shape[out_in],
+      outs = (int)weight->shape[1 - out_in];
   float *y = out->data;
   float beta = 0.0f;
   if (bias) {
@@ -36,23 +39,32 @@ st_status kernel_cpu_matmul_forward(const st_tensor *out, const st_tensor *inp,
     for (int n = 0; n < rows; n++) memcpy(y + (int64_t)n * outs, bias->data, outs * sizeof *y);
     beta = 1.0f;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, outs, in, 1.0f, inp->data, in,
-              weight->data, outs, beta, y, outs);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, out_in ? CblasTrans : CblasNoTrans, rows, outs, in,
+              1.0f, inp->data, in, weight->data, out_in ? in : outs, beta, y, outs);
   return ST_OK;
 }
 
 st_status kernel_cpu_matmul_backward(const st_tensor *dinp, const st_tensor *dweight,
                                      const st_tensor *dbias, const st_tensor *dout,
                                      const st_tensor *inp, const st_tensor *weight,
-                                     const st_stream *stream) {
+                                     kernel_weight_layout layout, const st_stream *stream) {
   (void)stream;
-  int rows = (int)kernel_rows(inp), in = (int)weight->shape[0], outs = (int)weight->shape[1];
-  /* dinp[N, C] += dout[N, OC] @ weight[C, OC]^T */
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, in, outs, 1.0f, dout->data, outs,
-              weight->data, outs, 1.0f, dinp->data, in);
-  /* dweight[C, OC] += inp[N, C]^T @ dout[N, OC] */
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, outs, rows, 1.0f, inp->data, in,
-              dout->data, outs, 1.0f, dweight->data, outs);
+  int out_in = layout == KERNEL_WEIGHT_OUT_IN;
+  int rows = (int)kernel_rows(inp), in = (int)weight->shape[out_in],
+      outs = (int)weight->shape[1 - out_in];
+  if (out_in) {
+    /* dinp[N, C] += dout[N, OC] @ weight[OC, C];  dweight[OC, C] += dout^T @ inp[N, C] */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, in, outs, 1.0f, dout->data, outs,
+                weight->data, in, 1.0f, dinp->data, in);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, outs, in, rows, 1.0f, dout->data, outs,
+                inp->data, in, 1.0f, dweight->data, in);
+  } else {
+    /* dinp[N, C] += dout[N, OC] @ weight[C, OC]^T;  dweight[C, OC] += inp^T @ dout[N, OC] */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, in, outs, 1.0f, dout->data, outs,
+                weight->data, outs, 1.0f, dinp->data, in);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, outs, rows, 1.0f, inp->data, in,
+                dout->data, outs, 1.0f, dweight->data, outs);
+  }
   if (dbias) add_column_sums(dbias->data, dout->data, rows, outs);
   return ST_OK;
 }

@@ -1,7 +1,8 @@
 /* matmul_test.c - matmul with and without bias, on odd sizes ([2, 5, 12] @ [12, 7]) and on a
  * shape wider than two of the CPU's column blocks ([2, 1, 130] @ [130, 150]): forward against
  * float64 loops, backward against central differences of those loops, and the backward's
- * accumulation into dinp, dweight and dbias. */
+ * accumulation into dinp, dweight and dbias. The tied-head variant (weight stored [out, in],
+ * no bias) is checked the same way. */
 #include <stdlib.h>
 
 #include "tests/kernels/kernel_testing.h"
@@ -14,6 +15,7 @@ typedef struct matmul_dims {
 /* The float64 reference and the loss sum(dout * out) whose gradients the backward computes. */
 typedef struct matmul_ref {
   int64_t rows, in, outs;
+  int out_in; /* weight stored [outs, in] (the tied head) instead of [in, outs] */
   double *inp, *weight, *bias, *dout; /* bias NULL: no bias */
 } matmul_ref;
 
@@ -21,7 +23,10 @@ static void ref_forward(const matmul_ref *r, double *out) {
   for (int64_t n = 0; n < r->rows; n++) {
     for (int64_t o = 0; o < r->outs; o++) {
       double sum = r->bias ? r->bias[o] : 0.0;
-      for (int64_t c = 0; c < r->in; c++) sum += r->inp[n * r->in + c] * r->weight[c * r->outs + o];
+      for (int64_t c = 0; c < r->in; c++) {
+        double w = r->out_in ? r->weight[o * r->in + c] : r->weight[c * r->outs + o];
+        sum += r->inp[n * r->in + c] * w;
+      }
       out[n * r->outs + o] = sum;
     }
   }
@@ -38,21 +43,27 @@ static double ref_loss(void *ctx) {
 
 typedef struct matmul_call {
   test_backend *tb;
+  int out_in;
   test_buf *dinp, *dweight, *dbias, *dout, *inp, *weight; /* dbias NULL: no bias */
 } matmul_call;
 
 static st_status backward(void *ctx) {
   const matmul_call *m = ctx;
+  if (m->out_in) {
+    return kernel_matmul_wt_backward(m->tb->kb, &m->dinp->t, &m->dweight->t, &m->dout->t,
+                                     &m->inp->t, &m->weight->t, &m->tb->stream);
+  }
   return kernel_matmul_backward(m->tb->kb, &m->dinp->t, &m->dweight->t,
                                 m->dbias ? &m->dbias->t : NULL, &m->dout->t, &m->inp->t,
                                 &m->weight->t, &m->tb->stream);
 }
 
-static void check_matmul(test_backend *tb, matmul_dims d, int with_bias) {
-  test_rng rng = {(uint64_t)(d.in * 2 + with_bias)};
+/* out_in: the tied-head variant (weight [outs, in], never a bias). */
+static void check_matmul(test_backend *tb, matmul_dims d, int with_bias, int out_in) {
+  test_rng rng = {(uint64_t)(d.in * 2 + with_bias + 4 * out_in)};
   int64_t rows = d.batch * d.seq;
   int64_t inp_shape[] = {d.batch, d.seq, d.in}, out_shape[] = {d.batch, d.seq, d.outs};
-  int64_t weight_shape[] = {d.in, d.outs};
+  int64_t weight_shape[] = {out_in ? d.outs : d.in, out_in ? d.in : d.outs};
   test_buf inp = tbuf_tensor(tb, ST_FP32, 3, inp_shape);
   test_buf dinp = tbuf_tensor(tb, ST_FP32, 3, inp_shape);
   test_buf weight = tbuf_tensor(tb, ST_FP32, 2, weight_shape);
@@ -72,19 +83,25 @@ static void check_matmul(test_backend *tb, matmul_dims d, int with_bias) {
   matmul_ref ref = {rows,
                     d.in,
                     d.outs,
+                    out_in,
                     to_f64(inp.host, rows * d.in),
                     to_f64(weight.host, d.in * d.outs),
                     with_bias ? to_f64(bias.host, d.outs) : NULL,
                     to_f64(dout.host, rows * d.outs)};
   double *want = malloc((size_t)(rows * d.outs) * sizeof *want);
   ref_forward(&ref, want);
-  CHECK_OK(kernel_matmul_forward(tb->kb, &out.t, &inp.t, &weight.t, with_bias ? &bias.t : NULL,
-                                 &tb->stream));
+  if (out_in) {
+    CHECK_OK(kernel_matmul_wt_forward(tb->kb, &out.t, &inp.t, &weight.t, &tb->stream));
+  } else {
+    CHECK_OK(kernel_matmul_forward(tb->kb, &out.t, &inp.t, &weight.t,
+                                   with_bias ? &bias.t : NULL, &tb->stream));
+  }
   tbuf_download(&out);
-  check_close(with_bias ? "matmul forward" : "matmul forward, no bias", out.host, want,
-              rows * d.outs, TOL_FP32);
+  check_close(out_in ? "matmul forward, tied head" : with_bias ? "matmul forward"
+                                                            : "matmul forward, no bias",
+              out.host, want, rows * d.outs, TOL_FP32);
 
-  matmul_call call = {tb, &dinp, &dweight, with_bias ? &dbias : NULL, &dout, &inp, &weight};
+  matmul_call call = {tb, out_in, &dinp, &dweight, with_bias ? &dbias : NULL, &dout, &inp, &weight};
   test_buf *grads[] = {&dinp, &dweight, &dbias};
   check_accumulates("matmul backward", grads, with_bias ? 3 : 2, backward, &call);
   check_gradient("matmul dinp", ref.inp, rows * d.in, dinp.host, ref_loss, &ref);
@@ -102,9 +119,11 @@ static void check_matmul(test_backend *tb, matmul_dims d, int with_bias) {
 
 static void body(test_backend *tb) {
   const matmul_dims odd = {2, 5, 12, 7}, wide = {2, 1, 130, 150};
-  check_matmul(tb, odd, 1);
-  check_matmul(tb, odd, 0);
-  check_matmul(tb, wide, 1);
+  check_matmul(tb, odd, 1, 0);
+  check_matmul(tb, odd, 0, 0);
+  check_matmul(tb, wide, 1, 0);
+  check_matmul(tb, odd, 0, 1);
+  check_matmul(tb, wide, 0, 1);
 }
 
 int main(void) { return test_on_backends("matmul_test", body); }

@@ -1,0 +1,155 @@
+/* gpt_io.c - import and export of Hugging Face GPT-2 parameter files. A parameter is read as
+ * the whole logical tensor (converted to fp32 on the host) and its TP slice is picked out
+ * element by element through the unit layout, so the same code serves any tp rank. */
+#include "engine/gpt_io.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "engine/safetensors.h"
+
+static void hf_name(const gpt_model *m, int u, const unit_param *p, const char *prefix,
+                    char *out, size_t size) {
+  snprintf(out, size, "%s%s%s", prefix, m->prefixes[u], p->name);
+}
+
+static st_status to_f32(const safetensors_entry *e, const void *raw, float *out,
+                        const char *path) {
+  for (uint64_t i = 0; i < e->numel; i++) {
+    switch (e->dtype) {
+      case SAFETENSORS_F32: memcpy(&out[i], (const char *)raw + 4 * i, 4); break;
+      case SAFETENSORS_BF16: out[i] = f32_from_bf16(((const uint16_t *)raw)[i]); break;
+      case SAFETENSORS_F16: out[i] = f32_from_fp16(((const uint16_t *)raw)[i]); break;
+      default:
+        return st_error(ST_ERR_FORMAT, "%s: tensor '%s' has dtype %s; F32, BF16 or F16 expected",
+                        path, e->name, safetensors_dtype_name(e->dtype));
+    }
+  }
+  return ST_OK;
+}
+
+/* Whether the file's shape can fill the parameter: equal, or more rows for wpe, or the real
+ * vocabulary's rows for wte. */
+static int shape_fits(const gpt_model *m, int u, int k, const safetensors_entry *e) {
+  const unit_param *p = &m->units[u].layout.params[k];
+  if (e->ndim != p->ndim) return 0;
+  for (int d = 1; d < p->ndim; d++) {
+    if (e->shape[d] != p->shape[d]) return 0;
+  }
+  if (u == 0 && k == GPT_WTE) return e->shape[0] == m->cfg.vocab || e->shape[0] == p->shape[0];
+  if (u == 0 && k == GPT_WPE) return e->shape[0] >= p->shape[0];
+  return e->shape[0] == p->shape[0];
+}
+
+static void describe_shape(const int64_t *shape, int ndim, char *out, size_t size) {
+  int n = snprintf(out, size, "[");
+  for (int d = 0; d < ndim; d++) {
+    n += snprintf(out + n, size - (size_t)n, d ? ", %lld" : "%lld", (long long)shape[d]);
+  }
+  snprintf(out + n, size - (size_t)n, "]");
+}
+
+static st_status import_param(gpt_model *m, int u, int k, const safetensors_reader *r,
+                              const char *path, const char *prefix, float *full, void *raw) {
+  unit *un = &m->units[u];
+  const unit_param *p = &un->layout.params[k];
+  char name[UNIT_NAME_MAX + 64];
+  hf_name(m, u, p, prefix, name, sizeof name);
+  const safetensors_entry *e = safetensors_reader_find(r, name);
+  if (!e) return st_error(ST_ERR_FORMAT, "%s: tensor '%s' is missing", path, name);
+  if (!shape_fits(m, u, k, e)) {
+    char have[96], want[96];
+    describe_shape(e->shape, e->ndim, have, sizeof have);
+    describe_shape(p->shape, p->ndim, want, sizeof want);
+    return st_error(ST_ERR_FORMAT, "%s: tensor '%s' is %s, the model expects %s", path, name,
+                    have, want);
+  }
+  ST_CHECK(safetensors_reader_read(r, e, 0, e->numel, raw));
+  ST_CHECK(to_f32(e, raw, full, path));
+  int64_t file_elements = (int64_t)e->numel; /* rows past these are wte's padding */
+  float *dst = un->params + p->offset;
+  for (int64_t i = 0; i < p->numel; i++) {
+    int64_t g = unit_param_global_index(p, un->layout.T, un->layout.t, i);
+    dst[i] = g < file_elements ? full[g] : 0.0f;
+  }
+  return ST_OK;
+}
+
+/* The largest logical tensor of the model, in elements (scratch size for one parameter). */
+static int64_t largest_param(const gpt_model *m) {
+  int64_t most = 0;
+  for (int u = 0; u < m->n_units; u++) {
+    const unit_layout *l = &m->units[u].layout;
+    for (int k = 0; k < l->count; k++) {
+      int64_t n = 1;
+      for (int d = 0; d < l->params[k].ndim; d++) n *= l->params[k].shape[d];
+      if (n > most) most = n;
+    }
+  }
+  return most;
+}
+
+st_status gpt_import(gpt_model *m, const char *path, const char *prefix) {
+  safetensors_reader *r = NULL;
+  ST_CHECK(safetensors_reader_open(&r, path));
+  /* wpe may hold more rows than the model: size the scratch by the file's largest tensor too. */
+  int64_t most = largest_param(m);
+  for (size_t i = 0; i < safetensors_reader_count(r); i++) {
+    const safetensors_entry *e = safetensors_reader_entry(r, i);
+    if ((int64_t)e->numel > most) most = (int64_t)e->numel;
+  }
+  float *full = NULL;
+  void *raw = NULL;
+  st_status status;
+  ST_CHECK_GOTO(mem_alloc((void **)&full, (size_t)most * sizeof(float), MEM_HOST, MEM_WORKSPACE,
+                          NULL), status, done);
+  ST_CHECK_GOTO(mem_alloc(&raw, (size_t)most * sizeof(float), MEM_HOST, MEM_WORKSPACE, NULL),
+                status, done);
+  for (int u = 0; u < m->n_units; u++) {
+    for (int k = 0; k < m->units[u].layout.count; k++) {
+      ST_CHECK_GOTO(import_param(m, u, k, r, path, prefix, full, raw), status, done);
+    }
+  }
+done:
+  mem_free(raw);
+  mem_free(full);
+  safetensors_reader_close(r);
+  return status;
+}
+
+st_status gpt_export(const gpt_model *m, const char *path) {
+  if (m->units[0].layout.T != 1) {
+    return st_error(ST_ERR_UNSUPPORTED, "export of a tensor-parallel model needs the tp gather");
+  }
+  int count = 0;
+  for (int u = 0; u < m->n_units; u++) count += m->units[u].layout.count;
+  safetensors_tensor *tensors = NULL;
+  char (*names)[UNIT_NAME_MAX + 16] = NULL;
+  st_status status;
+  ST_CHECK_GOTO(mem_alloc((void **)&tensors, (size_t)count * sizeof *tensors, MEM_HOST,
+                          MEM_WORKSPACE, NULL), status, done);
+  ST_CHECK_GOTO(mem_alloc((void **)&names, (size_t)count * sizeof *names, MEM_HOST, MEM_WORKSPACE,
+                          NULL), status, done);
+  int i = 0;
+  for (int u = 0; u < m->n_units; u++) {
+    const unit *un = &m->units[u];
+    for (int k = 0; k < un->layout.count; k++, i++) {
+      const unit_param *p = &un->layout.params[k];
+      hf_name(m, u, p, "", names[i], sizeof names[i]);
+      safetensors_tensor *t = &tensors[i];
+      *t = (safetensors_tensor){.name = names[i], .dtype = SAFETENSORS_F32, .ndim = p->ndim,
+                                .data = un->params + p->offset};
+      memcpy(t->shape, p->shape, sizeof p->shape);
+      if (u == 0 && k == GPT_WTE) t->shape[0] = m->cfg.vocab; /* drop the padding rows */
+    }
+  }
+  const safetensors_metadata meta[] = {{"format", "pt"}};
+  status = safetensors_write(path, tensors, (size_t)count, meta, 1);
+done:
+  mem_free(names);
+  mem_free(tensors);
+  return status;
+}

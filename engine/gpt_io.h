@@ -1,0 +1,21 @@
+/* gpt_io.h - GPT parameters to and from safetensors files with Hugging Face GPT-2 names and
+ * layouts ("wte.weight", "h.0.attn.c_attn.weight" stored [in, out], ...), so a file exported
+ * here loads in transformers' GPT2LMHeadModel and GPT-2 checkpoints load here.
+ *
+ * Import accepts F32, BF16 and F16 tensors; wte may have the real vocabulary's rows or the
+ * padded count (padding rows are zeroed); wpe may have more positions than the model uses (the
+ * first ones are taken). Every parameter must be present; a missing or misshapen tensor is an
+ * error naming it and the file. Export writes F32, wte without its padding rows. */
+#ifndef ST_ENGINE_GPT_IO_H
+#define ST_ENGINE_GPT_IO_H
+
+#include "engine/gpt.h"
+
+/* Loads every parameter from `path`; tensor names are `prefix` + the HF name ("" normally;
+ * the golden test reads "init."). */
+st_status gpt_import(gpt_model *model, const char *path, const char *prefix);
+
+/* Writes every parameter to `path` (crash-safe: temporary file, fsync, rename). */
+st_status gpt_export(const gpt_model *model, const char *path);
+
+#endif /* ST_ENGINE_GPT_IO_H */

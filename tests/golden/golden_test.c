@@ -1,0 +1,124 @@
+/* golden_test.c - the tiny GPT on one CPU rank against the JAX reference in
+ * tiny_golden.safetensors (see README.md beside it): the loss at the reference's initial
+ * weights to 1e-5, every parameter gradient to 1e-4 (max-norm relative), then five AdamW steps
+ * with warmup, cosine decay, weight decay and clipping: the loss, grad norm and lr of each step,
+ * and every parameter after the last step to 1e-4 (max-norm relative, as the issue asks; the
+ * worst tensor measured 8.5e-5, see README.md for why Adam leaves little margin here). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "engine/gpt_io.h"
+#include "engine/safetensors.h"
+#include "engine/train_step.h"
+#include "tests/testing.h"
+
+enum { B = 4, T = 32, STEPS = 5 };
+
+static float *read_tensor(const safetensors_reader *r, const char *name, uint64_t *numel) {
+  const safetensors_entry *e = safetensors_reader_find(r, name);
+  CHECK_MSG(e != NULL, "golden file lacks '%s'", name);
+  if (!e) return NULL;
+  float *out = NULL;
+  CHECK_OK(mem_alloc((void **)&out, e->numel * 4, MEM_HOST, MEM_WORKSPACE, NULL));
+  CHECK_OK(safetensors_reader_read(r, e, 0, e->numel, out));
+  if (numel) *numel = e->numel;
+  return out;
+}
+
+static double relative(double got, double want) { return fabs(got - want) / fabs(want); }
+
+/* Compares every parameter (or its gradient) of the model with `<prefix><hf name>` in the
+ * max-norm: max |got - want| / max |want| <= tol. */
+static void compare_all(const gpt_model *m, const safetensors_reader *r, const char *prefix,
+                        int gradients, double tol) {
+  for (int u = 0; u < m->n_units; u++) {
+    const unit *un = &m->units[u];
+    for (int k = 0; k < un->layout.count; k++) {
+      const unit_param *p = &un->layout.params[k];
+      char name[160];
+      snprintf(name, sizeof name, "%s%s%s", prefix, m->prefixes[u], p->name);
+      uint64_t n = 0;
+      float *want = read_tensor(r, name, &n);
+      if (!want) continue;
+      const float *got = (gradients ? un->grads : un->params) + p->offset;
+      CHECK_MSG(n == (uint64_t)p->numel, "%s: %llu elements, model has %lld", name,
+                (unsigned long long)n, (long long)p->numel);
+      double err = 0, ref = 0;
+      for (uint64_t i = 0; i < n && i < (uint64_t)p->numel; i++) {
+        err = fmax(err, fabs((double)got[i] - want[i]));
+        ref = fmax(ref, fabs(want[i]));
+      }
+      double rel = err / ref;
+      CHECK_MSG(rel <= tol, "%s: relative error %.3g > %.1g", name, rel, tol);
+      mem_free(want);
+    }
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) return test_check(0, __FILE__, __LINE__, "usage: golden_test FILE") ? 0 : 1;
+  safetensors_reader *r = NULL;
+  CHECK_OK(safetensors_reader_open(&r, argv[1]));
+  if (!r) return test_finish("golden_test");
+
+  gpt_config cfg;
+  CHECK_OK(gpt_config_named("tiny", &cfg));
+  CHECK_OK(gpt_config_finish(&cfg, 1));
+  st_device cpu = device_cpu();
+  gpt_model *m = NULL;
+  CHECK_OK(gpt_create(&m, &cfg, &cpu, B, T));
+  CHECK_OK(gpt_import(m, argv[1], "init."));
+
+  int32_t *tokens = (int32_t *)read_tensor(r, "tokens", NULL);
+  int32_t inputs[B * T], targets[B * T];
+  for (int b = 0; b < B; b++) {
+    memcpy(inputs + b * T, tokens + b * (T + 1), T * sizeof(int32_t));
+    memcpy(targets + b * T, tokens + b * (T + 1) + 1, T * sizeof(int32_t));
+  }
+
+  /* Loss and gradients at the initial weights. */
+  float *loss_init = read_tensor(r, "loss_init", NULL);
+  float loss = 0;
+  CHECK_OK(gpt_zero_grads(m));
+  CHECK_OK(gpt_forward(m, inputs, targets, &loss));
+  CHECK_MSG(relative(loss, loss_init[0]) <= 1e-5, "loss %.9g, reference %.9g", loss, loss_init[0]);
+  CHECK_OK(gpt_backward(m, 1.0f / (B * T)));
+  compare_all(m, r, "grad.", 1, 1e-4);
+
+  /* Five steps on the same batch with the reference's hyperparameters. */
+  train_hparams h = {.schedule = {LR_COSINE, 1e-3, 1e-4, 2, STEPS},
+                     .adam = ADAMW_HPARAMS_DEFAULT,
+                     .weight_decay = 0.1f,
+                     .clip = 0.5f,
+                     .grad_accum = 1,
+                     .global_tokens = B * T};
+  float *ref_loss = read_tensor(r, "step_loss", NULL), *ref_norm = read_tensor(r, "step_grad_norm", NULL),
+        *ref_lr = read_tensor(r, "step_lr", NULL);
+  CHECK_OK(train_state_reset(m));
+  const int32_t *in[1] = {inputs}, *tg[1] = {targets};
+  for (int step = 0; step < STEPS; step++) {
+    step_stats s;
+    CHECK_OK(train_step(m, &h, step, in, tg, &s));
+    CHECK_MSG(relative(s.loss, ref_loss[step]) <= 1e-5, "step %d loss %.9g, reference %.9g", step,
+              s.loss, ref_loss[step]);
+    CHECK_MSG(relative(s.grad_norm, ref_norm[step]) <= 1e-5, "step %d norm %.9g, reference %.9g",
+              step, s.grad_norm, ref_norm[step]);
+    CHECK_MSG(relative(s.lr, ref_lr[step]) <= 1e-6, "step %d lr %.9g, reference %.9g", step, s.lr,
+              ref_lr[step]);
+  }
+  compare_all(m, r, "final.", 0, 1e-4);
+
+  mem_free(ref_lr);
+  mem_free(ref_norm);
+  mem_free(ref_loss);
+  mem_free(loss_init);
+  mem_free(tokens);
+  gpt_destroy(m);
+  safetensors_reader_close(r);
+  mem_stats stats;
+  mem_stats_get(&stats);
+  CHECK_EQ_INT(stats.live_blocks, 0);
+  return test_finish("golden_test");
+}
