@@ -13,6 +13,7 @@ typedef struct subcommand {
 } subcommand;
 
 static const subcommand subcommands[] = {
+    {"train", cmd_train, "train a GPT-2 model on token shards"},
     {"selftest", cmd_selftest, "check and time every collective on every group of a mesh"},
 };
 

@@ -1,0 +1,180 @@
+/* cmd_train.c - `shardtrain train`: builds the GPT, initialises or imports it, trains it on
+ * token shards with AdamW, evaluates, writes metrics and exports. This issue's engine runs on
+ * one rank; the sharded engine extends the same loop to the mesh. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/commands.h"
+#include "engine/gpt_io.h"
+#include "engine/metrics.h"
+#include "engine/token_data.h"
+#include "engine/train_options.h"
+
+typedef struct train_run {
+  const train_options *o;
+  gpt_config cfg;
+  train_hparams h;
+  st_device dev;
+  gpt_model *model;
+  token_loader *train, *val;
+  int32_t *tokens;    /* grad_accum x 2 x B x T: inputs and targets of each micro-batch */
+  FILE *metrics;
+  int setup_failed;   /* the inputs named on the command line could not be used */
+} train_run;
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+static st_status open_loader(const train_run *r, const char *pattern, token_loader **out) {
+  token_loader_config c = {.pattern = pattern,
+                           .batch_size = r->o->micro_batch,
+                           .seq_len = r->cfg.max_seq,
+                           .dp_rank = 0,
+                           .dp_size = 1,
+                           .vocab_size = r->cfg.vocab};
+  return token_loader_open(out, &c);
+}
+
+static st_status setup(train_run *r) {
+  const train_options *o = r->o;
+  ST_CHECK(device_select(o->device, 0, &r->dev));
+  ST_CHECK(gpt_create(&r->model, &r->cfg, &r->dev, o->micro_batch, r->cfg.max_seq));
+  if (o->init_from) {
+    ST_CHECK(gpt_import(r->model, o->init_from, ""));
+  } else {
+    ST_CHECK(gpt_init_params(r->model, (uint64_t)o->seed));
+  }
+  if (o->save_init) ST_CHECK(gpt_export(r->model, o->save_init));
+  ST_CHECK(train_state_reset(r->model));
+  if (o->data_train) ST_CHECK(open_loader(r, o->data_train, &r->train));
+  if (o->data_val) ST_CHECK(open_loader(r, o->data_val, &r->val));
+  size_t per_batch = (size_t)o->micro_batch * r->cfg.max_seq;
+  ST_CHECK(mem_alloc((void **)&r->tokens, 2 * per_batch * (size_t)o->grad_accum * sizeof(int32_t),
+                     MEM_HOST, MEM_WORKSPACE, NULL));
+  if (o->metrics) {
+    r->metrics = fopen(o->metrics, "a");
+    if (!r->metrics) return st_error(ST_ERR_IO, "--metrics %s: cannot open for appending", o->metrics);
+  }
+  return ST_OK;
+}
+
+static void teardown(train_run *r) {
+  if (r->metrics) fclose(r->metrics);
+  mem_free(r->tokens);
+  token_loader_close(r->val);
+  token_loader_close(r->train);
+  gpt_destroy(r->model);
+}
+
+/* Mean loss over the first eval_batches batches of the validation data (the same ones each
+ * time, so evaluations are comparable). */
+static st_status evaluate(train_run *r, double *val_loss) {
+  size_t per_batch = (size_t)r->o->micro_batch * r->cfg.max_seq;
+  int32_t *inputs = r->tokens, *targets = r->tokens + per_batch;
+  ST_CHECK(token_loader_seek(r->val, (token_position){0, 0}));
+  double sum = 0;
+  for (int i = 0; i < r->o->eval_batches; i++) {
+    float loss = 0;
+    ST_CHECK(token_loader_next(r->val, inputs, targets));
+    ST_CHECK(gpt_forward(r->model, inputs, targets, &loss));
+    sum += loss;
+  }
+  *val_loss = sum / r->o->eval_batches;
+  return ST_OK;
+}
+
+static st_status run_step(train_run *r, int step, step_record *rec) {
+  const train_options *o = r->o;
+  size_t per_batch = (size_t)o->micro_batch * r->cfg.max_seq;
+  const int32_t *inputs[64], *targets[64];
+  if (o->grad_accum > 64) {
+    return st_error(ST_ERR_INVALID_ARG, "--grad-accum %d: at most 64", o->grad_accum);
+  }
+  for (int i = 0; i < o->grad_accum; i++) {
+    int32_t *in = r->tokens + 2 * per_batch * (size_t)i, *tg = in + per_batch;
+    ST_CHECK(token_loader_next(r->train, in, tg));
+    inputs[i] = in;
+    targets[i] = tg;
+  }
+  double start = now_ms();
+  step_stats s;
+  ST_CHECK(train_step(r->model, &r->h, step, inputs, targets, &s));
+  double ms = now_ms() - start;
+  *rec = (step_record){.step = step, .loss = s.loss, .lr = s.lr, .grad_norm = s.grad_norm,
+                       .tokens = r->h.global_tokens * (step + 1),
+                       .tokens_per_s = (double)r->h.global_tokens / (ms / 1e3), .step_ms = ms};
+  int last = step == o->steps - 1;
+  if (r->val && (last || (o->eval_every && (step + 1) % o->eval_every == 0))) {
+    ST_CHECK(evaluate(r, &rec->val_loss));
+    rec->has_val = 1;
+  }
+  return ST_OK;
+}
+
+static st_status train(train_run *r) {
+  st_status status = setup(r);
+  if (status != ST_OK) {
+    r->setup_failed = 1;
+    return status;
+  }
+  mem_stats mem;
+  for (int step = 0; step < r->o->steps; step++) {
+    step_record rec;
+    ST_CHECK(run_step(r, step, &rec));
+    mem_stats_get(&mem);
+    rec.mem = &mem;
+    metrics_print_line(stdout, &rec, r->o->steps);
+    if (r->metrics && !metrics_write_json(r->metrics, &rec)) {
+      return st_error(ST_ERR_IO, "--metrics %s: write failed", r->o->metrics);
+    }
+  }
+  if (r->o->export_path) ST_CHECK(gpt_export(r->model, r->o->export_path));
+  return ST_OK;
+}
+
+int cmd_train(int argc, char **argv) {
+  train_options o;
+  train_options_defaults(&o);
+  cli_flag flags[40];
+  int nflags = train_options_flags(&o, flags, 40);
+  int help = 0;
+  st_status status = cli_parse(argc, argv, 2, flags, nflags, &help);
+  if (help) {
+    cli_print_help(stdout, "shardtrain train [flags]",
+                   "Trains a GPT-2 model on llm.c token shards with AdamW and writes metrics,\n"
+                   "evaluations and a Hugging Face GPT-2 safetensors export.",
+                   flags, nflags);
+    return 0;
+  }
+  train_run r = {.o = &o};
+  if (status == ST_OK) status = train_options_resolve(&o, 1, &r.cfg, &r.h);
+  if (status != ST_OK) {
+    fprintf(stderr, "shardtrain train: error: %s\n", st_last_error());
+    return 2;
+  }
+  ST_CHECK_GOTO(st_init(&argc, &argv), status, done);
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (world != 1) {
+    status = st_error(ST_ERR_UNSUPPORTED,
+                      "training runs on one rank in this version; got %d ranks", world);
+    goto done;
+  }
+  status = train(&r);
+done:
+  teardown(&r);
+  if (status != ST_OK) st_log(ST_LOG_ERROR, "shardtrain train: %s", st_last_error());
+  st_finalize();
+  /* A file named on the command line that is missing or malformed is bad input (2), like a
+   * bad flag; running out of memory is not. */
+  if (r.setup_failed && status != ST_ERR_OOM) return 2;
+  return exit_code_for(status);
+}

@@ -1,0 +1,32 @@
+/* metrics.h - the per-step record of a training run: one JSON object per line (numbers with
+ * enough digits to round-trip an fp32, %.9g) for machines, and one short line for people.
+ *   {"step", "loss", "lr", "grad_norm", "tokens", "tokens_per_s", "step_ms",
+ *    "mem": {category: peak bytes}, "val_loss" (eval steps only)}
+ * "tokens" counts every token trained on so far, all ranks together. */
+#ifndef ST_ENGINE_METRICS_H
+#define ST_ENGINE_METRICS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/alloc.h"
+
+typedef struct step_record {
+  int step;
+  double loss;
+  double lr;
+  double grad_norm;
+  int64_t tokens;
+  double tokens_per_s;
+  double step_ms;
+  const mem_stats *mem;
+  int has_val;
+  double val_loss;
+} step_record;
+
+/* Writes the record as one JSON line and flushes, so a crash loses at most the current step. */
+int metrics_write_json(FILE *out, const step_record *r);
+
+void metrics_print_line(FILE *out, const step_record *r, int total_steps);
+
+#endif /* ST_ENGINE_METRICS_H */

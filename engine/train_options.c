@@ -1,0 +1,120 @@
+/* train_options.c - flags, defaults and validation for `shardtrain train`. */
+#include "engine/train_options.h"
+
+#include <string.h>
+
+#include "core/error.h"
+
+void train_options_defaults(train_options *o) {
+  *o = (train_options){.model = "tiny",
+                       .micro_batch = 8,
+                       .grad_accum = 1,
+                       .steps = 100,
+                       .lr = 1e-3,
+                       .min_lr = 0.0,
+                       .warmup = 0,
+                       .lr_schedule = "cosine",
+                       .weight_decay = 0.1,
+                       .clip = 1.0,
+                       .seed = 1337,
+                       .eval_every = 0,
+                       .eval_batches = 8,
+                       .device = "auto"};
+}
+
+int train_options_flags(train_options *o, cli_flag *f, int capacity) {
+  const cli_flag table[] = {
+      {"model", FLAG_STRING, &o->model, "named config: tiny, d6, d12, d24, d36, d48"},
+      {"n-layer", FLAG_INT, &o->n_layer, "override: transformer blocks (0: the model's)"},
+      {"n-head", FLAG_INT, &o->n_head, "override: attention heads (0: the model's)"},
+      {"n-embd", FLAG_INT, &o->n_embd, "override: embedding width (0: the model's)"},
+      {"vocab", FLAG_INT, &o->vocab, "override: vocabulary size (0: the model's)"},
+      {"seq-len", FLAG_INT, &o->seq_len, "tokens per sequence and positions (0: the model's)"},
+      {"data-train", FLAG_STRING, &o->data_train, "glob of training token shards (llm.c format)"},
+      {"data-val", FLAG_STRING, &o->data_val, "glob of validation token shards"},
+      {"micro-batch", FLAG_INT, &o->micro_batch, "sequences per data-parallel rank per micro-step"},
+      {"grad-accum", FLAG_INT, &o->grad_accum, "micro-batches per optimizer step"},
+      {"steps", FLAG_INT, &o->steps, "optimizer steps"},
+      {"lr", FLAG_DOUBLE, &o->lr, "peak learning rate"},
+      {"min-lr", FLAG_DOUBLE, &o->min_lr, "learning rate at the last step (cosine)"},
+      {"warmup", FLAG_INT, &o->warmup, "linear warmup steps"},
+      {"lr-schedule", FLAG_STRING, &o->lr_schedule, "after warmup: cosine or constant"},
+      {"weight-decay", FLAG_DOUBLE, &o->weight_decay, "AdamW decay on tensors of rank >= 2"},
+      {"clip", FLAG_DOUBLE, &o->clip, "max global gradient norm (0: no clipping)"},
+      {"seed", FLAG_INT, &o->seed, "seed of the initial weights"},
+      {"init-from", FLAG_STRING, &o->init_from, "load every parameter from a HF GPT-2 safetensors"},
+      {"save-init", FLAG_STRING, &o->save_init, "write the initial parameters (HF names) here"},
+      {"export", FLAG_STRING, &o->export_path, "write the trained parameters (HF names) here"},
+      {"metrics", FLAG_STRING, &o->metrics, "append one JSON line per step to this file"},
+      {"eval-every", FLAG_INT, &o->eval_every, "validation every N steps and at the end (0: end)"},
+      {"eval-batches", FLAG_INT, &o->eval_batches, "validation batches per evaluation"},
+      {"device", FLAG_STRING, &o->device, "cpu, cuda or auto"},
+  };
+  int n = (int)(sizeof table / sizeof table[0]);
+  if (n > capacity) n = capacity;
+  memcpy(f, table, (size_t)n * sizeof *f);
+  return n;
+}
+
+static st_status require_positive(const char *flag, int value) {
+  if (value < 1) return st_error(ST_ERR_INVALID_ARG, "--%s must be >= 1, got %d", flag, value);
+  return ST_OK;
+}
+
+static st_status require_non_negative(const char *flag, int value) {
+  if (value < 0) return st_error(ST_ERR_INVALID_ARG, "--%s must be >= 0, got %d", flag, value);
+  return ST_OK;
+}
+
+static st_status resolve_config(const train_options *o, gpt_config *cfg) {
+  ST_CHECK(gpt_config_named(o->model, cfg));
+  const struct {
+    const char *flag;
+    int value;
+    int *field;
+  } overrides[] = {{"n-layer", o->n_layer, &cfg->n_layer}, {"n-head", o->n_head, &cfg->n_head},
+                   {"n-embd", o->n_embd, &cfg->n_embd},    {"vocab", o->vocab, &cfg->vocab},
+                   {"seq-len", o->seq_len, &cfg->max_seq}};
+  for (size_t i = 0; i < sizeof overrides / sizeof overrides[0]; i++) {
+    ST_CHECK(require_non_negative(overrides[i].flag, overrides[i].value));
+    if (overrides[i].value) *overrides[i].field = overrides[i].value;
+  }
+  if (cfg->vocab > 65536) {
+    return st_error(ST_ERR_INVALID_ARG, "--vocab %d: token shards hold uint16 ids (at most 65536)",
+                    cfg->vocab);
+  }
+  return gpt_config_finish(cfg, 1);
+}
+
+st_status train_options_resolve(const train_options *o, int dp_size, gpt_config *cfg,
+                                train_hparams *h) {
+  ST_CHECK(resolve_config(o, cfg));
+  ST_CHECK(require_positive("micro-batch", o->micro_batch));
+  ST_CHECK(require_positive("grad-accum", o->grad_accum));
+  ST_CHECK(require_non_negative("steps", o->steps));
+  ST_CHECK(require_non_negative("warmup", o->warmup));
+  ST_CHECK(require_non_negative("eval-every", o->eval_every));
+  ST_CHECK(require_positive("eval-batches", o->eval_batches));
+  if (o->steps > 0 && !o->data_train) {
+    return st_error(ST_ERR_INVALID_ARG, "--data-train is required to train (--steps %d)",
+                    o->steps);
+  }
+  int shape = lr_shape_parse(o->lr_schedule);
+  if (shape < 0) {
+    return st_error(ST_ERR_INVALID_ARG, "--lr-schedule '%s' is not cosine or constant",
+                    o->lr_schedule);
+  }
+  if (o->weight_decay < 0) {
+    return st_error(ST_ERR_INVALID_ARG, "--weight-decay must be >= 0, got %g", o->weight_decay);
+  }
+  if (o->clip < 0) return st_error(ST_ERR_INVALID_ARG, "--clip must be >= 0, got %g", o->clip);
+  *h = (train_hparams){.schedule = {(lr_shape)shape, o->lr, o->min_lr, o->warmup,
+                                    o->steps > 0 ? o->steps : 1},
+                       .adam = ADAMW_HPARAMS_DEFAULT,
+                       .weight_decay = (float)o->weight_decay,
+                       .clip = (float)o->clip,
+                       .grad_accum = o->grad_accum,
+                       .global_tokens = (int64_t)o->micro_batch * cfg->max_seq * dp_size *
+                                        o->grad_accum};
+  return lr_schedule_check(&h->schedule);
+}

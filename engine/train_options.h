@@ -1,0 +1,36 @@
+/* train_options.h - the flags of `shardtrain train`, their defaults, and their translation
+ * into a model config and training hyperparameters. Every bad value is refused here, before
+ * MPI starts or anything is allocated, with a message that names the flag and the value. */
+#ifndef ST_ENGINE_TRAIN_OPTIONS_H
+#define ST_ENGINE_TRAIN_OPTIONS_H
+
+#include "engine/cli_flags.h"
+#include "engine/gpt_config.h"
+#include "engine/train_step.h"
+
+typedef struct train_options {
+  const char *model;
+  int n_layer, n_head, n_embd, vocab, seq_len; /* 0: the named model's value */
+  const char *data_train, *data_val;
+  int micro_batch, grad_accum, steps;
+  double lr, min_lr;
+  int warmup;
+  const char *lr_schedule;
+  double weight_decay, clip;
+  int seed;
+  const char *init_from, *save_init, *export_path, *metrics;
+  int eval_every, eval_batches;
+  const char *device;
+} train_options;
+
+void train_options_defaults(train_options *o);
+
+/* The flag table over `o` (pointers into it); returns the number of flags. */
+int train_options_flags(train_options *o, cli_flag *flags, int capacity);
+
+/* Checks the values and derives the model config and the hyperparameters. dp_size is the
+ * number of data-parallel ranks (the global batch is micro_batch x dp_size x grad_accum). */
+st_status train_options_resolve(const train_options *o, int dp_size, gpt_config *cfg,
+                                train_hparams *h);
+
+#endif /* ST_ENGINE_TRAIN_OPTIONS_H */

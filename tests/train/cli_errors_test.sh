@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Bad input to the shardtrain CLI: each case must exit with the expected code, print exactly
+# one error line (per rank) naming the problem, and never hang. The multi-rank case checks that
+# every rank reports.
+set -uo pipefail
+shardtrain=$1
+work=${TEST_TMPDIR:-$(mktemp -d)}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fail=0
+
+# expect CODE PATTERN ARGS...: runs shardtrain ARGS with a time limit.
+expect() {
+  local code=$1 pattern=$2
+  shift 2
+  local err
+  err=$(timeout 60 "$shardtrain" "$@" 2>&1 >/dev/null)
+  local rc=$?
+  local lines
+  lines=$(printf '%s\n' "$err" | grep -c .)
+  if [ "$rc" -ne "$code" ] || ! grep -q -- "$pattern" <<<"$err" || [ "$lines" -ne 1 ]; then
+    echo "FAIL: shardtrain $* -> exit $rc (want $code), $lines error lines, output:"
+    echo "$err"
+    fail=1
+  else
+    echo "ok: shardtrain $* -> $rc: $err"
+  fi
+}
+
+head -c 4096 /dev/zero > "$work/bad.bin"   # a full header whose magic number is 0
+printf 'not safetensors' > "$work/bad.safetensors"
+
+expect 2 "unknown command 'frobnicate'" frobnicate
+expect 2 "unknown flag '--bogus'" train --bogus 1
+expect 2 "--steps: 'x' is not an integer" train --steps x
+expect 2 "--micro-batch must be >= 1, got 0" train --micro-batch 0
+expect 2 "model 'huge' is not one of" train --model huge
+expect 2 "n_embd 64 is not divisible by n_head 5" train --n-head 5
+expect 2 "--lr-schedule 'linear' is not cosine or constant" train --steps 0 --lr-schedule linear
+expect 2 "--data-train is required" train --steps 3
+expect 2 "needs a value" train --data-train
+expect 2 "$work/nothing" train --data-train "$work/nothing*.bin" --steps 1
+expect 2 "magic" train --data-train "$work/bad.bin" --steps 1
+expect 2 "$work/missing.safetensors" train --init-from "$work/missing.safetensors" --steps 0
+expect 2 "bad.safetensors" train --init-from "$work/bad.safetensors" --steps 0
+expect 2 "no usable GPU" train --device cuda --steps 0
+expect 2 "--tp: 'two' is not an integer" selftest --tp two
+
+# Every rank of an impossible mesh reports it, and the job ends.
+out=$(timeout 60 "$(dirname "$0")/../mpirun.sh" 4 "$shardtrain" selftest --dp-shard 3 --tp 2 2>&1)
+rc=$?
+n=$(grep -c "needs 6 ranks, world has 4" <<<"$out")
+if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] || [ "$n" -ne 4 ]; then
+  echo "FAIL: impossible mesh on 4 ranks: exit $rc, $n of 4 ranks reported"; echo "$out"; fail=1
+else
+  echo "ok: impossible mesh reported by all 4 ranks, exit $rc"
+fi
+
+# --help documents every flag the parser accepts.
+help=$("$shardtrain" train --help)
+for f in model n-layer n-head n-embd vocab seq-len data-train data-val micro-batch grad-accum \
+         steps lr warmup lr-schedule weight-decay clip seed init-from save-init export metrics \
+         eval-every device; do
+  grep -q -- "--$f " <<<"$help" || { echo "FAIL: train --help lacks --$f"; fail=1; }
+done
+
+[ $fail -eq 0 ] && echo "cli_errors_test: passed" || echo "cli_errors_test: FAILED"
+exit $fail
