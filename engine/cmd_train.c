@@ -1,6 +1,7 @@
-/* cmd_train.c - `shardtrain train`: builds the GPT, initialises or imports it, trains it on
- * token shards with AdamW, evaluates, writes metrics and exports. This issue's engine runs on
- * one rank; the sharded engine extends the same loop to the mesh. */
+/* cmd_train.c - `shardtrain train`: builds the mesh and the GPT on it, initialises or imports
+ * the parameters, trains on token shards (each data-parallel rank reading its slice of every
+ * global batch), evaluates, writes metrics (rank 0) and exports. Every rank runs the same
+ * sequence of collectives. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,12 +20,13 @@ typedef struct train_run {
   const train_options *o;
   gpt_config cfg;
   train_hparams h;
-  st_device dev;
+  st_mesh *mesh;
+  st_mesh_coords coords;
   gpt_model *model;
   token_loader *train, *val;
-  int32_t *tokens;    /* grad_accum x 2 x B x T: inputs and targets of each micro-batch */
+  int32_t *tokens; /* grad_accum x 2 x B x T: inputs and targets of each micro-batch */
   FILE *metrics;
-  int setup_failed;   /* the inputs named on the command line could not be used */
+  int setup_failed; /* the inputs named on the command line could not be used */
 } train_run;
 
 static double now_ms(void) {
@@ -33,33 +35,49 @@ static double now_ms(void) {
   return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
 }
 
+static int is_writer(const train_run *r) { return r->coords.world_rank == 0; }
+
 static st_status open_loader(const train_run *r, const char *pattern, token_loader **out) {
   token_loader_config c = {.pattern = pattern,
                            .batch_size = r->o->micro_batch,
                            .seq_len = r->cfg.max_seq,
-                           .dp_rank = 0,
-                           .dp_size = 1,
+                           .dp_rank = r->coords.r * r->coords.S + r->coords.s,
+                           .dp_size = r->coords.R * r->coords.S,
                            .vocab_size = r->cfg.vocab};
   return token_loader_open(out, &c);
 }
 
+static st_status create_mesh(train_run *r) {
+  const train_options *o = r->o;
+  st_mesh_config mc = ST_MESH_CONFIG_INIT;
+  mc.dp_replicate = o->dp_replicate;
+  mc.dp_shard = o->dp_shard;
+  mc.tp = o->tp;
+  mc.device = o->device;
+  ST_CHECK(st_mesh_create(&r->mesh, &mc));
+  ST_CHECK(st_mesh_get_coords(r->mesh, &r->coords));
+  return train_options_resolve(o, r->coords.R * r->coords.S, &r->cfg, &r->h);
+}
+
 static st_status setup(train_run *r) {
   const train_options *o = r->o;
-  ST_CHECK(device_select(o->device, 0, &r->dev));
-  ST_CHECK(gpt_create(&r->model, &r->cfg, &r->dev, o->micro_batch, r->cfg.max_seq));
+  ST_CHECK(create_mesh(r));
+  gpt_parallel par = {r->mesh, o->zero, o->prefetch, o->reshard_after_forward};
+  ST_CHECK(gpt_create(&r->model, &r->cfg, mesh_device(r->mesh), o->micro_batch, r->cfg.max_seq,
+                      &par));
   if (o->init_from) {
     ST_CHECK(gpt_import(r->model, o->init_from, ""));
   } else {
     ST_CHECK(gpt_init_params(r->model, (uint64_t)o->seed));
   }
-  if (o->save_init) ST_CHECK(gpt_export(r->model, o->save_init));
+  if (o->save_init) ST_CHECK(gpt_export(r->model, o->save_init, is_writer(r)));
   ST_CHECK(train_state_reset(r->model));
   if (o->data_train) ST_CHECK(open_loader(r, o->data_train, &r->train));
   if (o->data_val) ST_CHECK(open_loader(r, o->data_val, &r->val));
   size_t per_batch = (size_t)o->micro_batch * r->cfg.max_seq;
   ST_CHECK(mem_alloc((void **)&r->tokens, 2 * per_batch * (size_t)o->grad_accum * sizeof(int32_t),
                      MEM_HOST, MEM_WORKSPACE, NULL));
-  if (o->metrics) {
+  if (o->metrics && is_writer(r)) {
     r->metrics = fopen(o->metrics, "a");
     if (!r->metrics) return st_error(ST_ERR_IO, "--metrics %s: cannot open for appending", o->metrics);
   }
@@ -72,10 +90,11 @@ static void teardown(train_run *r) {
   token_loader_close(r->val);
   token_loader_close(r->train);
   gpt_destroy(r->model);
+  st_mesh_destroy(r->mesh);
 }
 
-/* Mean loss over the first eval_batches batches of the validation data (the same ones each
- * time, so evaluations are comparable). */
+/* Mean loss over the first eval_batches global batches of the validation data (the same ones
+ * each time, so evaluations are comparable), averaged over the data-parallel ranks. */
 static st_status evaluate(train_run *r, double *val_loss) {
   size_t per_batch = (size_t)r->o->micro_batch * r->cfg.max_seq;
   int32_t *inputs = r->tokens, *targets = r->tokens + per_batch;
@@ -87,8 +106,23 @@ static st_status evaluate(train_run *r, double *val_loss) {
     ST_CHECK(gpt_forward(r->model, inputs, targets, &loss));
     sum += loss;
   }
-  *val_loss = sum / r->o->eval_batches;
+  float mean = (float)(sum / r->o->eval_batches);
+  comm *dp = mesh_comm(r->mesh, ST_GROUP_DP);
+  ST_CHECK(comm_all_reduce(dp, &mean, &mean, 1, ST_FP32, COMM_SUM, NULL));
+  *val_loss = (double)mean / comm_size(dp);
   return ST_OK;
+}
+
+/* Bytes this rank sent per op over all its groups since the counters were last reset. */
+static void step_comm_bytes(st_mesh *mesh, uint64_t bytes[COMM_OP_COUNT]) {
+  for (int op = 0; op < COMM_OP_COUNT; op++) bytes[op] = 0;
+  for (int g = 0; g < ST_GROUP_COUNT; g++) {
+    comm *c = mesh_comm(mesh, (st_group)g);
+    comm_counters counters;
+    comm_counters_get(c, &counters);
+    for (int op = 0; op < COMM_OP_COUNT; op++) bytes[op] += counters.bytes_sent[op];
+    comm_counters_reset(c);
+  }
 }
 
 static st_status run_step(train_run *r, int step, step_record *rec) {
@@ -110,13 +144,25 @@ static st_status run_step(train_run *r, int step, step_record *rec) {
   double ms = now_ms() - start;
   *rec = (step_record){.step = step, .loss = s.loss, .lr = s.lr, .grad_norm = s.grad_norm,
                        .tokens = r->h.global_tokens * (step + 1),
-                       .tokens_per_s = (double)r->h.global_tokens / (ms / 1e3), .step_ms = ms};
+                       .tokens_per_s = (double)r->h.global_tokens / (ms / 1e3), .step_ms = ms,
+                       .zero = o->zero, .R = r->coords.R, .S = r->coords.S, .T = r->coords.T};
+  step_comm_bytes(r->mesh, rec->comm_bytes);
   int last = step == o->steps - 1;
   if (r->val && (last || (o->eval_every && (step + 1) % o->eval_every == 0))) {
     ST_CHECK(evaluate(r, &rec->val_loss));
     rec->has_val = 1;
   }
   return ST_OK;
+}
+
+/* The record's memory and communication become the maximum over all ranks. */
+static void max_over_ranks(step_record *rec, mem_stats *mem) {
+  mem_stats_get(mem);
+  MPI_Allreduce(MPI_IN_PLACE, mem->peak, MEM_CATEGORY_COUNT, MPI_UINT64_T, MPI_MAX,
+                MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, rec->comm_bytes, COMM_OP_COUNT, MPI_UINT64_T, MPI_MAX,
+                MPI_COMM_WORLD);
+  rec->mem = mem;
 }
 
 static st_status train(train_run *r) {
@@ -129,47 +175,41 @@ static st_status train(train_run *r) {
   for (int step = 0; step < r->o->steps; step++) {
     step_record rec;
     ST_CHECK(run_step(r, step, &rec));
-    mem_stats_get(&mem);
-    rec.mem = &mem;
+    max_over_ranks(&rec, &mem);
+    if (!is_writer(r)) continue;
     metrics_print_line(stdout, &rec, r->o->steps);
     if (r->metrics && !metrics_write_json(r->metrics, &rec)) {
       return st_error(ST_ERR_IO, "--metrics %s: write failed", r->o->metrics);
     }
   }
-  if (r->o->export_path) ST_CHECK(gpt_export(r->model, r->o->export_path));
+  if (r->o->export_path) ST_CHECK(gpt_export(r->model, r->o->export_path, is_writer(r)));
   return ST_OK;
 }
 
 int cmd_train(int argc, char **argv) {
   train_options o;
   train_options_defaults(&o);
-  cli_flag flags[40];
-  int nflags = train_options_flags(&o, flags, 40);
+  cli_flag flags[48];
+  int nflags = train_options_flags(&o, flags, 48);
   int help = 0;
   st_status status = cli_parse(argc, argv, 2, flags, nflags, &help);
   if (help) {
     cli_print_help(stdout, "shardtrain train [flags]",
-                   "Trains a GPT-2 model on llm.c token shards with AdamW and writes metrics,\n"
-                   "evaluations and a Hugging Face GPT-2 safetensors export.",
+                   "Trains a GPT-2 model on llm.c token shards with AdamW on a mesh of\n"
+                   "dp_replicate x dp_shard x tp ranks (launch with mpirun or srun), and writes\n"
+                   "metrics, evaluations and a Hugging Face GPT-2 safetensors export.",
                    flags, nflags);
     return 0;
   }
   train_run r = {.o = &o};
+  /* Values that need no mesh are checked before MPI starts (dp size 1 is a placeholder). */
   if (status == ST_OK) status = train_options_resolve(&o, 1, &r.cfg, &r.h);
   if (status != ST_OK) {
     fprintf(stderr, "shardtrain train: error: %s\n", st_last_error());
     return 2;
   }
-  ST_CHECK_GOTO(st_init(&argc, &argv), status, done);
-  int world = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  if (world != 1) {
-    status = st_error(ST_ERR_UNSUPPORTED,
-                      "training runs on one rank in this version; got %d ranks", world);
-    goto done;
-  }
-  status = train(&r);
-done:
+  status = st_init(&argc, &argv);
+  if (status == ST_OK) status = train(&r);
   teardown(&r);
   if (status != ST_OK) st_log(ST_LOG_ERROR, "shardtrain train: %s", st_last_error());
   st_finalize();

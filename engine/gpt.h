@@ -15,7 +15,11 @@
 #include "core/device.h"
 #include "engine/gpt_config.h"
 #include "kernels/kernels.h"
+#include "sharding/mesh.h"
 #include "sharding/unit.h"
+
+/* Activations are planned per layer in a fixed table; deeper models are refused up front. */
+#define GPT_MAX_LAYERS 64
 
 enum gpt_embedding_param { GPT_WTE = 0, GPT_WPE = 1 };
 enum gpt_block_param {
@@ -23,6 +27,14 @@ enum gpt_block_param {
   GPT_LN2_W, GPT_LN2_B, GPT_FC_W, GPT_FC_B, GPT_FCPROJ_W, GPT_FCPROJ_B, GPT_BLOCK_PARAMS
 };
 enum gpt_final_param { GPT_LNF_W = 0, GPT_LNF_B = 1 };
+
+/* How the model is distributed. A NULL gpt_parallel (or mesh) means one rank at stage 0. */
+typedef struct gpt_parallel {
+  const st_mesh *mesh;
+  int stage;                 /* ZeRO stage 0..3 */
+  int prefetch;              /* units gathered ahead of the one computing (stage 3) */
+  int reshard_after_forward; /* stage 3: release each block after its forward */
+} gpt_parallel;
 
 typedef struct gpt_layer_acts {
   float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *probs, *attproj, *res2;
@@ -40,6 +52,8 @@ typedef struct gpt_acts {
 
 typedef struct gpt_model {
   gpt_config cfg;
+  gpt_parallel par;
+  comm *dp;           /* data-parallel group (NULL on one rank): losses are averaged over it */
   const st_device *dev;
   const kernel_backend *kb;
   st_stream stream;
@@ -51,8 +65,9 @@ typedef struct gpt_model {
 } gpt_model;
 
 /* Declares the units and plans the activations for micro-batches of B x T tokens (T at most
- * cfg->max_seq). cfg must have passed gpt_config_finish. */
-st_status gpt_create(gpt_model **out, const gpt_config *cfg, const st_device *dev, int B, int T);
+ * cfg->max_seq). cfg must have passed gpt_config_finish. par may be NULL (one rank). */
+st_status gpt_create(gpt_model **out, const gpt_config *cfg, const st_device *dev, int B, int T,
+                     const gpt_parallel *par);
 void gpt_destroy(gpt_model *model);
 
 /* Bytes of activations (forward, kept for backward) and of backward scratch for a micro-batch:
@@ -71,10 +86,11 @@ st_status gpt_forward(gpt_model *model, const int32_t *inputs, const int32_t *ta
 
 /* Backward of the last forward (its tokens are still on the device); adds into every parameter
  * gradient. dloss_scale is 1 / (tokens of the global batch), so the gradients sum to those of
- * the global mean loss. */
-st_status gpt_backward(gpt_model *model, float dloss_scale);
+ * the global mean loss. On the last micro-batch of a step (`reduce`), each unit's gradient
+ * reduction starts as soon as its backward is done; train_step waits for them. */
+st_status gpt_backward(gpt_model *model, float dloss_scale, int reduce);
 
-/* Sets every gradient to zero (start of a step). */
+/* Sets every gradient to zero (start of a step; see unit_grads_zero). */
 st_status gpt_zero_grads(gpt_model *model);
 
 /* The unit and index holding the parameter with Hugging Face name `hf_name`; -1 if none. */

@@ -7,7 +7,7 @@
 #include "core/error.h"
 #include "engine/gpt_internal.h"
 
-enum { MAX_ENTRIES = 16 + 15 * 64 };
+enum { MAX_ENTRIES = 16 + 15 * GPT_MAX_LAYERS };
 
 typedef struct plan {
   float **slot[MAX_ENTRIES];
@@ -87,10 +87,6 @@ void gpt_activation_bytes(const gpt_config *cfg, int B, int T, int64_t *activati
 
 st_status gpt_acts_allocate(gpt_model *m) {
   gpt_acts *a = &m->acts;
-  if (m->cfg.n_layer > 64) {
-    return st_error(ST_ERR_UNSUPPORTED, "n_layer %d: at most 64 layers are planned",
-                    m->cfg.n_layer);
-  }
   ST_CHECK(mem_alloc_zeroed((void **)&a->layers, (size_t)m->cfg.n_layer * sizeof *a->layers,
                             MEM_HOST, MEM_WORKSPACE, NULL));
   plan fwd = {0}, bwd = {0};

@@ -1,9 +1,14 @@
 /* gpt_backward.c - the GPT backward pass. Every kernel backward ADDS into its gradients, so:
  * parameter gradients accumulate over micro-batches until gpt_zero_grads; one buffer (dres)
  * carries the residual stream's gradient, to which each LayerNorm branch adds; and each
- * intermediate gradient buffer is zeroed right before the one op that starts its sum. */
+ * intermediate gradient buffer is zeroed right before the one op that starts its sum.
+ *
+ * Units are visited in reverse, gathered with look-ahead towards the embedding; when `reduce`
+ * is set (last micro-batch) a unit's gradient reduction starts right after its backward, and at
+ * stage 3 its full parameters are released. */
 #include "core/error.h"
 #include "engine/gpt_internal.h"
+#include "sharding/prefetch.h"
 
 static st_status zero(gpt_model *m, float *buf, int64_t floats) {
   return stream_memset(&m->stream, buf, 0, (size_t)floats * sizeof(float));
@@ -72,7 +77,14 @@ static st_status block_backward(gpt_model *m, int l, float *x_in) {
   return kernel_layernorm_backward(kb, &dres, &dw, &db, &dln, &x, &w, &ln1_mean, &ln1_rstd, s);
 }
 
-st_status gpt_backward(gpt_model *m, float dloss_scale) {
+/* A unit's backward is done: start its reduction (last micro-batch) and let it go. */
+static st_status finish_unit(gpt_model *m, int u, int reduce) {
+  if (reduce) ST_CHECK(unit_reduce_start(&m->units[u]));
+  unit_release(&m->units[u]);
+  return ST_OK;
+}
+
+st_status gpt_backward(gpt_model *m, float dloss_scale, int reduce) {
   const kernel_backend *kb = m->kb;
   const st_stream *s = &m->stream;
   const gpt_config *c = &m->cfg;
@@ -80,6 +92,8 @@ st_status gpt_backward(gpt_model *m, float dloss_scale) {
   const int final_unit = m->n_units - 1;
   gpt_acts *g = &m->acts;
   float *x_last = c->n_layer ? g->layers[c->n_layer - 1].res3 : g->encoded;
+  ST_CHECK(unit_grads_ensure(&m->units[0]));
+  ST_CHECK(unit_grads_ensure(&m->units[final_unit]));
 
   /* Loss and tied head: the logits buffer is reused in place for its own gradient. */
   st_tensor logits = gpt_t2(m, g->logits, BT, c->vocab_padded), lnf = gpt_t2(m, g->lnf, BT, C),
@@ -95,13 +109,18 @@ st_status gpt_backward(gpt_model *m, float dloss_scale) {
             db = GPT_G(m, final_unit, GPT_LNF_B);
   ST_CHECK(zero(m, g->dres, BT * C));
   ST_CHECK(kernel_layernorm_backward(kb, &dres, &dw, &db, &dln, &x, &w, &mean, &rstd, s));
+  ST_CHECK(finish_unit(m, final_unit, reduce));
 
   for (int l = c->n_layer - 1; l >= 0; l--) {
+    ST_CHECK(prefetch_acquire(m->units, m->n_units, 1 + l, -1, m->par.prefetch));
+    ST_CHECK(unit_grads_ensure(&m->units[1 + l]));
     ST_CHECK(block_backward(m, l, l ? g->layers[l - 1].res3 : g->encoded));
+    ST_CHECK(finish_unit(m, 1 + l, reduce));
   }
 
   const int64_t enc_shape[3] = {m->B, m->T, C};
   st_tensor denc;
   ST_CHECK(tensor_make(&denc, g->dres, ST_FP32, m->dev->backend->kind, 3, enc_shape));
-  return kernel_embedding_backward(kb, &dwte, &dwpe, &denc, g->inputs, s);
+  ST_CHECK(kernel_embedding_backward(kb, &dwte, &dwpe, &denc, g->inputs, s));
+  return finish_unit(m, 0, reduce);
 }

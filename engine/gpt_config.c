@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "engine/gpt.h"
 
 typedef struct named_config {
   const char *name;
@@ -35,6 +36,10 @@ st_status gpt_config_finish(gpt_config *cfg, int tp) {
                     "model shape n_layer=%d n_head=%d n_embd=%d vocab=%d seq_len=%d: every value "
                     "must be >= 1", cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->vocab,
                     cfg->max_seq);
+  }
+  if (cfg->n_layer > GPT_MAX_LAYERS) {
+    return st_error(ST_ERR_INVALID_ARG, "n_layer %d: at most %d layers", cfg->n_layer,
+                    GPT_MAX_LAYERS);
   }
   if (cfg->n_embd % cfg->n_head != 0) {
     return st_error(ST_ERR_INVALID_ARG, "n_embd %d is not divisible by n_head %d", cfg->n_embd,

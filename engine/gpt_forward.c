@@ -1,9 +1,15 @@
 /* gpt_forward.c - the GPT forward pass over one micro-batch, keeping every activation the
  * backward needs. Block l reads the residual stream from the previous block's res3 (the
- * embedding output for l = 0) and writes its own res2 and res3. */
+ * embedding output for l = 0) and writes its own res2 and res3.
+ *
+ * Units are gathered in order with look-ahead (prefetch_acquire); at stage 3 a block is
+ * released after its forward unless reshard-after-forward is off. The embedding and final
+ * units stay gathered: the tied head needs wte at the end of the forward and the start of the
+ * backward. */
 #include "core/alloc.h"
 #include "core/error.h"
 #include "engine/gpt_internal.h"
+#include "sharding/prefetch.h"
 
 static st_status block_forward(gpt_model *m, int l, float *x_in) {
   const kernel_backend *kb = m->kb;
@@ -66,6 +72,8 @@ st_status gpt_forward(gpt_model *m, const int32_t *inputs, const int32_t *target
   const int final_unit = m->n_units - 1;
   gpt_acts *a = &m->acts;
   ST_CHECK(upload_tokens(m, inputs, targets));
+  const int depth = m->par.prefetch;
+  ST_CHECK(prefetch_acquire(m->units, m->n_units, 0, +1, depth));
 
   const int64_t enc_shape[3] = {m->B, m->T, C};
   st_tensor encoded;
@@ -75,9 +83,12 @@ st_status gpt_forward(gpt_model *m, const int32_t *inputs, const int32_t *target
 
   float *x = a->encoded;
   for (int l = 0; l < c->n_layer; l++) {
+    ST_CHECK(prefetch_acquire(m->units, m->n_units, 1 + l, +1, depth));
     ST_CHECK(block_forward(m, l, x));
+    if (m->par.reshard_after_forward) unit_release(&m->units[1 + l]);
     x = a->layers[l].res3;
   }
+  ST_CHECK(prefetch_acquire(m->units, m->n_units, final_unit, +1, depth));
 
   st_tensor xt = gpt_t2(m, x, BT, C), lnf = gpt_t2(m, a->lnf, BT, C),
             mean = gpt_t1(m, a->lnf_mean, BT), rstd = gpt_t1(m, a->lnf_rstd, BT),

@@ -8,6 +8,10 @@
 st_status gpt_acts_allocate(gpt_model *m);
 void gpt_acts_free(gpt_model *m);
 
+/* Elements of the model's largest logical tensor, and a host scratch buffer that holds it. */
+int64_t gpt_largest_param(const gpt_model *m);
+st_status gpt_param_scratch(const gpt_model *m, float **out);
+
 /* A contiguous fp32 descriptor on the model's device: [d0], [d0, d1] or [d0, d1, d2, d3]. */
 st_tensor gpt_t1(const gpt_model *m, float *data, int64_t d0);
 st_tensor gpt_t2(const gpt_model *m, float *data, int64_t d0, int64_t d1);

@@ -9,6 +9,7 @@
 #include "core/alloc.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "engine/gpt_internal.h"
 #include "engine/safetensors.h"
 
 static void hf_name(const gpt_model *m, int u, const unit_param *p, const char *prefix,
@@ -52,8 +53,11 @@ static void describe_shape(const int64_t *shape, int ndim, char *out, size_t siz
   snprintf(out + n, size - (size_t)n, "]");
 }
 
+/* Reads one parameter's logical tensor into `full` and hands the unit its TP slice, built in
+ * `slice`. */
 static st_status import_param(gpt_model *m, int u, int k, const safetensors_reader *r,
-                              const char *path, const char *prefix, float *full, void *raw) {
+                              const char *path, const char *prefix, float *full, void *raw,
+                              float *slice) {
   unit *un = &m->units[u];
   const unit_param *p = &un->layout.params[k];
   char name[UNIT_NAME_MAX + 64];
@@ -70,60 +74,44 @@ static st_status import_param(gpt_model *m, int u, int k, const safetensors_read
   ST_CHECK(safetensors_reader_read(r, e, 0, e->numel, raw));
   ST_CHECK(to_f32(e, raw, full, path));
   int64_t file_elements = (int64_t)e->numel; /* rows past these are wte's padding */
-  float *dst = un->params + p->offset;
   for (int64_t i = 0; i < p->numel; i++) {
     int64_t g = unit_param_global_index(p, un->layout.T, un->layout.t, i);
-    dst[i] = g < file_elements ? full[g] : 0.0f;
+    slice[i] = g < file_elements ? full[g] : 0.0f;
   }
-  return ST_OK;
-}
-
-/* The largest logical tensor of the model, in elements (scratch size for one parameter). */
-static int64_t largest_param(const gpt_model *m) {
-  int64_t most = 0;
-  for (int u = 0; u < m->n_units; u++) {
-    const unit_layout *l = &m->units[u].layout;
-    for (int k = 0; k < l->count; k++) {
-      int64_t n = 1;
-      for (int d = 0; d < l->params[k].ndim; d++) n *= l->params[k].shape[d];
-      if (n > most) most = n;
-    }
-  }
-  return most;
+  return unit_set_params(un, p->offset, slice, p->numel);
 }
 
 st_status gpt_import(gpt_model *m, const char *path, const char *prefix) {
   safetensors_reader *r = NULL;
   ST_CHECK(safetensors_reader_open(&r, path));
   /* wpe may hold more rows than the model: size the scratch by the file's largest tensor too. */
-  int64_t most = largest_param(m);
+  int64_t most = gpt_largest_param(m);
   for (size_t i = 0; i < safetensors_reader_count(r); i++) {
     const safetensors_entry *e = safetensors_reader_entry(r, i);
     if ((int64_t)e->numel > most) most = (int64_t)e->numel;
   }
-  float *full = NULL;
+  float *full = NULL, *slice = NULL;
   void *raw = NULL;
   st_status status;
   ST_CHECK_GOTO(mem_alloc((void **)&full, (size_t)most * sizeof(float), MEM_HOST, MEM_WORKSPACE,
                           NULL), status, done);
   ST_CHECK_GOTO(mem_alloc(&raw, (size_t)most * sizeof(float), MEM_HOST, MEM_WORKSPACE, NULL),
                 status, done);
+  ST_CHECK_GOTO(gpt_param_scratch(m, &slice), status, done);
   for (int u = 0; u < m->n_units; u++) {
     for (int k = 0; k < m->units[u].layout.count; k++) {
-      ST_CHECK_GOTO(import_param(m, u, k, r, path, prefix, full, raw), status, done);
+      ST_CHECK_GOTO(import_param(m, u, k, r, path, prefix, full, raw, slice), status, done);
     }
   }
 done:
+  mem_free(slice);
   mem_free(raw);
   mem_free(full);
   safetensors_reader_close(r);
   return status;
 }
 
-st_status gpt_export(const gpt_model *m, const char *path) {
-  if (m->units[0].layout.T != 1) {
-    return st_error(ST_ERR_UNSUPPORTED, "export of a tensor-parallel model needs the tp gather");
-  }
+static st_status export_file(const gpt_model *m, const char *path) {
   int count = 0;
   for (int u = 0; u < m->n_units; u++) count += m->units[u].layout.count;
   safetensors_tensor *tensors = NULL;
@@ -151,5 +139,23 @@ st_status gpt_export(const gpt_model *m, const char *path) {
 done:
   mem_free(names);
   mem_free(tensors);
+  return status;
+}
+
+/* Gathers every unit (stage 3 holds only shards), lets the writer rank write the file, then
+ * releases what it gathered. Every rank calls it. */
+st_status gpt_export(gpt_model *m, const char *path, int write_file) {
+  if (m->units[0].layout.T != 1) {
+    return st_error(ST_ERR_UNSUPPORTED, "export of a tensor-parallel model needs the tp gather");
+  }
+  int was_gathered[GPT_MAX_LAYERS + 2];
+  for (int u = 0; u < m->n_units; u++) {
+    was_gathered[u] = unit_is_gathered(&m->units[u]);
+    ST_CHECK(unit_gather_wait(&m->units[u]));
+  }
+  st_status status = write_file ? export_file(m, path) : ST_OK;
+  for (int u = 0; u < m->n_units; u++) {
+    if (!was_gathered[u]) unit_release(&m->units[u]);
+  }
   return status;
 }

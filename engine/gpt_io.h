@@ -2,7 +2,8 @@
  * layouts ("wte.weight", "h.0.attn.c_attn.weight" stored [in, out], ...), so a file exported
  * here loads in transformers' GPT2LMHeadModel and GPT-2 checkpoints load here.
  *
- * Import accepts F32, BF16 and F16 tensors; wte may have the real vocabulary's rows or the
+ * Import is done by every rank, each keeping what its units own (their TP slice and, at stage 3,
+ * their shard). Import accepts F32, BF16 and F16 tensors; wte may have the real vocabulary's rows or the
  * padded count (padding rows are zeroed); wpe may have more positions than the model uses (the
  * first ones are taken). Every parameter must be present; a missing or misshapen tensor is an
  * error naming it and the file. Export writes F32, wte without its padding rows. */
@@ -15,7 +16,9 @@
  * the golden test reads "init."). */
 st_status gpt_import(gpt_model *model, const char *path, const char *prefix);
 
-/* Writes every parameter to `path` (crash-safe: temporary file, fsync, rename). */
-st_status gpt_export(const gpt_model *model, const char *path);
+/* Writes every parameter to `path` (crash-safe: temporary file, fsync, rename). Collective:
+ * every rank calls it (stage 3 gathers each unit, briefly holding the whole model); only the
+ * rank with write_file set writes. */
+st_status gpt_export(gpt_model *model, const char *path, int write_file);
 
 #endif /* ST_ENGINE_GPT_IO_H */

@@ -45,6 +45,12 @@ static st_status declare_final(unit *u, const gpt_config *c) {
 
 static st_status create_units(gpt_model *m) {
   const gpt_config *c = &m->cfg;
+  const st_mesh *mesh = m->par.mesh;
+  unit_groups groups = {0};
+  if (mesh) {
+    groups = (unit_groups){mesh_comm(mesh, ST_GROUP_SHARD), mesh_comm(mesh, ST_GROUP_REPLICATE),
+                           mesh_comm(mesh, ST_GROUP_DP)};
+  }
   m->n_units = c->n_layer + 2;
   ST_CHECK(mem_alloc_zeroed((void **)&m->units, (size_t)m->n_units * sizeof *m->units, MEM_HOST,
                             MEM_WORKSPACE, NULL));
@@ -62,7 +68,7 @@ static st_status create_units(gpt_model *m) {
       snprintf(m->prefixes[i], sizeof m->prefixes[i], "h.%d.", layer);
     }
     unit *u = &m->units[i];
-    ST_CHECK(unit_init(u, name, m->dev, 1, 0, 1, 0));
+    ST_CHECK(unit_init(u, name, m->dev, m->par.stage, mesh ? &groups : NULL, 1, 0));
     if (i == 0) {
       ST_CHECK(declare_embedding(u, c));
     } else if (i == m->n_units - 1) {
@@ -75,7 +81,8 @@ static st_status create_units(gpt_model *m) {
   return ST_OK;
 }
 
-st_status gpt_create(gpt_model **out, const gpt_config *cfg, const st_device *dev, int B, int T) {
+st_status gpt_create(gpt_model **out, const gpt_config *cfg, const st_device *dev, int B, int T,
+                     const gpt_parallel *par) {
   *out = NULL;
   if (B < 1 || T < 1 || T > cfg->max_seq) {
     return st_error(ST_ERR_INVALID_ARG, "micro-batch %d x %d tokens: need B >= 1 and 1 <= T <= %d",
@@ -84,6 +91,8 @@ st_status gpt_create(gpt_model **out, const gpt_config *cfg, const st_device *de
   gpt_model *m = NULL;
   ST_CHECK(mem_alloc_zeroed((void **)&m, sizeof *m, MEM_HOST, MEM_WORKSPACE, NULL));
   m->cfg = *cfg;
+  m->par = par ? *par : (gpt_parallel){0};
+  m->dp = m->par.mesh ? mesh_comm(m->par.mesh, ST_GROUP_DP) : NULL;
   m->dev = dev;
   m->B = B;
   m->T = T;
@@ -123,28 +132,57 @@ static double init_std(const gpt_config *c, const char *name, float *constant) {
   return 0.02;
 }
 
+/* Fills one parameter's local slice (host scratch `values`, p->numel floats). */
+static void init_param(const gpt_model *m, int u, int k, uint64_t seed, float *values) {
+  const unit *un = &m->units[u];
+  const unit_param *p = &un->layout.params[k];
+  char full[UNIT_NAME_MAX + 16];
+  snprintf(full, sizeof full, "%s%s", m->prefixes[u], p->name);
+  float constant;
+  double std = init_std(&m->cfg, p->name, &constant);
+  uint64_t stream = rng_stream_of(full);
+  int64_t real_end = (int64_t)m->cfg.vocab * m->cfg.n_embd; /* wte's padding rows stay 0 */
+  for (int64_t e = 0; e < p->numel; e++) {
+    int64_t g = unit_param_global_index(p, un->layout.T, un->layout.t, e);
+    int padding = u == 0 && k == GPT_WTE && g >= real_end;
+    values[e] = padding ? 0.0f
+                : std > 0 ? (float)(std * rng_normal_at(seed, stream, (uint64_t)g))
+                          : constant;
+  }
+}
+
 st_status gpt_init_params(gpt_model *m, uint64_t seed) {
-  for (int i = 0; i < m->n_units; i++) {
-    unit *u = &m->units[i];
-    for (int k = 0; k < u->layout.count; k++) {
-      const unit_param *p = &u->layout.params[k];
-      char full[UNIT_NAME_MAX + 16];
-      snprintf(full, sizeof full, "%s%s", m->prefixes[i], p->name);
-      float constant;
-      double std = init_std(&m->cfg, p->name, &constant);
-      uint64_t stream = rng_stream_of(full);
-      float *data = u->params + p->offset;
-      int64_t real_rows_end = (int64_t)m->cfg.vocab * m->cfg.n_embd; /* wte padding rows: 0 */
-      for (int64_t e = 0; e < p->numel; e++) {
-        int64_t g = unit_param_global_index(p, u->layout.T, u->layout.t, e);
-        int padding = i == 0 && k == GPT_WTE && g >= real_rows_end;
-        data[e] = padding ? 0.0f
-                  : std > 0 ? (float)(std * rng_normal_at(seed, stream, (uint64_t)g))
-                            : constant;
-      }
+  float *values = NULL;
+  ST_CHECK(gpt_param_scratch(m, &values));
+  st_status status = ST_OK;
+  for (int u = 0; u < m->n_units && status == ST_OK; u++) {
+    unit *un = &m->units[u];
+    for (int k = 0; k < un->layout.count && status == ST_OK; k++) {
+      init_param(m, u, k, seed, values);
+      const unit_param *p = &un->layout.params[k];
+      status = unit_set_params(un, p->offset, values, p->numel);
     }
   }
-  return ST_OK;
+  mem_free(values);
+  return status;
+}
+
+int64_t gpt_largest_param(const gpt_model *m) {
+  int64_t most = 0;
+  for (int u = 0; u < m->n_units; u++) {
+    const unit_layout *l = &m->units[u].layout;
+    for (int k = 0; k < l->count; k++) {
+      int64_t n = 1;
+      for (int d = 0; d < l->params[k].ndim; d++) n *= l->params[k].shape[d];
+      if (n > most) most = n;
+    }
+  }
+  return most;
+}
+
+st_status gpt_param_scratch(const gpt_model *m, float **out) {
+  return mem_alloc((void **)out, (size_t)gpt_largest_param(m) * sizeof(float), MEM_HOST,
+                   MEM_WORKSPACE, NULL);
 }
 
 int gpt_find_param(const gpt_model *m, const char *hf_name, int *param_index) {
@@ -161,9 +199,6 @@ int gpt_find_param(const gpt_model *m, const char *hf_name, int *param_index) {
 }
 
 st_status gpt_zero_grads(gpt_model *m) {
-  for (int i = 0; i < m->n_units; i++) {
-    unit *u = &m->units[i];
-    ST_CHECK(stream_memset(&m->stream, u->grads, 0, (size_t)u->layout.numel * sizeof(float)));
-  }
+  for (int i = 0; i < m->n_units; i++) ST_CHECK(unit_grads_zero(&m->units[i]));
   return ST_OK;
 }

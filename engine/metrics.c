@@ -11,7 +11,11 @@ int metrics_write_json(FILE *out, const step_record *r) {
     fprintf(out, "%s\"%s\": %llu", c ? ", " : "", mem_category_name((mem_category)c),
             (unsigned long long)r->mem->peak[c]);
   }
-  fputc('}', out);
+  fprintf(out, "}, \"comm_bytes\": {\"all_gather\": %llu, \"reduce_scatter\": %llu, "
+          "\"all_reduce\": %llu}, \"mesh\": [%d, %d, %d], \"zero\": %d",
+          (unsigned long long)r->comm_bytes[COMM_ALL_GATHER],
+          (unsigned long long)r->comm_bytes[COMM_REDUCE_SCATTER],
+          (unsigned long long)r->comm_bytes[COMM_ALL_REDUCE], r->R, r->S, r->T, r->zero);
   if (r->has_val) fprintf(out, ", \"val_loss\": %.9g", r->val_loss);
   fputs("}\n", out);
   return fflush(out) == 0 && !ferror(out);

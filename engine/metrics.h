@@ -1,8 +1,10 @@
 /* metrics.h - the per-step record of a training run: one JSON object per line (numbers with
  * enough digits to round-trip an fp32, %.9g) for machines, and one short line for people.
  *   {"step", "loss", "lr", "grad_norm", "tokens", "tokens_per_s", "step_ms",
- *    "mem": {category: peak bytes}, "val_loss" (eval steps only)}
- * "tokens" counts every token trained on so far, all ranks together. */
+ *    "mem": {category: peak bytes}, "comm_bytes": {"all_gather", "reduce_scatter", "all_reduce"},
+ *    "mesh": [R, S, T], "zero", "val_loss" (eval steps only)}
+ * "tokens" counts every token trained on so far, all ranks together; "mem" and "comm_bytes"
+ * (bytes sent during the step under ring accounting, over all groups) are maxima over ranks. */
 #ifndef ST_ENGINE_METRICS_H
 #define ST_ENGINE_METRICS_H
 
@@ -10,6 +12,7 @@
 #include <stdio.h>
 
 #include "core/alloc.h"
+#include "sharding/comm.h"
 
 typedef struct step_record {
   int step;
@@ -20,6 +23,8 @@ typedef struct step_record {
   double tokens_per_s;
   double step_ms;
   const mem_stats *mem;
+  uint64_t comm_bytes[COMM_OP_COUNT];
+  int zero, R, S, T;
   int has_val;
   double val_loss;
 } step_record;

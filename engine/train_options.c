@@ -19,7 +19,13 @@ void train_options_defaults(train_options *o) {
                        .seed = 1337,
                        .eval_every = 0,
                        .eval_batches = 8,
-                       .device = "auto"};
+                       .device = "auto",
+                       .zero = 0,
+                       .dp_replicate = 1,
+                       .dp_shard = 0,
+                       .tp = 1,
+                       .prefetch = 1,
+                       .reshard_after_forward = 1};
 }
 
 int train_options_flags(train_options *o, cli_flag *f, int capacity) {
@@ -49,6 +55,13 @@ int train_options_flags(train_options *o, cli_flag *f, int capacity) {
       {"eval-every", FLAG_INT, &o->eval_every, "validation every N steps and at the end (0: end)"},
       {"eval-batches", FLAG_INT, &o->eval_batches, "validation batches per evaluation"},
       {"device", FLAG_STRING, &o->device, "cpu, cuda or auto"},
+      {"zero", FLAG_INT, &o->zero, "ZeRO stage: 0 (DDP), 1, 2 or 3 (full sharding)"},
+      {"dp-replicate", FLAG_INT, &o->dp_replicate, "replicate groups R (outer data parallel)"},
+      {"dp-shard", FLAG_INT, &o->dp_shard, "shard group size S (0: world / (R x tp))"},
+      {"tp", FLAG_INT, &o->tp, "tensor-parallel size T (1 in this version)"},
+      {"prefetch", FLAG_INT, &o->prefetch, "units gathered ahead of the one computing"},
+      {"reshard-after-forward", FLAG_BOOL, &o->reshard_after_forward,
+       "stage 3: free each block's parameters after its forward"},
   };
   int n = (int)(sizeof table / sizeof table[0]);
   if (n > capacity) n = capacity;
@@ -95,6 +108,14 @@ st_status train_options_resolve(const train_options *o, int dp_size, gpt_config 
   ST_CHECK(require_non_negative("warmup", o->warmup));
   ST_CHECK(require_non_negative("eval-every", o->eval_every));
   ST_CHECK(require_positive("eval-batches", o->eval_batches));
+  ST_CHECK(require_non_negative("prefetch", o->prefetch));
+  if (o->zero < 0 || o->zero > 3) {
+    return st_error(ST_ERR_INVALID_ARG, "--zero %d is not 0, 1, 2 or 3", o->zero);
+  }
+  if (o->tp != 1) {
+    return st_error(ST_ERR_UNSUPPORTED,
+                    "--tp %d: tensor parallelism is not in this version yet (use --tp 1)", o->tp);
+  }
   if (o->steps > 0 && !o->data_train) {
     return st_error(ST_ERR_INVALID_ARG, "--data-train is required to train (--steps %d)",
                     o->steps);

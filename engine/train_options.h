@@ -21,6 +21,7 @@ typedef struct train_options {
   const char *init_from, *save_init, *export_path, *metrics;
   int eval_every, eval_batches;
   const char *device;
+  int zero, dp_replicate, dp_shard, tp, prefetch, reshard_after_forward;
 } train_options;
 
 void train_options_defaults(train_options *o);

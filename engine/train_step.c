@@ -1,4 +1,5 @@
-/* train_step.c - gradients, norm, clipping and AdamW for one step. */
+/* train_step.c - gradients, norm, clipping and AdamW for one step, on any mesh and ZeRO stage:
+ * the optimizer only ever touches each unit's owned range (unit.h). */
 #include "engine/train_step.h"
 
 #include <math.h>
@@ -8,37 +9,38 @@
 #include "optim/clip.h"
 
 st_status train_state_reset(gpt_model *m) {
-  for (int u = 0; u < m->n_units; u++) {
-    unit *un = &m->units[u];
-    size_t bytes = (size_t)un->layout.shard_numel * sizeof(float);
-    ST_CHECK(stream_memcpy(&m->stream, un->master, un->params + unit_shard_begin(un), bytes));
-    ST_CHECK(stream_memset(&m->stream, un->adam_m, 0, bytes));
-    ST_CHECK(stream_memset(&m->stream, un->adam_v, 0, bytes));
-  }
-  return stream_sync(&m->stream);
-}
-
-/* Sum of squares of the gradients this rank owns (padding is zero and adds nothing). */
-static st_status owned_grad_sumsq(gpt_model *m, double *out) {
-  *out = 0;
-  for (int u = 0; u < m->n_units; u++) {
-    unit *un = &m->units[u];
-    st_tensor shard = {0};
-    const int64_t n = un->layout.shard_numel;
-    ST_CHECK(tensor_make(&shard, un->grads + unit_shard_begin(un), ST_FP32,
-                         m->dev->backend->kind, 1, &n));
-    double part = 0;
-    ST_CHECK(kernel_sum_squares(m->kb, &part, &shard, &m->stream));
-    *out += part;
-  }
+  for (int u = 0; u < m->n_units; u++) ST_CHECK(unit_optimizer_reset(&m->units[u]));
   return ST_OK;
 }
 
-/* AdamW over the part of each parameter that lies in the owned shard, then the updated master
- * copied back into the parameters. */
-static st_status update_unit(gpt_model *m, unit *un, const train_hparams *h, int step, float lr,
+/* Sum of squares of the owned gradients over the whole model: this rank's owned ranges, summed
+ * over the shard group when the ranges are shards (padding is zero and adds nothing). The
+ * replicate group holds copies of the same shards, so it takes no part. */
+static st_status global_grad_sumsq(gpt_model *m, double *out) {
+  double local = 0;
+  for (int u = 0; u < m->n_units; u++) {
+    unit *un = &m->units[u];
+    st_tensor owned;
+    ST_CHECK(tensor_make(&owned, un->grad_shard, ST_FP32, m->dev->backend->kind, 1,
+                         &un->owned_numel));
+    double part = 0;
+    ST_CHECK(kernel_sum_squares(m->kb, &part, &owned, &m->stream));
+    local += part;
+  }
+  *out = local;
+  const unit *first = &m->units[0];
+  if (first->stage == 0 || first->layout.S == 1) return ST_OK;
+  /* fp32 is enough here: the norm only scales the step (relative error ~1e-7). */
+  float total = (float)local;
+  ST_CHECK(comm_all_reduce(first->groups.shard, &total, &total, 1, ST_FP32, COMM_SUM, NULL));
+  *out = total;
+  return ST_OK;
+}
+
+/* AdamW over the part of each parameter inside the owned range. */
+static st_status update_unit(unit *un, const train_hparams *h, int step, float lr,
                              float grad_scale) {
-  const int64_t begin = unit_shard_begin(un), end = begin + un->layout.shard_numel;
+  const int64_t begin = un->owned_begin, end = begin + un->owned_numel;
   for (int k = 0; k < un->layout.count; k++) {
     const unit_param *p = &un->layout.params[k];
     int64_t lo = p->offset > begin ? p->offset : begin;
@@ -47,10 +49,19 @@ static st_status update_unit(gpt_model *m, unit *un, const train_hparams *h, int
     float decay = p->ndim >= 2 ? h->weight_decay : 0.0f;
     int64_t at = lo - begin;
     ST_CHECK(adamw_update(&h->adam, step + 1, lr, decay, grad_scale, un->master + at,
-                          un->grads + lo, un->adam_m + at, un->adam_v + at, (size_t)(hi - lo)));
+                          un->grad_shard + at, un->adam_m + at, un->adam_v + at,
+                          (size_t)(hi - lo)));
   }
-  return stream_memcpy(&m->stream, un->params + begin, un->master,
-                       (size_t)un->layout.shard_numel * sizeof(float));
+  return unit_publish(un);
+}
+
+/* Mean of the ranks' losses over the data-parallel group (each rank's is over its own slice). */
+static st_status mean_over_dp(const gpt_model *m, double *loss) {
+  if (!m->dp || comm_size(m->dp) == 1) return ST_OK;
+  float total = (float)*loss;
+  ST_CHECK(comm_all_reduce(m->dp, &total, &total, 1, ST_FP32, COMM_SUM, NULL));
+  *loss = (double)total / comm_size(m->dp);
+  return ST_OK;
 }
 
 st_status train_step(gpt_model *m, const train_hparams *h, int step,
@@ -62,17 +73,19 @@ st_status train_step(gpt_model *m, const train_hparams *h, int step,
   for (int i = 0; i < h->grad_accum; i++) {
     float loss = 0;
     ST_CHECK(gpt_forward(m, inputs[i], targets[i], &loss));
-    ST_CHECK(gpt_backward(m, dloss_scale));
+    ST_CHECK(gpt_backward(m, dloss_scale, i == h->grad_accum - 1));
     loss_sum += loss;
   }
+  for (int u = m->n_units - 1; u >= 0; u--) ST_CHECK(unit_reduce_wait(&m->units[u]));
   double sumsq = 0;
-  ST_CHECK(owned_grad_sumsq(m, &sumsq));
+  ST_CHECK(global_grad_sumsq(m, &sumsq));
   out->loss = loss_sum / h->grad_accum;
+  ST_CHECK(mean_over_dp(m, &out->loss));
   out->grad_norm = sqrt(sumsq);
   out->lr = lr_at(&h->schedule, step);
   const float scale = clip_scale(out->grad_norm, h->clip);
   for (int u = 0; u < m->n_units; u++) {
-    ST_CHECK(update_unit(m, &m->units[u], h, step, (float)out->lr, scale));
+    ST_CHECK(update_unit(&m->units[u], h, step, (float)out->lr, scale));
   }
   return stream_sync(&m->stream);
 }

@@ -6,7 +6,9 @@
  *
  * Buffers live on the communicator's device (device memory on a GPU, host memory on the CPU).
  * Counts are elements; for all-gather and reduce-scatter `count` is the per-rank piece, so the
- * full buffer holds size * count elements. Every collective can be started asynchronously
+ * full buffer holds size * count elements. Both work in place as NCCL defines it: all-gather
+ * with send = recv + rank * count, reduce-scatter with recv = send + rank * count (the result
+ * lands on this rank's own piece of the full buffer). Every collective can be started asynchronously
  * (pass a comm_work) and waited on with comm_wait; passing NULL for the work makes it
  * blocking. Every rank of a group must issue the same collectives in the same order.
  */

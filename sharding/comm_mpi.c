@@ -24,6 +24,8 @@ typedef struct mpi_work {
   MPI_Request request;
   void *staging;      /* pinned host copy of the buffer, or NULL */
   void *device_dst;   /* where the staged result goes back to */
+  void *inplace_src;  /* in-place reduce-scatter: MPI leaves the result at the buffer's start */
+  void *inplace_dst;  /* ... and it belongs at this rank's piece */
   size_t result_offset, result_bytes;
 } mpi_work;
 
@@ -137,6 +139,8 @@ static st_status mpi_reduce_scatter(void *vctx, const void *send, void *recv, si
   mpi_work *w = state_of(work);
   ST_CHECK(check_count(count * (size_t)ctx->size));
   size_t piece = count * dtype_size(dtype);
+  int rank;
+  MPI_Comm_rank(ctx->comm, &rank);
   const void *in = send;
   void *out = recv;
   if (ctx->staged) {
@@ -145,6 +149,14 @@ static st_status mpi_reduce_scatter(void *vctx, const void *send, void *recv, si
     ST_CHECK(stage(ctx, w, send, 0, total, total, recv, 0, piece));
     in = MPI_IN_PLACE;
     out = w->staging;
+  } else if (recv == (const char *)send + piece * (size_t)rank) {
+    /* In place, as NCCL defines it: the result lands on this rank's own piece of the input.
+     * MPI writes it to the buffer's start; mpi_test moves it. */
+    in = MPI_IN_PLACE;
+    out = (void *)send;
+    w->inplace_src = out;
+    w->inplace_dst = recv;
+    w->result_bytes = piece;
   }
   MPI_CHECK(MPI_Ireduce_scatter_block(in, out, (int)count, mpi_type(dtype),
                                       mpi_reduce_op(ctx, dtype, op), ctx->comm, &w->request));
@@ -194,6 +206,7 @@ static st_status mpi_test(void *vctx, comm_work *work, int *done) {
   mpi_ctx *ctx = vctx;
   mpi_work *w = state_of(work);
   MPI_CHECK(MPI_Test(&w->request, done, MPI_STATUS_IGNORE));
+  if (*done && w->inplace_dst) memmove(w->inplace_dst, w->inplace_src, w->result_bytes);
   if (!*done || !w->staging) return ST_OK;
   st_status status = stream_memcpy(&ctx->stream, w->device_dst,
                                    (char *)w->staging + w->result_offset, w->result_bytes);

@@ -1,48 +1,96 @@
-/* unit.h - an FSDP unit: a set of parameters declared together, flattened by unit_layout, with
- * the buffers a rank keeps for it. Models (and C/C++ users) declare parameters here and read
- * them through descriptors; the optimizer walks the owned shard of the flat buffers.
+/* unit.h - an FSDP unit: parameters declared together, flattened by unit_layout, and the
+ * buffers and collectives of its ZeRO stage (DESIGN.md's table). Models and C/C++ users declare
+ * parameters here, compute on the full (TP-local) buffers between gather and release, and the
+ * optimizer works on the owned range.
  *
- * Buffers (owner: the unit, freed by unit_free; categories as the memory planner counts them):
- *   params  [numel]        fp32, MEM_PARAMS     the TP slice of every parameter, flat
- *   grads   [numel]        fp32, MEM_GRADS      gradients, same layout, accumulated
- *   master, adam_m, adam_v [shard_numel] fp32, MEM_OPTIMIZER   this rank's shard
- * With one shard (S = 1) the shard is the whole buffer. Sharded stages (gather, release,
- * reduce-scatter) build on this layout. */
+ * Buffers (all fp32; owner: the unit; categories as the memory planner counts them):
+ *                 stage 0            stage 1              stage 2               stage 3
+ *   params        full, resident     full, resident       full, resident        full while gathered (GATHERED)
+ *   param_shard   = params           view of params       view of params        shard, resident (PARAMS)
+ *   grads         full, resident     full, resident       full from the first backward until reduced (GATHERED)
+ *   grad_shard    = grads            view of grads        shard, resident (GRADS)
+ *   master, adam_m, adam_v: the owned range: the whole buffer at stage 0, the shard otherwise.
+ * Reduction (last micro-batch, after the unit's backward): stage 0 all-reduces grads over the
+ * dp group; stages 1-3 reduce-scatter over the shard group (in place at stage 1), then, with
+ * R > 1, all-reduce the grad shard over the replicate group. Publishing after the optimizer:
+ * stage 0 copies the master, stages 1-2 all-gather it over the shard group, stage 3 keeps it
+ * sharded. Every rank of a group calls these in the same order. */
 #ifndef ST_SHARDING_UNIT_H
 #define ST_SHARDING_UNIT_H
 
 #include "core/device.h"
 #include "core/tensor.h"
+#include "sharding/comm.h"
 #include "sharding/unit_layout.h"
+
+/* The groups a unit talks on; each may have size 1. */
+typedef struct unit_groups {
+  comm *shard;     /* S ranks holding the shards of this unit */
+  comm *replicate; /* R ranks holding the same shard */
+  comm *dp;        /* shard x replicate: stage 0's gradient all-reduce */
+} unit_groups;
 
 typedef struct unit {
   char name[64];
   unit_layout layout;
   const st_device *dev;
+  st_stream stream; /* copies and fills of this unit's buffers */
+  int stage;
+  unit_groups groups;
   int shard_rank;
-  float *params;
-  float *grads;
-  float *master;
-  float *adam_m;
-  float *adam_v;
+  int64_t owned_begin, owned_numel;
+  float *params, *param_shard;
+  float *grads, *grad_shard;
+  float *master, *adam_m, *adam_v;
+  comm_work gather_work;
+  int gather_pending;
+  comm_work reduce_work;
+  int reduce_pending;
 } unit;
 
-st_status unit_init(unit *u, const char *name, const st_device *dev, int S, int s, int T, int t);
+/* groups may be NULL for a single-rank unit (stage 0, S = R = 1). */
+st_status unit_init(unit *u, const char *name, const st_device *dev, int stage,
+                    const unit_groups *groups, int T, int t);
 
 /* Declares a parameter (see unit_layout_add); *index receives its position in the unit. */
 st_status unit_declare(unit *u, const char *name, int ndim, const int64_t *shape, tp_split split,
                        int blocks, int *index);
 
-/* Allocates the buffers once every parameter is declared; params and grads start at zero. */
+/* Allocates the resident buffers once every parameter is declared (zero-filled). At stage 3
+ * the unit starts released; the caller fills the parameters through unit_set_param_range. */
 st_status unit_allocate(unit *u);
 
 void unit_free(unit *u);
 
-/* Descriptors of a parameter's local slice and of its gradient, in the flat buffers. */
+/* Writes elements [first, first + count) of the flat parameter buffer on every stage: into the
+ * resident full buffer, and the owned part into the shard (stage 3 keeps only that). */
+st_status unit_set_params(unit *u, int64_t first, const float *values, int64_t count);
+
+/* Starts gathering the full parameters (stage 3; a no-op when gathered or in flight). */
+st_status unit_gather_start(unit *u);
+/* Waits for the gather, starting it first if needed; afterwards params is the full buffer. */
+st_status unit_gather_wait(unit *u);
+/* Frees the full parameters (stage 3 only; other stages keep them). */
+void unit_release(unit *u);
+int unit_is_gathered(const unit *u);
+
+/* Makes the full gradient buffer exist (zeroed at first use in a step at stages 2-3). */
+st_status unit_grads_ensure(unit *u);
+/* Zeroes the gradients for a new step (stages 0-1; stages 2-3 start each step without any). */
+st_status unit_grads_zero(unit *u);
+/* Starts the unit's gradient reduction (see the header comment). */
+st_status unit_reduce_start(unit *u);
+/* Finishes it: the owned gradients are then complete; stages 2-3 free the full gradients. */
+st_status unit_reduce_wait(unit *u);
+
+/* Copies the parameters' owned range into the master weights and zeroes Adam's moments. */
+st_status unit_optimizer_reset(unit *u);
+/* After the optimizer updated the master: make the parameters reflect it (see above). */
+st_status unit_publish(unit *u);
+
+/* Descriptors of a parameter's local slice and of its gradient in the full buffers (valid while
+ * gathered, and, for the gradient, while the full gradients exist). */
 st_tensor unit_param_tensor(const unit *u, int index);
 st_tensor unit_grad_tensor(const unit *u, int index);
-
-/* First flat element of the owned shard. */
-int64_t unit_shard_begin(const unit *u);
 
 #endif /* ST_SHARDING_UNIT_H */

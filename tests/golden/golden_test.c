@@ -68,7 +68,7 @@ int main(int argc, char **argv) {
   CHECK_OK(gpt_config_finish(&cfg, 1));
   st_device cpu = device_cpu();
   gpt_model *m = NULL;
-  CHECK_OK(gpt_create(&m, &cfg, &cpu, B, T));
+  CHECK_OK(gpt_create(&m, &cfg, &cpu, B, T, NULL));
   CHECK_OK(gpt_import(m, argv[1], "init."));
 
   int32_t *tokens = (int32_t *)read_tensor(r, "tokens", NULL);
@@ -84,7 +84,7 @@ int main(int argc, char **argv) {
   CHECK_OK(gpt_zero_grads(m));
   CHECK_OK(gpt_forward(m, inputs, targets, &loss));
   CHECK_MSG(relative(loss, loss_init[0]) <= 1e-5, "loss %.9g, reference %.9g", loss, loss_init[0]);
-  CHECK_OK(gpt_backward(m, 1.0f / (B * T)));
+  CHECK_OK(gpt_backward(m, 1.0f / (B * T), 0));
   compare_all(m, r, "grad.", 1, 1e-4);
 
   /* Five steps on the same batch with the reference's hyperparameters. */

@@ -141,10 +141,13 @@ static void test_all_gather(comm *c, st_dtype dtype, size_t count, int in_place)
   dbuf_free(&recv);
 }
 
-static void test_reduce_scatter(comm *c, st_dtype dtype, size_t count) {
+static void test_reduce_scatter(comm *c, st_dtype dtype, size_t count, int in_place) {
   int me = comm_rank(c), n = comm_size(c);
   size_t es = dtype_size(dtype);
   dbuf send = dbuf_alloc(count * n * es), recv = dbuf_alloc(count * es);
+  /* In place: the result lands on this rank's piece of the input buffer. */
+  size_t mine = in_place ? (size_t)me * count * es : 0;
+  dbuf *dst = in_place ? &send : &recv;
   /* element (k, j) of rank q is (q + 1) * ((k + j) % 4 + 1): the sum over q is exact. */
   for (int k = 0; k < n; k++) {
     for (size_t j = 0; j < count; j++) {
@@ -155,15 +158,16 @@ static void test_reduce_scatter(comm *c, st_dtype dtype, size_t count) {
   comm_counters before;
   comm_counters_get(c, &before);
   uint64_t seq = comm_next_seq(c);
-  CHECK_OK(comm_reduce_scatter(c, send.dev, recv.dev, count, dtype, COMM_SUM, NULL));
+  CHECK_OK(comm_reduce_scatter(c, send.dev, (char *)dst->dev + mine, count, dtype, COMM_SUM,
+                               NULL));
   check_accounting(c, COMM_REDUCE_SCATTER, (double)count * n * es, &before, seq);
-  dbuf_pull(&recv);
+  dbuf_pull(dst);
   int bad = 0;
   for (size_t j = 0; j < count; j++) {
-    bad += get(recv.host, dtype, j) != n * (n + 1) / 2 * (double)((me + j) % 4 + 1);
+    bad += get((char *)dst->host + mine, dtype, j) != n * (n + 1) / 2 * (double)((me + j) % 4 + 1);
   }
-  CHECK_MSG(!bad, "reduce_scatter %s %s count %zu: %d wrong elements", comm_group_name(c),
-            dtype_name(dtype), count, bad);
+  CHECK_MSG(!bad, "reduce_scatter %s %s count %zu%s: %d wrong elements", comm_group_name(c),
+            dtype_name(dtype), count, in_place ? " in place" : "", bad);
   dbuf_free(&recv);
   dbuf_free(&send);
 }
@@ -291,7 +295,8 @@ int main(int argc, char **argv) {
         for (st_dtype d = ST_FP32; d <= ST_BF16; d++) {
           test_all_gather(c, d, counts[i], 0);
           test_all_gather(c, d, counts[i], 1);
-          test_reduce_scatter(c, d, counts[i]);
+          test_reduce_scatter(c, d, counts[i], 0);
+          test_reduce_scatter(c, d, counts[i], 1);
           test_all_reduce(c, d, COMM_SUM, counts[i]);
           test_all_reduce(c, d, COMM_MAX, counts[i]);
         }
