@@ -48,8 +48,7 @@ static st_status create_units(gpt_model *m) {
   const st_mesh *mesh = m->par.mesh;
   unit_groups groups = {0};
   if (mesh) {
-    groups = (unit_groups){mesh_comm(mesh, ST_GROUP_SHARD), mesh_comm(mesh, ST_GROUP_REPLICATE),
-                           mesh_comm(mesh, ST_GROUP_DP)};
+    groups = (unit_groups){mesh_comm(mesh, ST_GROUP_SHARD), mesh_comm(mesh, ST_GROUP_REPLICATE)};
   }
   m->n_units = c->n_layer + 2;
   ST_CHECK(mem_alloc_zeroed((void **)&m->units, (size_t)m->n_units * sizeof *m->units, MEM_HOST,

@@ -13,26 +13,27 @@ st_status train_state_reset(gpt_model *m) {
   return ST_OK;
 }
 
-/* Sum of squares of the owned gradients over the whole model: this rank's owned ranges, summed
- * over the shard group when the ranges are shards (padding is zero and adds nothing). The
- * replicate group holds copies of the same shards, so it takes no part. */
+/* Sum of squares of the whole model's gradients: this rank's shard of every unit, summed over
+ * the shard group. Every stage sums exactly this way (stage 0 too, though it holds the full
+ * gradients), so equal meshes give bit-identical norms at every stage. The replicate group
+ * holds copies of the same shards and takes no part; padding is zero and adds nothing. */
 static st_status global_grad_sumsq(gpt_model *m, double *out) {
   double local = 0;
   for (int u = 0; u < m->n_units; u++) {
     unit *un = &m->units[u];
-    st_tensor owned;
-    ST_CHECK(tensor_make(&owned, un->grad_shard, ST_FP32, m->dev->backend->kind, 1,
-                         &un->owned_numel));
+    st_tensor shard;
+    ST_CHECK(tensor_make(&shard, un->grad_shard, ST_FP32, m->dev->backend->kind, 1,
+                         &un->layout.shard_numel));
     double part = 0;
-    ST_CHECK(kernel_sum_squares(m->kb, &part, &owned, &m->stream));
+    ST_CHECK(kernel_sum_squares(m->kb, &part, &shard, &m->stream));
     local += part;
   }
   *out = local;
-  const unit *first = &m->units[0];
-  if (first->stage == 0 || first->layout.S == 1) return ST_OK;
+  comm *shard_group = m->units[0].groups.shard;
+  if (!shard_group || comm_size(shard_group) == 1) return ST_OK;
   /* fp32 is enough here: the norm only scales the step (relative error ~1e-7). */
   float total = (float)local;
-  ST_CHECK(comm_all_reduce(first->groups.shard, &total, &total, 1, ST_FP32, COMM_SUM, NULL));
+  ST_CHECK(comm_all_reduce(shard_group, &total, &total, 1, ST_FP32, COMM_SUM, NULL));
   *out = total;
   return ST_OK;
 }
@@ -49,7 +50,7 @@ static st_status update_unit(unit *un, const train_hparams *h, int step, float l
     float decay = p->ndim >= 2 ? h->weight_decay : 0.0f;
     int64_t at = lo - begin;
     ST_CHECK(adamw_update(&h->adam, step + 1, lr, decay, grad_scale, un->master + at,
-                          un->grad_shard + at, un->adam_m + at, un->adam_v + at,
+                          unit_owned_grads(un) + at, un->adam_m + at, un->adam_v + at,
                           (size_t)(hi - lo)));
   }
   return unit_publish(un);

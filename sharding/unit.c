@@ -22,6 +22,9 @@ st_status unit_init(unit *u, const char *name, const st_device *dev, int stage,
     return st_error(ST_ERR_INVALID_ARG, "unit %s: ZeRO stage %d is not 0, 1, 2 or 3", name, stage);
   }
   int S = 1;
+  if (!groups && stage != 0) {
+    return st_error(ST_ERR_INVALID_ARG, "unit %s: ZeRO stage %d needs a mesh", name, stage);
+  }
   if (groups) {
     u->groups = *groups;
     S = comm_size(groups->shard);
@@ -61,7 +64,7 @@ st_status unit_allocate(unit *u) {
   }
   if (u->stage <= 1) {
     ST_CHECK_GOTO(alloc_zeroed(&u->grads, numel, MEM_GRADS, u), status, fail);
-    u->grad_shard = u->grads + u->owned_begin;
+    u->grad_shard = u->grads + (int64_t)u->shard_rank * shard;
   } else {
     ST_CHECK_GOTO(alloc_zeroed(&u->grad_shard, shard, MEM_GRADS, u), status, fail);
   }
@@ -154,15 +157,9 @@ st_status unit_reduce_start(unit *u) {
   if (!u->grads) {
     return st_error(ST_ERR_INTERNAL, "unit %s: reduce without gradients", u->name);
   }
-  if (u->stage == 0) {
-    if (!u->groups.dp || comm_size(u->groups.dp) == 1) return ST_OK;
-    ST_CHECK(comm_all_reduce(u->groups.dp, u->grads, u->grads, (size_t)u->layout.numel, ST_FP32,
-                             COMM_SUM, &u->reduce_work));
-  } else {
-    ST_CHECK(comm_reduce_scatter(u->groups.shard, u->grads, u->grad_shard,
-                                 (size_t)u->layout.shard_numel, ST_FP32, COMM_SUM,
-                                 &u->reduce_work));
-  }
+  if (!u->groups.shard) return ST_OK; /* one rank, stage 0: the gradients are complete */
+  ST_CHECK(comm_reduce_scatter(u->groups.shard, u->grads, u->grad_shard,
+                               (size_t)u->layout.shard_numel, ST_FP32, COMM_SUM, &u->reduce_work));
   u->reduce_pending = 1;
   return ST_OK;
 }
@@ -172,10 +169,13 @@ st_status unit_reduce_wait(unit *u) {
     u->reduce_pending = 0;
     ST_CHECK(comm_wait(&u->reduce_work));
   }
-  if (u->stage == 0) return ST_OK;
+  const size_t shard = (size_t)u->layout.shard_numel;
   if (u->groups.replicate && comm_size(u->groups.replicate) > 1) {
-    ST_CHECK(comm_all_reduce(u->groups.replicate, u->grad_shard, u->grad_shard,
-                             (size_t)u->layout.shard_numel, ST_FP32, COMM_SUM, NULL));
+    ST_CHECK(comm_all_reduce(u->groups.replicate, u->grad_shard, u->grad_shard, shard, ST_FP32,
+                             COMM_SUM, NULL));
+  }
+  if (u->stage == 0 && shards_of(u) > 1) {
+    ST_CHECK(comm_all_gather(u->groups.shard, u->grad_shard, u->grads, shard, ST_FP32, NULL));
   }
   if (u->stage >= 2) {
     mem_free(u->grads);
@@ -183,6 +183,8 @@ st_status unit_reduce_wait(unit *u) {
   }
   return ST_OK;
 }
+
+float *unit_owned_grads(const unit *u) { return u->stage == 0 ? u->grads : u->grad_shard; }
 
 st_status unit_optimizer_reset(unit *u) {
   ST_CHECK(stream_memcpy(&u->stream, u->master, u->param_shard, floats(u->owned_numel)));

@@ -8,13 +8,15 @@
  *   params        full, resident     full, resident       full, resident        full while gathered (GATHERED)
  *   param_shard   = params           view of params       view of params        shard, resident (PARAMS)
  *   grads         full, resident     full, resident       full from the first backward until reduced (GATHERED)
- *   grad_shard    = grads            view of grads        shard, resident (GRADS)
+ *   grad_shard    view of grads      view of grads        shard, resident (GRADS)
  *   master, adam_m, adam_v: the owned range: the whole buffer at stage 0, the shard otherwise.
- * Reduction (last micro-batch, after the unit's backward): stage 0 all-reduces grads over the
- * dp group; stages 1-3 reduce-scatter over the shard group (in place at stage 1), then, with
- * R > 1, all-reduce the grad shard over the replicate group. Publishing after the optimizer:
- * stage 0 copies the master, stages 1-2 all-gather it over the shard group, stage 3 keeps it
- * sharded. Every rank of a group calls these in the same order. */
+ * Reduction (last micro-batch, after the unit's backward), the same arithmetic at every stage:
+ * reduce-scatter over the shard group (in place at stages 0-1), then, with R > 1, all-reduce
+ * of the grad shard over the replicate group; stage 0 then all-gathers the shards back into
+ * its full gradient (a ring all-reduce over the dp group, split so that its sums are exactly
+ * those of the sharded stages: equal meshes give bit-identical results at every stage).
+ * Publishing after the optimizer: stage 0 copies the master, stages 1-2 all-gather it over the
+ * shard group, stage 3 keeps it sharded. Every rank of a group calls these in the same order. */
 #ifndef ST_SHARDING_UNIT_H
 #define ST_SHARDING_UNIT_H
 
@@ -27,7 +29,6 @@
 typedef struct unit_groups {
   comm *shard;     /* S ranks holding the shards of this unit */
   comm *replicate; /* R ranks holding the same shard */
-  comm *dp;        /* shard x replicate: stage 0's gradient all-reduce */
 } unit_groups;
 
 typedef struct unit {
@@ -82,6 +83,9 @@ st_status unit_grads_zero(unit *u);
 st_status unit_reduce_start(unit *u);
 /* Finishes it: the owned gradients are then complete; stages 2-3 free the full gradients. */
 st_status unit_reduce_wait(unit *u);
+
+/* The gradients of the owned range (the full buffer at stage 0, the shard otherwise). */
+float *unit_owned_grads(const unit *u);
 
 /* Copies the parameters' owned range into the master weights and zeroes Adam's moments. */
 st_status unit_optimizer_reset(unit *u);
