@@ -77,9 +77,15 @@ static st_status block_backward(gpt_model *m, int l, float *x_in) {
   return kernel_layernorm_backward(kb, &dres, &dw, &db, &dln, &x, &w, &ln1_mean, &ln1_rstd, s);
 }
 
-/* A unit's backward is done: start its reduction (last micro-batch) and let it go. */
+/* A unit's backward is done: start its reduction (last micro-batch) and let it go. The
+ * reduction of the unit before it in the backward (u + 1) is finished here, so at most two
+ * units' full gradients exist at once at stages 2-3. The embedding (unit 0) is the exception:
+ * the tied head adds to its gradient at the start of the backward. */
 static st_status finish_unit(gpt_model *m, int u, int reduce) {
-  if (reduce) ST_CHECK(unit_reduce_start(&m->units[u]));
+  if (reduce) {
+    ST_CHECK(unit_reduce_start(&m->units[u]));
+    if (u + 1 < m->n_units) ST_CHECK(unit_reduce_wait(&m->units[u + 1]));
+  }
   unit_release(&m->units[u]);
   return ST_OK;
 }

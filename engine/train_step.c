@@ -77,7 +77,7 @@ st_status train_step(gpt_model *m, const train_hparams *h, int step,
     ST_CHECK(gpt_backward(m, dloss_scale, i == h->grad_accum - 1));
     loss_sum += loss;
   }
-  for (int u = m->n_units - 1; u >= 0; u--) ST_CHECK(unit_reduce_wait(&m->units[u]));
+  ST_CHECK(unit_reduce_wait(&m->units[0])); /* the backward finished all the others */
   double sumsq = 0;
   ST_CHECK(global_grad_sumsq(m, &sumsq));
   out->loss = loss_sum / h->grad_accum;

@@ -165,10 +165,9 @@ st_status unit_reduce_start(unit *u) {
 }
 
 st_status unit_reduce_wait(unit *u) {
-  if (u->reduce_pending) {
-    u->reduce_pending = 0;
-    ST_CHECK(comm_wait(&u->reduce_work));
-  }
+  if (!u->reduce_pending) return ST_OK;
+  u->reduce_pending = 0;
+  ST_CHECK(comm_wait(&u->reduce_work));
   const size_t shard = (size_t)u->layout.shard_numel;
   if (u->groups.replicate && comm_size(u->groups.replicate) > 1) {
     ST_CHECK(comm_all_reduce(u->groups.replicate, u->grad_shard, u->grad_shard, shard, ST_FP32,

@@ -81,7 +81,8 @@ st_status unit_grads_ensure(unit *u);
 st_status unit_grads_zero(unit *u);
 /* Starts the unit's gradient reduction (see the header comment). */
 st_status unit_reduce_start(unit *u);
-/* Finishes it: the owned gradients are then complete; stages 2-3 free the full gradients. */
+/* Finishes it (a no-op when none is in flight): the owned gradients are then complete;
+ * stages 2-3 free the full gradients. */
 st_status unit_reduce_wait(unit *u);
 
 /* The gradients of the owned range (the full buffer at stage 0, the shard otherwise). */
