@@ -70,6 +70,10 @@ st_status gpt_create(gpt_model **out, const gpt_config *cfg, const st_device *de
                      const gpt_parallel *par);
 void gpt_destroy(gpt_model *model);
 
+/* Declares unit `index`'s parameters (0: embedding, 1..n_layer: blocks, n_layer + 1: final)
+ * into an initialised layout: the model's structure, shared with the memory planner. */
+st_status gpt_declare_unit(const gpt_config *cfg, int index, unit_layout *layout);
+
 /* Bytes of activations (forward, kept for backward) and of backward scratch for a micro-batch:
  * what gpt_create will allocate, for the memory planner. */
 void gpt_activation_bytes(const gpt_config *cfg, int B, int T, int64_t *activations,

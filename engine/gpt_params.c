@@ -10,37 +10,43 @@
 #include "engine/gpt.h"
 #include "engine/gpt_internal.h"
 
-static st_status declare_embedding(unit *u, const gpt_config *c) {
+static st_status declare_embedding(unit_layout *l, const gpt_config *c) {
   const int64_t wte[2] = {c->vocab_padded, c->n_embd}, wpe[2] = {c->max_seq, c->n_embd};
-  ST_CHECK(unit_declare(u, "wte.weight", 2, wte, TP_REPLICATED, 1, NULL));
-  return unit_declare(u, "wpe.weight", 2, wpe, TP_REPLICATED, 1, NULL);
+  ST_CHECK(unit_layout_add(l, "wte.weight", 2, wte, TP_REPLICATED, 1));
+  return unit_layout_add(l, "wpe.weight", 2, wpe, TP_REPLICATED, 1);
 }
 
 /* Megatron's split: qkv and MLP-up are column-parallel (qkv as three fused blocks, so a tp
  * rank holds whole heads), attention-out and MLP-down are row-parallel with replicated biases
  * (added once, after the all-reduce), norms replicated. */
-static st_status declare_block(unit *u, const gpt_config *c) {
+static st_status declare_block(unit_layout *l, const gpt_config *c) {
   const int64_t C = c->n_embd;
   const int64_t vec[1] = {C}, qkv_w[2] = {C, 3 * C}, qkv_b[1] = {3 * C}, proj_w[2] = {C, C},
                 fc_w[2] = {C, 4 * C}, fc_b[1] = {4 * C}, fcproj_w[2] = {4 * C, C};
-  ST_CHECK(unit_declare(u, "ln_1.weight", 1, vec, TP_REPLICATED, 1, NULL));
-  ST_CHECK(unit_declare(u, "ln_1.bias", 1, vec, TP_REPLICATED, 1, NULL));
-  ST_CHECK(unit_declare(u, "attn.c_attn.weight", 2, qkv_w, TP_COLUMN, 3, NULL));
-  ST_CHECK(unit_declare(u, "attn.c_attn.bias", 1, qkv_b, TP_COLUMN, 3, NULL));
-  ST_CHECK(unit_declare(u, "attn.c_proj.weight", 2, proj_w, TP_ROW, 1, NULL));
-  ST_CHECK(unit_declare(u, "attn.c_proj.bias", 1, vec, TP_REPLICATED, 1, NULL));
-  ST_CHECK(unit_declare(u, "ln_2.weight", 1, vec, TP_REPLICATED, 1, NULL));
-  ST_CHECK(unit_declare(u, "ln_2.bias", 1, vec, TP_REPLICATED, 1, NULL));
-  ST_CHECK(unit_declare(u, "mlp.c_fc.weight", 2, fc_w, TP_COLUMN, 1, NULL));
-  ST_CHECK(unit_declare(u, "mlp.c_fc.bias", 1, fc_b, TP_COLUMN, 1, NULL));
-  ST_CHECK(unit_declare(u, "mlp.c_proj.weight", 2, fcproj_w, TP_ROW, 1, NULL));
-  return unit_declare(u, "mlp.c_proj.bias", 1, vec, TP_REPLICATED, 1, NULL);
+  ST_CHECK(unit_layout_add(l, "ln_1.weight", 1, vec, TP_REPLICATED, 1));
+  ST_CHECK(unit_layout_add(l, "ln_1.bias", 1, vec, TP_REPLICATED, 1));
+  ST_CHECK(unit_layout_add(l, "attn.c_attn.weight", 2, qkv_w, TP_COLUMN, 3));
+  ST_CHECK(unit_layout_add(l, "attn.c_attn.bias", 1, qkv_b, TP_COLUMN, 3));
+  ST_CHECK(unit_layout_add(l, "attn.c_proj.weight", 2, proj_w, TP_ROW, 1));
+  ST_CHECK(unit_layout_add(l, "attn.c_proj.bias", 1, vec, TP_REPLICATED, 1));
+  ST_CHECK(unit_layout_add(l, "ln_2.weight", 1, vec, TP_REPLICATED, 1));
+  ST_CHECK(unit_layout_add(l, "ln_2.bias", 1, vec, TP_REPLICATED, 1));
+  ST_CHECK(unit_layout_add(l, "mlp.c_fc.weight", 2, fc_w, TP_COLUMN, 1));
+  ST_CHECK(unit_layout_add(l, "mlp.c_fc.bias", 1, fc_b, TP_COLUMN, 1));
+  ST_CHECK(unit_layout_add(l, "mlp.c_proj.weight", 2, fcproj_w, TP_ROW, 1));
+  return unit_layout_add(l, "mlp.c_proj.bias", 1, vec, TP_REPLICATED, 1);
 }
 
-static st_status declare_final(unit *u, const gpt_config *c) {
+static st_status declare_final(unit_layout *l, const gpt_config *c) {
   const int64_t vec[1] = {c->n_embd};
-  ST_CHECK(unit_declare(u, "ln_f.weight", 1, vec, TP_REPLICATED, 1, NULL));
-  return unit_declare(u, "ln_f.bias", 1, vec, TP_REPLICATED, 1, NULL);
+  ST_CHECK(unit_layout_add(l, "ln_f.weight", 1, vec, TP_REPLICATED, 1));
+  return unit_layout_add(l, "ln_f.bias", 1, vec, TP_REPLICATED, 1);
+}
+
+st_status gpt_declare_unit(const gpt_config *c, int index, unit_layout *layout) {
+  if (index == 0) return declare_embedding(layout, c);
+  if (index == c->n_layer + 1) return declare_final(layout, c);
+  return declare_block(layout, c);
 }
 
 static st_status create_units(gpt_model *m) {
@@ -68,13 +74,7 @@ static st_status create_units(gpt_model *m) {
     }
     unit *u = &m->units[i];
     ST_CHECK(unit_init(u, name, m->dev, m->par.stage, mesh ? &groups : NULL, 1, 0));
-    if (i == 0) {
-      ST_CHECK(declare_embedding(u, c));
-    } else if (i == m->n_units - 1) {
-      ST_CHECK(declare_final(u, c));
-    } else {
-      ST_CHECK(declare_block(u, c));
-    }
+    ST_CHECK(gpt_declare_unit(c, i, &u->layout));
     ST_CHECK(unit_allocate(u));
   }
   return ST_OK;

@@ -32,7 +32,7 @@ st_status comm_create(comm **out, const comm_backend *backend, void *ctx, const 
                       int rank, int size, double timeout_s) {
   *out = NULL;
   comm *c = NULL;
-  st_status status = mem_alloc_zeroed((void **)&c, sizeof *c, MEM_HOST, MEM_COMM, NULL);
+  st_status status = mem_alloc_zeroed((void **)&c, sizeof *c, MEM_HOST, MEM_WORKSPACE, NULL);
   if (status != ST_OK) {
     backend->destroy(ctx);
     return status;

@@ -260,7 +260,7 @@ st_status comm_mpi_create(comm **out, MPI_Comm mpi_comm, const char *group_name,
                           const st_device *dev, double timeout_s) {
   *out = NULL;
   mpi_ctx *ctx = NULL;
-  ST_CHECK(mem_alloc_zeroed((void **)&ctx, sizeof *ctx, MEM_HOST, MEM_COMM, NULL));
+  ST_CHECK(mem_alloc_zeroed((void **)&ctx, sizeof *ctx, MEM_HOST, MEM_WORKSPACE, NULL));
   ctx->comm = MPI_COMM_NULL;
   for (int d = 0; d < ST_DTYPE_COUNT; d++) ctx->half_ops[d][0] = ctx->half_ops[d][1] = MPI_OP_NULL;
   st_status status = create_ctx(ctx, mpi_comm, dev);

@@ -142,7 +142,7 @@ st_status comm_nccl_create(comm **out, MPI_Comm mpi_comm, const char *group_name
     return st_error(ST_ERR_INVALID_ARG, "the NCCL backend needs a CUDA device");
   }
   nccl_ctx *ctx = NULL;
-  ST_CHECK(mem_alloc_zeroed((void **)&ctx, sizeof *ctx, MEM_HOST, MEM_COMM, NULL));
+  ST_CHECK(mem_alloc_zeroed((void **)&ctx, sizeof *ctx, MEM_HOST, MEM_WORKSPACE, NULL));
   int rank = 0;
   st_status status = init_ctx(ctx, mpi_comm, dev, &rank);
   if (status != ST_OK) {

@@ -175,7 +175,7 @@ st_status st_mesh_create(st_mesh **out, const st_mesh_config *config) {
   ST_CHECK(resolve_timeout(&resolved, &timeout_s));
 
   st_mesh *mesh = NULL;
-  ST_CHECK(mem_alloc_zeroed((void **)&mesh, sizeof *mesh, MEM_HOST, MEM_COMM, NULL));
+  ST_CHECK(mem_alloc_zeroed((void **)&mesh, sizeof *mesh, MEM_HOST, MEM_WORKSPACE, NULL));
   st_mesh_coords *c = &mesh->coords;
   c->world_rank = world_rank;
   c->world_size = world_size;

@@ -1,0 +1,162 @@
+/* planner.c - memory and communication predictions (see planner.h). Unit sizes come from the
+ * model's own declarations (gpt_declare_unit over unit_layout); the schedule walk below is an
+ * independent description of the engine's order of gathers, releases and reductions. */
+#include "engine/planner.h"
+
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "engine/gpt.h"
+#include "sharding/comm.h"
+
+typedef struct unit_sizes {
+  int count;
+  int64_t numel[GPT_MAX_LAYERS + 2]; /* padded flat length */
+  int64_t shard[GPT_MAX_LAYERS + 2];
+  int64_t real;                      /* unpadded parameters, all units */
+} unit_sizes;
+
+static st_status measure_units(const plan_input *in, unit_sizes *out) {
+  memset(out, 0, sizeof *out);
+  out->count = in->cfg.n_layer + 2;
+  for (int u = 0; u < out->count; u++) {
+    unit_layout l;
+    ST_CHECK(unit_layout_init(&l, in->S, in->T, 0));
+    st_status status = gpt_declare_unit(&in->cfg, u, &l);
+    if (status == ST_OK) {
+      out->numel[u] = l.numel;
+      out->shard[u] = l.shard_numel;
+      for (int k = 0; k < l.count; k++) out->real += l.params[k].numel;
+    }
+    unit_layout_free(&l);
+    ST_CHECK(status);
+  }
+  return ST_OK;
+}
+
+/* The peak of full-unit buffers (gathered parameters at stage 3, full gradients at stages 2-3),
+ * in floats, walking one step: forward, then backward, as engine/gpt_forward.c and
+ * engine/gpt_backward.c order them. */
+typedef struct walk {
+  const unit_sizes *u;
+  int stage, depth, reshard;
+  int gathered[GPT_MAX_LAYERS + 2], has_grads[GPT_MAX_LAYERS + 2];
+  int64_t now, peak;
+} walk;
+
+static void touch(walk *w, int64_t delta) {
+  w->now += delta;
+  if (w->now > w->peak) w->peak = w->now;
+}
+
+static void gather(walk *w, int i) {
+  if (w->stage != 3 || w->gathered[i] || i < 0 || i >= w->u->count) return;
+  w->gathered[i] = 1;
+  touch(w, w->u->numel[i]);
+}
+
+static void release(walk *w, int i) {
+  if (w->stage != 3 || !w->gathered[i]) return;
+  w->gathered[i] = 0;
+  touch(w, -w->u->numel[i]);
+}
+
+static void acquire(walk *w, int i, int direction) {
+  gather(w, i);
+  for (int k = 1; k <= w->depth; k++) gather(w, i + k * direction);
+}
+
+static void grads_on(walk *w, int i) {
+  if (w->stage < 2 || w->has_grads[i]) return;
+  w->has_grads[i] = 1;
+  touch(w, w->u->numel[i]);
+}
+
+static void grads_off(walk *w, int i) {
+  if (i >= w->u->count || !w->has_grads[i]) return;
+  w->has_grads[i] = 0;
+  touch(w, -w->u->numel[i]);
+}
+
+static int64_t gathered_peak(const plan_input *in, const unit_sizes *u) {
+  walk w = {.u = u, .stage = in->stage, .depth = in->prefetch, .reshard = in->reshard_after_forward};
+  const int n = u->count, last = n - 1;
+  for (int micro = 0; micro < in->grad_accum; micro++) {
+    int reduce = micro == in->grad_accum - 1;
+    acquire(&w, 0, +1);
+    for (int b = 1; b < last; b++) {
+      acquire(&w, b, +1);
+      if (w.reshard) release(&w, b);
+    }
+    acquire(&w, last, +1);
+    grads_on(&w, 0);
+    grads_on(&w, last);
+    release(&w, last); /* after the head and ln_f backward; its reduction starts */
+    for (int b = last - 1; b >= 0; b--) {
+      acquire(&w, b, -1);
+      grads_on(&w, b);
+      if (reduce) grads_off(&w, b + 1); /* the previous unit's reduction completes */
+      release(&w, b);
+    }
+    if (reduce) grads_off(&w, 0);
+  }
+  return w.peak;
+}
+
+/* Workspace of a step: the backward's gradient buffers and token copies (gpt_acts), the host
+ * tokens of every micro-batch, and the largest transient. */
+static int64_t workspace_bytes(const plan_input *in) {
+  int64_t acts = 0, scratch = 0;
+  gpt_activation_bytes(&in->cfg, in->micro_batch, in->seq_len, &acts, &scratch);
+  int64_t bt = (int64_t)in->micro_batch * in->seq_len;
+  int64_t tokens = 2 * bt * in->grad_accum * (int64_t)sizeof(int32_t);
+  int64_t attention = (int64_t)in->seq_len * in->seq_len * (int64_t)sizeof(float);
+  int64_t losses = bt * (int64_t)sizeof(float);
+  return scratch + tokens + (attention > losses ? attention : losses);
+}
+
+st_status plan_memory(const plan_input *in, memory_plan *out) {
+  memset(out, 0, sizeof *out);
+  unit_sizes u;
+  ST_CHECK(measure_units(in, &u));
+  int64_t full = 0, shard = 0;
+  for (int i = 0; i < u.count; i++) {
+    full += u.numel[i];
+    shard += u.shard[i];
+  }
+  const int64_t f = (int64_t)sizeof(float);
+  out->psi = u.real;
+  out->bytes[MEM_PARAMS] = (uint64_t)((in->stage == 3 ? shard : full) * f);
+  out->bytes[MEM_GRADS] = (uint64_t)((in->stage >= 2 ? shard : full) * f);
+  out->bytes[MEM_OPTIMIZER] = (uint64_t)(3 * (in->stage == 0 ? full : shard) * f);
+  out->bytes[MEM_GATHERED] = (uint64_t)(gathered_peak(in, &u) * f);
+  int64_t acts = 0, scratch = 0;
+  gpt_activation_bytes(&in->cfg, in->micro_batch, in->seq_len, &acts, &scratch);
+  out->bytes[MEM_ACTIVATIONS] = (uint64_t)acts;
+  out->bytes[MEM_WORKSPACE] = (uint64_t)workspace_bytes(in);
+  out->bytes[MEM_COMM] = 0;
+  out->model_states = out->bytes[MEM_PARAMS] + out->bytes[MEM_GRADS] + out->bytes[MEM_OPTIMIZER];
+  return ST_OK;
+}
+
+st_status plan_comm(const plan_input *in, comm_plan *out) {
+  memset(out, 0, sizeof *out);
+  unit_sizes u;
+  ST_CHECK(measure_units(in, &u));
+  const size_t f = sizeof(float);
+  for (int i = 0; i < u.count; i++) {
+    size_t full = (size_t)u.numel[i] * f, shard = (size_t)u.shard[i] * f;
+    /* Every stage reduce-scatters each unit's gradients once per step. */
+    out->shard_reduce_scatter += comm_ring_bytes(COMM_REDUCE_SCATTER, in->S, full);
+    /* Stage 0 all-gathers the reduced gradients, stages 1-2 the updated parameters. Stage 3
+     * gathers parameters in the forward and again in the backward, except the embedding and
+     * final units, which stay gathered from the forward into the backward. */
+    int gathers = in->stage < 3 ? 1 : (i == 0 || i == u.count - 1) ? 1
+                                    : (in->reshard_after_forward ? 2 : 1);
+    gathers *= in->stage == 3 ? in->grad_accum : 1;
+    out->shard_all_gather += (uint64_t)gathers * comm_ring_bytes(COMM_ALL_GATHER, in->S, full);
+    out->replicate_all_reduce += comm_ring_bytes(COMM_ALL_REDUCE, in->R, shard);
+  }
+  return ST_OK;
+}

@@ -1,0 +1,50 @@
+/* planner.h - each rank's peak memory by category for a GPT training run, predicted from the
+ * config, the mesh, the ZeRO stage and the batch alone, before anything is allocated. The
+ * allocator tracks the same categories, so prediction and measurement can be printed side by
+ * side (and are tested against each other).
+ *
+ * What is predicted (fp32 everywhere in this version; Psi_u = unit u's padded flat length):
+ *   params, grads, optimizer: the stage's resident buffers (sharding/unit.h's table);
+ *   gathered: the largest set of full-unit parameters and gradients alive at once, found by
+ *     walking the engine's schedule (forward gathers with prefetch, releases, the backward's
+ *     re-gathers and its gradient lifetimes);
+ *   activations: the forward activations kept for the backward;
+ *   workspace: the backward's gradient buffers, the micro-batches' tokens and the largest
+ *     transient of a step (attention backward's T x T scores, the host copy of the losses);
+ *   comm: collective staging buffers (none on the CPU).
+ * Not predicted: bookkeeping of a few kilobytes (structs, layout tables, loaders) and the
+ * one-off scratch of initialisation, import and export, which precede or follow the steps. */
+#ifndef ST_ENGINE_PLANNER_H
+#define ST_ENGINE_PLANNER_H
+
+#include <stdint.h>
+
+#include "core/alloc.h"
+#include "engine/gpt_config.h"
+
+typedef struct plan_input {
+  gpt_config cfg; /* finished (gpt_config_finish) */
+  int R, S, T;    /* mesh */
+  int stage;
+  int micro_batch, seq_len, grad_accum;
+  int prefetch;
+  int reshard_after_forward;
+} plan_input;
+
+typedef struct memory_plan {
+  uint64_t bytes[MEM_CATEGORY_COUNT]; /* peak per category on any rank */
+  uint64_t model_states;              /* params + grads + optimizer */
+  int64_t psi;                        /* parameters per rank after the TP split (unpadded) */
+} memory_plan;
+
+st_status plan_memory(const plan_input *in, memory_plan *out);
+
+/* Bytes one rank sends per step for the parameters and gradients (all-gather + reduce-scatter
+ * on the shard group, all-reduce on the replicate group), the counters' ring accounting. */
+typedef struct comm_plan {
+  uint64_t shard_all_gather, shard_reduce_scatter, replicate_all_reduce;
+} comm_plan;
+
+st_status plan_comm(const plan_input *in, comm_plan *out);
+
+#endif /* ST_ENGINE_PLANNER_H */

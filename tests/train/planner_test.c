@@ -1,0 +1,130 @@
+/* planner_test.c - the memory planner and the communication formulas against what one real
+ * training step takes and sends, on every rank, for every ZeRO stage on a 1x4x1 and a 2x2x1
+ * mesh (plus stage 3 with prefetch 2 and with reshard-after-forward off):
+ *   - measured peak bytes per category = the planner's prediction within 3%;
+ *   - model states (params + grads + optimizer) follow DESIGN.md's formulas exactly, with Psi
+ *     the padded flat length (fp32: p = g = 4): 20 Psi / 8 Psi + 12 Psi/S / 4 Psi + 16 Psi/S /
+ *     20 Psi/S;
+ *   - the bytes counted on the shard group (all-gather, reduce-scatter) and the replicate group
+ *     (all-reduce) equal the ring formulas per unit (planner's plan_comm, checked here against
+ *     the closed forms 2 Psi (S-1)/S for stages 0-2 and per-unit counts for stage 3). */
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "engine/planner.h"
+#include "engine/train_step.h"
+#include "tests/testing_mpi.h"
+
+enum { B = 4, T = 64 };
+
+static gpt_config test_config(void) {
+  gpt_config c = {.n_layer = 3, .n_head = 4, .n_embd = 128, .vocab = 256, .max_seq = T};
+  gpt_config_finish(&c, 1);
+  return c;
+}
+
+static void check_case(int R, int S, int stage, int prefetch, int reshard) {
+  st_mesh_config mc = ST_MESH_CONFIG_INIT;
+  mc.dp_replicate = R;
+  mc.dp_shard = S;
+  mc.device = "cpu";
+  st_mesh *mesh = NULL;
+  CHECK_OK(st_mesh_create(&mesh, &mc));
+  if (!mesh) return;
+  gpt_config cfg = test_config();
+  gpt_parallel par = {mesh, stage, prefetch, reshard};
+  gpt_model *m = NULL;
+  CHECK_OK(gpt_create(&m, &cfg, mesh_device(mesh), B, T, &par));
+  if (!m) {
+    st_mesh_destroy(mesh);
+    return;
+  }
+  CHECK_OK(gpt_init_params(m, 3));
+  CHECK_OK(train_state_reset(m));
+  int32_t inputs[B * T], targets[B * T];
+  for (int i = 0; i < B * T; i++) {
+    inputs[i] = (i * 7) % 256;
+    targets[i] = (i * 11 + 3) % 256;
+  }
+  const int32_t *in[1] = {inputs}, *tg[1] = {targets};
+  train_hparams h = {.schedule = {LR_CONSTANT, 1e-3, 0, 0, 1}, .adam = ADAMW_HPARAMS_DEFAULT,
+                     .weight_decay = 0.1f, .clip = 1.0f, .grad_accum = 1,
+                     .global_tokens = (int64_t)B * T * R * S};
+  for (int g = 0; g < ST_GROUP_COUNT; g++) comm_counters_reset(mesh_comm(mesh, (st_group)g));
+  mem_reset_peak();
+  step_stats s;
+  CHECK_OK(train_step(m, &h, 0, in, tg, &s));
+  mem_stats measured;
+  mem_stats_get(&measured);
+
+  plan_input pin = {cfg, R, S, 1, stage, B, T, 1, prefetch, reshard};
+  memory_plan plan;
+  CHECK_OK(plan_memory(&pin, &plan));
+  char label[64];
+  snprintf(label, sizeof label, "mesh %dx%dx1 stage %d prefetch %d reshard %d", R, S, stage,
+           prefetch, reshard);
+  for (int c = 0; c < MEM_CATEGORY_COUNT; c++) {
+    double want = (double)plan.bytes[c], got = (double)measured.peak[c];
+    int ok = want == 0 ? got == 0 : fabs(got - want) <= 0.03 * want;
+    CHECK_MSG(ok, "%s: %s measured %.0f bytes, planned %.0f", label,
+              mem_category_name((mem_category)c), got, want);
+  }
+
+  /* DESIGN.md's model-state formulas, on the padded flat length. */
+  double psi = 0;
+  for (int u = 0; u < m->n_units; u++) psi += (double)m->units[u].layout.numel;
+  const double formula[4] = {20 * psi, 8 * psi + 12 * psi / S, 4 * psi + 16 * psi / S,
+                             20 * psi / S};
+  double states = (double)(measured.peak[MEM_PARAMS] + measured.peak[MEM_GRADS] +
+                           measured.peak[MEM_OPTIMIZER]);
+  CHECK_MSG(fabs(states - formula[stage]) < 0.5, "%s: model states %.0f bytes, formula %.0f",
+            label, states, formula[stage]);
+  CHECK_MSG(fabs(psi - (double)plan.psi) <= 0.01 * psi, "%s: padding %.0f vs %lld parameters",
+            label, psi, (long long)plan.psi);
+
+  /* Bytes sent: shard group all-gather and reduce-scatter, replicate group all-reduce. */
+  comm_plan cp;
+  CHECK_OK(plan_comm(&pin, &cp));
+  comm_counters shard, repl;
+  comm_counters_get(mesh_comm(mesh, ST_GROUP_SHARD), &shard);
+  comm_counters_get(mesh_comm(mesh, ST_GROUP_REPLICATE), &repl);
+  CHECK_MSG(shard.bytes_sent[COMM_ALL_GATHER] == cp.shard_all_gather,
+            "%s: all-gather %llu bytes, planned %llu", label,
+            (unsigned long long)shard.bytes_sent[COMM_ALL_GATHER],
+            (unsigned long long)cp.shard_all_gather);
+  CHECK_MSG(shard.bytes_sent[COMM_REDUCE_SCATTER] == cp.shard_reduce_scatter,
+            "%s: reduce-scatter %llu bytes, planned %llu", label,
+            (unsigned long long)shard.bytes_sent[COMM_REDUCE_SCATTER],
+            (unsigned long long)cp.shard_reduce_scatter);
+  CHECK_MSG(repl.bytes_sent[COMM_ALL_REDUCE] == cp.replicate_all_reduce,
+            "%s: replicate all-reduce %llu bytes, planned %llu", label,
+            (unsigned long long)repl.bytes_sent[COMM_ALL_REDUCE],
+            (unsigned long long)cp.replicate_all_reduce);
+  /* The closed forms: 2 Psi (S-1)/S on the shard group for stages 0-2 (4-byte elements). */
+  if (stage < 3) {
+    double total = (double)(cp.shard_all_gather + cp.shard_reduce_scatter);
+    CHECK_MSG(fabs(total - 2 * 4 * psi * (S - 1) / S) <= 2.0 * m->n_units,
+              "%s: %.0f bytes on the shard group, 2 Psi (S-1)/S = %.0f", label, total,
+              2 * 4 * psi * (S - 1) / S);
+  }
+  gpt_destroy(m);
+  st_mesh_destroy(mesh);
+}
+
+int main(int argc, char **argv) {
+  CHECK_OK(st_init(&argc, &argv));
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  for (int stage = 0; stage <= 3; stage++) {
+    check_case(1, world, stage, 1, 1);
+    if (world % 2 == 0) check_case(2, world / 2, stage, 1, 1);
+  }
+  check_case(1, world, 3, 2, 1);
+  check_case(1, world, 3, 1, 0);
+  int rc = test_finish_mpi("planner_test");
+  st_finalize();
+  return rc;
+}
