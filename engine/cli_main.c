@@ -14,6 +14,7 @@ typedef struct subcommand {
 
 static const subcommand subcommands[] = {
     {"train", cmd_train, "train a GPT-2 model on token shards"},
+    {"plan", cmd_plan, "predict memory and communication per rank for every mesh and stage"},
     {"selftest", cmd_selftest, "check and time every collective on every group of a mesh"},
 };
 

@@ -6,6 +6,7 @@
 
 int cmd_selftest(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 
 /* Exit code for a status: 2 for a request that cannot be met as given (bad value, no such
  * device, unsupported here), 1 for everything else that failed. */

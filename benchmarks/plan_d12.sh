@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Memory per rank and bytes per step for d12 (GPT-2 124M) on 8 and 64 ranks, every mesh and
+# ZeRO stage, from the planner alone (nothing is trained), next to DESIGN.md's formulas.
+# Usage: benchmarks/plan_d12.sh [extra flags for shardtrain plan, e.g. --micro-batch 8]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bazel build -c opt //engine:shardtrain >/dev/null 2>&1
+for ranks in 8 64; do
+  bazel-bin/engine/shardtrain plan --model d12 --ranks "$ranks" --micro-batch 4 --seq-len 1024 \
+    --gpu-gib 80 "$@"
+  echo
+done

@@ -1,0 +1,97 @@
+/* cmd_plan.c - `shardtrain plan`: for a model and a number of ranks, every data-parallel mesh
+ * (R x S with R x S = ranks) and ZeRO stage, the memory per rank the planner predicts and the
+ * bytes per step each rank sends, next to DESIGN.md's formulas, and whether it fits in the
+ * given GPU memory. Computes everything from the config: nothing is allocated or run. */
+#include <stdio.h>
+
+#include "core/error.h"
+#include "engine/cli_flags.h"
+#include "engine/commands.h"
+#include "engine/planner.h"
+
+typedef struct plan_options {
+  const char *model;
+  int ranks, micro_batch, seq_len, grad_accum, prefetch;
+  double gpu_gib;
+} plan_options;
+
+static double gib(double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
+
+static void print_row(const plan_input *in, const memory_plan *mp, const comm_plan *cp,
+                      double gpu_gib) {
+  double psi = (double)mp->psi, S = in->S;
+  const double states_formula[4] = {20 * psi, 8 * psi + 12 * psi / S, 4 * psi + 16 * psi / S,
+                                    20 * psi / S};
+  const double comm_formula = (in->stage == 3 ? 3 : 2) * 4 * psi * (S - 1) / S;
+  double total = 0;
+  for (int c = 0; c < MEM_CATEGORY_COUNT; c++) total += (double)mp->bytes[c];
+  double sent = (double)(cp->shard_all_gather + cp->shard_reduce_scatter);
+  printf("%3d x %-3d %5d %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f | %9.3f %9.3f %9.3f %s\n",
+         in->R, in->S, in->stage, gib((double)mp->bytes[MEM_PARAMS]),
+         gib((double)mp->bytes[MEM_GRADS]), gib((double)mp->bytes[MEM_OPTIMIZER]),
+         gib((double)mp->bytes[MEM_GATHERED]), gib((double)mp->bytes[MEM_ACTIVATIONS]),
+         gib(total), gib((double)mp->model_states), gib(states_formula[in->stage]), gib(sent),
+         gib(comm_formula), gib((double)cp->replicate_all_reduce),
+         gpu_gib > 0 ? (gib(total) <= gpu_gib ? "fits" : "too big") : "");
+}
+
+static st_status run_plan(const plan_options *o) {
+  gpt_config cfg;
+  ST_CHECK(gpt_config_named(o->model, &cfg));
+  if (o->seq_len) cfg.max_seq = o->seq_len;
+  ST_CHECK(gpt_config_finish(&cfg, 1));
+  if (o->ranks < 1) return st_error(ST_ERR_INVALID_ARG, "--ranks must be >= 1, got %d", o->ranks);
+  printf("shardtrain plan: model %s (%.1f M parameters), %d ranks, micro-batch %d x %d tokens, "
+         "fp32, prefetch %d\n", o->model, (double)gpt_config_num_params(&cfg) / 1e6, o->ranks,
+         o->micro_batch, cfg.max_seq, o->prefetch);
+  printf("memory per rank in GiB; 'states' = params + grads + optimizer, next to DESIGN.md's "
+         "formula;\nbytes per step per rank in GiB: shard group (all-gather + reduce-scatter) "
+         "next to the ring formula, and the replicate group's all-reduce\n");
+  printf("%-9s %5s %9s %9s %9s %9s %9s %9s %9s %9s | %9s %9s %9s\n", "R x S", "stage", "params",
+         "grads", "optim", "gathered", "activ", "total", "states", "formula", "shard tx",
+         "formula", "repl tx");
+  for (int R = 1; R <= o->ranks; R++) {
+    if (o->ranks % R) continue;
+    for (int stage = 0; stage <= 3; stage++) {
+      plan_input in = {cfg, R, o->ranks / R, 1, stage, o->micro_batch, cfg.max_seq,
+                       o->grad_accum, o->prefetch, 1};
+      memory_plan mp;
+      comm_plan cp;
+      ST_CHECK(plan_memory(&in, &mp));
+      ST_CHECK(plan_comm(&in, &cp));
+      print_row(&in, &mp, &cp, o->gpu_gib);
+    }
+  }
+  return ST_OK;
+}
+
+int cmd_plan(int argc, char **argv) {
+  plan_options o = {"d12", 8, 4, 0, 1, 1, 0.0};
+  const cli_flag flags[] = {
+      {"model", FLAG_STRING, &o.model, "named config: tiny, d6, d12, d24, d36, d48"},
+      {"ranks", FLAG_INT, &o.ranks, "number of ranks (every R x S = ranks is listed)"},
+      {"micro-batch", FLAG_INT, &o.micro_batch, "sequences per rank per micro-step"},
+      {"seq-len", FLAG_INT, &o.seq_len, "tokens per sequence (0: the model's)"},
+      {"grad-accum", FLAG_INT, &o.grad_accum, "micro-batches per step"},
+      {"prefetch", FLAG_INT, &o.prefetch, "units gathered ahead (stage 3)"},
+      {"gpu-gib", FLAG_DOUBLE, &o.gpu_gib, "GPU memory to compare with (0: no verdict)"},
+  };
+  int nflags = (int)(sizeof flags / sizeof flags[0]), help = 0;
+  st_status status = cli_parse(argc, argv, 2, flags, nflags, &help);
+  if (help) {
+    cli_print_help(stdout, "shardtrain plan [flags]",
+                   "Predicts memory per rank and communication per step for every mesh and ZeRO\n"
+                   "stage, from the model config alone (no MPI, no allocation).",
+                   flags, nflags);
+    return 0;
+  }
+  if (status == ST_OK) {
+    if (o.micro_batch < 1 || o.grad_accum < 1 || o.prefetch < 0) {
+      status = st_error(ST_ERR_INVALID_ARG,
+                        "--micro-batch and --grad-accum must be >= 1, --prefetch >= 0");
+    }
+  }
+  if (status == ST_OK) status = run_plan(&o);
+  if (status != ST_OK) fprintf(stderr, "shardtrain plan: error: %s\n", st_last_error());
+  return exit_code_for(status);
+}
