@@ -51,7 +51,7 @@ static void touch(walk *w, int64_t delta) {
 }
 
 static void gather(walk *w, int i) {
-  if (w->stage != 3 || w->gathered[i] || i < 0 || i >= w->u->count) return;
+  if (w->stage != 3 || i < 0 || i >= w->u->count || w->gathered[i]) return;
   w->gathered[i] = 1;
   touch(w, w->u->numel[i]);
 }
