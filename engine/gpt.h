@@ -5,7 +5,12 @@
  * Units, in order: "embedding" (wte, wpe), one per block ("h.<l>"), "final" (ln_f). Parameter
  * names inside a unit are Hugging Face GPT-2's with the unit's prefix removed, so
  * prefix + name is the HF name ("h.3." + "attn.c_attn.weight"); weights are stored [in, out].
- * The model is a user of sharding/unit.h like any C or C++ program would be. It owns its
+ * The model is a user of sharding/unit.h like any C or C++ program would be. With tensor
+ * parallelism (Megatron-style) qkv and MLP-up are column-parallel (each tp rank holds whole
+ * heads, C/tp of each of q, k, v, and 4C/tp MLP columns), attention-out and MLP-down are
+ * row-parallel and joined by an all-reduce over the tp group (g), with their bias added once;
+ * the backward all-reduces the input gradient of the column-parallel layers (f). Norms, the
+ * embeddings and the tied head are replicated. It owns its
  * activations (planned up front from B, T and the config) and its backward scratch. */
 #ifndef ST_ENGINE_GPT_H
 #define ST_ENGINE_GPT_H
@@ -54,6 +59,8 @@ typedef struct gpt_model {
   gpt_config cfg;
   gpt_parallel par;
   comm *dp;           /* data-parallel group (NULL on one rank): losses are averaged over it */
+  comm *tp;           /* tensor-parallel group (NULL on one rank) */
+  int tp_size, tp_rank;
   const st_device *dev;
   const kernel_backend *kb;
   st_stream stream;
@@ -74,9 +81,10 @@ void gpt_destroy(gpt_model *model);
  * into an initialised layout: the model's structure, shared with the memory planner. */
 st_status gpt_declare_unit(const gpt_config *cfg, int index, unit_layout *layout);
 
-/* Bytes of activations (forward, kept for backward) and of backward scratch for a micro-batch:
- * what gpt_create will allocate, for the memory planner. */
-void gpt_activation_bytes(const gpt_config *cfg, int B, int T, int64_t *activations,
+/* Bytes of activations (forward, kept for backward) and of backward scratch for a micro-batch
+ * on a rank of a tensor-parallel group of tp: what gpt_create will allocate, for the memory
+ * planner. */
+void gpt_activation_bytes(const gpt_config *cfg, int B, int T, int tp, int64_t *activations,
                           int64_t *scratch);
 
 /* GPT-2 initialisation: N(0, 0.02), residual projections N(0, 0.02 / sqrt(2 n_layer)), biases

@@ -22,10 +22,12 @@ static void add(plan *p, float **slot, int64_t len) {
   p->total += (len + 15) / 16 * 16; /* keep every buffer 64-byte aligned */
 }
 
-/* Forward buffers kept for backward. With m == NULL only the lengths are recorded. */
-static void plan_forward(plan *p, gpt_acts *a, const gpt_config *c, int B, int T) {
+/* Forward buffers kept for backward, on a tensor-parallel rank of tp: the attention and MLP
+ * inner activations hold this rank's heads (C / tp wide) and MLP columns (4C / tp); the
+ * residual stream is full width. With a == NULL only the lengths are recorded. */
+static void plan_forward(plan *p, gpt_acts *a, const gpt_config *c, int B, int T, int tp) {
   static float *sink;
-  const int64_t BT = (int64_t)B * T, C = c->n_embd, NH = c->n_head;
+  const int64_t BT = (int64_t)B * T, C = c->n_embd, NH = c->n_head / tp, CL = C / tp;
 #define SLOT(field) (a ? &(field) : &sink)
   add(p, SLOT(a->encoded), BT * C);
   for (int l = 0; l < c->n_layer; l++) {
@@ -33,16 +35,16 @@ static void plan_forward(plan *p, gpt_acts *a, const gpt_config *c, int B, int T
     add(p, L ? &L->ln1 : &sink, BT * C);
     add(p, L ? &L->ln1_mean : &sink, BT);
     add(p, L ? &L->ln1_rstd : &sink, BT);
-    add(p, L ? &L->qkv : &sink, BT * 3 * C);
-    add(p, L ? &L->atty : &sink, BT * C);
+    add(p, L ? &L->qkv : &sink, BT * 3 * CL);
+    add(p, L ? &L->atty : &sink, BT * CL);
     add(p, L ? &L->probs : &sink, (int64_t)B * NH * T * T);
     add(p, L ? &L->attproj : &sink, BT * C);
     add(p, L ? &L->res2 : &sink, BT * C);
     add(p, L ? &L->ln2 : &sink, BT * C);
     add(p, L ? &L->ln2_mean : &sink, BT);
     add(p, L ? &L->ln2_rstd : &sink, BT);
-    add(p, L ? &L->fch : &sink, BT * 4 * C);
-    add(p, L ? &L->fch_gelu : &sink, BT * 4 * C);
+    add(p, L ? &L->fch : &sink, BT * 4 * CL);
+    add(p, L ? &L->fch_gelu : &sink, BT * 4 * CL);
     add(p, L ? &L->fcproj : &sink, BT * C);
     add(p, L ? &L->res3 : &sink, BT * C);
   }
@@ -54,15 +56,15 @@ static void plan_forward(plan *p, gpt_acts *a, const gpt_config *c, int B, int T
 }
 
 /* Backward gradient buffers, and the device copies of the tokens (int32, same size as fp32). */
-static void plan_scratch(plan *p, gpt_acts *a, const gpt_config *c, int B, int T) {
+static void plan_scratch(plan *p, gpt_acts *a, const gpt_config *c, int B, int T, int tp) {
   static float *sink;
-  const int64_t BT = (int64_t)B * T, C = c->n_embd;
+  const int64_t BT = (int64_t)B * T, C = c->n_embd, CL = C / tp;
   add(p, SLOT(a->dres), BT * C);
   add(p, SLOT(a->dln), BT * C);
-  add(p, SLOT(a->datty), BT * C);
-  add(p, SLOT(a->dqkv), BT * 3 * C);
-  add(p, SLOT(a->dfch), BT * 4 * C);
-  add(p, SLOT(a->dfch_gelu), BT * 4 * C);
+  add(p, SLOT(a->datty), BT * CL);
+  add(p, SLOT(a->dqkv), BT * 3 * CL);
+  add(p, SLOT(a->dfch), BT * 4 * CL);
+  add(p, SLOT(a->dfch_gelu), BT * 4 * CL);
   add(p, a ? (float **)&a->inputs : &sink, BT);
   add(p, a ? (float **)&a->targets : &sink, BT);
 #undef SLOT
@@ -76,11 +78,11 @@ static void carve(const plan *p, float *arena) {
   }
 }
 
-void gpt_activation_bytes(const gpt_config *cfg, int B, int T, int64_t *activations,
+void gpt_activation_bytes(const gpt_config *cfg, int B, int T, int tp, int64_t *activations,
                           int64_t *scratch) {
   plan fwd = {0}, bwd = {0};
-  plan_forward(&fwd, NULL, cfg, B, T);
-  plan_scratch(&bwd, NULL, cfg, B, T);
+  plan_forward(&fwd, NULL, cfg, B, T, tp);
+  plan_scratch(&bwd, NULL, cfg, B, T, tp);
   *activations = fwd.total * (int64_t)sizeof(float);
   *scratch = bwd.total * (int64_t)sizeof(float);
 }
@@ -90,8 +92,8 @@ st_status gpt_acts_allocate(gpt_model *m) {
   ST_CHECK(mem_alloc_zeroed((void **)&a->layers, (size_t)m->cfg.n_layer * sizeof *a->layers,
                             MEM_HOST, MEM_WORKSPACE, NULL));
   plan fwd = {0}, bwd = {0};
-  plan_forward(&fwd, a, &m->cfg, m->B, m->T);
-  plan_scratch(&bwd, a, &m->cfg, m->B, m->T);
+  plan_forward(&fwd, a, &m->cfg, m->B, m->T, m->tp_size);
+  plan_scratch(&bwd, a, &m->cfg, m->B, m->T, m->tp_size);
   ST_CHECK(mem_alloc((void **)&a->arena, (size_t)fwd.total * sizeof(float), MEM_DEVICE,
                      MEM_ACTIVATIONS, m->dev));
   ST_CHECK(mem_alloc((void **)&a->scratch, (size_t)bwd.total * sizeof(float), MEM_DEVICE,
@@ -126,4 +128,10 @@ st_tensor gpt_t4(const gpt_model *m, float *data, int64_t d0, int64_t d1, int64_
   st_tensor t;
   tensor_make(&t, data, ST_FP32, m->dev->backend->kind, 4, shape);
   return t;
+}
+
+st_status gpt_tp_sum(gpt_model *m, float *buf) {
+  if (m->tp_size == 1) return ST_OK;
+  return comm_all_reduce(m->tp, buf, buf, (size_t)m->B * m->T * m->cfg.n_embd, ST_FP32, COMM_SUM,
+                         NULL);
 }

@@ -18,21 +18,21 @@ static st_status zero(gpt_model *m, float *buf, int64_t floats) {
 static st_status block_backward(gpt_model *m, int l, float *x_in) {
   const kernel_backend *kb = m->kb;
   const st_stream *s = &m->stream;
-  const int64_t BT = (int64_t)m->B * m->T, C = m->cfg.n_embd;
+  const int64_t BT = (int64_t)m->B * m->T, C = m->cfg.n_embd, CL = C / m->tp_size;
   const int u = 1 + l;
   gpt_layer_acts *a = &m->acts.layers[l];
   gpt_acts *g = &m->acts;
   st_tensor x = gpt_t2(m, x_in, BT, C), ln1 = gpt_t2(m, a->ln1, BT, C),
             ln1_mean = gpt_t1(m, a->ln1_mean, BT), ln1_rstd = gpt_t1(m, a->ln1_rstd, BT),
-            qkv = gpt_t2(m, a->qkv, BT, 3 * C), atty = gpt_t2(m, a->atty, BT, C),
-            probs = gpt_t4(m, a->probs, m->B, m->cfg.n_head, m->T, m->T),
+            qkv = gpt_t2(m, a->qkv, BT, 3 * CL), atty = gpt_t2(m, a->atty, BT, CL),
+            probs = gpt_t4(m, a->probs, m->B, m->cfg.n_head / m->tp_size, m->T, m->T),
             res2 = gpt_t2(m, a->res2, BT, C), ln2 = gpt_t2(m, a->ln2, BT, C),
             ln2_mean = gpt_t1(m, a->ln2_mean, BT), ln2_rstd = gpt_t1(m, a->ln2_rstd, BT),
-            fch = gpt_t2(m, a->fch, BT, 4 * C), fch_gelu = gpt_t2(m, a->fch_gelu, BT, 4 * C);
+            fch = gpt_t2(m, a->fch, BT, 4 * CL), fch_gelu = gpt_t2(m, a->fch_gelu, BT, 4 * CL);
   st_tensor dres = gpt_t2(m, g->dres, BT, C), dln = gpt_t2(m, g->dln, BT, C),
-            datty = gpt_t2(m, g->datty, BT, C), dqkv = gpt_t2(m, g->dqkv, BT, 3 * C),
-            dfch = gpt_t2(m, g->dfch, BT, 4 * C), dfch_gelu = gpt_t2(m, g->dfch_gelu, BT, 4 * C);
-  const int64_t qkv_shape[3] = {m->B, m->T, 3 * C}, y_shape[3] = {m->B, m->T, C};
+            datty = gpt_t2(m, g->datty, BT, CL), dqkv = gpt_t2(m, g->dqkv, BT, 3 * CL),
+            dfch = gpt_t2(m, g->dfch, BT, 4 * CL), dfch_gelu = gpt_t2(m, g->dfch_gelu, BT, 4 * CL);
+  const int64_t qkv_shape[3] = {m->B, m->T, 3 * CL}, y_shape[3] = {m->B, m->T, CL};
   st_tensor qkv3, dqkv3, datty3;
   ST_CHECK(tensor_make(&qkv3, a->qkv, ST_FP32, qkv.device, 3, qkv_shape));
   ST_CHECK(tensor_make(&dqkv3, g->dqkv, ST_FP32, qkv.device, 3, qkv_shape));
@@ -43,15 +43,16 @@ static st_status block_backward(gpt_model *m, int l, float *x_in) {
   w = GPT_P(m, u, GPT_FCPROJ_W);
   dw = GPT_G(m, u, GPT_FCPROJ_W);
   db = GPT_G(m, u, GPT_FCPROJ_B);
-  ST_CHECK(zero(m, g->dfch_gelu, BT * 4 * C));
+  ST_CHECK(zero(m, g->dfch_gelu, BT * 4 * CL));
   ST_CHECK(kernel_matmul_backward(kb, &dfch_gelu, &dw, &db, &dres, &fch_gelu, &w, s));
-  ST_CHECK(zero(m, g->dfch, BT * 4 * C));
+  ST_CHECK(zero(m, g->dfch, BT * 4 * CL));
   ST_CHECK(kernel_gelu_backward(kb, &dfch, &dfch_gelu, &fch, s));
   w = GPT_P(m, u, GPT_FC_W);
   dw = GPT_G(m, u, GPT_FC_W);
   db = GPT_G(m, u, GPT_FC_B);
   ST_CHECK(zero(m, g->dln, BT * C));
   ST_CHECK(kernel_matmul_backward(kb, &dln, &dw, &db, &dfch, &ln2, &w, s));
+  ST_CHECK(gpt_tp_sum(m, g->dln));
   w = GPT_P(m, u, GPT_LN2_W);
   dw = GPT_G(m, u, GPT_LN2_W);
   db = GPT_G(m, u, GPT_LN2_B);
@@ -62,15 +63,16 @@ static st_status block_backward(gpt_model *m, int l, float *x_in) {
   w = GPT_P(m, u, GPT_ATTPROJ_W);
   dw = GPT_G(m, u, GPT_ATTPROJ_W);
   db = GPT_G(m, u, GPT_ATTPROJ_B);
-  ST_CHECK(zero(m, g->datty, BT * C));
+  ST_CHECK(zero(m, g->datty, BT * CL));
   ST_CHECK(kernel_matmul_backward(kb, &datty, &dw, &db, &dres, &atty, &w, s));
-  ST_CHECK(zero(m, g->dqkv, BT * 3 * C));
+  ST_CHECK(zero(m, g->dqkv, BT * 3 * CL));
   ST_CHECK(kernel_attention_backward(kb, &dqkv3, &datty3, &qkv3, &probs, s));
   w = GPT_P(m, u, GPT_QKV_W);
   dw = GPT_G(m, u, GPT_QKV_W);
   db = GPT_G(m, u, GPT_QKV_B);
   ST_CHECK(zero(m, g->dln, BT * C));
   ST_CHECK(kernel_matmul_backward(kb, &dln, &dw, &db, &dqkv, &ln1, &w, s));
+  ST_CHECK(gpt_tp_sum(m, g->dln));
   w = GPT_P(m, u, GPT_LN1_W);
   dw = GPT_G(m, u, GPT_LN1_W);
   db = GPT_G(m, u, GPT_LN1_B);

@@ -11,38 +11,42 @@
 #include "engine/gpt_internal.h"
 #include "sharding/prefetch.h"
 
+/* out = inp @ W (+ b once): a row-parallel layer. Its bias is replicated, so only tp rank 0
+ * adds it before the partial outputs are summed. */
+static st_status row_parallel(gpt_model *m, float *out_data, const st_tensor *out,
+                              const st_tensor *inp, int u, int w_index, int b_index) {
+  st_tensor w = GPT_P(m, u, w_index), b = GPT_P(m, u, b_index);
+  ST_CHECK(kernel_matmul_forward(m->kb, out, inp, &w, m->tp_rank == 0 ? &b : NULL, &m->stream));
+  return gpt_tp_sum(m, out_data);
+}
+
 static st_status block_forward(gpt_model *m, int l, float *x_in) {
   const kernel_backend *kb = m->kb;
   const st_stream *s = &m->stream;
-  const int64_t BT = (int64_t)m->B * m->T, C = m->cfg.n_embd;
+  const int64_t BT = (int64_t)m->B * m->T, C = m->cfg.n_embd, CL = C / m->tp_size;
   const int u = 1 + l;
   gpt_layer_acts *a = &m->acts.layers[l];
   st_tensor x = gpt_t2(m, x_in, BT, C), ln1 = gpt_t2(m, a->ln1, BT, C),
             ln1_mean = gpt_t1(m, a->ln1_mean, BT), ln1_rstd = gpt_t1(m, a->ln1_rstd, BT),
-            qkv = gpt_t2(m, a->qkv, BT, 3 * C), atty = gpt_t2(m, a->atty, BT, C),
-            probs = gpt_t4(m, a->probs, m->B, m->cfg.n_head, m->T, m->T),
+            qkv = gpt_t2(m, a->qkv, BT, 3 * CL), atty = gpt_t2(m, a->atty, BT, CL),
+            probs = gpt_t4(m, a->probs, m->B, m->cfg.n_head / m->tp_size, m->T, m->T),
             attproj = gpt_t2(m, a->attproj, BT, C), res2 = gpt_t2(m, a->res2, BT, C),
             ln2 = gpt_t2(m, a->ln2, BT, C), ln2_mean = gpt_t1(m, a->ln2_mean, BT),
-            ln2_rstd = gpt_t1(m, a->ln2_rstd, BT), fch = gpt_t2(m, a->fch, BT, 4 * C),
-            fch_gelu = gpt_t2(m, a->fch_gelu, BT, 4 * C), fcproj = gpt_t2(m, a->fcproj, BT, C),
+            ln2_rstd = gpt_t1(m, a->ln2_rstd, BT), fch = gpt_t2(m, a->fch, BT, 4 * CL),
+            fch_gelu = gpt_t2(m, a->fch_gelu, BT, 4 * CL), fcproj = gpt_t2(m, a->fcproj, BT, C),
             res3 = gpt_t2(m, a->res3, BT, C);
   /* The attention kernel reads [B, T, 3C]: the same memory as [B*T, 3C]. */
-  const int64_t qkv_shape[3] = {m->B, m->T, 3 * C}, y_shape[3] = {m->B, m->T, C};
-  st_tensor qkv3 = qkv, atty3 = atty;
+  const int64_t qkv_shape[3] = {m->B, m->T, 3 * CL}, y_shape[3] = {m->B, m->T, CL};
+  st_tensor qkv3, atty3;
   ST_CHECK(tensor_make(&qkv3, a->qkv, ST_FP32, qkv.device, 3, qkv_shape));
   ST_CHECK(tensor_make(&atty3, a->atty, ST_FP32, atty.device, 3, y_shape));
-  st_tensor w;
-  st_tensor b;
-  w = GPT_P(m, u, GPT_LN1_W);
-  b = GPT_P(m, u, GPT_LN1_B);
+  st_tensor w = GPT_P(m, u, GPT_LN1_W), b = GPT_P(m, u, GPT_LN1_B);
   ST_CHECK(kernel_layernorm_forward(kb, &ln1, &ln1_mean, &ln1_rstd, &x, &w, &b, s));
   w = GPT_P(m, u, GPT_QKV_W);
   b = GPT_P(m, u, GPT_QKV_B);
   ST_CHECK(kernel_matmul_forward(kb, &qkv, &ln1, &w, &b, s));
   ST_CHECK(kernel_attention_forward(kb, &atty3, &probs, &qkv3, s));
-  w = GPT_P(m, u, GPT_ATTPROJ_W);
-  b = GPT_P(m, u, GPT_ATTPROJ_B);
-  ST_CHECK(kernel_matmul_forward(kb, &attproj, &atty, &w, &b, s));
+  ST_CHECK(row_parallel(m, a->attproj, &attproj, &atty, u, GPT_ATTPROJ_W, GPT_ATTPROJ_B));
   ST_CHECK(kernel_residual_forward(kb, &res2, &x, &attproj, s));
   w = GPT_P(m, u, GPT_LN2_W);
   b = GPT_P(m, u, GPT_LN2_B);
@@ -51,9 +55,7 @@ static st_status block_forward(gpt_model *m, int l, float *x_in) {
   b = GPT_P(m, u, GPT_FC_B);
   ST_CHECK(kernel_matmul_forward(kb, &fch, &ln2, &w, &b, s));
   ST_CHECK(kernel_gelu_forward(kb, &fch_gelu, &fch, s));
-  w = GPT_P(m, u, GPT_FCPROJ_W);
-  b = GPT_P(m, u, GPT_FCPROJ_B);
-  ST_CHECK(kernel_matmul_forward(kb, &fcproj, &fch_gelu, &w, &b, s));
+  ST_CHECK(row_parallel(m, a->fcproj, &fcproj, &fch_gelu, u, GPT_FCPROJ_W, GPT_FCPROJ_B));
   return kernel_residual_forward(kb, &res3, &res2, &fcproj, s);
 }
 

@@ -17,6 +17,11 @@ st_tensor gpt_t1(const gpt_model *m, float *data, int64_t d0);
 st_tensor gpt_t2(const gpt_model *m, float *data, int64_t d0, int64_t d1);
 st_tensor gpt_t4(const gpt_model *m, float *data, int64_t d0, int64_t d1, int64_t d2, int64_t d3);
 
+/* Sums a [B*T, C] buffer over the tensor-parallel group, in place (nothing on one tp rank):
+ * g after the row-parallel layers in the forward, f's backward before the column-parallel
+ * layers' input gradient reaches the LayerNorm. */
+st_status gpt_tp_sum(gpt_model *m, float *buf);
+
 /* Parameter and gradient descriptors of unit `u`'s parameter k. */
 #define GPT_P(m, u, k) unit_param_tensor(&(m)->units[(u)], (k))
 #define GPT_G(m, u, k) unit_grad_tensor(&(m)->units[(u)], (k))

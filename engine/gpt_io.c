@@ -111,49 +111,87 @@ done:
   return status;
 }
 
-static st_status export_file(const gpt_model *m, const char *path) {
-  int count = 0;
-  for (int u = 0; u < m->n_units; u++) count += m->units[u].layout.count;
+/* Elements of a parameter's logical tensor. */
+static int64_t logical_numel(const unit_param *p) {
+  int64_t n = 1;
+  for (int d = 0; d < p->ndim; d++) n *= p->shape[d];
+  return n;
+}
+
+/* Writes parameter p's logical tensor into `full`: its own slice when it is replicated or on one
+ * tp rank, else every tp rank's slice gathered over the tp group (`slices` holds tp x numel)
+ * and placed by global index. Collective over the tp group for split parameters. */
+static st_status assemble(gpt_model *m, const unit *un, const unit_param *p, float *full,
+                          float *slices) {
+  const float *local = un->params + p->offset;
+  if (m->tp_size == 1 || p->split == TP_REPLICATED) {
+    memcpy(full, local, (size_t)p->numel * sizeof(float));
+    return ST_OK;
+  }
+  ST_CHECK(comm_all_gather(m->tp, local, slices, (size_t)p->numel, ST_FP32, NULL));
+  for (int t = 0; t < m->tp_size; t++) {
+    for (int64_t e = 0; e < p->numel; e++) {
+      full[unit_param_global_index(p, m->tp_size, t, e)] = slices[(int64_t)t * p->numel + e];
+    }
+  }
+  return ST_OK;
+}
+
+/* Assembles every parameter into one host buffer and, on the writer, writes the file. */
+static st_status export_assembled(gpt_model *m, const char *path, int write_file, int count) {
+  int64_t total = 0;
+  for (int u = 0; u < m->n_units; u++) {
+    for (int k = 0; k < m->units[u].layout.count; k++) {
+      total += logical_numel(&m->units[u].layout.params[k]);
+    }
+  }
+  float *all = NULL, *slices = NULL;
   safetensors_tensor *tensors = NULL;
   char (*names)[UNIT_NAME_MAX + 16] = NULL;
   st_status status;
+  ST_CHECK_GOTO(mem_alloc((void **)&all, (size_t)total * sizeof(float), MEM_HOST, MEM_WORKSPACE,
+                          NULL), status, done);
+  ST_CHECK_GOTO(gpt_param_scratch(m, &slices), status, done);
   ST_CHECK_GOTO(mem_alloc((void **)&tensors, (size_t)count * sizeof *tensors, MEM_HOST,
                           MEM_WORKSPACE, NULL), status, done);
   ST_CHECK_GOTO(mem_alloc((void **)&names, (size_t)count * sizeof *names, MEM_HOST, MEM_WORKSPACE,
                           NULL), status, done);
+  float *at = all;
   int i = 0;
   for (int u = 0; u < m->n_units; u++) {
     const unit *un = &m->units[u];
     for (int k = 0; k < un->layout.count; k++, i++) {
       const unit_param *p = &un->layout.params[k];
+      ST_CHECK_GOTO(assemble(m, un, p, at, slices), status, done);
       hf_name(m, u, p, "", names[i], sizeof names[i]);
-      safetensors_tensor *t = &tensors[i];
-      *t = (safetensors_tensor){.name = names[i], .dtype = SAFETENSORS_F32, .ndim = p->ndim,
-                                .data = un->params + p->offset};
-      memcpy(t->shape, p->shape, sizeof p->shape);
-      if (u == 0 && k == GPT_WTE) t->shape[0] = m->cfg.vocab; /* drop the padding rows */
+      tensors[i] = (safetensors_tensor){.name = names[i], .dtype = SAFETENSORS_F32,
+                                        .ndim = p->ndim, .data = at};
+      memcpy(tensors[i].shape, p->shape, sizeof p->shape);
+      if (u == 0 && k == GPT_WTE) tensors[i].shape[0] = m->cfg.vocab; /* drop the padding rows */
+      at += logical_numel(p);
     }
   }
   const safetensors_metadata meta[] = {{"format", "pt"}};
-  status = safetensors_write(path, tensors, (size_t)count, meta, 1);
+  status = write_file ? safetensors_write(path, tensors, (size_t)count, meta, 1) : ST_OK;
 done:
   mem_free(names);
   mem_free(tensors);
+  mem_free(slices);
+  mem_free(all);
   return status;
 }
 
-/* Gathers every unit (stage 3 holds only shards), lets the writer rank write the file, then
- * releases what it gathered. Every rank calls it. */
+/* Gathers every unit (stage 3 holds only shards), assembles the TP slices, lets the writer rank
+ * write the file, then releases what it gathered. Every rank calls it. */
 st_status gpt_export(gpt_model *m, const char *path, int write_file) {
-  if (m->units[0].layout.T != 1) {
-    return st_error(ST_ERR_UNSUPPORTED, "export of a tensor-parallel model needs the tp gather");
-  }
   int was_gathered[GPT_MAX_LAYERS + 2];
+  int count = 0;
   for (int u = 0; u < m->n_units; u++) {
+    count += m->units[u].layout.count;
     was_gathered[u] = unit_is_gathered(&m->units[u]);
     ST_CHECK(unit_gather_wait(&m->units[u]));
   }
-  st_status status = write_file ? export_file(m, path) : ST_OK;
+  st_status status = export_assembled(m, path, write_file, count);
   for (int u = 0; u < m->n_units; u++) {
     if (!was_gathered[u]) unit_release(&m->units[u]);
   }

@@ -73,7 +73,8 @@ static st_status create_units(gpt_model *m) {
       snprintf(m->prefixes[i], sizeof m->prefixes[i], "h.%d.", layer);
     }
     unit *u = &m->units[i];
-    ST_CHECK(unit_init(u, name, m->dev, m->par.stage, mesh ? &groups : NULL, 1, 0));
+    ST_CHECK(unit_init(u, name, m->dev, m->par.stage, mesh ? &groups : NULL, m->tp_size,
+                       m->tp_rank));
     ST_CHECK(gpt_declare_unit(c, i, &u->layout));
     ST_CHECK(unit_allocate(u));
   }
@@ -92,6 +93,15 @@ st_status gpt_create(gpt_model **out, const gpt_config *cfg, const st_device *de
   m->cfg = *cfg;
   m->par = par ? *par : (gpt_parallel){0};
   m->dp = m->par.mesh ? mesh_comm(m->par.mesh, ST_GROUP_DP) : NULL;
+  m->tp = m->par.mesh ? mesh_comm(m->par.mesh, ST_GROUP_TP) : NULL;
+  m->tp_size = m->tp ? comm_size(m->tp) : 1;
+  m->tp_rank = m->tp ? comm_rank(m->tp) : 0;
+  if (m->cfg.n_head % m->tp_size != 0) {
+    st_status status = st_error(ST_ERR_INVALID_ARG, "tp %d does not divide n_head %d",
+                                m->tp_size, m->cfg.n_head);
+    mem_free(m);
+    return status;
+  }
   m->dev = dev;
   m->B = B;
   m->T = T;

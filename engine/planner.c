@@ -108,7 +108,7 @@ static int64_t gathered_peak(const plan_input *in, const unit_sizes *u) {
  * tokens of every micro-batch, and the largest transient. */
 static int64_t workspace_bytes(const plan_input *in) {
   int64_t acts = 0, scratch = 0;
-  gpt_activation_bytes(&in->cfg, in->micro_batch, in->seq_len, &acts, &scratch);
+  gpt_activation_bytes(&in->cfg, in->micro_batch, in->seq_len, in->T, &acts, &scratch);
   int64_t bt = (int64_t)in->micro_batch * in->seq_len;
   int64_t tokens = 2 * bt * in->grad_accum * (int64_t)sizeof(int32_t);
   int64_t attention = (int64_t)in->seq_len * in->seq_len * (int64_t)sizeof(float);
@@ -132,7 +132,7 @@ st_status plan_memory(const plan_input *in, memory_plan *out) {
   out->bytes[MEM_OPTIMIZER] = (uint64_t)(3 * (in->stage == 0 ? full : shard) * f);
   out->bytes[MEM_GATHERED] = (uint64_t)(gathered_peak(in, &u) * f);
   int64_t acts = 0, scratch = 0;
-  gpt_activation_bytes(&in->cfg, in->micro_batch, in->seq_len, &acts, &scratch);
+  gpt_activation_bytes(&in->cfg, in->micro_batch, in->seq_len, in->T, &acts, &scratch);
   out->bytes[MEM_ACTIVATIONS] = (uint64_t)acts;
   out->bytes[MEM_WORKSPACE] = (uint64_t)workspace_bytes(in);
   out->bytes[MEM_COMM] = 0;
@@ -158,5 +158,8 @@ st_status plan_comm(const plan_input *in, comm_plan *out) {
     out->shard_all_gather += (uint64_t)gathers * comm_ring_bytes(COMM_ALL_GATHER, in->S, full);
     out->replicate_all_reduce += comm_ring_bytes(COMM_ALL_REDUCE, in->R, shard);
   }
+  size_t activation = (size_t)in->micro_batch * in->seq_len * in->cfg.n_embd * f;
+  out->tp_all_reduce = (uint64_t)4 * in->cfg.n_layer * in->grad_accum *
+                       comm_ring_bytes(COMM_ALL_REDUCE, in->T, activation);
   return ST_OK;
 }

@@ -40,9 +40,11 @@ typedef struct memory_plan {
 st_status plan_memory(const plan_input *in, memory_plan *out);
 
 /* Bytes one rank sends per step for the parameters and gradients (all-gather + reduce-scatter
- * on the shard group, all-reduce on the replicate group), the counters' ring accounting. */
+ * on the shard group, all-reduce on the replicate group) and for the activations (all-reduce
+ * on the tp group: two in the forward and two in the backward of every block, B x T x C each),
+ * in the counters' ring accounting. */
 typedef struct comm_plan {
-  uint64_t shard_all_gather, shard_reduce_scatter, replicate_all_reduce;
+  uint64_t shard_all_gather, shard_reduce_scatter, replicate_all_reduce, tp_all_reduce;
 } comm_plan;
 
 st_status plan_comm(const plan_input *in, comm_plan *out);

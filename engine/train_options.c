@@ -58,7 +58,7 @@ int train_options_flags(train_options *o, cli_flag *f, int capacity) {
       {"zero", FLAG_INT, &o->zero, "ZeRO stage: 0 (DDP), 1, 2 or 3 (full sharding)"},
       {"dp-replicate", FLAG_INT, &o->dp_replicate, "replicate groups R (outer data parallel)"},
       {"dp-shard", FLAG_INT, &o->dp_shard, "shard group size S (0: world / (R x tp))"},
-      {"tp", FLAG_INT, &o->tp, "tensor-parallel size T (1 in this version)"},
+      {"tp", FLAG_INT, &o->tp, "tensor-parallel size T (must divide n_head)"},
       {"prefetch", FLAG_INT, &o->prefetch, "units gathered ahead of the one computing"},
       {"reshard-after-forward", FLAG_BOOL, &o->reshard_after_forward,
        "stage 3: free each block's parameters after its forward"},
@@ -96,7 +96,8 @@ static st_status resolve_config(const train_options *o, gpt_config *cfg) {
     return st_error(ST_ERR_INVALID_ARG, "--vocab %d: token shards hold uint16 ids (at most 65536)",
                     cfg->vocab);
   }
-  return gpt_config_finish(cfg, 1);
+  ST_CHECK(require_positive("tp", o->tp));
+  return gpt_config_finish(cfg, o->tp);
 }
 
 st_status train_options_resolve(const train_options *o, int dp_size, gpt_config *cfg,
@@ -112,10 +113,7 @@ st_status train_options_resolve(const train_options *o, int dp_size, gpt_config 
   if (o->zero < 0 || o->zero > 3) {
     return st_error(ST_ERR_INVALID_ARG, "--zero %d is not 0, 1, 2 or 3", o->zero);
   }
-  if (o->tp != 1) {
-    return st_error(ST_ERR_UNSUPPORTED,
-                    "--tp %d: tensor parallelism is not in this version yet (use --tp 1)", o->tp);
-  }
+
   if (o->steps > 0 && !o->data_train) {
     return st_error(ST_ERR_INVALID_ARG, "--data-train is required to train (--steps %d)",
                     o->steps);

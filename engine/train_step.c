@@ -13,28 +13,44 @@ st_status train_state_reset(gpt_model *m) {
   return ST_OK;
 }
 
-/* Sum of squares of the whole model's gradients: this rank's shard of every unit, summed over
- * the shard group. Every stage sums exactly this way (stage 0 too, though it holds the full
- * gradients), so equal meshes give bit-identical norms at every stage. The replicate group
- * holds copies of the same shards and takes no part; padding is zero and adds nothing. */
+/* Sum of squares of this rank's shard of one unit's gradients, parameter by parameter: a
+ * parameter replicated across tensor parallelism is counted on tp rank 0 only. */
+static st_status shard_sumsq(gpt_model *m, const unit *un, double *out) {
+  const int64_t begin = (int64_t)un->shard_rank * un->layout.shard_numel;
+  const int64_t end = begin + un->layout.shard_numel;
+  for (int k = 0; k < un->layout.count; k++) {
+    const unit_param *p = &un->layout.params[k];
+    if (p->split == TP_REPLICATED && m->tp_rank != 0) continue;
+    int64_t lo = p->offset > begin ? p->offset : begin;
+    int64_t hi = p->offset + p->numel < end ? p->offset + p->numel : end;
+    if (lo >= hi) continue;
+    const int64_t n = hi - lo;
+    st_tensor range;
+    ST_CHECK(tensor_make(&range, un->grad_shard + (lo - begin), ST_FP32, m->dev->backend->kind, 1,
+                         &n));
+    double part = 0;
+    ST_CHECK(kernel_sum_squares(m->kb, &part, &range, &m->stream));
+    *out += part;
+  }
+  return ST_OK;
+}
+
+/* The global gradient norm's square: each rank sums its shard of every unit, then the sums are
+ * added over the shard group and the tp group. Every stage sums exactly this way (stage 0 too,
+ * though it holds the full gradients), so equal meshes give bit-identical norms at every stage.
+ * The replicate group holds copies of the same shards and takes no part. fp32 is enough for
+ * the collective: the norm only scales the step (relative error ~1e-7). */
 static st_status global_grad_sumsq(gpt_model *m, double *out) {
   double local = 0;
-  for (int u = 0; u < m->n_units; u++) {
-    unit *un = &m->units[u];
-    st_tensor shard;
-    ST_CHECK(tensor_make(&shard, un->grad_shard, ST_FP32, m->dev->backend->kind, 1,
-                         &un->layout.shard_numel));
-    double part = 0;
-    ST_CHECK(kernel_sum_squares(m->kb, &part, &shard, &m->stream));
-    local += part;
-  }
-  *out = local;
-  comm *shard_group = m->units[0].groups.shard;
-  if (!shard_group || comm_size(shard_group) == 1) return ST_OK;
-  /* fp32 is enough here: the norm only scales the step (relative error ~1e-7). */
+  for (int u = 0; u < m->n_units; u++) ST_CHECK(shard_sumsq(m, &m->units[u], &local));
   float total = (float)local;
-  ST_CHECK(comm_all_reduce(shard_group, &total, &total, 1, ST_FP32, COMM_SUM, NULL));
-  *out = total;
+  comm *groups[2] = {m->units[0].groups.shard, m->tp};
+  for (int g = 0; g < 2; g++) {
+    if (groups[g] && comm_size(groups[g]) > 1) {
+      ST_CHECK(comm_all_reduce(groups[g], &total, &total, 1, ST_FP32, COMM_SUM, NULL));
+    }
+  }
+  *out = m->units[0].groups.shard || m->tp ? (double)total : local;
   return ST_OK;
 }
 

@@ -58,11 +58,22 @@ else
   echo "ok: impossible mesh reported by all 4 ranks, exit $rc"
 fi
 
+# A TP size that does not divide the heads: every rank says so and exits 2, nobody hangs.
+out=$(timeout 60 "$(dirname "$0")/../mpirun.sh" 3 "$shardtrain" train --tp 3 --steps 0 2>&1)
+rc=$?
+n=$(grep -c "tp 3 does not divide n_head 4" <<<"$out")
+if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] || [ "$n" -ne 3 ]; then
+  echo "FAIL: --tp 3 on 3 ranks: exit $rc, $n of 3 ranks reported"; echo "$out"; fail=1
+else
+  echo "ok: --tp 3 refused by all 3 ranks, exit $rc"
+fi
+
 # --help documents every flag the parser accepts.
 help=$("$shardtrain" train --help)
 for f in model n-layer n-head n-embd vocab seq-len data-train data-val micro-batch grad-accum \
          steps lr warmup lr-schedule weight-decay clip seed init-from save-init export metrics \
-         eval-every device; do
+         eval-every eval-batches device zero dp-replicate dp-shard tp prefetch \
+         reshard-after-forward; do
   grep -q -- "--$f " <<<"$help" || { echo "FAIL: train --help lacks --$f"; fail=1; }
 done
 

@@ -5,8 +5,9 @@
 #   - the loss and global grad norm of each step match the single-rank run to 1e-5 relative;
 #   - at equal mesh, stages 0-3 (and prefetch / reshard variants) give bit-identical losses
 #     and bit-identical exported parameters.
-# Gradient accumulation (2 micro-batches of half the size) must match too.
-# (Tensor-parallel meshes join this matrix when tensor parallelism lands.)
+# Meshes: dp-shard 2, 4 and 3 (padding), hybrid 2x2, tp 2, tp 2 x dp-shard 2, and
+# tp 2 x hybrid 2x2 (8 ranks). Gradient accumulation (2 micro-batches of half the size) must
+# match too.
 set -uo pipefail
 shardtrain=$1
 prepare=$2
@@ -28,17 +29,16 @@ run() {
 
 run ref 1 --micro-batch 12
 run ref_accum 1 --micro-batch 6 --grad-accum 2
-# mesh name, ranks, mesh flags, micro-batch (global batch 12 = micro x dp)
-meshes=("s2 2 --dp-shard 2 6" "s4 4 --dp-shard 4 3" "s3 3 --dp-shard 3 4"
-        "r2s2 4 --dp-replicate 2 --dp-shard 2 3")
+# name, ranks, micro-batch (global batch 12 = micro x R x S), then the mesh flags
+meshes=("s2 2 6 --dp-shard 2" "s4 4 3 --dp-shard 4" "s3 3 4 --dp-shard 3"
+        "r2s2 4 3 --dp-replicate 2 --dp-shard 2" "tp2 2 12 --tp 2" "tp2s2 4 6 --tp 2 --dp-shard 2"
+        "tp2r2s2 8 3 --tp 2 --dp-replicate 2 --dp-shard 2")
 names=()
 for m in "${meshes[@]}"; do
-  read -r mesh ranks f1 v1 rest <<<"$m"
-  extra=()
-  [ "$f1" = "--dp-replicate" ] && { read -r f2 v2 micro <<<"$rest"; extra=("$f1" "$v1" "$f2" "$v2"); } \
-    || { micro=$rest; extra=("$f1" "$v1"); }
+  read -r mesh ranks micro flags <<<"$m"
   for z in 0 1 2 3; do
-    run "${mesh}_z$z" "$ranks" "${extra[@]}" --micro-batch "$micro" --zero "$z"
+    # shellcheck disable=SC2086 # the mesh flags are words on purpose
+    run "${mesh}_z$z" "$ranks" $flags --micro-batch "$micro" --zero "$z"
     names+=("${mesh}_z$z")
   done
 done

@@ -1,13 +1,14 @@
 /* planner_test.c - the memory planner and the communication formulas against what one real
- * training step takes and sends, on every rank, for every ZeRO stage on a 1x4x1 and a 2x2x1
- * mesh (plus stage 3 with prefetch 2 and with reshard-after-forward off):
+ * training step takes and sends, on every rank, for every ZeRO stage on 1x4x1, 2x2x1 and 1x2x2
+ * meshes (plus stage 3 with prefetch 2, with reshard-after-forward off, and on 1x1x4):
  *   - measured peak bytes per category = the planner's prediction within 3%;
  *   - model states (params + grads + optimizer) follow DESIGN.md's formulas exactly, with Psi
  *     the padded flat length (fp32: p = g = 4): 20 Psi / 8 Psi + 12 Psi/S / 4 Psi + 16 Psi/S /
  *     20 Psi/S;
  *   - the bytes counted on the shard group (all-gather, reduce-scatter) and the replicate group
  *     (all-reduce) equal the ring formulas per unit (planner's plan_comm, checked here against
- *     the closed forms 2 Psi (S-1)/S for stages 0-2 and per-unit counts for stage 3). */
+ *     the closed forms 2 Psi (S-1)/S for stages 0-2 and per-unit counts for stage 3), and on the
+ *     tp group 4 all-reduces of B x T x C activations per block per micro-batch. */
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -18,41 +19,42 @@
 #include "engine/train_step.h"
 #include "tests/testing_mpi.h"
 
-enum { B = 4, T = 64 };
+enum { B = 4, SEQ = 64 };
 
 static gpt_config test_config(void) {
-  gpt_config c = {.n_layer = 3, .n_head = 4, .n_embd = 128, .vocab = 256, .max_seq = T};
-  gpt_config_finish(&c, 1);
+  gpt_config c = {.n_layer = 3, .n_head = 4, .n_embd = 128, .vocab = 256, .max_seq = SEQ};
   return c;
 }
 
-static void check_case(int R, int S, int stage, int prefetch, int reshard) {
+static void check_case(int R, int S, int T, int stage, int prefetch, int reshard) {
   st_mesh_config mc = ST_MESH_CONFIG_INIT;
   mc.dp_replicate = R;
   mc.dp_shard = S;
+  mc.tp = T;
   mc.device = "cpu";
   st_mesh *mesh = NULL;
   CHECK_OK(st_mesh_create(&mesh, &mc));
   if (!mesh) return;
   gpt_config cfg = test_config();
+  gpt_config_finish(&cfg, T);
   gpt_parallel par = {mesh, stage, prefetch, reshard};
   gpt_model *m = NULL;
-  CHECK_OK(gpt_create(&m, &cfg, mesh_device(mesh), B, T, &par));
+  CHECK_OK(gpt_create(&m, &cfg, mesh_device(mesh), B, SEQ, &par));
   if (!m) {
     st_mesh_destroy(mesh);
     return;
   }
   CHECK_OK(gpt_init_params(m, 3));
   CHECK_OK(train_state_reset(m));
-  int32_t inputs[B * T], targets[B * T];
-  for (int i = 0; i < B * T; i++) {
+  int32_t inputs[B * SEQ], targets[B * SEQ];
+  for (int i = 0; i < B * SEQ; i++) {
     inputs[i] = (i * 7) % 256;
     targets[i] = (i * 11 + 3) % 256;
   }
   const int32_t *in[1] = {inputs}, *tg[1] = {targets};
   train_hparams h = {.schedule = {LR_CONSTANT, 1e-3, 0, 0, 1}, .adam = ADAMW_HPARAMS_DEFAULT,
                      .weight_decay = 0.1f, .clip = 1.0f, .grad_accum = 1,
-                     .global_tokens = (int64_t)B * T * R * S};
+                     .global_tokens = (int64_t)B * SEQ * R * S};
   for (int g = 0; g < ST_GROUP_COUNT; g++) comm_counters_reset(mesh_comm(mesh, (st_group)g));
   mem_reset_peak();
   step_stats s;
@@ -60,11 +62,11 @@ static void check_case(int R, int S, int stage, int prefetch, int reshard) {
   mem_stats measured;
   mem_stats_get(&measured);
 
-  plan_input pin = {cfg, R, S, 1, stage, B, T, 1, prefetch, reshard};
+  plan_input pin = {cfg, R, S, T, stage, B, SEQ, 1, prefetch, reshard};
   memory_plan plan;
   CHECK_OK(plan_memory(&pin, &plan));
   char label[64];
-  snprintf(label, sizeof label, "mesh %dx%dx1 stage %d prefetch %d reshard %d", R, S, stage,
+  snprintf(label, sizeof label, "mesh %dx%dx%d stage %d prefetch %d reshard %d", R, S, T, stage,
            prefetch, reshard);
   for (int c = 0; c < MEM_CATEGORY_COUNT; c++) {
     double want = (double)plan.bytes[c], got = (double)measured.peak[c];
@@ -88,9 +90,15 @@ static void check_case(int R, int S, int stage, int prefetch, int reshard) {
   /* Bytes sent: shard group all-gather and reduce-scatter, replicate group all-reduce. */
   comm_plan cp;
   CHECK_OK(plan_comm(&pin, &cp));
-  comm_counters shard, repl;
+  comm_counters shard, repl, tp;
   comm_counters_get(mesh_comm(mesh, ST_GROUP_SHARD), &shard);
   comm_counters_get(mesh_comm(mesh, ST_GROUP_REPLICATE), &repl);
+  comm_counters_get(mesh_comm(mesh, ST_GROUP_TP), &tp);
+  /* Besides the activations, the tp group sums the squared gradient norm: one fp32. */
+  uint64_t tp_want = cp.tp_all_reduce + comm_ring_bytes(COMM_ALL_REDUCE, T, sizeof(float));
+  CHECK_MSG(tp.bytes_sent[COMM_ALL_REDUCE] == tp_want, "%s: tp all-reduce %llu bytes, planned %llu",
+            label, (unsigned long long)tp.bytes_sent[COMM_ALL_REDUCE],
+            (unsigned long long)tp_want);
   CHECK_MSG(shard.bytes_sent[COMM_ALL_GATHER] == cp.shard_all_gather,
             "%s: all-gather %llu bytes, planned %llu", label,
             (unsigned long long)shard.bytes_sent[COMM_ALL_GATHER],
@@ -119,11 +127,13 @@ int main(int argc, char **argv) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   for (int stage = 0; stage <= 3; stage++) {
-    check_case(1, world, stage, 1, 1);
-    if (world % 2 == 0) check_case(2, world / 2, stage, 1, 1);
+    check_case(1, world, 1, stage, 1, 1);
+    if (world % 2 == 0) check_case(2, world / 2, 1, stage, 1, 1);
+    if (world % 2 == 0) check_case(1, world / 2, 2, stage, 1, 1);
   }
-  check_case(1, world, 3, 2, 1);
-  check_case(1, world, 3, 1, 0);
+  check_case(1, world, 1, 3, 2, 1);
+  check_case(1, world, 1, 3, 1, 0);
+  if (world % 4 == 0) check_case(1, world / 4, 4, 3, 1, 1);
   int rc = test_finish_mpi("planner_test");
   st_finalize();
   return rc;
