@@ -1,5 +1,6 @@
 /* cli_main.c - `shardtrain`: dispatches to a subcommand. The only place that decides the
  * process's exit code (0 ok, 1 failure, 2 bad input). */
+#include <mpi.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,6 +39,16 @@ int exit_code_for(int status) {
     case ST_ERR_UNSUPPORTED: return 2;
     default: return 1;
   }
+}
+
+int report_bad_input(const char *command, int *argc, char ***argv) {
+  fprintf(stderr, "shardtrain %s: error: %s\n", command, st_last_error());
+  fflush(stderr);
+  if (st_init(argc, argv) == ST_OK) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    st_finalize();
+  }
+  return 2;
 }
 
 int main(int argc, char **argv) {

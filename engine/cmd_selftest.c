@@ -189,10 +189,7 @@ int cmd_selftest(int argc, char **argv) {
                    flags, nflags);
     return 0;
   }
-  if (status != ST_OK) {
-    fprintf(stderr, "shardtrain selftest: error: %s\n", st_last_error());
-    return 2;
-  }
+  if (status != ST_OK) return report_bad_input("selftest", &argc, &argv);
   ST_CHECK_GOTO(st_init(&argc, &argv), status, fail);
   cfg.dp_replicate = o.dp_replicate;
   cfg.dp_shard = o.dp_shard;

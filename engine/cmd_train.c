@@ -204,10 +204,7 @@ int cmd_train(int argc, char **argv) {
   train_run r = {.o = &o};
   /* Values that need no mesh are checked before MPI starts (dp size 1 is a placeholder). */
   if (status == ST_OK) status = train_options_resolve(&o, 1, &r.cfg, &r.h);
-  if (status != ST_OK) {
-    fprintf(stderr, "shardtrain train: error: %s\n", st_last_error());
-    return 2;
-  }
+  if (status != ST_OK) return report_bad_input("train", &argc, &argv);
   status = st_init(&argc, &argv);
   if (status == ST_OK) status = train(&r);
   teardown(&r);

@@ -8,6 +8,11 @@ int cmd_selftest(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 
+/* Prints "shardtrain <command>: error: <st_last_error()>" and returns 2, after a barrier over
+ * the job's ranks: a bad flag is seen by every rank, and without the barrier the launcher kills
+ * the slower ranks as soon as the first one exits, before they have said why. */
+int report_bad_input(const char *command, int *argc, char ***argv);
+
 /* Exit code for a status: 2 for a request that cannot be met as given (bad value, no such
  * device, unsupported here), 1 for everything else that failed. */
 int exit_code_for(int status);
