@@ -1,6 +1,8 @@
 /* tensor.c - descriptor construction and queries. */
 #include "core/tensor.h"
 
+#include <stdio.h>
+
 #include "core/error.h"
 
 st_status tensor_make(st_tensor *out, void *data, st_dtype dtype, st_device_kind device,
@@ -47,4 +49,13 @@ int tensor_is_contiguous(const st_tensor *t) {
     stride *= t->shape[d];
   }
   return 1;
+}
+
+const char *tensor_shape_text(char *buf, size_t size, int ndim, const int64_t *shape) {
+  size_t used = (size_t)snprintf(buf, size, "[");
+  for (int d = 0; d < ndim && used < size; d++) {
+    used += (size_t)snprintf(buf + used, size - used, d ? ", %lld" : "%lld", (long long)shape[d]);
+  }
+  if (used < size) snprintf(buf + used, size - used, "]");
+  return buf;
 }

@@ -35,6 +35,9 @@ int64_t tensor_numel(const st_tensor *t);
 size_t tensor_nbytes(const st_tensor *t);
 int tensor_is_contiguous(const st_tensor *t);
 
+/* "[2, 5, 12]" into buf (always terminated, cut short when buf is too small); returns buf. */
+const char *tensor_shape_text(char *buf, size_t size, int ndim, const int64_t *shape);
+
 #ifdef __cplusplus
 }
 #endif

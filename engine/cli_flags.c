@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,8 +31,8 @@ static st_status set_value(const cli_flag *f, const char *text) {
     }
     case FLAG_DOUBLE: {
       double v = strtod(text, &end);
-      if (end == text || *end || errno) {
-        return st_error(ST_ERR_INVALID_ARG, "--%s: '%s' is not a number", f->name, text);
+      if (end == text || *end || errno || !isfinite(v)) {
+        return st_error(ST_ERR_INVALID_ARG, "--%s: '%s' is not a finite number", f->name, text);
       }
       *(double *)f->value = v;
       return ST_OK;

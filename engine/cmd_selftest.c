@@ -165,12 +165,12 @@ static st_status check_options(const selftest_options *o) {
 }
 
 int cmd_selftest(int argc, char **argv) {
-  selftest_options o = {1, 0, 1, "auto", "auto", 1 << 18, 5};
+  selftest_options o = {1, 0, 1, NULL, "auto", 1 << 18, 5};
   const cli_flag flags[] = {
       {"dp-replicate", FLAG_INT, &o.dp_replicate, "replicate groups R (outer data parallel)"},
       {"dp-shard", FLAG_INT, &o.dp_shard, "shard group size S (0: world / (R x T))"},
       {"tp", FLAG_INT, &o.tp, "tensor-parallel group size T"},
-      {"device", FLAG_STRING, &o.device, "cpu, cuda or auto"},
+      {"device", FLAG_STRING, &o.device, "cpu, cuda or auto (default: $ST_DEVICE, else auto)"},
       {"backend", FLAG_STRING, &o.backend, "collective backend: auto, mpi or nccl"},
       {"count", FLAG_INT, &o.count, "fp32 elements per rank in each collective"},
       {"iters", FLAG_INT, &o.iters, "timed repetitions of each collective"},

@@ -5,9 +5,11 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "core/alloc.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/commands.h"
@@ -47,13 +49,24 @@ static st_status open_loader(const train_run *r, const char *pattern, token_load
   return token_loader_open(out, &c);
 }
 
+/* The device to train on: --device, else $ST_DEVICE; "auto" means a GPU only where this build
+ * has kernels for it (until the CUDA kernels land, a GPU machine trains on its CPUs). */
+static const char *train_device(const train_options *o) {
+  const char *request = o->device ? o->device : env_get_string(ENV_DEVICE);
+  if (strcmp(request, "auto") != 0 || kernel_has_backend(ST_DEVICE_CUDA)) return request;
+  if (device_cuda_count() > 0) {
+    st_log(ST_LOG_INFO, "this build has no CUDA kernels yet: training on the CPU");
+  }
+  return "cpu";
+}
+
 static st_status create_mesh(train_run *r) {
   const train_options *o = r->o;
   st_mesh_config mc = ST_MESH_CONFIG_INIT;
   mc.dp_replicate = o->dp_replicate;
   mc.dp_shard = o->dp_shard;
   mc.tp = o->tp;
-  mc.device = o->device;
+  mc.device = train_device(o);
   ST_CHECK(st_mesh_create(&r->mesh, &mc));
   ST_CHECK(st_mesh_get_coords(r->mesh, &r->coords));
   return train_options_resolve(o, r->coords.R * r->coords.S, &r->cfg, &r->h);
@@ -128,10 +141,7 @@ static void step_comm_bytes(st_mesh *mesh, uint64_t bytes[COMM_OP_COUNT]) {
 static st_status run_step(train_run *r, int step, step_record *rec) {
   const train_options *o = r->o;
   size_t per_batch = (size_t)o->micro_batch * r->cfg.max_seq;
-  const int32_t *inputs[64], *targets[64];
-  if (o->grad_accum > 64) {
-    return st_error(ST_ERR_INVALID_ARG, "--grad-accum %d: at most 64", o->grad_accum);
-  }
+  const int32_t *inputs[TRAIN_MAX_GRAD_ACCUM], *targets[TRAIN_MAX_GRAD_ACCUM];
   for (int i = 0; i < o->grad_accum; i++) {
     int32_t *in = r->tokens + 2 * per_batch * (size_t)i, *tg = in + per_batch;
     ST_CHECK(token_loader_next(r->train, in, tg));

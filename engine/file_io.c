@@ -12,7 +12,9 @@
 #include "core/error.h"
 
 st_status file_open_read(const char *path, int *fd, uint64_t *size) {
-  *fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: opening a FIFO named by mistake must fail the check below, not wait for a
+   * writer; it changes nothing for regular files. */
+  *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (*fd < 0) return st_error(ST_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
   struct stat info;
   if (fstat(*fd, &info) != 0 || !S_ISREG(info.st_mode)) {

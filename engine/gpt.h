@@ -105,7 +105,4 @@ st_status gpt_backward(gpt_model *model, float dloss_scale, int reduce);
 /* Sets every gradient to zero (start of a step; see unit_grads_zero). */
 st_status gpt_zero_grads(gpt_model *model);
 
-/* The unit and index holding the parameter with Hugging Face name `hf_name`; -1 if none. */
-int gpt_find_param(const gpt_model *model, const char *hf_name, int *param_index);
-
 #endif /* ST_ENGINE_GPT_H */

@@ -107,7 +107,7 @@ st_status gpt_forward(gpt_model *m, const int32_t *inputs, const int32_t *target
   st_status status = stream_memcpy(s, host_losses, a->losses, (size_t)BT * sizeof(float));
   if (status == ST_OK) status = stream_sync(s);
   double sum = 0;
-  for (int64_t i = 0; i < BT; i++) sum += host_losses[i];
+  for (int64_t i = 0; status == ST_OK && i < BT; i++) sum += host_losses[i];
   mem_free(host_losses);
   *loss = (float)(sum / (double)BT);
   return status;

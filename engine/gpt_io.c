@@ -17,19 +17,25 @@ static void hf_name(const gpt_model *m, int u, const unit_param *p, const char *
   snprintf(out, size, "%s%s%s", prefix, m->prefixes[u], p->name);
 }
 
-static st_status to_f32(const safetensors_entry *e, const void *raw, float *out,
-                        const char *path) {
-  for (uint64_t i = 0; i < e->numel; i++) {
-    switch (e->dtype) {
-      case SAFETENSORS_F32: memcpy(&out[i], (const char *)raw + 4 * i, 4); break;
-      case SAFETENSORS_BF16: out[i] = f32_from_bf16(((const uint16_t *)raw)[i]); break;
-      case SAFETENSORS_F16: out[i] = f32_from_fp16(((const uint16_t *)raw)[i]); break;
-      default:
-        return st_error(ST_ERR_FORMAT, "%s: tensor '%s' has dtype %s; F32, BF16 or F16 expected",
-                        path, e->name, safetensors_dtype_name(e->dtype));
+static st_status check_dtype(const safetensors_entry *e, const char *path) {
+  if (e->dtype == SAFETENSORS_F32 || e->dtype == SAFETENSORS_BF16 || e->dtype == SAFETENSORS_F16) {
+    return ST_OK;
+  }
+  return st_error(ST_ERR_FORMAT, "%s: tensor '%s' has dtype %s; F32, BF16 or F16 expected", path,
+                  e->name, safetensors_dtype_name(e->dtype));
+}
+
+/* n elements of a checked dtype (at most 4 bytes each) to fp32. */
+static void to_f32(safetensors_dtype dtype, const void *raw, float *out, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    if (dtype == SAFETENSORS_F32) {
+      memcpy(&out[i], (const char *)raw + 4 * i, 4);
+    } else if (dtype == SAFETENSORS_BF16) {
+      out[i] = f32_from_bf16(((const uint16_t *)raw)[i]);
+    } else {
+      out[i] = f32_from_fp16(((const uint16_t *)raw)[i]);
     }
   }
-  return ST_OK;
 }
 
 /* Whether the file's shape can fill the parameter: equal, or more rows for wpe, or the real
@@ -45,14 +51,6 @@ static int shape_fits(const gpt_model *m, int u, int k, const safetensors_entry 
   return e->shape[0] == p->shape[0];
 }
 
-static void describe_shape(const int64_t *shape, int ndim, char *out, size_t size) {
-  int n = snprintf(out, size, "[");
-  for (int d = 0; d < ndim; d++) {
-    n += snprintf(out + n, size - (size_t)n, d ? ", %lld" : "%lld", (long long)shape[d]);
-  }
-  snprintf(out + n, size - (size_t)n, "]");
-}
-
 /* Reads one parameter's logical tensor into `full` and hands the unit its TP slice, built in
  * `slice`. */
 static st_status import_param(gpt_model *m, int u, int k, const safetensors_reader *r,
@@ -66,14 +64,19 @@ static st_status import_param(gpt_model *m, int u, int k, const safetensors_read
   if (!e) return st_error(ST_ERR_FORMAT, "%s: tensor '%s' is missing", path, name);
   if (!shape_fits(m, u, k, e)) {
     char have[96], want[96];
-    describe_shape(e->shape, e->ndim, have, sizeof have);
-    describe_shape(p->shape, p->ndim, want, sizeof want);
+    tensor_shape_text(have, sizeof have, e->ndim, e->shape);
+    tensor_shape_text(want, sizeof want, p->ndim, p->shape);
     return st_error(ST_ERR_FORMAT, "%s: tensor '%s' is %s, the model expects %s", path, name,
                     have, want);
   }
-  ST_CHECK(safetensors_reader_read(r, e, 0, e->numel, raw));
-  ST_CHECK(to_f32(e, raw, full, path));
-  int64_t file_elements = (int64_t)e->numel; /* rows past these are wte's padding */
+  ST_CHECK(check_dtype(e, path));
+  /* The model needs at most its own logical size: wpe may have more rows in the file (the
+   * first are taken) and wte fewer (the padding rows are zero). */
+  int64_t logical = 1;
+  for (int d = 0; d < p->ndim; d++) logical *= p->shape[d];
+  int64_t file_elements = (int64_t)e->numel < logical ? (int64_t)e->numel : logical;
+  ST_CHECK(safetensors_reader_read(r, e, 0, (uint64_t)file_elements, raw));
+  to_f32(e->dtype, raw, full, file_elements);
   for (int64_t i = 0; i < p->numel; i++) {
     int64_t g = unit_param_global_index(p, un->layout.T, un->layout.t, i);
     slice[i] = g < file_elements ? full[g] : 0.0f;
@@ -84,12 +87,7 @@ static st_status import_param(gpt_model *m, int u, int k, const safetensors_read
 st_status gpt_import(gpt_model *m, const char *path, const char *prefix) {
   safetensors_reader *r = NULL;
   ST_CHECK(safetensors_reader_open(&r, path));
-  /* wpe may hold more rows than the model: size the scratch by the file's largest tensor too. */
   int64_t most = gpt_largest_param(m);
-  for (size_t i = 0; i < safetensors_reader_count(r); i++) {
-    const safetensors_entry *e = safetensors_reader_entry(r, i);
-    if ((int64_t)e->numel > most) most = (int64_t)e->numel;
-  }
   float *full = NULL, *slice = NULL;
   void *raw = NULL;
   st_status status;

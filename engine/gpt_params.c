@@ -194,19 +194,6 @@ st_status gpt_param_scratch(const gpt_model *m, float **out) {
                    MEM_WORKSPACE, NULL);
 }
 
-int gpt_find_param(const gpt_model *m, const char *hf_name, int *param_index) {
-  for (int i = 0; i < m->n_units; i++) {
-    size_t plen = strlen(m->prefixes[i]);
-    if (strncmp(hf_name, m->prefixes[i], plen) != 0) continue;
-    int k = unit_layout_find(&m->units[i].layout, hf_name + plen);
-    if (k >= 0) {
-      *param_index = k;
-      return i;
-    }
-  }
-  return -1;
-}
-
 st_status gpt_zero_grads(gpt_model *m) {
   for (int i = 0; i < m->n_units; i++) ST_CHECK(unit_grads_zero(&m->units[i]));
   return ST_OK;

@@ -19,7 +19,7 @@ void train_options_defaults(train_options *o) {
                        .seed = 1337,
                        .eval_every = 0,
                        .eval_batches = 8,
-                       .device = "auto",
+                       .device = NULL,
                        .zero = 0,
                        .dp_replicate = 1,
                        .dp_shard = 0,
@@ -54,7 +54,7 @@ int train_options_flags(train_options *o, cli_flag *f, int capacity) {
       {"metrics", FLAG_STRING, &o->metrics, "append one JSON line per step to this file"},
       {"eval-every", FLAG_INT, &o->eval_every, "validation every N steps and at the end (0: end)"},
       {"eval-batches", FLAG_INT, &o->eval_batches, "validation batches per evaluation"},
-      {"device", FLAG_STRING, &o->device, "cpu, cuda or auto"},
+      {"device", FLAG_STRING, &o->device, "cpu, cuda or auto (default: $ST_DEVICE, else auto)"},
       {"zero", FLAG_INT, &o->zero, "ZeRO stage: 0 (DDP), 1, 2 or 3 (full sharding)"},
       {"dp-replicate", FLAG_INT, &o->dp_replicate, "replicate groups R (outer data parallel)"},
       {"dp-shard", FLAG_INT, &o->dp_shard, "shard group size S (0: world / (R x tp))"},
@@ -105,6 +105,10 @@ st_status train_options_resolve(const train_options *o, int dp_size, gpt_config 
   ST_CHECK(resolve_config(o, cfg));
   ST_CHECK(require_positive("micro-batch", o->micro_batch));
   ST_CHECK(require_positive("grad-accum", o->grad_accum));
+  if (o->grad_accum > TRAIN_MAX_GRAD_ACCUM) {
+    return st_error(ST_ERR_INVALID_ARG, "--grad-accum %d: at most %d", o->grad_accum,
+                    TRAIN_MAX_GRAD_ACCUM);
+  }
   ST_CHECK(require_non_negative("steps", o->steps));
   ST_CHECK(require_non_negative("warmup", o->warmup));
   ST_CHECK(require_non_negative("eval-every", o->eval_every));

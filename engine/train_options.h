@@ -8,6 +8,9 @@
 #include "engine/gpt_config.h"
 #include "engine/train_step.h"
 
+/* Micro-batches per step at most (their tokens are held at once). */
+#define TRAIN_MAX_GRAD_ACCUM 64
+
 typedef struct train_options {
   const char *model;
   int n_layer, n_head, n_embd, vocab, seq_len; /* 0: the named model's value */

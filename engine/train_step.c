@@ -99,6 +99,11 @@ st_status train_step(gpt_model *m, const train_hparams *h, int step,
   out->loss = loss_sum / h->grad_accum;
   ST_CHECK(mean_over_dp(m, &out->loss));
   out->grad_norm = sqrt(sumsq);
+  if (!isfinite(out->loss) || !isfinite(out->grad_norm)) {
+    /* Every rank sees the same reduced values, so every rank stops here together. */
+    return st_error(ST_ERR_INTERNAL, "step %d: loss %g, gradient norm %g: training diverged",
+                    step, out->loss, out->grad_norm);
+  }
   out->lr = lr_at(&h->schedule, step);
   const float scale = clip_scale(out->grad_norm, h->clip);
   for (int u = 0; u < m->n_units; u++) {

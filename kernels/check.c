@@ -6,15 +6,6 @@
 #include "core/error.h"
 
 /* "[2, 5, 12]" into buf. */
-static const char *shape_text(char *buf, size_t size, int ndim, const int64_t *shape) {
-  size_t used = (size_t)snprintf(buf, size, "[");
-  for (int d = 0; d < ndim && used < size; d++) {
-    used += (size_t)snprintf(buf + used, size - used, d ? ", %lld" : "%lld", (long long)shape[d]);
-  }
-  if (used < size) snprintf(buf + used, size - used, "]");
-  return buf;
-}
-
 static const char *device_name(st_device_kind device) {
   return device == ST_DEVICE_CPU ? "cpu" : "cuda";
 }
@@ -88,8 +79,8 @@ st_status kernel_check_shape(const kernel_check *c, const char *name, const st_t
   if (same) return ST_OK;
   char got[96], want[96];
   return st_error(ST_ERR_INVALID_ARG, "%s: %s is %s, expected %s", c->op, name,
-                  shape_text(got, sizeof got, t->ndim, t->shape),
-                  shape_text(want, sizeof want, ndim, shape));
+                  tensor_shape_text(got, sizeof got, t->ndim, t->shape),
+                  tensor_shape_text(want, sizeof want, ndim, shape));
 }
 
 st_status kernel_check_same_shape(const kernel_check *c, const char *name, const st_tensor *t,
@@ -102,7 +93,7 @@ st_status kernel_check_rows(const kernel_check *c, const char *name, const st_te
   if (kernel_rows(t) == rows && kernel_cols(t) == cols) return ST_OK;
   char got[96];
   return st_error(ST_ERR_INVALID_ARG, "%s: %s is %s, expected %lld rows of %lld", c->op, name,
-                  shape_text(got, sizeof got, t->ndim, t->shape), (long long)rows, (long long)cols);
+                  tensor_shape_text(got, sizeof got, t->ndim, t->shape), (long long)rows, (long long)cols);
 }
 
 st_status kernel_check_numel(const kernel_check *c, const char *name, const st_tensor *t,
@@ -110,7 +101,7 @@ st_status kernel_check_numel(const kernel_check *c, const char *name, const st_t
   if (tensor_numel(t) == numel) return ST_OK;
   char got[96];
   return st_error(ST_ERR_INVALID_ARG, "%s: %s is %s, expected %lld elements", c->op, name,
-                  shape_text(got, sizeof got, t->ndim, t->shape), (long long)numel);
+                  tensor_shape_text(got, sizeof got, t->ndim, t->shape), (long long)numel);
 }
 
 st_status kernel_check_ids(const kernel_check *c, const char *name, const int32_t *ids) {

@@ -5,6 +5,8 @@
 #include "core/error.h"
 #include "kernels/check.h"
 
+int kernel_has_backend(st_device_kind kind) { return kind == ST_DEVICE_CPU; }
+
 st_status kernel_backend_for(const st_device *dev, const kernel_backend **out) {
   *out = NULL;
   if (!dev || !dev->backend) return st_error(ST_ERR_INVALID_ARG, "kernel_backend_for: no device");

@@ -86,6 +86,9 @@ typedef struct kernel_backend {
   st_status (*sum_squares)(double *out, const st_tensor *x, const st_stream *stream);
 } kernel_backend;
 
+/* Whether this build has kernels for a kind of device. */
+int kernel_has_backend(st_device_kind kind);
+
 /* The backend that computes on `dev`'s device. ST_ERR_UNSUPPORTED when this build has no
  * kernels for that device. */
 st_status kernel_backend_for(const st_device *dev, const kernel_backend **out);

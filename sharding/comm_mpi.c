@@ -89,13 +89,23 @@ static st_status check_count(size_t count) {
 
 /* With staging, returns a pinned host buffer of `bytes` holding a copy of src's first
  * `copy_bytes` bytes at `copy_offset`; the collective's result is copied back to dst later. */
+static void release_staging(mpi_work *w) {
+  mem_free(w->staging);
+  w->staging = NULL;
+}
+
 static st_status stage(mpi_ctx *ctx, mpi_work *w, const void *src, size_t copy_offset,
                        size_t copy_bytes, size_t bytes, void *dst, size_t result_offset,
                        size_t result_bytes) {
   ST_CHECK(mem_alloc(&w->staging, bytes, MEM_PINNED, MEM_COMM, &ctx->dev));
   if (copy_bytes) {
-    ST_CHECK(stream_memcpy(&ctx->stream, (char *)w->staging + copy_offset, src, copy_bytes));
-    ST_CHECK(stream_sync(&ctx->stream));
+    st_status status = stream_memcpy(&ctx->stream, (char *)w->staging + copy_offset, src,
+                                     copy_bytes);
+    if (status == ST_OK) status = stream_sync(&ctx->stream);
+    if (status != ST_OK) {
+      release_staging(w);
+      return status;
+    }
   }
   w->device_dst = dst;
   w->result_offset = result_offset;
@@ -103,9 +113,16 @@ static st_status stage(mpi_ctx *ctx, mpi_work *w, const void *src, size_t copy_o
   return ST_OK;
 }
 
-static void release_staging(mpi_work *w) {
-  mem_free(w->staging);
-  w->staging = NULL;
+
+/* The result of starting an MPI collective: on failure the staging buffer is released (no
+ * test will ever run for this work) and MPI's error becomes an st_status. */
+static st_status started(mpi_work *w, int rc, const char *what) {
+  if (rc == MPI_SUCCESS) return ST_OK;
+  release_staging(w);
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  return st_error(ST_ERR_MPI, "%s failed: %s", what, text);
 }
 
 /* ---- collectives ----------------------------------------------------------------------- */
@@ -128,9 +145,9 @@ static st_status mpi_all_gather(void *vctx, const void *send, void *recv, size_t
   } else if (send == (const char *)recv + piece * (size_t)rank) {
     in = MPI_IN_PLACE;
   }
-  MPI_CHECK(MPI_Iallgather(in, (int)count, mpi_type(dtype), out, (int)count, mpi_type(dtype),
-                           ctx->comm, &w->request));
-  return ST_OK;
+  return started(w, MPI_Iallgather(in, (int)count, mpi_type(dtype), out, (int)count, mpi_type(dtype),
+                           ctx->comm, &w->request),
+                 "MPI_Iallgather");
 }
 
 static st_status mpi_reduce_scatter(void *vctx, const void *send, void *recv, size_t count,
@@ -158,9 +175,9 @@ static st_status mpi_reduce_scatter(void *vctx, const void *send, void *recv, si
     w->inplace_dst = recv;
     w->result_bytes = piece;
   }
-  MPI_CHECK(MPI_Ireduce_scatter_block(in, out, (int)count, mpi_type(dtype),
-                                      mpi_reduce_op(ctx, dtype, op), ctx->comm, &w->request));
-  return ST_OK;
+  return started(w, MPI_Ireduce_scatter_block(in, out, (int)count, mpi_type(dtype),
+                                      mpi_reduce_op(ctx, dtype, op), ctx->comm, &w->request),
+                 "MPI_Ireduce_scatter_block");
 }
 
 static st_status mpi_all_reduce(void *vctx, const void *send, void *recv, size_t count,
@@ -176,9 +193,9 @@ static st_status mpi_all_reduce(void *vctx, const void *send, void *recv, size_t
     in = MPI_IN_PLACE;
     out = w->staging;
   }
-  MPI_CHECK(MPI_Iallreduce(in, out, (int)count, mpi_type(dtype), mpi_reduce_op(ctx, dtype, op),
-                           ctx->comm, &w->request));
-  return ST_OK;
+  return started(w, MPI_Iallreduce(in, out, (int)count, mpi_type(dtype), mpi_reduce_op(ctx, dtype, op),
+                           ctx->comm, &w->request),
+                 "MPI_Iallreduce");
 }
 
 static st_status mpi_broadcast(void *vctx, void *buf, size_t count, st_dtype dtype, int root,
@@ -192,8 +209,8 @@ static st_status mpi_broadcast(void *vctx, void *buf, size_t count, st_dtype dty
     ST_CHECK(stage(ctx, w, buf, 0, bytes, bytes, buf, 0, bytes));
     io = w->staging;
   }
-  MPI_CHECK(MPI_Ibcast(io, (int)count, mpi_type(dtype), root, ctx->comm, &w->request));
-  return ST_OK;
+  return started(w, MPI_Ibcast(io, (int)count, mpi_type(dtype), root, ctx->comm, &w->request),
+                 "MPI_Ibcast");
 }
 
 static st_status mpi_barrier(void *vctx, comm_work *work) {

@@ -43,7 +43,9 @@ static cudaStream_t stream_of(const nccl_ctx *ctx) { return (cudaStream_t)ctx->s
 static st_status mark_enqueued(nccl_ctx *ctx, comm_work *work) {
   nccl_work *w = (nccl_work *)work->backend_state;
   ST_CHECK(event_create(&ctx->dev, &w->done));
-  return event_record(&w->done, &ctx->stream);
+  st_status status = event_record(&w->done, &ctx->stream);
+  if (status != ST_OK) event_destroy(&w->done);
+  return status;
 }
 
 static st_status nccl_all_gather(void *vctx, const void *send, void *recv, size_t count,
@@ -87,8 +89,12 @@ static st_status nccl_test(void *vctx, comm_work *work, int *done) {
   nccl_ctx *ctx = vctx;
   nccl_work *w = (nccl_work *)work->backend_state;
   ncclResult_t async_err = ncclSuccess;
-  NCCL_CHECK(ncclCommGetAsyncError(ctx->comm, &async_err));
-  NCCL_CHECK(async_err);
+  ncclResult_t rc = ncclCommGetAsyncError(ctx->comm, &async_err);
+  if (rc != ncclSuccess || async_err != ncclSuccess) {
+    event_destroy(&w->done); /* the work ends here: nobody will test it again */
+    NCCL_CHECK(rc);
+    NCCL_CHECK(async_err);
+  }
   ST_CHECK(event_query(&w->done, done));
   if (*done) event_destroy(&w->done);
   return ST_OK;

@@ -35,12 +35,13 @@ st_status mesh_validate(const st_mesh_config *config, int world_size, st_mesh_co
                     "(dp_shard 0 means world / (dp_replicate x tp))", R, S, T);
   }
   if (S == 0) {
-    if (world_size % (R * T) != 0) {
+    int64_t rt = (int64_t)R * T;
+    if (rt > world_size || world_size % rt != 0) {
       return st_error(ST_ERR_INVALID_ARG,
-                      "mesh dp_replicate=%d x tp=%d = %d does not divide the world of %d ranks",
-                      R, T, R * T, world_size);
+                      "mesh dp_replicate=%d x tp=%d = %lld does not divide the world of %d ranks",
+                      R, T, (long long)rt, world_size);
     }
-    S = world_size / (R * T);
+    S = (int)(world_size / rt);
   }
   if ((int64_t)R * S * T != world_size) {
     return st_error(ST_ERR_INVALID_ARG,
