@@ -103,6 +103,11 @@ const char *st_mesh_backend_name(const st_mesh *mesh);
 /* "cpu" or "cuda": the device the mesh chose for this rank. */
 const char *st_mesh_device_name(const st_mesh *mesh);
 
+/* ---- Memory ---------------------------------------------------------------------------------
+ * Bytes this process holds through the library's allocator (every category, host and device):
+ * 0 again once every handle is destroyed, so callers and tests can check for leaks. */
+st_status st_memory_live_bytes(uint64_t *bytes);
+
 #ifdef __cplusplus
 }
 #endif
