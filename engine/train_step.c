@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "optim/clip.h"
+#include "optim/unit_optim.h"
 
 st_status train_state_reset(gpt_model *m) {
   for (int u = 0; u < m->n_units; u++) ST_CHECK(unit_optimizer_reset(&m->units[u]));
@@ -20,12 +21,8 @@ st_status train_state_reset(gpt_model *m) {
 static st_status global_grad_sumsq(gpt_model *m, double *out) {
   double local = 0;
   for (int u = 0; u < m->n_units; u++) {
-    unit *un = &m->units[u];
-    st_tensor shard;
-    ST_CHECK(tensor_make(&shard, un->grad_shard, ST_FP32, m->dev->backend->kind, 1,
-                         &un->layout.shard_numel));
     double part = 0;
-    ST_CHECK(kernel_sum_squares(m->kb, &part, &shard, &m->stream));
+    ST_CHECK(unit_optim_grad_sumsq(&m->units[u], m->kb, &m->stream, &part));
     local += part;
   }
   *out = local;
@@ -36,24 +33,6 @@ static st_status global_grad_sumsq(gpt_model *m, double *out) {
   ST_CHECK(comm_all_reduce(shard_group, &total, &total, 1, ST_FP32, COMM_SUM, NULL));
   *out = total;
   return ST_OK;
-}
-
-/* AdamW over the part of each parameter inside the owned range. */
-static st_status update_unit(unit *un, const train_hparams *h, int step, float lr,
-                             float grad_scale) {
-  const int64_t begin = un->owned_begin, end = begin + un->owned_numel;
-  for (int k = 0; k < un->layout.count; k++) {
-    const unit_param *p = &un->layout.params[k];
-    int64_t lo = p->offset > begin ? p->offset : begin;
-    int64_t hi = p->offset + p->numel < end ? p->offset + p->numel : end;
-    if (lo >= hi) continue;
-    float decay = p->ndim >= 2 ? h->weight_decay : 0.0f;
-    int64_t at = lo - begin;
-    ST_CHECK(adamw_update(&h->adam, step + 1, lr, decay, grad_scale, un->master + at,
-                          unit_owned_grads(un) + at, un->adam_m + at, un->adam_v + at,
-                          (size_t)(hi - lo)));
-  }
-  return unit_publish(un);
 }
 
 /* Mean of the ranks' losses over the data-parallel group (each rank's is over its own slice). */
@@ -86,7 +65,8 @@ st_status train_step(gpt_model *m, const train_hparams *h, int step,
   out->lr = lr_at(&h->schedule, step);
   const float scale = clip_scale(out->grad_norm, h->clip);
   for (int u = 0; u < m->n_units; u++) {
-    ST_CHECK(update_unit(&m->units[u], h, step, (float)out->lr, scale));
+    ST_CHECK(
+        unit_optim_adamw(&m->units[u], &h->adam, h->weight_decay, step + 1, (float)out->lr, scale));
   }
   return stream_sync(&m->stream);
 }
