@@ -1,6 +1,7 @@
-/* alloc.c - the tracking allocator. Live blocks are kept in an open-addressing hash table
- * keyed by address (linear probing, backward-shift deletion), so mem_free needs only the
- * pointer. The table itself is bookkeeping, allocated with plain calloc and not counted. */
+/* alloc.c - the tracking allocator, and the public st_memory_live_bytes that reads it. Live
+ * blocks are kept in an open-addressing hash table keyed by address (linear probing,
+ * backward-shift deletion), so mem_free needs only the pointer. The table itself is
+ * bookkeeping, allocated with plain calloc and not counted. */
 #include "core/alloc.h"
 
 #include <pthread.h>
@@ -146,6 +147,14 @@ void mem_stats_get(mem_stats *out) {
   pthread_mutex_lock(&tracker_lock);
   *out = stats;
   pthread_mutex_unlock(&tracker_lock);
+}
+
+st_status st_memory_live_bytes(uint64_t *bytes) {
+  if (!bytes) return st_error(ST_ERR_INVALID_ARG, "st_memory_live_bytes: bytes is NULL");
+  mem_stats now;
+  mem_stats_get(&now);
+  *bytes = now.total_current;
+  return ST_OK;
 }
 
 void mem_reset_peak(void) {

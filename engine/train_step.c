@@ -7,31 +7,10 @@
 
 #include "core/error.h"
 #include "optim/clip.h"
+#include "optim/unit_optim.h"
 
 st_status train_state_reset(gpt_model *m) {
   for (int u = 0; u < m->n_units; u++) ST_CHECK(unit_optimizer_reset(&m->units[u]));
-  return ST_OK;
-}
-
-/* Sum of squares of this rank's shard of one unit's gradients, parameter by parameter: a
- * parameter replicated across tensor parallelism is counted on tp rank 0 only. */
-static st_status shard_sumsq(gpt_model *m, const unit *un, double *out) {
-  const int64_t begin = (int64_t)un->shard_rank * un->layout.shard_numel;
-  const int64_t end = begin + un->layout.shard_numel;
-  for (int k = 0; k < un->layout.count; k++) {
-    const unit_param *p = &un->layout.params[k];
-    if (p->split == TP_REPLICATED && m->tp_rank != 0) continue;
-    int64_t lo = p->offset > begin ? p->offset : begin;
-    int64_t hi = p->offset + p->numel < end ? p->offset + p->numel : end;
-    if (lo >= hi) continue;
-    const int64_t n = hi - lo;
-    st_tensor range;
-    ST_CHECK(tensor_make(&range, un->grad_shard + (lo - begin), ST_FP32, m->dev->backend->kind, 1,
-                         &n));
-    double part = 0;
-    ST_CHECK(kernel_sum_squares(m->kb, &part, &range, &m->stream));
-    *out += part;
-  }
   return ST_OK;
 }
 
@@ -42,7 +21,11 @@ static st_status shard_sumsq(gpt_model *m, const unit *un, double *out) {
  * the collective: the norm only scales the step (relative error ~1e-7). */
 static st_status global_grad_sumsq(gpt_model *m, double *out) {
   double local = 0;
-  for (int u = 0; u < m->n_units; u++) ST_CHECK(shard_sumsq(m, &m->units[u], &local));
+  for (int u = 0; u < m->n_units; u++) {
+    double part = 0;
+    ST_CHECK(unit_optim_grad_sumsq(&m->units[u], m->kb, &m->stream, &part));
+    local += part;
+  }
   float total = (float)local;
   comm *groups[2] = {m->units[0].groups.shard, m->tp};
   for (int g = 0; g < 2; g++) {
@@ -52,24 +35,6 @@ static st_status global_grad_sumsq(gpt_model *m, double *out) {
   }
   *out = m->units[0].groups.shard || m->tp ? (double)total : local;
   return ST_OK;
-}
-
-/* AdamW over the part of each parameter inside the owned range. */
-static st_status update_unit(unit *un, const train_hparams *h, int step, float lr,
-                             float grad_scale) {
-  const int64_t begin = un->owned_begin, end = begin + un->owned_numel;
-  for (int k = 0; k < un->layout.count; k++) {
-    const unit_param *p = &un->layout.params[k];
-    int64_t lo = p->offset > begin ? p->offset : begin;
-    int64_t hi = p->offset + p->numel < end ? p->offset + p->numel : end;
-    if (lo >= hi) continue;
-    float decay = p->ndim >= 2 ? h->weight_decay : 0.0f;
-    int64_t at = lo - begin;
-    ST_CHECK(adamw_update(&h->adam, step + 1, lr, decay, grad_scale, un->master + at,
-                          unit_owned_grads(un) + at, un->adam_m + at, un->adam_v + at,
-                          (size_t)(hi - lo)));
-  }
-  return unit_publish(un);
 }
 
 /* Mean of the ranks' losses over the data-parallel group (each rank's is over its own slice). */
@@ -107,7 +72,8 @@ st_status train_step(gpt_model *m, const train_hparams *h, int step,
   out->lr = lr_at(&h->schedule, step);
   const float scale = clip_scale(out->grad_norm, h->clip);
   for (int u = 0; u < m->n_units; u++) {
-    ST_CHECK(update_unit(&m->units[u], h, step, (float)out->lr, scale));
+    ST_CHECK(
+        unit_optim_adamw(&m->units[u], &h->adam, h->weight_decay, step + 1, (float)out->lr, scale));
   }
   return stream_sync(&m->stream);
 }

@@ -103,6 +103,113 @@ const char *st_mesh_backend_name(const st_mesh *mesh);
 /* "cpu" or "cuda": the device the mesh chose for this rank. */
 const char *st_mesh_device_name(const st_mesh *mesh);
 
+/* ---- Memory ---------------------------------------------------------------------------------
+ * Bytes this process holds through the library's allocator (every category, host and device):
+ * 0 again once every handle is destroyed, so callers and tests can check for leaks. */
+st_status st_memory_live_bytes(uint64_t *bytes);
+
+/* ---- Parameter units (FSDP units) -----------------------------------------------------------
+ * A unit is a group of fp32 parameters gathered, released and reduced together: one layer or
+ * block of the caller's own model, computed by the caller's own code. Its buffers live on the
+ * mesh's device (st_mesh_device_name; the CPU without a mesh). A program's calls:
+ *
+ *   st_unit_create; st_unit_add_param for each parameter; st_unit_finalize;
+ *   st_unit_set_param for each parameter; st_unit_optimizer_reset; then every step:
+ *     st_unit_zero_grads
+ *     forward:  st_unit_gather, read st_unit_param_data, st_unit_release
+ *     backward: st_unit_gather, st_unit_begin_backward, add into st_unit_grad_data,
+ *               st_unit_release, st_unit_reduce_grads
+ *     st_unit_grad_sumsq (summed by the caller over the shard group), st_unit_adamw_step
+ *
+ * The ZeRO stage decides which buffers stay resident and which are sharded (DESIGN.md); the
+ * results are the same at every stage. The order above is enforced at every stage, stage 0
+ * and a NULL mesh included (a call out of order returns ST_ERR_INVALID_ARG and says which call
+ * was missing), so a program that runs on one rank runs sharded unchanged. Every rank of the
+ * mesh makes the same unit calls in the same order, because they communicate over the shard
+ * and replicate groups. The reduction sums each gradient over the data-parallel ranks: to
+ * train on the mean over a global batch, scale the loss gradient by 1 / (global batch). */
+typedef struct st_unit st_unit;
+
+/* How a parameter is split over the tp group: replicated whole, by its last dimension (column:
+ * output features) or by its first dimension (row: input features). */
+typedef enum st_tp_split { ST_TP_REPLICATED = 0, ST_TP_COLUMN = 1, ST_TP_ROW = 2 } st_tp_split;
+
+typedef struct st_unit_config {
+  size_t struct_size; /* sizeof(st_unit_config), filled by ST_UNIT_CONFIG_INIT */
+  int zero_stage;     /* 0 (replicated, DDP) to 3 (full shard); 0 without a mesh */
+} st_unit_config;
+
+#define ST_UNIT_CONFIG_INIT {sizeof(st_unit_config), 0}
+
+/* mesh may be NULL (one rank, stage 0, CPU); otherwise it must outlive the unit. config may be
+ * NULL (the defaults). */
+st_status st_unit_create(st_unit **out, const st_mesh *mesh, const char *name,
+                         const st_unit_config *config);
+void st_unit_destroy(st_unit *unit);
+
+/* Declares the next parameter, before st_unit_finalize: its logical (full) shape, 1 to 4
+ * dimensions, and its tp split. *index (may be NULL) receives its position, from 0. */
+st_status st_unit_add_param(st_unit *unit, const char *name, int ndim, const int64_t *shape,
+                            st_tp_split split, int *index);
+
+/* Lays the parameters out and allocates the unit's buffers (zero-filled; released). */
+st_status st_unit_finalize(st_unit *unit);
+
+/* Elements of this rank's tp slice of parameter `index` (the whole parameter when tp = 1). */
+st_status st_unit_param_numel(const st_unit *unit, int index, int64_t *numel);
+
+/* Sets parameter `index` from host memory: st_unit_param_numel elements, this rank's tp slice
+ * in row-major order. Call st_unit_optimizer_reset afterwards, before the next step. */
+st_status st_unit_set_param(st_unit *unit, int index, const float *values);
+
+/* Makes the full (tp-local) parameters available, waiting for the all-gather at stage 3. */
+st_status st_unit_gather(st_unit *unit);
+/* Ends their use: stage 3 frees them; pointers from st_unit_param_data become invalid. */
+st_status st_unit_release(st_unit *unit);
+
+/* Parameter `index` in the full buffer (the unit's device memory), valid between gather and
+ * release. */
+st_status st_unit_param_data(st_unit *unit, int index, float **data);
+
+/* Starts a step: the gradients are zero. */
+st_status st_unit_zero_grads(st_unit *unit);
+/* Makes the full gradients exist (stages 2-3 allocate them for the backward); the caller adds
+ * its gradients into them through st_unit_grad_data, over as many micro-batches as it likes. */
+st_status st_unit_begin_backward(st_unit *unit);
+/* Gradient of parameter `index` (the unit's device memory), valid between begin_backward and
+ * reduce. */
+st_status st_unit_grad_data(st_unit *unit, int index, float **data);
+/* Sums the gradients over the data-parallel ranks; each rank then holds its owned part
+ * (stages 2-3 free the full gradients). */
+st_status st_unit_reduce_grads(st_unit *unit);
+
+/* After the reduce: the sum of squares of this rank's shard of the unit's gradients. The
+ * caller sums it over the units and over the shard group (ST_GROUP_SHARD, e.g. with
+ * MPI_Allreduce), and with tp > 1 over the tp group too: the squared global gradient norm.
+ * Parameters replicated across tp are left out on tp ranks other than 0, so each is counted
+ * once. */
+st_status st_unit_grad_sumsq(st_unit *unit, double *local);
+
+/* Copies the current parameters into the fp32 master weights and zeroes Adam's moments. */
+st_status st_unit_optimizer_reset(st_unit *unit);
+
+typedef struct st_adamw_config {
+  size_t struct_size; /* sizeof(st_adamw_config), filled by ST_ADAMW_CONFIG_INIT */
+  float beta1;        /* 0.9 */
+  float beta2;        /* 0.95 */
+  float eps;          /* 1e-8 */
+  float weight_decay; /* 0.1 (as `shardtrain train`), decoupled, on parameters of rank >= 2 */
+} st_adamw_config;
+
+#define ST_ADAMW_CONFIG_INIT {sizeof(st_adamw_config), 0.9f, 0.95f, 1e-8f, 0.1f}
+
+/* One AdamW step (PyTorch's torch.optim.AdamW) on this rank's owned part of the unit, then the
+ * updated parameters published to every rank that holds them; needs the unit released and its
+ * gradients reduced. step counts from 1 (the bias corrections); the gradients are multiplied
+ * by grad_scale first (a clipping coefficient, or 1). config may be NULL (the defaults). */
+st_status st_unit_adamw_step(st_unit *unit, const st_adamw_config *config, int step, float lr,
+                             float grad_scale);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,10 +5,11 @@
 #include "sharding/mesh.h"
 
 #include <stdint.h>
-#include <string.h>
+#include <stddef.h>
 
 #include "core/alloc.h"
 #include "core/check_mpi.h"
+#include "core/config.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -62,18 +63,9 @@ void mesh_coords_of(const st_mesh_config *mesh, int rank, int *r, int *s, int *t
 
 /* Copies a caller's config that may come from an older, smaller version of the struct. */
 static st_status read_config(const st_mesh_config *config, st_mesh_config *out) {
-  st_mesh_config defaults = ST_MESH_CONFIG_INIT;
-  *out = defaults;
-  if (!config) return ST_OK;
-  if (config->struct_size < offsetof(st_mesh_config, tp) + sizeof(int) ||
-      config->struct_size > sizeof *out) {
-    return st_error(ST_ERR_INVALID_ARG,
-                    "st_mesh_config.struct_size is %zu; initialise it with ST_MESH_CONFIG_INIT",
-                    config->struct_size);
-  }
-  memcpy(out, config, config->struct_size);
-  out->struct_size = sizeof *out;
-  return ST_OK;
+  const st_mesh_config defaults = ST_MESH_CONFIG_INIT;
+  return config_read(out, &defaults, sizeof *out, config,
+                     offsetof(st_mesh_config, tp) + sizeof(int), "st_mesh_config");
 }
 
 static st_status resolve_timeout(const st_mesh_config *cfg, double *timeout_s) {

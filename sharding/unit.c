@@ -148,7 +148,7 @@ st_status unit_grads_ensure(unit *u) {
 }
 
 st_status unit_grads_zero(unit *u) {
-  if (u->stage >= 2) return ST_OK;
+  if (!u->grads) return ST_OK;
   ST_CHECK(stream_memset(&u->stream, u->grads, 0, floats(u->layout.numel)));
   return stream_sync(&u->stream);
 }

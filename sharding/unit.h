@@ -1,7 +1,7 @@
 /* unit.h - an FSDP unit: parameters declared together, flattened by unit_layout, and the
- * buffers and collectives of its ZeRO stage (DESIGN.md's table). Models and C/C++ users declare
- * parameters here, compute on the full (TP-local) buffers between gather and release, and the
- * optimizer works on the owned range.
+ * buffers and collectives of its ZeRO stage (DESIGN.md's table). Models declare parameters
+ * here (C/C++ users through the public st_unit, public_unit.h), compute on the full (TP-local)
+ * buffers between gather and release, and the optimizer works on the owned range.
  *
  * Buffers (all fp32; owner: the unit; categories as the memory planner counts them):
  *                 stage 0            stage 1              stage 2               stage 3
@@ -77,7 +77,8 @@ int unit_is_gathered(const unit *u);
 
 /* Makes the full gradient buffer exist (zeroed at first use in a step at stages 2-3). */
 st_status unit_grads_ensure(unit *u);
-/* Zeroes the gradients for a new step (stages 0-1; stages 2-3 start each step without any). */
+/* Zeroes the full gradients for a new step where they exist: always at stages 0-1; stages 2-3
+ * start a step without any, unless a backward was left unreduced. */
 st_status unit_grads_zero(unit *u);
 /* Starts the unit's gradient reduction (see the header comment). */
 st_status unit_reduce_start(unit *u);

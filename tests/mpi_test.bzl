@@ -1,4 +1,4 @@
-"""mpi_cc_test: one C test program run under mpirun at several rank counts.
+"""mpi_cc_test: one C or C++ test program run under mpirun at several rank counts.
 
 Creates the binary `<name>_bin` and, for each entry of `ranks`, an sh_test `<name>_np<N>` that
 runs it through tests/mpirun.sh. A multi-rank test program reports failures on every rank and

@@ -1,0 +1,50 @@
+/* public_optim.c - the public optimizer calls on a unit (st_unit_grad_sumsq,
+ * st_unit_adamw_step): the handle's state checked by sharding's unit_handle_check, the work
+ * done by unit_optim.c, exactly as the engine's training step does it. */
+#include <stddef.h>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "optim/unit_optim.h"
+#include "sharding/public_unit.h"
+
+st_status st_unit_grad_sumsq(st_unit *unit, double *local) {
+  ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED | UNIT_NEEDS_REDUCED));
+  if (!local) return st_error(ST_ERR_INVALID_ARG, "%s: local is NULL", __func__);
+  const kernel_backend *kb = NULL;
+  ST_CHECK(kernel_backend_for(unit->u.dev, &kb));
+  return unit_optim_grad_sumsq(&unit->u, kb, &unit->u.stream, local);
+}
+
+static st_status read_adamw_config(const st_adamw_config *config, adamw_hparams *h,
+                                   float *weight_decay) {
+  const st_adamw_config defaults = ST_ADAMW_CONFIG_INIT;
+  st_adamw_config c;
+  ST_CHECK(config_read(&c, &defaults, sizeof c, config,
+                       offsetof(st_adamw_config, weight_decay) + sizeof(float), "st_adamw_config"));
+  if (!(c.beta1 >= 0 && c.beta1 < 1 && c.beta2 >= 0 && c.beta2 < 1 && c.eps > 0 &&
+        c.weight_decay >= 0)) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "st_adamw_config: beta1 %g and beta2 %g must lie in [0, 1), eps %g must be "
+                    "> 0 and weight_decay %g >= 0",
+                    c.beta1, c.beta2, c.eps, c.weight_decay);
+  }
+  *h = (adamw_hparams){c.beta1, c.beta2, c.eps};
+  *weight_decay = c.weight_decay;
+  return ST_OK;
+}
+
+st_status st_unit_adamw_step(st_unit *unit, const st_adamw_config *config, int step, float lr,
+                             float grad_scale) {
+  ST_CHECK(unit_handle_check(
+      unit, __func__,
+      UNIT_NEEDS_FINALIZED | UNIT_NEEDS_RELEASED | UNIT_NEEDS_REDUCED | UNIT_NEEDS_OPTIMIZER));
+  adamw_hparams h;
+  float weight_decay = 0;
+  ST_CHECK(read_adamw_config(config, &h, &weight_decay));
+  /* Checked here, not only by adamw_update: a rank whose owned range holds only padding never
+   * calls it, and every rank must agree. */
+  if (step < 1)
+    return st_error(ST_ERR_INVALID_ARG, "%s: step %d; steps count from 1", __func__, step);
+  return unit_optim_adamw(&unit->u, &h, weight_decay, step, lr, grad_scale);
+}

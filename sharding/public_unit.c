@@ -1,0 +1,203 @@
+/* public_unit.c - the public st_unit calls of shardtrain.h over the internal unit (unit.h):
+ * arguments and call order checked (unit_handle_check), then the unit's own functions. The
+ * gradient norm and the AdamW step are optim's (optim/public_optim.c). Every collective a call
+ * starts is also waited for here, so a handle never has communication in flight. */
+#include "sharding/public_unit.h"
+
+#include <stddef.h>
+
+#include "core/alloc.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "sharding/mesh.h"
+
+_Static_assert(ST_TP_REPLICATED == (int)TP_REPLICATED && ST_TP_COLUMN == (int)TP_COLUMN &&
+                   ST_TP_ROW == (int)TP_ROW,
+               "st_tp_split converts to tp_split by value");
+
+static st_status refuse(const st_unit *h, const char *caller, const char *why) {
+  return st_error(ST_ERR_INVALID_ARG, "%s: unit '%s' %s", caller, h->u.name, why);
+}
+
+st_status unit_handle_check(const st_unit *h, const char *caller, unsigned needs) {
+  if (!h) return st_error(ST_ERR_INVALID_ARG, "%s: the unit is NULL", caller);
+  if (h->phase == UNIT_BROKEN) {
+    return refuse(h, caller, "failed to finalize; only st_unit_destroy remains");
+  }
+  if ((needs & UNIT_NEEDS_DECLARING) && h->phase != UNIT_DECLARING) {
+    return refuse(h, caller, "is finalized; declare every parameter before st_unit_finalize");
+  }
+  if ((needs & UNIT_NEEDS_FINALIZED) && h->phase != UNIT_FINALIZED) {
+    return refuse(h, caller, "is not finalized; call st_unit_finalize first");
+  }
+  if ((needs & UNIT_NEEDS_GATHERED) && !h->gathered) {
+    return refuse(h, caller, "is released; call st_unit_gather first");
+  }
+  if ((needs & UNIT_NEEDS_RELEASED) && h->gathered) {
+    return refuse(h, caller, "is gathered; call st_unit_release first");
+  }
+  if ((needs & UNIT_NEEDS_BACKWARD) && h->grads != UNIT_GRADS_BACKWARD) {
+    return refuse(h, caller,
+                  "has no backward in progress; this call belongs between "
+                  "st_unit_begin_backward and st_unit_reduce_grads");
+  }
+  if ((needs & UNIT_NEEDS_NOT_REDUCED) && h->grads == UNIT_GRADS_REDUCED) {
+    return refuse(h, caller, "has reduced gradients; call st_unit_zero_grads to start a step");
+  }
+  if ((needs & UNIT_NEEDS_REDUCED) && h->grads != UNIT_GRADS_REDUCED) {
+    return refuse(h, caller, "has no reduced gradients; call st_unit_reduce_grads first");
+  }
+  if ((needs & UNIT_NEEDS_OPTIMIZER) && !h->optimizer_ready) {
+    return refuse(h, caller,
+                  "has parameters set after its optimizer state; call st_unit_optimizer_reset "
+                  "first");
+  }
+  return ST_OK;
+}
+
+static st_status check_index(const st_unit *h, const char *caller, int index) {
+  if (index < 0 || index >= h->u.layout.count) {
+    return st_error(ST_ERR_INVALID_ARG, "%s: unit '%s' has %d parameters; there is no index %d",
+                    caller, h->u.name, h->u.layout.count, index);
+  }
+  return ST_OK;
+}
+
+static st_status check_pointer(const void *p, const char *caller, const char *what) {
+  if (!p) return st_error(ST_ERR_INVALID_ARG, "%s: %s is NULL", caller, what);
+  return ST_OK;
+}
+
+static st_status init_unit(st_unit *h, const st_mesh *mesh, const char *name,
+                           const st_unit_config *cfg) {
+  if (!mesh) {
+    h->cpu = device_cpu();
+    return unit_init(&h->u, name, &h->cpu, cfg->zero_stage, NULL, 1, 0);
+  }
+  st_mesh_coords c;
+  ST_CHECK(st_mesh_get_coords(mesh, &c));
+  const unit_groups groups = {mesh_comm(mesh, ST_GROUP_SHARD), mesh_comm(mesh, ST_GROUP_REPLICATE)};
+  return unit_init(&h->u, name, mesh_device(mesh), cfg->zero_stage, &groups, c.T, c.t);
+}
+
+st_status st_unit_create(st_unit **out, const st_mesh *mesh, const char *name,
+                         const st_unit_config *config) {
+  ST_CHECK(check_pointer(out, __func__, "out"));
+  *out = NULL;
+  ST_CHECK(check_pointer(name, __func__, "name"));
+  st_unit_config cfg;
+  const st_unit_config defaults = ST_UNIT_CONFIG_INIT;
+  ST_CHECK(config_read(&cfg, &defaults, sizeof cfg, config,
+                       offsetof(st_unit_config, zero_stage) + sizeof(int), "st_unit_config"));
+  st_unit *h = NULL;
+  ST_CHECK(mem_alloc_zeroed((void **)&h, sizeof *h, MEM_HOST, MEM_WORKSPACE, NULL));
+  st_status status = init_unit(h, mesh, name, &cfg);
+  if (status != ST_OK) {
+    st_unit_destroy(h);
+    return status;
+  }
+  *out = h;
+  return ST_OK;
+}
+
+void st_unit_destroy(st_unit *unit) {
+  if (!unit) return;
+  unit_free(&unit->u);
+  mem_free(unit);
+}
+
+st_status st_unit_add_param(st_unit *unit, const char *name, int ndim, const int64_t *shape,
+                            st_tp_split split, int *index) {
+  ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_DECLARING));
+  ST_CHECK(check_pointer(name, __func__, "name"));
+  ST_CHECK(check_pointer(shape, __func__, "shape"));
+  /* unit_layout_add refuses a split that is none of the three. */
+  return unit_declare(&unit->u, name, ndim, shape, (tp_split)split, 1, index);
+}
+
+st_status st_unit_finalize(st_unit *unit) {
+  ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_DECLARING));
+  if (unit->u.layout.count == 0) {
+    return refuse(unit, __func__, "has no parameters; declare them with st_unit_add_param");
+  }
+  st_status status = unit_allocate(&unit->u);
+  unit->phase = status == ST_OK ? UNIT_FINALIZED : UNIT_BROKEN;
+  return status;
+}
+
+st_status st_unit_param_numel(const st_unit *unit, int index, int64_t *numel) {
+  ST_CHECK(unit_handle_check(unit, __func__, 0));
+  ST_CHECK(check_index(unit, __func__, index));
+  ST_CHECK(check_pointer(numel, __func__, "numel"));
+  *numel = unit->u.layout.params[index].numel;
+  return ST_OK;
+}
+
+st_status st_unit_set_param(st_unit *unit, int index, const float *values) {
+  ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED));
+  ST_CHECK(check_index(unit, __func__, index));
+  ST_CHECK(check_pointer(values, __func__, "values"));
+  const unit_param *p = &unit->u.layout.params[index];
+  ST_CHECK(unit_set_params(&unit->u, p->offset, values, p->numel));
+  unit->optimizer_ready = 0;
+  return ST_OK;
+}
+
+st_status st_unit_gather(st_unit *unit) {
+  ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED));
+  ST_CHECK(unit_gather_wait(&unit->u));
+  unit->gathered = 1;
+  return ST_OK;
+}
+
+st_status st_unit_release(st_unit *unit) {
+  ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED));
+  unit_release(&unit->u);
+  unit->gathered = 0;
+  return ST_OK;
+}
+
+st_status st_unit_param_data(st_unit *unit, int index, float **data) {
+  ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED | UNIT_NEEDS_GATHERED));
+  ST_CHECK(check_index(unit, __func__, index));
+  ST_CHECK(check_pointer(data, __func__, "data"));
+  *data = unit->u.params + unit->u.layout.params[index].offset;
+  return ST_OK;
+}
+
+st_status st_unit_zero_grads(st_unit *unit) {
+  ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED));
+  ST_CHECK(unit_grads_zero(&unit->u));
+  unit->grads = UNIT_GRADS_ZERO;
+  return ST_OK;
+}
+
+st_status st_unit_begin_backward(st_unit *unit) {
+  ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED | UNIT_NEEDS_NOT_REDUCED));
+  ST_CHECK(unit_grads_ensure(&unit->u));
+  unit->grads = UNIT_GRADS_BACKWARD;
+  return ST_OK;
+}
+
+st_status st_unit_grad_data(st_unit *unit, int index, float **data) {
+  ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED | UNIT_NEEDS_BACKWARD));
+  ST_CHECK(check_index(unit, __func__, index));
+  ST_CHECK(check_pointer(data, __func__, "data"));
+  *data = unit->u.grads + unit->u.layout.params[index].offset;
+  return ST_OK;
+}
+
+st_status st_unit_reduce_grads(st_unit *unit) {
+  ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED | UNIT_NEEDS_BACKWARD));
+  ST_CHECK(unit_reduce_start(&unit->u));
+  ST_CHECK(unit_reduce_wait(&unit->u));
+  unit->grads = UNIT_GRADS_REDUCED;
+  return ST_OK;
+}
+
+st_status st_unit_optimizer_reset(st_unit *unit) {
+  ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED));
+  ST_CHECK(unit_optimizer_reset(&unit->u));
+  unit->optimizer_ready = 1;
+  return ST_OK;
+}

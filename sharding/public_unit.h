@@ -1,0 +1,50 @@
+/* public_unit.h - the library's side of the public st_unit handle (shardtrain.h): the unit
+ * behind it and the state that fixes which calls are allowed next. sharding/public_unit.c
+ * implements the handle's calls; public calls implemented in other modules (optim's gradient
+ * norm and AdamW step) check the same state through unit_handle_check, so the order is
+ * enforced in one place and reported in the same words. */
+#ifndef ST_SHARDING_PUBLIC_UNIT_H
+#define ST_SHARDING_PUBLIC_UNIT_H
+
+#include "core/device.h"
+#include "sharding/unit.h"
+#include "shardtrain.h"
+
+typedef enum unit_phase {
+  UNIT_DECLARING = 0, /* st_unit_add_param allowed */
+  UNIT_FINALIZED = 1, /* buffers allocated */
+  UNIT_BROKEN = 2     /* st_unit_finalize failed and freed the unit: only destroy remains */
+} unit_phase;
+
+typedef enum unit_grad_state {
+  UNIT_GRADS_ZERO = 0,     /* after finalize or st_unit_zero_grads */
+  UNIT_GRADS_BACKWARD = 1, /* between st_unit_begin_backward and st_unit_reduce_grads */
+  UNIT_GRADS_REDUCED = 2   /* after st_unit_reduce_grads, until st_unit_zero_grads */
+} unit_grad_state;
+
+struct st_unit {
+  unit u;
+  st_device cpu; /* the device of a unit created without a mesh (u.dev points here) */
+  unit_phase phase;
+  int gathered; /* between st_unit_gather and st_unit_release, at every stage */
+  unit_grad_state grads;
+  int optimizer_ready; /* master weights reset since the parameters were last set */
+};
+
+/* What a call needs of the handle (bits of `needs` in unit_handle_check). */
+enum {
+  UNIT_NEEDS_DECLARING = 1 << 0,
+  UNIT_NEEDS_FINALIZED = 1 << 1,
+  UNIT_NEEDS_GATHERED = 1 << 2,
+  UNIT_NEEDS_RELEASED = 1 << 3,
+  UNIT_NEEDS_BACKWARD = 1 << 4,    /* gradients being accumulated */
+  UNIT_NEEDS_NOT_REDUCED = 1 << 5, /* no reduce since the last st_unit_zero_grads */
+  UNIT_NEEDS_REDUCED = 1 << 6,
+  UNIT_NEEDS_OPTIMIZER = 1 << 7 /* st_unit_optimizer_reset since the last st_unit_set_param */
+};
+
+/* ST_OK when `handle` is not NULL and its state meets every bit of `needs`; otherwise
+ * ST_ERR_INVALID_ARG with a message that names `caller`, the unit and the call missing. */
+st_status unit_handle_check(const st_unit *handle, const char *caller, unsigned needs);
+
+#endif /* ST_SHARDING_PUBLIC_UNIT_H */

@@ -1,0 +1,250 @@
+/* public_unit_test.c - the public st_unit calls on one rank without a mesh: every call out of
+ * order or with a bad argument returns ST_ERR_INVALID_ARG and names the call and what was
+ * missing; a correct sequence gives the parameters, gradients, norm and AdamW step computed
+ * here by hand; an allocation failure anywhere comes back as ST_ERR_OOM with nothing leaked.
+ * (The order is enforced identically at every stage, so one rank covers it; the sharded
+ * results are tests/cxx/mlp_consumer's.) */
+#include <math.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "tests/testing.h"
+
+/* The call fails with ST_ERR_INVALID_ARG and st_last_error() contains both phrases. */
+#define CHECK_REFUSED(expr, phrase1, phrase2)                                              \
+  do {                                                                                     \
+    st_status refused_s_ = (expr);                                                         \
+    const char *refused_m_ = st_last_error();                                              \
+    CHECK_MSG(refused_s_ == ST_ERR_INVALID_ARG && strstr(refused_m_, phrase1) &&           \
+                  strstr(refused_m_, phrase2),                                             \
+              "%s -> %s: '%s' (expected '%s', '%s')", #expr, st_status_string(refused_s_), \
+              refused_m_, phrase1, phrase2);                                               \
+  } while (0)
+
+static const int64_t kWeightShape[2] = {2, 3};
+static const int64_t kBiasShape[1] = {3};
+
+/* A unit "layer" with weight [2, 3] (index 0) and bias [3] (index 1), not finalized. */
+static st_unit *declared_unit(void) {
+  st_unit *u = NULL;
+  CHECK_OK(st_unit_create(&u, NULL, "layer", NULL));
+  CHECK_OK(st_unit_add_param(u, "weight", 2, kWeightShape, ST_TP_REPLICATED, NULL));
+  CHECK_OK(st_unit_add_param(u, "bias", 1, kBiasShape, ST_TP_REPLICATED, NULL));
+  return u;
+}
+
+static void test_null_handle(void) {
+  float value = 0, *data = NULL;
+  double sumsq = 0;
+  int64_t numel = 0;
+  CHECK_REFUSED(st_unit_add_param(NULL, "w", 1, kBiasShape, ST_TP_REPLICATED, NULL),
+                "st_unit_add_param", "NULL");
+  CHECK_REFUSED(st_unit_finalize(NULL), "st_unit_finalize", "NULL");
+  CHECK_REFUSED(st_unit_param_numel(NULL, 0, &numel), "st_unit_param_numel", "NULL");
+  CHECK_REFUSED(st_unit_set_param(NULL, 0, &value), "st_unit_set_param", "NULL");
+  CHECK_REFUSED(st_unit_gather(NULL), "st_unit_gather", "NULL");
+  CHECK_REFUSED(st_unit_release(NULL), "st_unit_release", "NULL");
+  CHECK_REFUSED(st_unit_param_data(NULL, 0, &data), "st_unit_param_data", "NULL");
+  CHECK_REFUSED(st_unit_zero_grads(NULL), "st_unit_zero_grads", "NULL");
+  CHECK_REFUSED(st_unit_begin_backward(NULL), "st_unit_begin_backward", "NULL");
+  CHECK_REFUSED(st_unit_grad_data(NULL, 0, &data), "st_unit_grad_data", "NULL");
+  CHECK_REFUSED(st_unit_reduce_grads(NULL), "st_unit_reduce_grads", "NULL");
+  CHECK_REFUSED(st_unit_grad_sumsq(NULL, &sumsq), "st_unit_grad_sumsq", "NULL");
+  CHECK_REFUSED(st_unit_optimizer_reset(NULL), "st_unit_optimizer_reset", "NULL");
+  CHECK_REFUSED(st_unit_adamw_step(NULL, NULL, 1, 0.1f, 1.0f), "st_unit_adamw_step", "NULL");
+  CHECK_REFUSED(st_memory_live_bytes(NULL), "st_memory_live_bytes", "NULL");
+  st_unit_destroy(NULL);
+}
+
+static void test_bad_create(void) {
+  st_unit *u = (st_unit *)&u; /* not NULL: a failing create must clear it */
+  CHECK_REFUSED(st_unit_create(NULL, NULL, "layer", NULL), "st_unit_create", "out");
+  CHECK_REFUSED(st_unit_create(&u, NULL, NULL, NULL), "st_unit_create", "name");
+  CHECK(u == NULL);
+  st_unit_config config = ST_UNIT_CONFIG_INIT;
+  config.struct_size = 1;
+  CHECK_REFUSED(st_unit_create(&u, NULL, "layer", &config), "st_unit_config.struct_size",
+                "ST_UNIT_CONFIG_INIT");
+  config = (st_unit_config)ST_UNIT_CONFIG_INIT;
+  config.zero_stage = 3;
+  CHECK_REFUSED(st_unit_create(&u, NULL, "layer", &config), "stage 3", "needs a mesh");
+  config.zero_stage = 4;
+  CHECK_REFUSED(st_unit_create(&u, NULL, "layer", &config), "stage 4", "not 0, 1, 2 or 3");
+  CHECK(u == NULL);
+}
+
+static void test_bad_declarations(void) {
+  st_unit *u = declared_unit();
+  const int64_t bad_shape[2] = {2, 0};
+  CHECK_REFUSED(st_unit_add_param(u, NULL, 1, kBiasShape, ST_TP_REPLICATED, NULL),
+                "st_unit_add_param", "name is NULL");
+  CHECK_REFUSED(st_unit_add_param(u, "x", 1, NULL, ST_TP_REPLICATED, NULL), "st_unit_add_param",
+                "shape is NULL");
+  CHECK_REFUSED(st_unit_add_param(u, "x", 5, kWeightShape, ST_TP_REPLICATED, NULL), "x",
+                "5 dimensions");
+  CHECK_REFUSED(st_unit_add_param(u, "x", 2, bad_shape, ST_TP_REPLICATED, NULL), "x", "extent 0");
+  CHECK_REFUSED(st_unit_add_param(u, "x", 1, kBiasShape, (st_tp_split)7, NULL), "x", "split 7");
+  CHECK_REFUSED(st_unit_add_param(u, "bias", 1, kBiasShape, ST_TP_REPLICATED, NULL), "bias",
+                "declared twice");
+  int64_t numel = 0;
+  CHECK_OK(st_unit_param_numel(u, 0, &numel));
+  CHECK_EQ_INT(numel, 6);
+  CHECK_REFUSED(st_unit_param_numel(u, 2, &numel), "st_unit_param_numel", "no index 2");
+  CHECK_REFUSED(st_unit_param_numel(u, 0, NULL), "st_unit_param_numel", "numel is NULL");
+
+  const char *not_finalized = "not finalized";
+  float values[6] = {0}, *data = NULL;
+  double sumsq = 0;
+  CHECK_REFUSED(st_unit_set_param(u, 0, values), "st_unit_set_param", not_finalized);
+  CHECK_REFUSED(st_unit_gather(u), "st_unit_gather", not_finalized);
+  CHECK_REFUSED(st_unit_release(u), "st_unit_release", not_finalized);
+  CHECK_REFUSED(st_unit_param_data(u, 0, &data), "st_unit_param_data", not_finalized);
+  CHECK_REFUSED(st_unit_zero_grads(u), "st_unit_zero_grads", not_finalized);
+  CHECK_REFUSED(st_unit_begin_backward(u), "st_unit_begin_backward", not_finalized);
+  CHECK_REFUSED(st_unit_grad_data(u, 0, &data), "st_unit_grad_data", not_finalized);
+  CHECK_REFUSED(st_unit_reduce_grads(u), "st_unit_reduce_grads", not_finalized);
+  CHECK_REFUSED(st_unit_grad_sumsq(u, &sumsq), "st_unit_grad_sumsq", not_finalized);
+  CHECK_REFUSED(st_unit_optimizer_reset(u), "st_unit_optimizer_reset", not_finalized);
+  CHECK_REFUSED(st_unit_adamw_step(u, NULL, 1, 0.1f, 1.0f), "st_unit_adamw_step", not_finalized);
+
+  CHECK_OK(st_unit_finalize(u));
+  CHECK_REFUSED(st_unit_add_param(u, "late", 1, kBiasShape, ST_TP_REPLICATED, NULL),
+                "st_unit_add_param", "before st_unit_finalize");
+  CHECK_REFUSED(st_unit_finalize(u), "st_unit_finalize", "is finalized");
+  st_unit_destroy(u);
+
+  CHECK_OK(st_unit_create(&u, NULL, "empty", NULL));
+  CHECK_REFUSED(st_unit_finalize(u), "'empty'", "has no parameters");
+  st_unit_destroy(u);
+}
+
+static void test_bad_order(void) {
+  st_unit *u = declared_unit();
+  CHECK_OK(st_unit_finalize(u));
+  float values[6] = {0}, *data = NULL;
+  double sumsq = 0;
+  CHECK_REFUSED(st_unit_set_param(u, -1, values), "st_unit_set_param", "no index -1");
+  CHECK_REFUSED(st_unit_set_param(u, 0, NULL), "st_unit_set_param", "values is NULL");
+  CHECK_REFUSED(st_unit_param_data(u, 0, &data), "st_unit_param_data", "call st_unit_gather");
+  CHECK_OK(st_unit_gather(u));
+  CHECK_REFUSED(st_unit_param_data(u, 2, &data), "st_unit_param_data", "no index 2");
+  CHECK_REFUSED(st_unit_param_data(u, 0, NULL), "st_unit_param_data", "data is NULL");
+  CHECK_OK(st_unit_release(u));
+  CHECK_REFUSED(st_unit_param_data(u, 0, &data), "st_unit_param_data", "is released");
+
+  CHECK_OK(st_unit_zero_grads(u));
+  CHECK_REFUSED(st_unit_grad_data(u, 0, &data), "st_unit_grad_data", "st_unit_begin_backward");
+  CHECK_REFUSED(st_unit_reduce_grads(u), "st_unit_reduce_grads", "st_unit_begin_backward");
+  CHECK_REFUSED(st_unit_grad_sumsq(u, &sumsq), "st_unit_grad_sumsq", "st_unit_reduce_grads");
+  CHECK_OK(st_unit_begin_backward(u));
+  CHECK_REFUSED(st_unit_grad_data(u, 7, &data), "st_unit_grad_data", "no index 7");
+  CHECK_REFUSED(st_unit_adamw_step(u, NULL, 1, 0.1f, 1.0f), "st_unit_adamw_step",
+                "st_unit_reduce_grads");
+  CHECK_OK(st_unit_reduce_grads(u));
+  CHECK_REFUSED(st_unit_grad_data(u, 0, &data), "st_unit_grad_data", "st_unit_begin_backward");
+  CHECK_REFUSED(st_unit_begin_backward(u), "st_unit_begin_backward", "st_unit_zero_grads");
+  CHECK_REFUSED(st_unit_grad_sumsq(u, NULL), "st_unit_grad_sumsq", "local is NULL");
+
+  CHECK_REFUSED(st_unit_adamw_step(u, NULL, 1, 0.1f, 1.0f), "st_unit_adamw_step",
+                "st_unit_optimizer_reset");
+  CHECK_OK(st_unit_optimizer_reset(u));
+  CHECK_OK(st_unit_gather(u));
+  CHECK_REFUSED(st_unit_adamw_step(u, NULL, 1, 0.1f, 1.0f), "st_unit_adamw_step",
+                "call st_unit_release");
+  CHECK_OK(st_unit_release(u));
+  CHECK_REFUSED(st_unit_adamw_step(u, NULL, 0, 0.1f, 1.0f), "st_unit_adamw_step", "step 0");
+  st_adamw_config adamw = ST_ADAMW_CONFIG_INIT;
+  adamw.beta1 = 1.0f;
+  CHECK_REFUSED(st_unit_adamw_step(u, &adamw, 1, 0.1f, 1.0f), "st_adamw_config", "beta1 1");
+  adamw = (st_adamw_config)ST_ADAMW_CONFIG_INIT;
+  adamw.struct_size = 0;
+  CHECK_REFUSED(st_unit_adamw_step(u, &adamw, 1, 0.1f, 1.0f), "st_adamw_config.struct_size",
+                "ST_ADAMW_CONFIG_INIT");
+  CHECK_OK(st_unit_set_param(u, 0, values));
+  CHECK_REFUSED(st_unit_adamw_step(u, NULL, 1, 0.1f, 1.0f), "st_unit_adamw_step",
+                "st_unit_optimizer_reset");
+  st_unit_destroy(u);
+}
+
+/* One step by hand: weight all 1, bias all 2, every gradient 0.5. AdamW's first step moves each
+ * element by lr * g / (|g| + eps) ~ lr against the gradient, after decoupled decay (weight
+ * only: a 2-D parameter) p *= 1 - lr * wd. */
+static void test_correct_sequence(void) {
+  st_unit *u = declared_unit();
+  CHECK_OK(st_unit_finalize(u));
+  const float ones[6] = {1, 1, 1, 1, 1, 1}, twos[3] = {2, 2, 2};
+  CHECK_OK(st_unit_set_param(u, 0, ones));
+  CHECK_OK(st_unit_set_param(u, 1, twos));
+  CHECK_OK(st_unit_optimizer_reset(u));
+  float *w = NULL, *b = NULL, *gw = NULL, *gb = NULL;
+  CHECK_OK(st_unit_gather(u));
+  CHECK_OK(st_unit_param_data(u, 0, &w));
+  CHECK_OK(st_unit_param_data(u, 1, &b));
+  if (w && b) CHECK(w[5] == 1.0f && b[0] == 2.0f && b[2] == 2.0f);
+  CHECK_OK(st_unit_release(u));
+
+  CHECK_OK(st_unit_zero_grads(u));
+  CHECK_OK(st_unit_begin_backward(u));
+  CHECK_OK(st_unit_grad_data(u, 0, &gw));
+  CHECK_OK(st_unit_grad_data(u, 1, &gb));
+  if (gw && gb) {
+    for (int i = 0; i < 6; i++) gw[i] += 0.5f;
+    for (int i = 0; i < 3; i++) gb[i] += 0.5f;
+  }
+  CHECK_OK(st_unit_reduce_grads(u));
+  double sumsq = 0;
+  CHECK_OK(st_unit_grad_sumsq(u, &sumsq));
+  CHECK_NEAR(sumsq, 9 * 0.25, 1e-12);
+
+  st_adamw_config adamw = ST_ADAMW_CONFIG_INIT;
+  const float lr = 0.1f;
+  CHECK_OK(st_unit_adamw_step(u, &adamw, 1, lr, 1.0f));
+  CHECK_OK(st_unit_gather(u));
+  CHECK_OK(st_unit_param_data(u, 0, &w));
+  CHECK_OK(st_unit_param_data(u, 1, &b));
+  if (w && b) {
+    CHECK_NEAR(w[0], 1.0 * (1 - lr * adamw.weight_decay) - lr, 1e-6);
+    CHECK_NEAR(b[2], 2.0 - lr, 1e-6);
+  }
+  CHECK_OK(st_unit_release(u));
+  st_unit_destroy(u);
+}
+
+/* Fails the n-th allocation of a whole unit life, for every n until one succeeds. */
+static void test_allocation_failures(void) {
+  uint64_t before = 0, after = 0;
+  CHECK_OK(st_memory_live_bytes(&before));
+  for (long n = 1;; n++) {
+    mem_fail_nth(n);
+    st_unit *u = NULL;
+    st_status s = st_unit_create(&u, NULL, "layer", NULL);
+    if (s == ST_OK) s = st_unit_add_param(u, "weight", 2, kWeightShape, ST_TP_REPLICATED, NULL);
+    if (s == ST_OK) s = st_unit_finalize(u);
+    if (s == ST_OK) s = st_unit_gather(u);
+    if (s == ST_OK) s = st_unit_begin_backward(u);
+    st_unit_destroy(u);
+    mem_fail_nth(0);
+    CHECK_OK(st_memory_live_bytes(&after));
+    CHECK_MSG(after == before, "allocation %ld failed: %llu bytes live, %llu before", n,
+              (unsigned long long)after, (unsigned long long)before);
+    if (s == ST_OK) break;
+    CHECK_MSG(s == ST_ERR_OOM, "allocation %ld failed as %s", n, st_status_string(s));
+    if (n > 100) {
+      CHECK_MSG(0, "a unit's life still fails after %ld allocations", n);
+      break;
+    }
+  }
+}
+
+int main(void) {
+  test_null_handle();
+  test_bad_create();
+  test_bad_declarations();
+  test_bad_order();
+  test_correct_sequence();
+  test_allocation_failures();
+  uint64_t live = 1;
+  CHECK_OK(st_memory_live_bytes(&live));
+  CHECK_EQ_INT(live, 0);
+  return test_finish("public_unit_test");
+}
