@@ -30,10 +30,13 @@ run test --config=asan --test_tag_filters=-gpu //... "$@"
 # The CPU-only build is a separate configuration only where a CUDA toolkit was detected.
 if command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
   # In another output base, the bazel-* links of the default one are plain directories that
-  # //... would descend into, so name the project's packages instead.
+  # //... would descend into, so name the project's packages instead; and this run must not
+  # repoint those links at itself (--symlink_prefix=/ makes none), or the next default run
+  # would walk into them.
   packages=$(find . -name BUILD -not -path './bazel-*' -not -path './third_party/*' \
     | cut -d/ -f2 | sort -u | grep -v '^BUILD$' | sed 's|.*|//&/...|')
-  run --output_base="${HOME:-/root}/.cache/shardtrain-nocuda" test --config=nocuda $packages "$@"
+  run --output_base="${HOME:-/root}/.cache/shardtrain-nocuda" test --config=nocuda \
+    --symlink_prefix=/ $packages "$@"
 fi
 
 passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log")
