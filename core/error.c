@@ -30,7 +30,13 @@ const char *st_status_string(st_status status) {
 
 const char *st_last_error(void) { return error_detail; }
 
-const char *st_version(void) { return "0.1.0"; }
+#define ST_STRINGIFY_(x) #x
+#define ST_STRINGIFY(x) ST_STRINGIFY_(x)
+
+const char *st_version(void) {
+  return ST_STRINGIFY(ST_VERSION_MAJOR) "." ST_STRINGIFY(ST_VERSION_MINOR) "." ST_STRINGIFY(
+      ST_VERSION_PATCH);
+}
 
 st_status st_error(st_status status, const char *fmt, ...) {
   va_list ap;

@@ -72,9 +72,22 @@ static st_status create_mesh(train_run *r) {
   return train_options_resolve(o, r->coords.R * r->coords.S, &r->cfg, &r->h);
 }
 
-static st_status setup(train_run *r) {
+/* Every rank's verdict on its own part of the setup, agreed over the job: one rank that cannot
+ * read its files (say, a path missing on its node) must not leave the others waiting in the
+ * next collective. */
+static st_status agree(st_status mine) {
+  int failed = mine != ST_OK;
+  MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (mine != ST_OK) return mine;
+  if (failed) {
+    return st_error(ST_ERR_INVALID_ARG, "another rank could not set up (its error says why)");
+  }
+  return ST_OK;
+}
+
+/* What each rank sets up on its own: the model and its parameters, the data, the files. */
+static st_status setup_local(train_run *r) {
   const train_options *o = r->o;
-  ST_CHECK(create_mesh(r));
   gpt_parallel par = {r->mesh, o->zero, o->prefetch, o->reshard_after_forward};
   ST_CHECK(gpt_create(&r->model, &r->cfg, mesh_device(r->mesh), o->micro_batch, r->cfg.max_seq,
                       &par));
@@ -83,7 +96,6 @@ static st_status setup(train_run *r) {
   } else {
     ST_CHECK(gpt_init_params(r->model, (uint64_t)o->seed));
   }
-  if (o->save_init) ST_CHECK(gpt_export(r->model, o->save_init, is_writer(r)));
   ST_CHECK(train_state_reset(r->model));
   if (o->data_train) ST_CHECK(open_loader(r, o->data_train, &r->train));
   if (o->data_val) ST_CHECK(open_loader(r, o->data_val, &r->val));
@@ -94,6 +106,13 @@ static st_status setup(train_run *r) {
     r->metrics = fopen(o->metrics, "a");
     if (!r->metrics) return st_error(ST_ERR_IO, "--metrics %s: cannot open for appending", o->metrics);
   }
+  return ST_OK;
+}
+
+static st_status setup(train_run *r) {
+  ST_CHECK(create_mesh(r));
+  ST_CHECK(agree(setup_local(r)));
+  if (r->o->save_init) ST_CHECK(gpt_export(r->model, r->o->save_init, is_writer(r)));
   return ST_OK;
 }
 

@@ -10,73 +10,60 @@
 #include "engine/gpt_internal.h"
 #include "sharding/prefetch.h"
 
-static st_status zero(gpt_model *m, float *buf, int64_t floats) {
-  return stream_memset(&m->stream, buf, 0, (size_t)floats * sizeof(float));
+
+/* Zeroes a gradient buffer before the one op that starts its sum. */
+static st_status zero_view(gpt_model *m, const st_tensor *t) {
+  return stream_memset(&m->stream, t->data, 0, tensor_nbytes(t));
 }
 
 /* On entry dres holds d(block output); on exit d(block input). */
 static st_status block_backward(gpt_model *m, int l, float *x_in) {
   const kernel_backend *kb = m->kb;
   const st_stream *s = &m->stream;
-  const int64_t BT = (int64_t)m->B * m->T, C = m->cfg.n_embd, CL = C / m->tp_size;
   const int u = 1 + l;
-  gpt_layer_acts *a = &m->acts.layers[l];
-  gpt_acts *g = &m->acts;
-  st_tensor x = gpt_t2(m, x_in, BT, C), ln1 = gpt_t2(m, a->ln1, BT, C),
-            ln1_mean = gpt_t1(m, a->ln1_mean, BT), ln1_rstd = gpt_t1(m, a->ln1_rstd, BT),
-            qkv = gpt_t2(m, a->qkv, BT, 3 * CL), atty = gpt_t2(m, a->atty, BT, CL),
-            probs = gpt_t4(m, a->probs, m->B, m->cfg.n_head / m->tp_size, m->T, m->T),
-            res2 = gpt_t2(m, a->res2, BT, C), ln2 = gpt_t2(m, a->ln2, BT, C),
-            ln2_mean = gpt_t1(m, a->ln2_mean, BT), ln2_rstd = gpt_t1(m, a->ln2_rstd, BT),
-            fch = gpt_t2(m, a->fch, BT, 4 * CL), fch_gelu = gpt_t2(m, a->fch_gelu, BT, 4 * CL);
-  st_tensor dres = gpt_t2(m, g->dres, BT, C), dln = gpt_t2(m, g->dln, BT, C),
-            datty = gpt_t2(m, g->datty, BT, CL), dqkv = gpt_t2(m, g->dqkv, BT, 3 * CL),
-            dfch = gpt_t2(m, g->dfch, BT, 4 * CL), dfch_gelu = gpt_t2(m, g->dfch_gelu, BT, 4 * CL);
-  const int64_t qkv_shape[3] = {m->B, m->T, 3 * CL}, y_shape[3] = {m->B, m->T, CL};
-  st_tensor qkv3, dqkv3, datty3;
-  ST_CHECK(tensor_make(&qkv3, a->qkv, ST_FP32, qkv.device, 3, qkv_shape));
-  ST_CHECK(tensor_make(&dqkv3, g->dqkv, ST_FP32, qkv.device, 3, qkv_shape));
-  ST_CHECK(tensor_make(&datty3, g->datty, ST_FP32, qkv.device, 3, y_shape));
+  gpt_layer_views v;
+  gpt_layer_views_make(m, l, x_in, &v);
   st_tensor w, dw, db;
 
   /* MLP: res3 = res2 + fcproj(gelu(fc(ln2(res2)))); d fcproj = dres. */
   w = GPT_P(m, u, GPT_FCPROJ_W);
   dw = GPT_G(m, u, GPT_FCPROJ_W);
   db = GPT_G(m, u, GPT_FCPROJ_B);
-  ST_CHECK(zero(m, g->dfch_gelu, BT * 4 * CL));
-  ST_CHECK(kernel_matmul_backward(kb, &dfch_gelu, &dw, &db, &dres, &fch_gelu, &w, s));
-  ST_CHECK(zero(m, g->dfch, BT * 4 * CL));
-  ST_CHECK(kernel_gelu_backward(kb, &dfch, &dfch_gelu, &fch, s));
+  ST_CHECK(zero_view(m, &v.dfch_gelu));
+  ST_CHECK(kernel_matmul_backward(kb, &v.dfch_gelu, &dw, &db, &v.dres, &v.fch_gelu, &w, s));
+  ST_CHECK(zero_view(m, &v.dfch));
+  ST_CHECK(kernel_gelu_backward(kb, &v.dfch, &v.dfch_gelu, &v.fch, s));
   w = GPT_P(m, u, GPT_FC_W);
   dw = GPT_G(m, u, GPT_FC_W);
   db = GPT_G(m, u, GPT_FC_B);
-  ST_CHECK(zero(m, g->dln, BT * C));
-  ST_CHECK(kernel_matmul_backward(kb, &dln, &dw, &db, &dfch, &ln2, &w, s));
-  ST_CHECK(gpt_tp_sum(m, g->dln));
+  ST_CHECK(zero_view(m, &v.dln));
+  ST_CHECK(kernel_matmul_backward(kb, &v.dln, &dw, &db, &v.dfch, &v.ln2, &w, s));
+  ST_CHECK(gpt_tp_sum(m, v.dln.data));
   w = GPT_P(m, u, GPT_LN2_W);
   dw = GPT_G(m, u, GPT_LN2_W);
   db = GPT_G(m, u, GPT_LN2_B);
-  ST_CHECK(kernel_layernorm_backward(kb, &dres, &dw, &db, &dln, &res2, &w, &ln2_mean, &ln2_rstd,
-                                     s));
+  ST_CHECK(kernel_layernorm_backward(kb, &v.dres, &dw, &db, &v.dln, &v.res2, &w, &v.ln2_mean,
+                                     &v.ln2_rstd, s));
 
   /* Attention: res2 = x + attproj(attn(qkv(ln1(x)))); d attproj = dres (now d res2). */
   w = GPT_P(m, u, GPT_ATTPROJ_W);
   dw = GPT_G(m, u, GPT_ATTPROJ_W);
   db = GPT_G(m, u, GPT_ATTPROJ_B);
-  ST_CHECK(zero(m, g->datty, BT * CL));
-  ST_CHECK(kernel_matmul_backward(kb, &datty, &dw, &db, &dres, &atty, &w, s));
-  ST_CHECK(zero(m, g->dqkv, BT * 3 * CL));
-  ST_CHECK(kernel_attention_backward(kb, &dqkv3, &datty3, &qkv3, &probs, s));
+  ST_CHECK(zero_view(m, &v.datty));
+  ST_CHECK(kernel_matmul_backward(kb, &v.datty, &dw, &db, &v.dres, &v.atty, &w, s));
+  ST_CHECK(zero_view(m, &v.dqkv));
+  ST_CHECK(kernel_attention_backward(kb, &v.dqkv3, &v.datty3, &v.qkv3, &v.probs, s));
   w = GPT_P(m, u, GPT_QKV_W);
   dw = GPT_G(m, u, GPT_QKV_W);
   db = GPT_G(m, u, GPT_QKV_B);
-  ST_CHECK(zero(m, g->dln, BT * C));
-  ST_CHECK(kernel_matmul_backward(kb, &dln, &dw, &db, &dqkv, &ln1, &w, s));
-  ST_CHECK(gpt_tp_sum(m, g->dln));
+  ST_CHECK(zero_view(m, &v.dln));
+  ST_CHECK(kernel_matmul_backward(kb, &v.dln, &dw, &db, &v.dqkv, &v.ln1, &w, s));
+  ST_CHECK(gpt_tp_sum(m, v.dln.data));
   w = GPT_P(m, u, GPT_LN1_W);
   dw = GPT_G(m, u, GPT_LN1_W);
   db = GPT_G(m, u, GPT_LN1_B);
-  return kernel_layernorm_backward(kb, &dres, &dw, &db, &dln, &x, &w, &ln1_mean, &ln1_rstd, s);
+  return kernel_layernorm_backward(kb, &v.dres, &dw, &db, &v.dln, &v.x, &w, &v.ln1_mean,
+                                   &v.ln1_rstd, s);
 }
 
 /* A unit's backward is done: start its reduction (last micro-batch) and let it go. The
@@ -111,11 +98,11 @@ st_status gpt_backward(gpt_model *m, float dloss_scale, int reduce) {
   ST_CHECK(kernel_crossentropy_backward(kb, &logits, &logits, g->targets, c->vocab, dloss_scale,
                                         s));
   st_tensor wte = GPT_P(m, 0, GPT_WTE), dwte = GPT_G(m, 0, GPT_WTE), dwpe = GPT_G(m, 0, GPT_WPE);
-  ST_CHECK(zero(m, g->dln, BT * C));
+  ST_CHECK(zero_view(m, &dln));
   ST_CHECK(kernel_matmul_wt_backward(kb, &dln, &dwte, &logits, &lnf, &wte, s));
   st_tensor w = GPT_P(m, final_unit, GPT_LNF_W), dw = GPT_G(m, final_unit, GPT_LNF_W),
             db = GPT_G(m, final_unit, GPT_LNF_B);
-  ST_CHECK(zero(m, g->dres, BT * C));
+  ST_CHECK(zero_view(m, &dres));
   ST_CHECK(kernel_layernorm_backward(kb, &dres, &dw, &db, &dln, &x, &w, &mean, &rstd, s));
   ST_CHECK(finish_unit(m, final_unit, reduce));
 

@@ -23,40 +23,27 @@ static st_status row_parallel(gpt_model *m, float *out_data, const st_tensor *ou
 static st_status block_forward(gpt_model *m, int l, float *x_in) {
   const kernel_backend *kb = m->kb;
   const st_stream *s = &m->stream;
-  const int64_t BT = (int64_t)m->B * m->T, C = m->cfg.n_embd, CL = C / m->tp_size;
   const int u = 1 + l;
-  gpt_layer_acts *a = &m->acts.layers[l];
-  st_tensor x = gpt_t2(m, x_in, BT, C), ln1 = gpt_t2(m, a->ln1, BT, C),
-            ln1_mean = gpt_t1(m, a->ln1_mean, BT), ln1_rstd = gpt_t1(m, a->ln1_rstd, BT),
-            qkv = gpt_t2(m, a->qkv, BT, 3 * CL), atty = gpt_t2(m, a->atty, BT, CL),
-            probs = gpt_t4(m, a->probs, m->B, m->cfg.n_head / m->tp_size, m->T, m->T),
-            attproj = gpt_t2(m, a->attproj, BT, C), res2 = gpt_t2(m, a->res2, BT, C),
-            ln2 = gpt_t2(m, a->ln2, BT, C), ln2_mean = gpt_t1(m, a->ln2_mean, BT),
-            ln2_rstd = gpt_t1(m, a->ln2_rstd, BT), fch = gpt_t2(m, a->fch, BT, 4 * CL),
-            fch_gelu = gpt_t2(m, a->fch_gelu, BT, 4 * CL), fcproj = gpt_t2(m, a->fcproj, BT, C),
-            res3 = gpt_t2(m, a->res3, BT, C);
-  /* The attention kernel reads [B, T, 3C]: the same memory as [B*T, 3C]. */
-  const int64_t qkv_shape[3] = {m->B, m->T, 3 * CL}, y_shape[3] = {m->B, m->T, CL};
-  st_tensor qkv3, atty3;
-  ST_CHECK(tensor_make(&qkv3, a->qkv, ST_FP32, qkv.device, 3, qkv_shape));
-  ST_CHECK(tensor_make(&atty3, a->atty, ST_FP32, atty.device, 3, y_shape));
+  gpt_layer_views v;
+  gpt_layer_views_make(m, l, x_in, &v);
+  const gpt_layer_acts *a = &m->acts.layers[l];
   st_tensor w = GPT_P(m, u, GPT_LN1_W), b = GPT_P(m, u, GPT_LN1_B);
-  ST_CHECK(kernel_layernorm_forward(kb, &ln1, &ln1_mean, &ln1_rstd, &x, &w, &b, s));
+  ST_CHECK(kernel_layernorm_forward(kb, &v.ln1, &v.ln1_mean, &v.ln1_rstd, &v.x, &w, &b, s));
   w = GPT_P(m, u, GPT_QKV_W);
   b = GPT_P(m, u, GPT_QKV_B);
-  ST_CHECK(kernel_matmul_forward(kb, &qkv, &ln1, &w, &b, s));
-  ST_CHECK(kernel_attention_forward(kb, &atty3, &probs, &qkv3, s));
-  ST_CHECK(row_parallel(m, a->attproj, &attproj, &atty, u, GPT_ATTPROJ_W, GPT_ATTPROJ_B));
-  ST_CHECK(kernel_residual_forward(kb, &res2, &x, &attproj, s));
+  ST_CHECK(kernel_matmul_forward(kb, &v.qkv, &v.ln1, &w, &b, s));
+  ST_CHECK(kernel_attention_forward(kb, &v.atty3, &v.probs, &v.qkv3, s));
+  ST_CHECK(row_parallel(m, a->attproj, &v.attproj, &v.atty, u, GPT_ATTPROJ_W, GPT_ATTPROJ_B));
+  ST_CHECK(kernel_residual_forward(kb, &v.res2, &v.x, &v.attproj, s));
   w = GPT_P(m, u, GPT_LN2_W);
   b = GPT_P(m, u, GPT_LN2_B);
-  ST_CHECK(kernel_layernorm_forward(kb, &ln2, &ln2_mean, &ln2_rstd, &res2, &w, &b, s));
+  ST_CHECK(kernel_layernorm_forward(kb, &v.ln2, &v.ln2_mean, &v.ln2_rstd, &v.res2, &w, &b, s));
   w = GPT_P(m, u, GPT_FC_W);
   b = GPT_P(m, u, GPT_FC_B);
-  ST_CHECK(kernel_matmul_forward(kb, &fch, &ln2, &w, &b, s));
-  ST_CHECK(kernel_gelu_forward(kb, &fch_gelu, &fch, s));
-  ST_CHECK(row_parallel(m, a->fcproj, &fcproj, &fch_gelu, u, GPT_FCPROJ_W, GPT_FCPROJ_B));
-  return kernel_residual_forward(kb, &res3, &res2, &fcproj, s);
+  ST_CHECK(kernel_matmul_forward(kb, &v.fch, &v.ln2, &w, &b, s));
+  ST_CHECK(kernel_gelu_forward(kb, &v.fch_gelu, &v.fch, s));
+  ST_CHECK(row_parallel(m, a->fcproj, &v.fcproj, &v.fch_gelu, u, GPT_FCPROJ_W, GPT_FCPROJ_B));
+  return kernel_residual_forward(kb, &v.res3, &v.res2, &v.fcproj, s);
 }
 
 /* Copies the host tokens into the model's device buffers. */

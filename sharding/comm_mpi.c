@@ -36,36 +36,38 @@ static mpi_work *state_of(comm_work *work) { return (mpi_work *)work->backend_st
 
 /* ---- half-precision reductions ---------------------------------------------------------- */
 
+/* inout[i] = op(in[i], inout[i]) on 16-bit floats, each pair computed in fp32 and rounded. */
+static void half_reduce(const uint16_t *in, uint16_t *inout, int len, float (*to_f32)(uint16_t),
+                        uint16_t (*from_f32)(float), int take_max) {
+  for (int i = 0; i < len; i++) {
+    float a = to_f32(in[i]), b = to_f32(inout[i]);
+    if (take_max) {
+      if (a > b) inout[i] = in[i];
+    } else {
+      inout[i] = from_f32(a + b);
+    }
+  }
+}
+
+/* The four MPI user functions: bf16 and fp16, sum and max. */
 static void bf16_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
   (void)type;
-  const uint16_t *a = in;
-  uint16_t *b = inout;
-  for (int i = 0; i < *len; i++) b[i] = bf16_from_f32(f32_from_bf16(a[i]) + f32_from_bf16(b[i]));
+  half_reduce(in, inout, *len, f32_from_bf16, bf16_from_f32, 0);
 }
 
 static void bf16_max(void *in, void *inout, int *len, MPI_Datatype *type) {
   (void)type;
-  const uint16_t *a = in;
-  uint16_t *b = inout;
-  for (int i = 0; i < *len; i++) {
-    if (f32_from_bf16(a[i]) > f32_from_bf16(b[i])) b[i] = a[i];
-  }
+  half_reduce(in, inout, *len, f32_from_bf16, bf16_from_f32, 1);
 }
 
 static void fp16_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
   (void)type;
-  const uint16_t *a = in;
-  uint16_t *b = inout;
-  for (int i = 0; i < *len; i++) b[i] = fp16_from_f32(f32_from_fp16(a[i]) + f32_from_fp16(b[i]));
+  half_reduce(in, inout, *len, f32_from_fp16, fp16_from_f32, 0);
 }
 
 static void fp16_max(void *in, void *inout, int *len, MPI_Datatype *type) {
   (void)type;
-  const uint16_t *a = in;
-  uint16_t *b = inout;
-  for (int i = 0; i < *len; i++) {
-    if (f32_from_fp16(a[i]) > f32_from_fp16(b[i])) b[i] = a[i];
-  }
+  half_reduce(in, inout, *len, f32_from_fp16, fp16_from_f32, 1);
 }
 
 static MPI_Datatype mpi_type(st_dtype dtype) {

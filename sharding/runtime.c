@@ -16,9 +16,11 @@ st_status st_init(int *argc, char ***argv) {
     int provided = 0;
     MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
     we_started_mpi = 1;
+    /* Errors come back as codes we turn into st_status, instead of MPI's default abort. A
+     * program that started MPI itself keeps its own choice for MPI_COMM_WORLD; the library's
+     * communicators are duplicates, which inherit it. */
+    MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   }
-  /* Errors come back as codes we turn into st_status, instead of MPI's default abort. */
-  MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   int rank = 0, size = 1;
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));

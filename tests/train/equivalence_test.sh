@@ -52,7 +52,7 @@ run s4_z3_keep 4 --dp-shard 4 --micro-batch 3 --zero 3 --reshard-after-forward=f
 run s2_z3_accum 2 --dp-shard 2 --micro-batch 3 --grad-accum 2 --zero 3
 names+=(s4_z3_prefetch2 s4_z3_keep s2_z3_accum ref_accum)
 # Round trip: import the tp2 x 2x2 stage-3 export on one rank and export it unchanged.
-"$shardtrain" train --model tiny --steps 0 --init-from "$work/tp2r2s2_z3.safetensors" \
+"$mpirun_sh" 1 "$shardtrain" train --model tiny --steps 0 --init-from "$work/tp2r2s2_z3.safetensors" \
   --export "$work/roundtrip.safetensors" > "$work/roundtrip.log" 2>&1 \
   || { echo "FAIL: round trip"; cat "$work/roundtrip.log"; exit 1; }
 
