@@ -93,7 +93,8 @@ st_status mem_alloc(void **out, size_t bytes, mem_kind kind, mem_category catego
   insert_slot((block){ptr, bytes, backend, kind, category});
   stats.live_blocks++;
   stats.current[category] += bytes;
-  if (stats.current[category] > stats.peak[category]) stats.peak[category] = stats.current[category];
+  if (stats.current[category] > stats.peak[category])
+    stats.peak[category] = stats.current[category];
   stats.total_current += bytes;
   if (stats.total_current > stats.total_peak) stats.total_peak = stats.total_current;
   *out = ptr;

@@ -7,13 +7,13 @@
 
 #include "core/error.h"
 
-#define NCCL_CHECK(expr)                                                                 \
-  do {                                                                                   \
-    ncclResult_t nccl_check_err_ = (expr);                                               \
-    if (nccl_check_err_ != ncclSuccess) {                                                \
-      return st_error(ST_ERR_NCCL, "%s failed: %s (%s:%d)", #expr,                       \
-                      ncclGetErrorString(nccl_check_err_), __FILE__, __LINE__);          \
-    }                                                                                    \
+#define NCCL_CHECK(expr)                                                        \
+  do {                                                                          \
+    ncclResult_t nccl_check_err_ = (expr);                                      \
+    if (nccl_check_err_ != ncclSuccess) {                                       \
+      return st_error(ST_ERR_NCCL, "%s failed: %s (%s:%d)", #expr,              \
+                      ncclGetErrorString(nccl_check_err_), __FILE__, __LINE__); \
+    }                                                                           \
   } while (0)
 
 #endif /* ST_CORE_CHECK_NCCL_H */

@@ -11,8 +11,8 @@ const char *dtype_name(st_dtype dtype) {
 }
 
 int dtype_parse(const char *name) {
-  static const char *const aliases[][2] = {{"fp32", "float32"}, {"bf16", "bfloat16"},
-                                           {"fp16", "float16"}};
+  static const char *const aliases[][2] = {
+      {"fp32", "float32"}, {"bf16", "bfloat16"}, {"fp16", "float16"}};
   for (int d = 0; d < ST_DTYPE_COUNT; d++) {
     if (strcmp(name, aliases[d][0]) == 0 || strcmp(name, aliases[d][1]) == 0) return d;
   }

@@ -24,23 +24,23 @@ void st_error_clear(void);
 /* Called by the check macros: logs the propagation site once per fresh error. */
 void st_error_trace(st_status status, const char *expr, const char *file, int line);
 
-#define ST_CHECK(expr)                                   \
-  do {                                                   \
-    st_status st_check_status_ = (expr);                 \
-    if (st_check_status_ != ST_OK) {                     \
+#define ST_CHECK(expr)                                             \
+  do {                                                             \
+    st_status st_check_status_ = (expr);                           \
+    if (st_check_status_ != ST_OK) {                               \
       st_error_trace(st_check_status_, #expr, __FILE__, __LINE__); \
-      return st_check_status_;                           \
-    }                                                    \
+      return st_check_status_;                                     \
+    }                                                              \
   } while (0)
 
 /* Stores the status in `status_var` and jumps to `label` on failure. */
-#define ST_CHECK_GOTO(expr, status_var, label)           \
-  do {                                                   \
-    (status_var) = (expr);                               \
-    if ((status_var) != ST_OK) {                         \
+#define ST_CHECK_GOTO(expr, status_var, label)                 \
+  do {                                                         \
+    (status_var) = (expr);                                     \
+    if ((status_var) != ST_OK) {                               \
       st_error_trace((status_var), #expr, __FILE__, __LINE__); \
-      goto label;                                        \
-    }                                                    \
+      goto label;                                              \
+    }                                                          \
   } while (0)
 
 #ifdef __cplusplus

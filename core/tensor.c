@@ -5,8 +5,8 @@
 
 #include "core/error.h"
 
-st_status tensor_make(st_tensor *out, void *data, st_dtype dtype, st_device_kind device,
-                      int ndim, const int64_t *shape) {
+st_status tensor_make(st_tensor *out, void *data, st_dtype dtype, st_device_kind device, int ndim,
+                      const int64_t *shape) {
   if (ndim < 1 || ndim > ST_MAX_DIMS) {
     return st_error(ST_ERR_INVALID_ARG, "tensor has %d dimensions, supported 1..%d", ndim,
                     ST_MAX_DIMS);

@@ -28,8 +28,8 @@ typedef struct st_tensor {
 
 /* A contiguous (row-major) descriptor over `data`. Fails on ndim outside 1..ST_MAX_DIMS, a
  * negative extent, or extents whose byte count does not fit in int64. */
-st_status tensor_make(st_tensor *out, void *data, st_dtype dtype, st_device_kind device,
-                      int ndim, const int64_t *shape);
+st_status tensor_make(st_tensor *out, void *data, st_dtype dtype, st_device_kind device, int ndim,
+                      const int64_t *shape);
 
 int64_t tensor_numel(const st_tensor *t);
 size_t tensor_nbytes(const st_tensor *t);

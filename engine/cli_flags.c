@@ -9,8 +9,7 @@
 
 #include "core/error.h"
 
-static const cli_flag *find_flag(const cli_flag *flags, int nflags, const char *name,
-                                 size_t len) {
+static const cli_flag *find_flag(const cli_flag *flags, int nflags, const char *name, size_t len) {
   for (int i = 0; i < nflags; i++) {
     if (strlen(flags[i].name) == len && strncmp(flags[i].name, name, len) == 0) return &flags[i];
   }
@@ -67,7 +66,8 @@ st_status cli_parse(int argc, char **argv, int first, const cli_flag *flags, int
     const char *eq = strchr(name, '=');
     size_t len = eq ? (size_t)(eq - name) : strlen(name);
     const cli_flag *f = find_flag(flags, nflags, name, len);
-    if (!f) return st_error(ST_ERR_INVALID_ARG, "unknown flag '--%.*s' (see --help)", (int)len, name);
+    if (!f)
+      return st_error(ST_ERR_INVALID_ARG, "unknown flag '--%.*s' (see --help)", (int)len, name);
     if (eq) {
       ST_CHECK(set_value(f, eq + 1));
     } else if (f->type == FLAG_BOOL) {

@@ -29,8 +29,8 @@ static void print_row(const plan_input *in, const memory_plan *mp, const comm_pl
   printf("%3d x %-3d %5d %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f | %9.3f %9.3f %9.3f %s\n",
          in->R, in->S, in->stage, gib((double)mp->bytes[MEM_PARAMS]),
          gib((double)mp->bytes[MEM_GRADS]), gib((double)mp->bytes[MEM_OPTIMIZER]),
-         gib((double)mp->bytes[MEM_GATHERED]), gib((double)mp->bytes[MEM_ACTIVATIONS]),
-         gib(total), gib((double)mp->model_states), gib(states_formula[in->stage]), gib(sent),
+         gib((double)mp->bytes[MEM_GATHERED]), gib((double)mp->bytes[MEM_ACTIVATIONS]), gib(total),
+         gib((double)mp->model_states), gib(states_formula[in->stage]), gib(sent),
          gib(comm_formula), gib((double)cp->replicate_all_reduce),
          gpu_gib > 0 ? (gib(total) <= gpu_gib ? "fits" : "too big") : "");
 }
@@ -41,20 +41,24 @@ static st_status run_plan(const plan_options *o) {
   if (o->seq_len) cfg.max_seq = o->seq_len;
   ST_CHECK(gpt_config_finish(&cfg, 1));
   if (o->ranks < 1) return st_error(ST_ERR_INVALID_ARG, "--ranks must be >= 1, got %d", o->ranks);
-  printf("shardtrain plan: model %s (%.1f M parameters), %d ranks, micro-batch %d x %d tokens, "
-         "fp32, prefetch %d\n", o->model, (double)gpt_config_num_params(&cfg) / 1e6, o->ranks,
-         o->micro_batch, cfg.max_seq, o->prefetch);
-  printf("memory per rank in GiB; 'states' = params + grads + optimizer, next to DESIGN.md's "
-         "formula;\nbytes per step per rank in GiB: shard group (all-gather + reduce-scatter) "
-         "next to the ring formula, and the replicate group's all-reduce\n");
+  printf(
+      "shardtrain plan: model %s (%.1f M parameters), %d ranks, micro-batch %d x %d tokens, "
+      "fp32, prefetch %d\n",
+      o->model, (double)gpt_config_num_params(&cfg) / 1e6, o->ranks, o->micro_batch, cfg.max_seq,
+      o->prefetch);
+  printf(
+      "memory per rank in GiB; 'states' = params + grads + optimizer, next to DESIGN.md's "
+      "formula;\nbytes per step per rank in GiB: shard group (all-gather + reduce-scatter) "
+      "next to the ring formula, and the replicate group's all-reduce\n");
   printf("%-9s %5s %9s %9s %9s %9s %9s %9s %9s %9s | %9s %9s %9s\n", "R x S", "stage", "params",
-         "grads", "optim", "gathered", "activ", "total", "states", "formula", "shard tx",
-         "formula", "repl tx");
+         "grads", "optim", "gathered", "activ", "total", "states", "formula", "shard tx", "formula",
+         "repl tx");
   for (int R = 1; R <= o->ranks; R++) {
     if (o->ranks % R) continue;
     for (int stage = 0; stage <= 3; stage++) {
-      plan_input in = {cfg, R, o->ranks / R, 1, stage, o->micro_batch, cfg.max_seq,
-                       o->grad_accum, o->prefetch, 1};
+      plan_input in = {
+          cfg,         R, o->ranks / R, 1, stage, o->micro_batch, cfg.max_seq, o->grad_accum,
+          o->prefetch, 1};
       memory_plan mp;
       comm_plan cp;
       ST_CHECK(plan_memory(&in, &mp));

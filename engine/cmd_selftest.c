@@ -25,9 +25,9 @@ typedef struct selftest_options {
 typedef struct op_buffers {
   const st_device *dev;
   st_stream stream;
-  float *host;   /* n * count fp32 scratch for filling and checking */
-  float *send;   /* n * count on the device */
-  float *recv;   /* n * count on the device */
+  float *host; /* n * count fp32 scratch for filling and checking */
+  float *send; /* n * count on the device */
+  float *recv; /* n * count on the device */
 } op_buffers;
 
 /* Fills the inputs of `op` so that every result element is a small, exactly known integer. */
@@ -107,10 +107,11 @@ static st_status run_selftest(st_mesh *mesh, const selftest_options *o, int *fai
   ST_CHECK_GOTO(mem_alloc((void **)&b.recv, bytes, MEM_DEVICE, MEM_COMM, b.dev), status, done);
 
   if (coords.world_rank == 0) {
-    printf("shardtrain selftest: %d ranks, mesh %d x %d x %d (dp_replicate x dp_shard x tp), "
-           "backend %s, device %s, %d fp32 elements per rank, %d iterations\n",
-           world, coords.R, coords.S, coords.T, st_mesh_backend_name(mesh),
-           st_mesh_device_name(mesh), o->count, o->iters);
+    printf(
+        "shardtrain selftest: %d ranks, mesh %d x %d x %d (dp_replicate x dp_shard x tp), "
+        "backend %s, device %s, %d fp32 elements per rank, %d iterations\n",
+        world, coords.R, coords.S, coords.T, st_mesh_backend_name(mesh), st_mesh_device_name(mesh),
+        o->count, o->iters);
     printf("%-10s %5s  %-15s %14s %12s %12s  %s\n", "group", "ranks", "op", "bytes", "time/op",
            "bus GB/s", "check");
   }

@@ -89,8 +89,8 @@ static st_status agree(st_status mine) {
 static st_status setup_local(train_run *r) {
   const train_options *o = r->o;
   gpt_parallel par = {r->mesh, o->zero, o->prefetch, o->reshard_after_forward};
-  ST_CHECK(gpt_create(&r->model, &r->cfg, mesh_device(r->mesh), o->micro_batch, r->cfg.max_seq,
-                      &par));
+  ST_CHECK(
+      gpt_create(&r->model, &r->cfg, mesh_device(r->mesh), o->micro_batch, r->cfg.max_seq, &par));
   if (o->init_from) {
     ST_CHECK(gpt_import(r->model, o->init_from, ""));
   } else {
@@ -104,7 +104,8 @@ static st_status setup_local(train_run *r) {
                      MEM_HOST, MEM_WORKSPACE, NULL));
   if (o->metrics && is_writer(r)) {
     r->metrics = fopen(o->metrics, "a");
-    if (!r->metrics) return st_error(ST_ERR_IO, "--metrics %s: cannot open for appending", o->metrics);
+    if (!r->metrics)
+      return st_error(ST_ERR_IO, "--metrics %s: cannot open for appending", o->metrics);
   }
   return ST_OK;
 }
@@ -171,10 +172,17 @@ static st_status run_step(train_run *r, int step, step_record *rec) {
   step_stats s;
   ST_CHECK(train_step(r->model, &r->h, step, inputs, targets, &s));
   double ms = now_ms() - start;
-  *rec = (step_record){.step = step, .loss = s.loss, .lr = s.lr, .grad_norm = s.grad_norm,
+  *rec = (step_record){.step = step,
+                       .loss = s.loss,
+                       .lr = s.lr,
+                       .grad_norm = s.grad_norm,
                        .tokens = r->h.global_tokens * (step + 1),
-                       .tokens_per_s = (double)r->h.global_tokens / (ms / 1e3), .step_ms = ms,
-                       .zero = o->zero, .R = r->coords.R, .S = r->coords.S, .T = r->coords.T};
+                       .tokens_per_s = (double)r->h.global_tokens / (ms / 1e3),
+                       .step_ms = ms,
+                       .zero = o->zero,
+                       .R = r->coords.R,
+                       .S = r->coords.S,
+                       .T = r->coords.T};
   step_comm_bytes(r->mesh, rec->comm_bytes);
   int last = step == o->steps - 1;
   if (r->val && (last || (o->eval_every && (step + 1) % o->eval_every == 0))) {
@@ -187,8 +195,7 @@ static st_status run_step(train_run *r, int step, step_record *rec) {
 /* The record's memory and communication become the maximum over all ranks. */
 static void max_over_ranks(step_record *rec, mem_stats *mem) {
   mem_stats_get(mem);
-  MPI_Allreduce(MPI_IN_PLACE, mem->peak, MEM_CATEGORY_COUNT, MPI_UINT64_T, MPI_MAX,
-                MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, mem->peak, MEM_CATEGORY_COUNT, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, rec->comm_bytes, COMM_OP_COUNT, MPI_UINT64_T, MPI_MAX,
                 MPI_COMM_WORLD);
   rec->mem = mem;

@@ -28,8 +28,19 @@
 
 enum gpt_embedding_param { GPT_WTE = 0, GPT_WPE = 1 };
 enum gpt_block_param {
-  GPT_LN1_W = 0, GPT_LN1_B, GPT_QKV_W, GPT_QKV_B, GPT_ATTPROJ_W, GPT_ATTPROJ_B,
-  GPT_LN2_W, GPT_LN2_B, GPT_FC_W, GPT_FC_B, GPT_FCPROJ_W, GPT_FCPROJ_B, GPT_BLOCK_PARAMS
+  GPT_LN1_W = 0,
+  GPT_LN1_B,
+  GPT_QKV_W,
+  GPT_QKV_B,
+  GPT_ATTPROJ_W,
+  GPT_ATTPROJ_B,
+  GPT_LN2_W,
+  GPT_LN2_B,
+  GPT_FC_W,
+  GPT_FC_B,
+  GPT_FCPROJ_W,
+  GPT_FCPROJ_B,
+  GPT_BLOCK_PARAMS
 };
 enum gpt_final_param { GPT_LNF_W = 0, GPT_LNF_B = 1 };
 
@@ -58,15 +69,15 @@ typedef struct gpt_acts {
 typedef struct gpt_model {
   gpt_config cfg;
   gpt_parallel par;
-  comm *dp;           /* data-parallel group (NULL on one rank): losses are averaged over it */
-  comm *tp;           /* tensor-parallel group (NULL on one rank) */
+  comm *dp; /* data-parallel group (NULL on one rank): losses are averaged over it */
+  comm *tp; /* tensor-parallel group (NULL on one rank) */
   int tp_size, tp_rank;
   const st_device *dev;
   const kernel_backend *kb;
   st_stream stream;
-  int B, T;           /* micro-batch: sequences and tokens per sequence */
-  int n_units;        /* n_layer + 2 */
-  unit *units;        /* embedding, blocks..., final */
+  int B, T;             /* micro-batch: sequences and tokens per sequence */
+  int n_units;          /* n_layer + 2 */
+  unit *units;          /* embedding, blocks..., final */
   char (*prefixes)[16]; /* HF name prefix per unit */
   gpt_acts acts;
 } gpt_model;
@@ -93,8 +104,7 @@ void gpt_activation_bytes(const gpt_config *cfg, int B, int T, int tp, int64_t *
 st_status gpt_init_params(gpt_model *model, uint64_t seed);
 
 /* Forward over a micro-batch; tokens are host int32 [B * T]. *loss = mean over its tokens. */
-st_status gpt_forward(gpt_model *model, const int32_t *inputs, const int32_t *targets,
-                      float *loss);
+st_status gpt_forward(gpt_model *model, const int32_t *inputs, const int32_t *targets, float *loss);
 
 /* Backward of the last forward (its tokens are still on the device); adds into every parameter
  * gradient. dloss_scale is 1 / (tokens of the global batch), so the gradients sum to those of

@@ -10,7 +10,6 @@
 #include "engine/gpt_internal.h"
 #include "sharding/prefetch.h"
 
-
 /* Zeroes a gradient buffer before the one op that starts its sum. */
 static st_status zero_view(gpt_model *m, const st_tensor *t) {
   return stream_memset(&m->stream, t->data, 0, tensor_nbytes(t));
@@ -95,8 +94,8 @@ st_status gpt_backward(gpt_model *m, float dloss_scale, int reduce) {
             dln = gpt_t2(m, g->dln, BT, C), dres = gpt_t2(m, g->dres, BT, C),
             x = gpt_t2(m, x_last, BT, C), mean = gpt_t1(m, g->lnf_mean, BT),
             rstd = gpt_t1(m, g->lnf_rstd, BT);
-  ST_CHECK(kernel_crossentropy_backward(kb, &logits, &logits, g->targets, c->vocab, dloss_scale,
-                                        s));
+  ST_CHECK(
+      kernel_crossentropy_backward(kb, &logits, &logits, g->targets, c->vocab, dloss_scale, s));
   st_tensor wte = GPT_P(m, 0, GPT_WTE), dwte = GPT_G(m, 0, GPT_WTE), dwpe = GPT_G(m, 0, GPT_WPE);
   ST_CHECK(zero_view(m, &dln));
   ST_CHECK(kernel_matmul_wt_backward(kb, &dln, &dwte, &logits, &lnf, &wte, s));

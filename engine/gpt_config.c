@@ -13,8 +13,8 @@ typedef struct named_config {
 
 /* tiny is the test model; d-configs are GPT-2 small/medium/large/XL and llm.c's d6. */
 static const named_config named[] = {
-    {"tiny", {2, 4, 64, 256, 0, 64}},       {"d6", {6, 6, 384, 50257, 0, 1024}},
-    {"d12", {12, 12, 768, 50257, 0, 1024}}, {"d24", {24, 16, 1024, 50257, 0, 1024}},
+    {"tiny", {2, 4, 64, 256, 0, 64}},        {"d6", {6, 6, 384, 50257, 0, 1024}},
+    {"d12", {12, 12, 768, 50257, 0, 1024}},  {"d24", {24, 16, 1024, 50257, 0, 1024}},
     {"d36", {36, 20, 1280, 50257, 0, 1024}}, {"d48", {48, 25, 1600, 50257, 0, 1024}},
 };
 
@@ -34,8 +34,8 @@ st_status gpt_config_finish(gpt_config *cfg, int tp) {
       cfg->max_seq < 1) {
     return st_error(ST_ERR_INVALID_ARG,
                     "model shape n_layer=%d n_head=%d n_embd=%d vocab=%d seq_len=%d: every value "
-                    "must be >= 1", cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->vocab,
-                    cfg->max_seq);
+                    "must be >= 1",
+                    cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->vocab, cfg->max_seq);
   }
   if (cfg->n_layer > GPT_MAX_LAYERS) {
     return st_error(ST_ERR_INVALID_ARG, "n_layer %d: at most %d layers", cfg->n_layer,
@@ -55,8 +55,8 @@ st_status gpt_config_finish(gpt_config *cfg, int tp) {
 
 int64_t gpt_config_num_params(const gpt_config *cfg) {
   int64_t C = cfg->n_embd;
-  int64_t per_block = 2 * C + (C * 3 * C + 3 * C) + (C * C + C) + 2 * C + (C * 4 * C + 4 * C) +
-                      (4 * C * C + C);
+  int64_t per_block =
+      2 * C + (C * 3 * C + 3 * C) + (C * C + C) + 2 * C + (C * 4 * C + 4 * C) + (4 * C * C + C);
   return (int64_t)cfg->vocab_padded * C + (int64_t)cfg->max_seq * C + cfg->n_layer * per_block +
          2 * C;
 }

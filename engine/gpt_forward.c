@@ -89,8 +89,8 @@ st_status gpt_forward(gpt_model *m, const int32_t *inputs, const int32_t *target
 
   /* The mean is taken on the host in double: BT is small next to the logits. */
   float *host_losses = NULL;
-  ST_CHECK(mem_alloc((void **)&host_losses, (size_t)BT * sizeof(float), MEM_HOST, MEM_WORKSPACE,
-                     NULL));
+  ST_CHECK(
+      mem_alloc((void **)&host_losses, (size_t)BT * sizeof(float), MEM_HOST, MEM_WORKSPACE, NULL));
   st_status status = stream_memcpy(s, host_losses, a->losses, (size_t)BT * sizeof(float));
   if (status == ST_OK) status = stream_sync(s);
   double sum = 0;

@@ -12,8 +12,8 @@
 #include "engine/gpt_internal.h"
 #include "engine/safetensors.h"
 
-static void hf_name(const gpt_model *m, int u, const unit_param *p, const char *prefix,
-                    char *out, size_t size) {
+static void hf_name(const gpt_model *m, int u, const unit_param *p, const char *prefix, char *out,
+                    size_t size) {
   snprintf(out, size, "%s%s%s", prefix, m->prefixes[u], p->name);
 }
 
@@ -66,8 +66,8 @@ static st_status import_param(gpt_model *m, int u, int k, const safetensors_read
     char have[96], want[96];
     tensor_shape_text(have, sizeof have, e->ndim, e->shape);
     tensor_shape_text(want, sizeof want, p->ndim, p->shape);
-    return st_error(ST_ERR_FORMAT, "%s: tensor '%s' is %s, the model expects %s", path, name,
-                    have, want);
+    return st_error(ST_ERR_FORMAT, "%s: tensor '%s' is %s, the model expects %s", path, name, have,
+                    want);
   }
   ST_CHECK(check_dtype(e, path));
   /* The model needs at most its own logical size: wpe may have more rows in the file (the
@@ -91,8 +91,9 @@ st_status gpt_import(gpt_model *m, const char *path, const char *prefix) {
   float *full = NULL, *slice = NULL;
   void *raw = NULL;
   st_status status;
-  ST_CHECK_GOTO(mem_alloc((void **)&full, (size_t)most * sizeof(float), MEM_HOST, MEM_WORKSPACE,
-                          NULL), status, done);
+  ST_CHECK_GOTO(
+      mem_alloc((void **)&full, (size_t)most * sizeof(float), MEM_HOST, MEM_WORKSPACE, NULL),
+      status, done);
   ST_CHECK_GOTO(mem_alloc(&raw, (size_t)most * sizeof(float), MEM_HOST, MEM_WORKSPACE, NULL),
                 status, done);
   ST_CHECK_GOTO(gpt_param_scratch(m, &slice), status, done);
@@ -145,15 +146,18 @@ static st_status export_assembled(gpt_model *m, const char *path, int write_file
   }
   float *all = NULL, *slices = NULL;
   safetensors_tensor *tensors = NULL;
-  char (*names)[UNIT_NAME_MAX + 16] = NULL;
+  char(*names)[UNIT_NAME_MAX + 16] = NULL;
   st_status status;
-  ST_CHECK_GOTO(mem_alloc((void **)&all, (size_t)total * sizeof(float), MEM_HOST, MEM_WORKSPACE,
-                          NULL), status, done);
+  ST_CHECK_GOTO(
+      mem_alloc((void **)&all, (size_t)total * sizeof(float), MEM_HOST, MEM_WORKSPACE, NULL),
+      status, done);
   ST_CHECK_GOTO(gpt_param_scratch(m, &slices), status, done);
-  ST_CHECK_GOTO(mem_alloc((void **)&tensors, (size_t)count * sizeof *tensors, MEM_HOST,
-                          MEM_WORKSPACE, NULL), status, done);
-  ST_CHECK_GOTO(mem_alloc((void **)&names, (size_t)count * sizeof *names, MEM_HOST, MEM_WORKSPACE,
-                          NULL), status, done);
+  ST_CHECK_GOTO(
+      mem_alloc((void **)&tensors, (size_t)count * sizeof *tensors, MEM_HOST, MEM_WORKSPACE, NULL),
+      status, done);
+  ST_CHECK_GOTO(
+      mem_alloc((void **)&names, (size_t)count * sizeof *names, MEM_HOST, MEM_WORKSPACE, NULL),
+      status, done);
   float *at = all;
   int i = 0;
   for (int u = 0; u < m->n_units; u++) {
@@ -162,8 +166,8 @@ static st_status export_assembled(gpt_model *m, const char *path, int write_file
       const unit_param *p = &un->layout.params[k];
       ST_CHECK_GOTO(assemble(m, un, p, at, slices), status, done);
       hf_name(m, u, p, "", names[i], sizeof names[i]);
-      tensors[i] = (safetensors_tensor){.name = names[i], .dtype = SAFETENSORS_F32,
-                                        .ndim = p->ndim, .data = at};
+      tensors[i] = (safetensors_tensor){
+          .name = names[i], .dtype = SAFETENSORS_F32, .ndim = p->ndim, .data = at};
       memcpy(tensors[i].shape, p->shape, sizeof p->shape);
       if (u == 0 && k == GPT_WTE) tensors[i].shape[0] = m->cfg.vocab; /* drop the padding rows */
       at += logical_numel(p);

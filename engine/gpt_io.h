@@ -3,9 +3,9 @@
  * here loads in transformers' GPT2LMHeadModel and GPT-2 checkpoints load here.
  *
  * Import is done by every rank, each keeping what its units own (their TP slice and, at stage 3,
- * their shard). Import accepts F32, BF16 and F16 tensors; wte may have the real vocabulary's rows or the
- * padded count (padding rows are zeroed); wpe may have more positions than the model uses (the
- * first ones are taken). Every parameter must be present; a missing or misshapen tensor is an
+ * their shard). Import accepts F32, BF16 and F16 tensors; wte may have the real vocabulary's rows
+ * or the padded count (padding rows are zeroed); wpe may have more positions than the model uses
+ * (the first ones are taken). Every parameter must be present; a missing or misshapen tensor is an
  * error naming it and the file. Export writes F32, wte without its padding rows. */
 #ifndef ST_ENGINE_GPT_IO_H
 #define ST_ENGINE_GPT_IO_H

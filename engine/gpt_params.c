@@ -73,8 +73,8 @@ static st_status create_units(gpt_model *m) {
       snprintf(m->prefixes[i], sizeof m->prefixes[i], "h.%d.", layer);
     }
     unit *u = &m->units[i];
-    ST_CHECK(unit_init(u, name, m->dev, m->par.stage, mesh ? &groups : NULL, m->tp_size,
-                       m->tp_rank));
+    ST_CHECK(
+        unit_init(u, name, m->dev, m->par.stage, mesh ? &groups : NULL, m->tp_size, m->tp_rank));
     ST_CHECK(gpt_declare_unit(c, i, &u->layout));
     ST_CHECK(unit_allocate(u));
   }
@@ -97,8 +97,8 @@ st_status gpt_create(gpt_model **out, const gpt_config *cfg, const st_device *de
   m->tp_size = m->tp ? comm_size(m->tp) : 1;
   m->tp_rank = m->tp ? comm_rank(m->tp) : 0;
   if (m->cfg.n_head % m->tp_size != 0) {
-    st_status status = st_error(ST_ERR_INVALID_ARG, "tp %d does not divide n_head %d",
-                                m->tp_size, m->cfg.n_head);
+    st_status status =
+        st_error(ST_ERR_INVALID_ARG, "tp %d does not divide n_head %d", m->tp_size, m->cfg.n_head);
     mem_free(m);
     return status;
   }
@@ -154,7 +154,7 @@ static void init_param(const gpt_model *m, int u, int k, uint64_t seed, float *v
   for (int64_t e = 0; e < p->numel; e++) {
     int64_t g = unit_param_global_index(p, un->layout.T, un->layout.t, e);
     int padding = u == 0 && k == GPT_WTE && g >= real_end;
-    values[e] = padding ? 0.0f
+    values[e] = padding   ? 0.0f
                 : std > 0 ? (float)(std * rng_normal_at(seed, stream, (uint64_t)g))
                           : constant;
   }

@@ -25,7 +25,8 @@ int metrics_write_json(FILE *out, const step_record *r) {
     fprintf(out, "%s\"%s\": %llu", c ? ", " : "", mem_category_name((mem_category)c),
             (unsigned long long)r->mem->peak[c]);
   }
-  fprintf(out, "}, \"comm_bytes\": {\"all_gather\": %llu, \"reduce_scatter\": %llu, "
+  fprintf(out,
+          "}, \"comm_bytes\": {\"all_gather\": %llu, \"reduce_scatter\": %llu, "
           "\"all_reduce\": %llu}, \"mesh\": [%d, %d, %d], \"zero\": %d",
           (unsigned long long)r->comm_bytes[COMM_ALL_GATHER],
           (unsigned long long)r->comm_bytes[COMM_REDUCE_SCATTER],

@@ -14,7 +14,7 @@ typedef struct unit_sizes {
   int count;
   int64_t numel[GPT_MAX_LAYERS + 2]; /* padded flat length */
   int64_t shard[GPT_MAX_LAYERS + 2];
-  int64_t real;                      /* unpadded parameters, all units */
+  int64_t real; /* unpadded parameters, all units */
 } unit_sizes;
 
 static st_status measure_units(const plan_input *in, unit_sizes *out) {
@@ -80,7 +80,8 @@ static void grads_off(walk *w, int i) {
 }
 
 static int64_t gathered_peak(const plan_input *in, const unit_sizes *u) {
-  walk w = {.u = u, .stage = in->stage, .depth = in->prefetch, .reshard = in->reshard_after_forward};
+  walk w = {
+      .u = u, .stage = in->stage, .depth = in->prefetch, .reshard = in->reshard_after_forward};
   const int n = u->count, last = n - 1;
   for (int micro = 0; micro < in->grad_accum; micro++) {
     int reduce = micro == in->grad_accum - 1;
@@ -152,8 +153,9 @@ st_status plan_comm(const plan_input *in, comm_plan *out) {
     /* Stage 0 all-gathers the reduced gradients, stages 1-2 the updated parameters. Stage 3
      * gathers parameters in the forward and again in the backward, except the embedding and
      * final units, which stay gathered from the forward into the backward. */
-    int gathers = in->stage < 3 ? 1 : (i == 0 || i == u.count - 1) ? 1
-                                    : (in->reshard_after_forward ? 2 : 1);
+    int gathers = in->stage < 3                  ? 1
+                  : (i == 0 || i == u.count - 1) ? 1
+                                                 : (in->reshard_after_forward ? 2 : 1);
     gathers *= in->stage == 3 ? in->grad_accum : 1;
     out->shard_all_gather += (uint64_t)gathers * comm_ring_bytes(COMM_ALL_GATHER, in->S, full);
     out->replicate_all_reduce += comm_ring_bytes(COMM_ALL_REDUCE, in->R, shard);

@@ -85,8 +85,10 @@ static st_status resolve_config(const train_options *o, gpt_config *cfg) {
     const char *flag;
     int value;
     int *field;
-  } overrides[] = {{"n-layer", o->n_layer, &cfg->n_layer}, {"n-head", o->n_head, &cfg->n_head},
-                   {"n-embd", o->n_embd, &cfg->n_embd},    {"vocab", o->vocab, &cfg->vocab},
+  } overrides[] = {{"n-layer", o->n_layer, &cfg->n_layer},
+                   {"n-head", o->n_head, &cfg->n_head},
+                   {"n-embd", o->n_embd, &cfg->n_embd},
+                   {"vocab", o->vocab, &cfg->vocab},
                    {"seq-len", o->seq_len, &cfg->max_seq}};
   for (size_t i = 0; i < sizeof overrides / sizeof overrides[0]; i++) {
     ST_CHECK(require_non_negative(overrides[i].flag, overrides[i].value));
@@ -119,8 +121,7 @@ st_status train_options_resolve(const train_options *o, int dp_size, gpt_config 
   }
 
   if (o->steps > 0 && !o->data_train) {
-    return st_error(ST_ERR_INVALID_ARG, "--data-train is required to train (--steps %d)",
-                    o->steps);
+    return st_error(ST_ERR_INVALID_ARG, "--data-train is required to train (--steps %d)", o->steps);
   }
   int shape = lr_shape_parse(o->lr_schedule);
   if (shape < 0) {
@@ -131,13 +132,12 @@ st_status train_options_resolve(const train_options *o, int dp_size, gpt_config 
     return st_error(ST_ERR_INVALID_ARG, "--weight-decay must be >= 0, got %g", o->weight_decay);
   }
   if (o->clip < 0) return st_error(ST_ERR_INVALID_ARG, "--clip must be >= 0, got %g", o->clip);
-  *h = (train_hparams){.schedule = {(lr_shape)shape, o->lr, o->min_lr, o->warmup,
-                                    o->steps > 0 ? o->steps : 1},
-                       .adam = ADAMW_HPARAMS_DEFAULT,
-                       .weight_decay = (float)o->weight_decay,
-                       .clip = (float)o->clip,
-                       .grad_accum = o->grad_accum,
-                       .global_tokens = (int64_t)o->micro_batch * cfg->max_seq * dp_size *
-                                        o->grad_accum};
+  *h = (train_hparams){
+      .schedule = {(lr_shape)shape, o->lr, o->min_lr, o->warmup, o->steps > 0 ? o->steps : 1},
+      .adam = ADAMW_HPARAMS_DEFAULT,
+      .weight_decay = (float)o->weight_decay,
+      .clip = (float)o->clip,
+      .grad_accum = o->grad_accum,
+      .global_tokens = (int64_t)o->micro_batch * cfg->max_seq * dp_size * o->grad_accum};
   return lr_schedule_check(&h->schedule);
 }

@@ -46,9 +46,8 @@ static st_status mean_over_dp(const gpt_model *m, double *loss) {
   return ST_OK;
 }
 
-st_status train_step(gpt_model *m, const train_hparams *h, int step,
-                     const int32_t *const *inputs, const int32_t *const *targets,
-                     step_stats *out) {
+st_status train_step(gpt_model *m, const train_hparams *h, int step, const int32_t *const *inputs,
+                     const int32_t *const *targets, step_stats *out) {
   ST_CHECK(gpt_zero_grads(m));
   const float dloss_scale = (float)(1.0 / (double)h->global_tokens);
   double loss_sum = 0;
@@ -66,8 +65,8 @@ st_status train_step(gpt_model *m, const train_hparams *h, int step,
   out->grad_norm = sqrt(sumsq);
   if (!isfinite(out->loss) || !isfinite(out->grad_norm)) {
     /* Every rank sees the same reduced values, so every rank stops here together. */
-    return st_error(ST_ERR_INTERNAL, "step %d: loss %g, gradient norm %g: training diverged",
-                    step, out->loss, out->grad_norm);
+    return st_error(ST_ERR_INTERNAL, "step %d: loss %g, gradient norm %g: training diverged", step,
+                    out->loss, out->grad_norm);
   }
   out->lr = lr_at(&h->schedule, step);
   const float scale = clip_scale(out->grad_norm, h->clip);

@@ -16,9 +16,9 @@
 typedef struct train_hparams {
   lr_schedule schedule;
   adamw_hparams adam;
-  float weight_decay; /* for tensors of rank >= 2 */
-  float clip;         /* max global grad norm; <= 0: no clipping */
-  int grad_accum;     /* micro-batches per step */
+  float weight_decay;    /* for tensors of rank >= 2 */
+  float clip;            /* max global grad norm; <= 0: no clipping */
+  int grad_accum;        /* micro-batches per step */
   int64_t global_tokens; /* tokens of the global batch: the loss is their mean */
 } train_hparams;
 
@@ -34,7 +34,6 @@ st_status train_state_reset(gpt_model *model);
 
 /* Step `step` (from 0). inputs[i] and targets[i] are micro-batch i's host tokens, B x T each. */
 st_status train_step(gpt_model *model, const train_hparams *h, int step,
-                     const int32_t *const *inputs, const int32_t *const *targets,
-                     step_stats *out);
+                     const int32_t *const *inputs, const int32_t *const *targets, step_stats *out);
 
 #endif /* ST_ENGINE_TRAIN_STEP_H */

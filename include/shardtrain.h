@@ -70,7 +70,8 @@ typedef struct st_mesh_config {
   const char *device;      /* "cpu", "cuda" or "auto"; NULL: $ST_DEVICE, else auto */
 } st_mesh_config;
 
-#define ST_MESH_CONFIG_INIT {sizeof(st_mesh_config), 1, 0, 1, ST_COMM_AUTO, 0.0, NULL}
+#define ST_MESH_CONFIG_INIT \
+  { sizeof(st_mesh_config), 1, 0, 1, ST_COMM_AUTO, 0.0, NULL }
 
 typedef enum st_group {
   ST_GROUP_WORLD = 0,
@@ -88,8 +89,8 @@ void st_mesh_destroy(st_mesh *mesh);
 
 typedef struct st_mesh_coords {
   int world_rank, world_size;
-  int r, s, t;      /* this rank's coordinates */
-  int R, S, T;      /* the mesh's extents */
+  int r, s, t; /* this rank's coordinates */
+  int R, S, T; /* the mesh's extents */
 } st_mesh_coords;
 
 st_status st_mesh_get_coords(const st_mesh *mesh, st_mesh_coords *out);
@@ -139,7 +140,8 @@ typedef struct st_unit_config {
   int zero_stage;     /* 0 (replicated, DDP) to 3 (full shard); 0 without a mesh */
 } st_unit_config;
 
-#define ST_UNIT_CONFIG_INIT {sizeof(st_unit_config), 0}
+#define ST_UNIT_CONFIG_INIT \
+  { sizeof(st_unit_config), 0 }
 
 /* mesh may be NULL (one rank, stage 0, CPU); otherwise it must outlive the unit. config may be
  * NULL (the defaults). */
@@ -201,7 +203,8 @@ typedef struct st_adamw_config {
   float weight_decay; /* 0.1 (as `shardtrain train`), decoupled, on parameters of rank >= 2 */
 } st_adamw_config;
 
-#define ST_ADAMW_CONFIG_INIT {sizeof(st_adamw_config), 0.9f, 0.95f, 1e-8f, 0.1f}
+#define ST_ADAMW_CONFIG_INIT \
+  { sizeof(st_adamw_config), 0.9f, 0.95f, 1e-8f, 0.1f }
 
 /* One AdamW step (PyTorch's torch.optim.AdamW) on this rank's owned part of the unit, then the
  * updated parameters published to every rank that holds them; needs the unit released and its

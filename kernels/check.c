@@ -93,7 +93,8 @@ st_status kernel_check_rows(const kernel_check *c, const char *name, const st_te
   if (kernel_rows(t) == rows && kernel_cols(t) == cols) return ST_OK;
   char got[96];
   return st_error(ST_ERR_INVALID_ARG, "%s: %s is %s, expected %lld rows of %lld", c->op, name,
-                  tensor_shape_text(got, sizeof got, t->ndim, t->shape), (long long)rows, (long long)cols);
+                  tensor_shape_text(got, sizeof got, t->ndim, t->shape), (long long)rows,
+                  (long long)cols);
 }
 
 st_status kernel_check_numel(const kernel_check *c, const char *name, const st_tensor *t,

@@ -89,8 +89,8 @@ st_status kernel_matmul_wt_backward(const kernel_backend *kb, const st_tensor *d
                                     const st_tensor *dweight, const st_tensor *dout,
                                     const st_tensor *inp, const st_tensor *weight,
                                     const st_stream *stream) {
-  return matmul_backward(__func__, kb, dinp, dweight, NULL, dout, inp, weight,
-                         KERNEL_WEIGHT_OUT_IN, stream);
+  return matmul_backward(__func__, kb, dinp, dweight, NULL, dout, inp, weight, KERNEL_WEIGHT_OUT_IN,
+                         stream);
 }
 
 /* The shapes of a LayerNorm: inp and out [N, C], mean and rstd N values, weight and bias [C].

@@ -40,7 +40,10 @@ int64_t kernel_rows(const st_tensor *t);
 
 /* How a linear layer's weight is stored: [in, out] (Hugging Face Conv1D, every layer of GPT-2)
  * or [out, in] (the LM head, which is the token embedding wte[V, C] itself). */
-typedef enum kernel_weight_layout { KERNEL_WEIGHT_IN_OUT = 0, KERNEL_WEIGHT_OUT_IN = 1 } kernel_weight_layout;
+typedef enum kernel_weight_layout {
+  KERNEL_WEIGHT_IN_OUT = 0,
+  KERNEL_WEIGHT_OUT_IN = 1
+} kernel_weight_layout;
 
 /* What a backend implements; argument order and meaning as in the kernel_<op> wrappers. */
 typedef struct kernel_backend {

@@ -20,7 +20,8 @@ typedef struct adamw_hparams {
   float eps;
 } adamw_hparams;
 
-#define ADAMW_HPARAMS_DEFAULT {0.9f, 0.95f, 1e-8f}
+#define ADAMW_HPARAMS_DEFAULT \
+  { 0.9f, 0.95f, 1e-8f }
 
 /* One AdamW step on n elements. `step` counts from 1. param, m and v are updated in place. */
 st_status adamw_update(const adamw_hparams *h, int step, float lr, float weight_decay,

@@ -16,8 +16,8 @@ st_status unit_optim_grad_sumsq(const unit *u, const kernel_backend *kb, const s
     if (lo >= hi) continue;
     const int64_t n = hi - lo;
     st_tensor range;
-    ST_CHECK(tensor_make(&range, u->grad_shard + (lo - begin), ST_FP32, u->dev->backend->kind, 1,
-                         &n));
+    ST_CHECK(
+        tensor_make(&range, u->grad_shard + (lo - begin), ST_FP32, u->dev->backend->kind, 1, &n));
     double part = 0;
     ST_CHECK(kernel_sum_squares(kb, &part, &range, stream));
     *out += part;

@@ -106,8 +106,8 @@ static st_status finish_start(st_status started, comm_work *work, int blocking) 
 
 static st_status check_dtype(const comm *c, st_dtype dtype, comm_op op) {
   if ((unsigned)dtype >= ST_DTYPE_COUNT) {
-    return st_error(ST_ERR_INVALID_ARG, "%s on group %s: dtype %d is not a dtype",
-                    comm_op_name(op), c->group_name, (int)dtype);
+    return st_error(ST_ERR_INVALID_ARG, "%s on group %s: dtype %d is not a dtype", comm_op_name(op),
+                    c->group_name, (int)dtype);
   }
   return ST_OK;
 }
@@ -121,8 +121,8 @@ st_status comm_all_gather(comm *c, const void *send, void *recv, size_t count, s
   return finish_start(c->backend->all_gather(c->ctx, send, recv, count, dtype, w), w, !work);
 }
 
-st_status comm_reduce_scatter(comm *c, const void *send, void *recv, size_t count,
-                              st_dtype dtype, comm_reduce_op op, comm_work *work) {
+st_status comm_reduce_scatter(comm *c, const void *send, void *recv, size_t count, st_dtype dtype,
+                              comm_reduce_op op, comm_work *work) {
   ST_CHECK(check_dtype(c, dtype, COMM_REDUCE_SCATTER));
   comm_work local;
   comm_work *w = work ? work : &local;

@@ -8,9 +8,9 @@
  * Counts are elements; for all-gather and reduce-scatter `count` is the per-rank piece, so the
  * full buffer holds size * count elements. Both work in place as NCCL defines it: all-gather
  * with send = recv + rank * count, reduce-scatter with recv = send + rank * count (the result
- * lands on this rank's own piece of the full buffer). Every collective can be started asynchronously
- * (pass a comm_work) and waited on with comm_wait; passing NULL for the work makes it
- * blocking. Every rank of a group must issue the same collectives in the same order.
+ * lands on this rank's own piece of the full buffer). Every collective can be started
+ * asynchronously (pass a comm_work) and waited on with comm_wait; passing NULL for the work makes
+ * it blocking. Every rank of a group must issue the same collectives in the same order.
  */
 #ifndef ST_SHARDING_COMM_H
 #define ST_SHARDING_COMM_H
@@ -55,8 +55,8 @@ typedef struct comm_backend {
   const char *name;
   st_status (*all_gather)(void *ctx, const void *send, void *recv, size_t count, st_dtype dtype,
                           comm_work *work);
-  st_status (*reduce_scatter)(void *ctx, const void *send, void *recv, size_t count,
-                              st_dtype dtype, comm_reduce_op op, comm_work *work);
+  st_status (*reduce_scatter)(void *ctx, const void *send, void *recv, size_t count, st_dtype dtype,
+                              comm_reduce_op op, comm_work *work);
   st_status (*all_reduce)(void *ctx, const void *send, void *recv, size_t count, st_dtype dtype,
                           comm_reduce_op op, comm_work *work);
   st_status (*broadcast)(void *ctx, void *buf, size_t count, st_dtype dtype, int root,
@@ -87,8 +87,8 @@ uint64_t comm_next_seq(const comm *c);
 
 st_status comm_all_gather(comm *c, const void *send, void *recv, size_t count, st_dtype dtype,
                           comm_work *work);
-st_status comm_reduce_scatter(comm *c, const void *send, void *recv, size_t count,
-                              st_dtype dtype, comm_reduce_op op, comm_work *work);
+st_status comm_reduce_scatter(comm *c, const void *send, void *recv, size_t count, st_dtype dtype,
+                              comm_reduce_op op, comm_work *work);
 st_status comm_all_reduce(comm *c, const void *send, void *recv, size_t count, st_dtype dtype,
                           comm_reduce_op op, comm_work *work);
 st_status comm_broadcast(comm *c, void *buf, size_t count, st_dtype dtype, int root,

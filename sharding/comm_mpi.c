@@ -22,10 +22,10 @@ typedef struct mpi_ctx {
 /* Per-collective state, kept inside comm_work.backend_state. */
 typedef struct mpi_work {
   MPI_Request request;
-  void *staging;      /* pinned host copy of the buffer, or NULL */
-  void *device_dst;   /* where the staged result goes back to */
-  void *inplace_src;  /* in-place reduce-scatter: MPI leaves the result at the buffer's start */
-  void *inplace_dst;  /* ... and it belongs at this rank's piece */
+  void *staging;     /* pinned host copy of the buffer, or NULL */
+  void *device_dst;  /* where the staged result goes back to */
+  void *inplace_src; /* in-place reduce-scatter: MPI leaves the result at the buffer's start */
+  void *inplace_dst; /* ... and it belongs at this rank's piece */
   size_t result_offset, result_bytes;
 } mpi_work;
 
@@ -70,9 +70,7 @@ static void fp16_max(void *in, void *inout, int *len, MPI_Datatype *type) {
   half_reduce(in, inout, *len, f32_from_fp16, fp16_from_f32, 1);
 }
 
-static MPI_Datatype mpi_type(st_dtype dtype) {
-  return dtype == ST_FP32 ? MPI_FLOAT : MPI_UINT16_T;
-}
+static MPI_Datatype mpi_type(st_dtype dtype) { return dtype == ST_FP32 ? MPI_FLOAT : MPI_UINT16_T; }
 
 static MPI_Op mpi_reduce_op(const mpi_ctx *ctx, st_dtype dtype, comm_reduce_op op) {
   if (dtype == ST_FP32) return op == COMM_SUM ? MPI_SUM : MPI_MAX;
@@ -101,8 +99,8 @@ static st_status stage(mpi_ctx *ctx, mpi_work *w, const void *src, size_t copy_o
                        size_t result_bytes) {
   ST_CHECK(mem_alloc(&w->staging, bytes, MEM_PINNED, MEM_COMM, &ctx->dev));
   if (copy_bytes) {
-    st_status status = stream_memcpy(&ctx->stream, (char *)w->staging + copy_offset, src,
-                                     copy_bytes);
+    st_status status =
+        stream_memcpy(&ctx->stream, (char *)w->staging + copy_offset, src, copy_bytes);
     if (status == ST_OK) status = stream_sync(&ctx->stream);
     if (status != ST_OK) {
       release_staging(w);
@@ -114,7 +112,6 @@ static st_status stage(mpi_ctx *ctx, mpi_work *w, const void *src, size_t copy_o
   w->result_bytes = result_bytes;
   return ST_OK;
 }
-
 
 /* The result of starting an MPI collective: on failure the staging buffer is released (no
  * test will ever run for this work) and MPI's error becomes an st_status. */
@@ -147,8 +144,9 @@ static st_status mpi_all_gather(void *vctx, const void *send, void *recv, size_t
   } else if (send == (const char *)recv + piece * (size_t)rank) {
     in = MPI_IN_PLACE;
   }
-  return started(w, MPI_Iallgather(in, (int)count, mpi_type(dtype), out, (int)count, mpi_type(dtype),
-                           ctx->comm, &w->request),
+  return started(w,
+                 MPI_Iallgather(in, (int)count, mpi_type(dtype), out, (int)count, mpi_type(dtype),
+                                ctx->comm, &w->request),
                  "MPI_Iallgather");
 }
 
@@ -177,8 +175,9 @@ static st_status mpi_reduce_scatter(void *vctx, const void *send, void *recv, si
     w->inplace_dst = recv;
     w->result_bytes = piece;
   }
-  return started(w, MPI_Ireduce_scatter_block(in, out, (int)count, mpi_type(dtype),
-                                      mpi_reduce_op(ctx, dtype, op), ctx->comm, &w->request),
+  return started(w,
+                 MPI_Ireduce_scatter_block(in, out, (int)count, mpi_type(dtype),
+                                           mpi_reduce_op(ctx, dtype, op), ctx->comm, &w->request),
                  "MPI_Ireduce_scatter_block");
 }
 
@@ -195,8 +194,9 @@ static st_status mpi_all_reduce(void *vctx, const void *send, void *recv, size_t
     in = MPI_IN_PLACE;
     out = w->staging;
   }
-  return started(w, MPI_Iallreduce(in, out, (int)count, mpi_type(dtype), mpi_reduce_op(ctx, dtype, op),
-                           ctx->comm, &w->request),
+  return started(w,
+                 MPI_Iallreduce(in, out, (int)count, mpi_type(dtype), mpi_reduce_op(ctx, dtype, op),
+                                ctx->comm, &w->request),
                  "MPI_Iallreduce");
 }
 

@@ -1,6 +1,8 @@
 /* comm_nccl.c - NCCL backend of comm.h (CUDA builds only; comm_nccl_stub.c stands in
  * otherwise). Barrier is an all-reduce of one float on a device scratch word, since NCCL has
  * no barrier of its own. */
+#include "sharding/comm_nccl.h"
+
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -8,7 +10,6 @@
 #include "core/check_cuda.h"
 #include "core/check_mpi.h"
 #include "core/check_nccl.h"
-#include "sharding/comm_nccl.h"
 
 typedef struct nccl_ctx {
   ncclComm_t comm;
@@ -66,8 +67,8 @@ static st_status nccl_reduce_scatter(void *vctx, const void *send, void *recv, s
 static st_status nccl_all_reduce(void *vctx, const void *send, void *recv, size_t count,
                                  st_dtype dtype, comm_reduce_op op, comm_work *work) {
   nccl_ctx *ctx = vctx;
-  NCCL_CHECK(ncclAllReduce(send, recv, count, nccl_type(dtype), nccl_op(op), ctx->comm,
-                           stream_of(ctx)));
+  NCCL_CHECK(
+      ncclAllReduce(send, recv, count, nccl_type(dtype), nccl_op(op), ctx->comm, stream_of(ctx)));
   return mark_enqueued(ctx, work);
 }
 
@@ -80,8 +81,8 @@ static st_status nccl_broadcast(void *vctx, void *buf, size_t count, st_dtype dt
 
 static st_status nccl_barrier(void *vctx, comm_work *work) {
   nccl_ctx *ctx = vctx;
-  NCCL_CHECK(ncclAllReduce(ctx->barrier_word, ctx->barrier_word, 1, ncclFloat32, ncclSum,
-                           ctx->comm, stream_of(ctx)));
+  NCCL_CHECK(ncclAllReduce(ctx->barrier_word, ctx->barrier_word, 1, ncclFloat32, ncclSum, ctx->comm,
+                           stream_of(ctx)));
   return mark_enqueued(ctx, work);
 }
 

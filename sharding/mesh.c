@@ -4,8 +4,8 @@
  * with one all-reduce so that either every rank proceeds or every rank fails. */
 #include "sharding/mesh.h"
 
-#include <stdint.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/alloc.h"
 #include "core/check_mpi.h"
@@ -33,7 +33,8 @@ st_status mesh_validate(const st_mesh_config *config, int world_size, st_mesh_co
   if (R < 1 || T < 1 || S < 0) {
     return st_error(ST_ERR_INVALID_ARG,
                     "mesh dp_replicate=%d x dp_shard=%d x tp=%d: every extent must be >= 1 "
-                    "(dp_shard 0 means world / (dp_replicate x tp))", R, S, T);
+                    "(dp_shard 0 means world / (dp_replicate x tp))",
+                    R, S, T);
   }
   if (S == 0) {
     int64_t rt = (int64_t)R * T;
@@ -46,8 +47,8 @@ st_status mesh_validate(const st_mesh_config *config, int world_size, st_mesh_co
   }
   if ((int64_t)R * S * T != world_size) {
     return st_error(ST_ERR_INVALID_ARG,
-                    "mesh dp_replicate=%d x dp_shard=%d x tp=%d needs %lld ranks, world has %d",
-                    R, S, T, (long long)R * S * T, world_size);
+                    "mesh dp_replicate=%d x dp_shard=%d x tp=%d needs %lld ranks, world has %d", R,
+                    S, T, (long long)R * S * T, world_size);
   }
   *resolved = *config;
   resolved->dp_shard = S;
@@ -100,8 +101,7 @@ static st_status choose_device_and_backend(st_mesh *mesh, const st_mesh_config *
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, flags, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
   if (mine != ST_OK) return mine;
   if (flags[0]) {
-    return st_error((st_status)flags[0], "device '%s' could not be used on another rank",
-                    request);
+    return st_error((st_status)flags[0], "device '%s' could not be used on another rank", request);
   }
   int nccl_possible = !flags[1];
   switch (cfg->backend) {
@@ -127,11 +127,26 @@ static st_status choose_device_and_backend(st_mesh *mesh, const st_mesh_config *
  * the dp group is ordered by d = r * S + s, the data-parallel index of DESIGN.md. */
 static void group_color_key(const st_mesh_coords *c, st_group group, int *color, int *key) {
   switch (group) {
-    case ST_GROUP_TP: *color = c->r * c->S + c->s; *key = c->t; break;
-    case ST_GROUP_SHARD: *color = c->r * c->T + c->t; *key = c->s; break;
-    case ST_GROUP_REPLICATE: *color = c->s * c->T + c->t; *key = c->r; break;
-    case ST_GROUP_DP: *color = c->t; *key = c->r * c->S + c->s; break;
-    default: *color = 0; *key = c->world_rank; break;
+    case ST_GROUP_TP:
+      *color = c->r * c->S + c->s;
+      *key = c->t;
+      break;
+    case ST_GROUP_SHARD:
+      *color = c->r * c->T + c->t;
+      *key = c->s;
+      break;
+    case ST_GROUP_REPLICATE:
+      *color = c->s * c->T + c->t;
+      *key = c->r;
+      break;
+    case ST_GROUP_DP:
+      *color = c->t;
+      *key = c->r * c->S + c->s;
+      break;
+    default:
+      *color = 0;
+      *key = c->world_rank;
+      break;
   }
 }
 
@@ -141,12 +156,11 @@ static st_status create_groups(st_mesh *mesh, double timeout_s) {
     group_color_key(&mesh->coords, (st_group)g, &color, &key);
     MPI_Comm split;
     MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, key, &split));
-    st_status status =
-        mesh->backend == ST_COMM_NCCL
-            ? comm_nccl_create(&mesh->groups[g], split, mesh_group_name(g), &mesh->device,
-                               timeout_s)
-            : comm_mpi_create(&mesh->groups[g], split, mesh_group_name(g), &mesh->device,
-                              timeout_s);
+    st_status status = mesh->backend == ST_COMM_NCCL
+                           ? comm_nccl_create(&mesh->groups[g], split, mesh_group_name(g),
+                                              &mesh->device, timeout_s)
+                           : comm_mpi_create(&mesh->groups[g], split, mesh_group_name(g),
+                                             &mesh->device, timeout_s);
     MPI_Comm_free(&split);
     ST_CHECK(status);
   }

@@ -36,8 +36,8 @@ st_status unit_init(unit *u, const char *name, const st_device *dev, int stage,
 st_status unit_declare(unit *u, const char *name, int ndim, const int64_t *shape, tp_split split,
                        int blocks, int *index) {
   if (u->master) {
-    return st_error(ST_ERR_INVALID_ARG, "unit %s: parameter %s declared after allocation",
-                    u->name, name);
+    return st_error(ST_ERR_INVALID_ARG, "unit %s: parameter %s declared after allocation", u->name,
+                    name);
   }
   ST_CHECK(unit_layout_add(&u->layout, name, ndim, shape, split, blocks));
   if (index) *index = u->layout.count - 1;
@@ -93,9 +93,8 @@ void unit_free(unit *u) {
 
 st_status unit_set_params(unit *u, int64_t first, const float *values, int64_t count) {
   if (first < 0 || count < 0 || first + count > u->layout.numel) {
-    return st_error(ST_ERR_INVALID_ARG, "unit %s: elements [%lld, %lld) outside its %lld",
-                    u->name, (long long)first, (long long)(first + count),
-                    (long long)u->layout.numel);
+    return st_error(ST_ERR_INVALID_ARG, "unit %s: elements [%lld, %lld) outside its %lld", u->name,
+                    (long long)first, (long long)(first + count), (long long)u->layout.numel);
   }
   st_status status = ST_OK;
   if (u->params) status = stream_memcpy(&u->stream, u->params + first, values, floats(count));
@@ -116,8 +115,8 @@ int unit_is_gathered(const unit *u) { return u->params != NULL && !u->gather_pen
 
 st_status unit_gather_start(unit *u) {
   if (u->stage != 3 || u->params || u->gather_pending) return ST_OK;
-  ST_CHECK(mem_alloc((void **)&u->params, floats(u->layout.numel), MEM_DEVICE, MEM_GATHERED,
-                     u->dev));
+  ST_CHECK(
+      mem_alloc((void **)&u->params, floats(u->layout.numel), MEM_DEVICE, MEM_GATHERED, u->dev));
   st_status status = comm_all_gather(u->groups.shard, u->param_shard, u->params,
                                      (size_t)u->layout.shard_numel, ST_FP32, &u->gather_work);
   if (status != ST_OK) {

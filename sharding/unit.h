@@ -5,13 +5,13 @@
  *
  * Buffers (all fp32; owner: the unit; categories as the memory planner counts them):
  *                 stage 0            stage 1              stage 2               stage 3
- *   params        full, resident     full, resident       full, resident        full while gathered (GATHERED)
- *   param_shard   = params           view of params       view of params        shard, resident (PARAMS)
- *   grads         full, resident     full, resident       full from the first backward until reduced (GATHERED)
- *   grad_shard    view of grads      view of grads        shard, resident (GRADS)
- *   master, adam_m, adam_v: the owned range: the whole buffer at stage 0, the shard otherwise.
- * Reduction (last micro-batch, after the unit's backward), the same arithmetic at every stage:
- * reduce-scatter over the shard group (in place at stages 0-1), then, with R > 1, all-reduce
+ *   params        full, resident     full, resident       full, resident        full while gathered
+ * (GATHERED) param_shard   = params           view of params       view of params        shard,
+ * resident (PARAMS) grads         full, resident     full, resident       full from the first
+ * backward until reduced (GATHERED) grad_shard    view of grads      view of grads        shard,
+ * resident (GRADS) master, adam_m, adam_v: the owned range: the whole buffer at stage 0, the shard
+ * otherwise. Reduction (last micro-batch, after the unit's backward), the same arithmetic at every
+ * stage: reduce-scatter over the shard group (in place at stages 0-1), then, with R > 1, all-reduce
  * of the grad shard over the replicate group; stage 0 then all-gathers the shards back into
  * its full gradient (a ring all-reduce over the dp group, split so that its sums are exactly
  * those of the sharded stages: equal meshes give bit-identical results at every stage).

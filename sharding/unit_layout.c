@@ -30,8 +30,8 @@ static st_status grow(unit_layout *layout) {
   if (layout->count < layout->capacity) return ST_OK;
   int capacity = layout->capacity ? layout->capacity * 2 : 16;
   unit_param *fresh = NULL;
-  ST_CHECK(mem_alloc((void **)&fresh, (size_t)capacity * sizeof *fresh, MEM_HOST, MEM_WORKSPACE,
-                     NULL));
+  ST_CHECK(
+      mem_alloc((void **)&fresh, (size_t)capacity * sizeof *fresh, MEM_HOST, MEM_WORKSPACE, NULL));
   if (layout->count) memcpy(fresh, layout->params, (size_t)layout->count * sizeof *fresh);
   mem_free(layout->params);
   layout->params = fresh;
@@ -48,7 +48,8 @@ static st_status split_shape(unit_param *p, int T) {
   if (p->shape[dim] % parts != 0) {
     return st_error(ST_ERR_INVALID_ARG,
                     "parameter %s: dimension %d of size %lld cannot be split in %lld "
-                    "(tp %d%s)", p->name, dim, (long long)p->shape[dim], (long long)parts, T,
+                    "(tp %d%s)",
+                    p->name, dim, (long long)p->shape[dim], (long long)parts, T,
                     p->blocks > 1 ? " x fused blocks" : "");
   }
   p->local_shape[dim] = p->shape[dim] / T;

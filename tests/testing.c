@@ -40,8 +40,8 @@ int test_check_eq_int(long long a, long long b, const char *file, int line, cons
   return test_check(a == b, file, line, "%s == %s (%lld vs %lld)", a_text, b_text, a, b);
 }
 
-int test_check_near(double a, double b, double tol, const char *file, int line,
-                    const char *a_text, const char *b_text) {
+int test_check_near(double a, double b, double tol, const char *file, int line, const char *a_text,
+                    const char *b_text) {
   return test_check(fabs(a - b) <= tol, file, line, "%s ~ %s (%.9g vs %.9g, tol %g)", a_text,
                     b_text, a, b, tol);
 }

@@ -29,8 +29,8 @@ int test_skip(const char *name, const char *why);
 /* Back ends of CHECK_EQ_INT and CHECK_NEAR: each argument is evaluated exactly once. */
 int test_check_eq_int(long long a, long long b, const char *file, int line, const char *a_text,
                       const char *b_text);
-int test_check_near(double a, double b, double tol, const char *file, int line,
-                    const char *a_text, const char *b_text);
+int test_check_near(double a, double b, double tol, const char *file, int line, const char *a_text,
+                    const char *b_text);
 
 #ifdef __cplusplus
 }
@@ -43,18 +43,18 @@ int test_check_near(double a, double b, double tol, const char *file, int line,
 #define CHECK_NEAR(a, b, tol) \
   test_check_near((double)(a), (double)(b), (double)(tol), __FILE__, __LINE__, #a, #b)
 /* Runs a call that must succeed; on failure prints the status and st_last_error(). */
-#define CHECK_OK(expr)                                                                 \
-  do {                                                                                 \
-    st_status check_ok_s_ = (expr);                                                   \
-    test_check(check_ok_s_ == ST_OK, __FILE__, __LINE__, "%s -> %s: %s", #expr,       \
-               st_status_string(check_ok_s_), st_last_error());                        \
+#define CHECK_OK(expr)                                                          \
+  do {                                                                          \
+    st_status check_ok_s_ = (expr);                                             \
+    test_check(check_ok_s_ == ST_OK, __FILE__, __LINE__, "%s -> %s: %s", #expr, \
+               st_status_string(check_ok_s_), st_last_error());                 \
   } while (0)
 /* Runs a call that must fail with `status`. */
-#define CHECK_STATUS(expr, status)                                                     \
-  do {                                                                                 \
-    st_status check_st_s_ = (expr);                                                    \
-    test_check(check_st_s_ == (status), __FILE__, __LINE__, "%s -> %s, expected %s (%s)", \
-               #expr, st_status_string(check_st_s_), st_status_string(status), st_last_error()); \
+#define CHECK_STATUS(expr, status)                                                               \
+  do {                                                                                           \
+    st_status check_st_s_ = (expr);                                                              \
+    test_check(check_st_s_ == (status), __FILE__, __LINE__, "%s -> %s, expected %s (%s)", #expr, \
+               st_status_string(check_st_s_), st_status_string(status), st_last_error());        \
   } while (0)
 
 #endif /* ST_TESTS_TESTING_H */

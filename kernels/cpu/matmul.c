@@ -1,7 +1,7 @@
 /* matmul.c - linear layers on the CPU: out = inp @ weight + bias, weight stored [in, out] as in
  * GPT-2's Conv1D, or [out, in] for the tied LM head (the same products with the weight's
- * transpose flag flipped). Every product goes through OpenBLAS's cblas_sgemm, which threads itself; the
- * bias broadcast and the bias gradient's column sums are the only loops here. sgemm is never
+ * transpose flag flipped). Every product goes through OpenBLAS's cblas_sgemm, which threads itself;
+ * the bias broadcast and the bias gradient's column sums are the only loops here. sgemm is never
  * called from inside an OpenMP region, so OpenBLAS's threads and OpenMP's do not compete. */
 #include <cblas.h>
 #include <string.h>
@@ -39,8 +39,8 @@ st_status kernel_cpu_matmul_forward(const st_tensor *out, const st_tensor *inp,
     for (int n = 0; n < rows; n++) memcpy(y + (int64_t)n * outs, bias->data, outs * sizeof *y);
     beta = 1.0f;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, out_in ? CblasTrans : CblasNoTrans, rows, outs, in,
-              1.0f, inp->data, in, weight->data, out_in ? in : outs, beta, y, outs);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, out_in ? CblasTrans : CblasNoTrans, rows, outs, in, 1.0f,
+              inp->data, in, weight->data, out_in ? in : outs, beta, y, outs);
   return ST_OK;
 }
 

@@ -43,7 +43,8 @@ unsigned blocks_for(size_t n) {
 
 st_status launched(const char *what) {
   cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return st_error(ST_ERR_CUDA, "%s launch failed: %s", what, cudaGetErrorString(err));
+  if (err != cudaSuccess)
+    return st_error(ST_ERR_CUDA, "%s launch failed: %s", what, cudaGetErrorString(err));
   return ST_OK;
 }
 

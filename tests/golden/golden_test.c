@@ -94,7 +94,8 @@ int main(int argc, char **argv) {
                      .clip = 0.5f,
                      .grad_accum = 1,
                      .global_tokens = B * T};
-  float *ref_loss = read_tensor(r, "step_loss", NULL), *ref_norm = read_tensor(r, "step_grad_norm", NULL),
+  float *ref_loss = read_tensor(r, "step_loss", NULL),
+        *ref_norm = read_tensor(r, "step_grad_norm", NULL),
         *ref_lr = read_tensor(r, "step_lr", NULL);
   CHECK_OK(train_state_reset(m));
   const int32_t *in[1] = {inputs}, *tg[1] = {targets};

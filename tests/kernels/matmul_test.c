@@ -93,12 +93,13 @@ static void check_matmul(test_backend *tb, matmul_dims d, int with_bias, int out
   if (out_in) {
     CHECK_OK(kernel_matmul_wt_forward(tb->kb, &out.t, &inp.t, &weight.t, &tb->stream));
   } else {
-    CHECK_OK(kernel_matmul_forward(tb->kb, &out.t, &inp.t, &weight.t,
-                                   with_bias ? &bias.t : NULL, &tb->stream));
+    CHECK_OK(kernel_matmul_forward(tb->kb, &out.t, &inp.t, &weight.t, with_bias ? &bias.t : NULL,
+                                   &tb->stream));
   }
   tbuf_download(&out);
-  check_close(out_in ? "matmul forward, tied head" : with_bias ? "matmul forward"
-                                                            : "matmul forward, no bias",
+  check_close(out_in      ? "matmul forward, tied head"
+              : with_bias ? "matmul forward"
+                          : "matmul forward, no bias",
               out.host, want, rows * d.outs, TOL_FP32);
 
   matmul_call call = {tb, out_in, &dinp, &dweight, with_bias ? &dbias : NULL, &dout, &inp, &weight};

@@ -52,11 +52,11 @@ static void test_clip(void) {
 static void test_schedule(void) {
   lr_schedule s = {LR_COSINE, 1e-3, 1e-4, 10, 111}; /* 100 decay steps after warmup */
   CHECK_OK(lr_schedule_check(&s));
-  CHECK_NEAR(lr_at(&s, 0), 1e-4, 1e-12);       /* (0 + 1) / 10 of the peak */
-  CHECK_NEAR(lr_at(&s, 9), 1e-3, 1e-12);       /* end of warmup */
-  CHECK_NEAR(lr_at(&s, 10), 1e-3, 1e-12);      /* cosine starts at the peak */
-  CHECK_NEAR(lr_at(&s, 60), 5.5e-4, 1e-12);    /* half way: the mean of peak and floor */
-  CHECK_NEAR(lr_at(&s, 110), 1e-4, 1e-12);     /* the last step reaches the floor */
+  CHECK_NEAR(lr_at(&s, 0), 1e-4, 1e-12);    /* (0 + 1) / 10 of the peak */
+  CHECK_NEAR(lr_at(&s, 9), 1e-3, 1e-12);    /* end of warmup */
+  CHECK_NEAR(lr_at(&s, 10), 1e-3, 1e-12);   /* cosine starts at the peak */
+  CHECK_NEAR(lr_at(&s, 60), 5.5e-4, 1e-12); /* half way: the mean of peak and floor */
+  CHECK_NEAR(lr_at(&s, 110), 1e-4, 1e-12);  /* the last step reaches the floor */
   CHECK_NEAR(lr_at(&s, 35), 1e-4 + 0.5 * (1 + cos(M_PI * 0.25)) * 9e-4, 1e-12);
   s.shape = LR_CONSTANT;
   CHECK_NEAR(lr_at(&s, 80), 1e-3, 1e-12);

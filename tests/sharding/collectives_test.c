@@ -65,7 +65,10 @@ static int member_world_rank(const st_mesh_coords *c, st_group g, int k) {
     case ST_GROUP_TP: t = k; break;
     case ST_GROUP_SHARD: s = k; break;
     case ST_GROUP_REPLICATE: r = k; break;
-    case ST_GROUP_DP: r = k / c->S; s = k % c->S; break;
+    case ST_GROUP_DP:
+      r = k / c->S;
+      s = k % c->S;
+      break;
     default: return k;
   }
   return (r * c->S + s) * c->T + t;
@@ -158,8 +161,7 @@ static void test_reduce_scatter(comm *c, st_dtype dtype, size_t count, int in_pl
   comm_counters before;
   comm_counters_get(c, &before);
   uint64_t seq = comm_next_seq(c);
-  CHECK_OK(comm_reduce_scatter(c, send.dev, (char *)dst->dev + mine, count, dtype, COMM_SUM,
-                               NULL));
+  CHECK_OK(comm_reduce_scatter(c, send.dev, (char *)dst->dev + mine, count, dtype, COMM_SUM, NULL));
   check_accounting(c, COMM_REDUCE_SCATTER, (double)count * n * es, &before, seq);
   dbuf_pull(dst);
   int bad = 0;

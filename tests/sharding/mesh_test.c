@@ -6,13 +6,14 @@
  * same message and nobody may hang. Finally every factorisation of the world size is built
  * and each rank's coordinates are compared with rank = (r*S + s)*T + t.
  */
+#include "sharding/mesh.h"
+
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/alloc.h"
-#include "sharding/mesh.h"
 #include "tests/testing_mpi.h"
 
 typedef struct validate_case {
@@ -63,8 +64,8 @@ static void test_impossible_mesh_on_every_rank(int world) {
   CHECK_STATUS(st_mesh_create(&mesh, &cfg), ST_ERR_INVALID_ARG);
   CHECK(mesh == NULL);
   char want[128];
-  snprintf(want, sizeof want, "mesh dp_replicate=2 x dp_shard=3 x tp=2 needs 12 ranks, world has %d",
-           world);
+  snprintf(want, sizeof want,
+           "mesh dp_replicate=2 x dp_shard=3 x tp=2 needs 12 ranks, world has %d", world);
   CHECK_MSG(strcmp(st_last_error(), want) == 0, "message '%s'", st_last_error());
 
   cfg.dp_shard = 0;

@@ -3,11 +3,12 @@
  * and TP slices (column, fused-qkv column, row, replicated) mapped to the right elements of
  * the full tensor. The expected slices are built here by explicit loops over the full shape,
  * not with the layout's own index function. */
+#include "sharding/unit_layout.h"
+
 #include <stdint.h>
 #include <string.h>
 
 #include "core/alloc.h"
-#include "sharding/unit_layout.h"
 #include "tests/testing.h"
 
 enum { C = 12 };

@@ -26,8 +26,11 @@ static st_status life(const char *export_path) {
     targets[i] = (i * 3 + 1) % 256;
   }
   const int32_t *in[1] = {inputs}, *tg[1] = {targets};
-  train_hparams h = {.schedule = {LR_CONSTANT, 1e-3, 0, 0, 1}, .adam = ADAMW_HPARAMS_DEFAULT,
-                     .weight_decay = 0.1f, .clip = 1.0f, .grad_accum = 1,
+  train_hparams h = {.schedule = {LR_CONSTANT, 1e-3, 0, 0, 1},
+                     .adam = ADAMW_HPARAMS_DEFAULT,
+                     .weight_decay = 0.1f,
+                     .clip = 1.0f,
+                     .grad_accum = 1,
                      .global_tokens = B * T};
   step_stats s;
   st_status status;

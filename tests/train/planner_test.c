@@ -9,13 +9,14 @@
  *     (all-reduce) equal the ring formulas per unit (planner's plan_comm, checked here against
  *     the closed forms 2 Psi (S-1)/S for stages 0-2 and per-unit counts for stage 3), and on the
  *     tp group 4 all-reduces of B x T x C activations per block per micro-batch. */
+#include "engine/planner.h"
+
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/alloc.h"
-#include "engine/planner.h"
 #include "engine/train_step.h"
 #include "tests/testing_mpi.h"
 
@@ -52,8 +53,11 @@ static void check_case(int R, int S, int T, int stage, int prefetch, int reshard
     targets[i] = (i * 11 + 3) % 256;
   }
   const int32_t *in[1] = {inputs}, *tg[1] = {targets};
-  train_hparams h = {.schedule = {LR_CONSTANT, 1e-3, 0, 0, 1}, .adam = ADAMW_HPARAMS_DEFAULT,
-                     .weight_decay = 0.1f, .clip = 1.0f, .grad_accum = 1,
+  train_hparams h = {.schedule = {LR_CONSTANT, 1e-3, 0, 0, 1},
+                     .adam = ADAMW_HPARAMS_DEFAULT,
+                     .weight_decay = 0.1f,
+                     .clip = 1.0f,
+                     .grad_accum = 1,
                      .global_tokens = (int64_t)B * SEQ * R * S};
   for (int g = 0; g < ST_GROUP_COUNT; g++) comm_counters_reset(mesh_comm(mesh, (st_group)g));
   mem_reset_peak();
@@ -80,10 +84,10 @@ static void check_case(int R, int S, int T, int stage, int prefetch, int reshard
   for (int u = 0; u < m->n_units; u++) psi += (double)m->units[u].layout.numel;
   const double formula[4] = {20 * psi, 8 * psi + 12 * psi / S, 4 * psi + 16 * psi / S,
                              20 * psi / S};
-  double states = (double)(measured.peak[MEM_PARAMS] + measured.peak[MEM_GRADS] +
-                           measured.peak[MEM_OPTIMIZER]);
-  CHECK_MSG(fabs(states - formula[stage]) < 0.5, "%s: model states %.0f bytes, formula %.0f",
-            label, states, formula[stage]);
+  double states =
+      (double)(measured.peak[MEM_PARAMS] + measured.peak[MEM_GRADS] + measured.peak[MEM_OPTIMIZER]);
+  CHECK_MSG(fabs(states - formula[stage]) < 0.5, "%s: model states %.0f bytes, formula %.0f", label,
+            states, formula[stage]);
   CHECK_MSG(fabs(psi - (double)plan.psi) <= 0.01 * psi, "%s: padding %.0f vs %lld parameters",
             label, psi, (long long)plan.psi);
 
@@ -97,8 +101,7 @@ static void check_case(int R, int S, int T, int stage, int prefetch, int reshard
   /* Besides the activations, the tp group sums the squared gradient norm: one fp32. */
   uint64_t tp_want = cp.tp_all_reduce + comm_ring_bytes(COMM_ALL_REDUCE, T, sizeof(float));
   CHECK_MSG(tp.bytes_sent[COMM_ALL_REDUCE] == tp_want, "%s: tp all-reduce %llu bytes, planned %llu",
-            label, (unsigned long long)tp.bytes_sent[COMM_ALL_REDUCE],
-            (unsigned long long)tp_want);
+            label, (unsigned long long)tp.bytes_sent[COMM_ALL_REDUCE], (unsigned long long)tp_want);
   CHECK_MSG(shard.bytes_sent[COMM_ALL_GATHER] == cp.shard_all_gather,
             "%s: all-gather %llu bytes, planned %llu", label,
             (unsigned long long)shard.bytes_sent[COMM_ALL_GATHER],
