@@ -15,54 +15,47 @@ static st_status zero_view(gpt_model *m, const st_tensor *t) {
   return stream_memset(&m->stream, t->data, 0, tensor_nbytes(t));
 }
 
+/* The backward of unit u's linear layer (weight w_index, bias b_index): dinp is zeroed and
+ * receives d(inp); the layer's weight and bias gradients accumulate. */
+static st_status linear_backward(gpt_model *m, int u, int w_index, int b_index,
+                                 const st_tensor *dinp, const st_tensor *dout,
+                                 const st_tensor *inp) {
+  st_tensor w = GPT_P(m, u, w_index), dw = GPT_G(m, u, w_index), db = GPT_G(m, u, b_index);
+  ST_CHECK(zero_view(m, dinp));
+  return kernel_matmul_backward(m->kb, dinp, &dw, &db, dout, inp, &w, &m->stream);
+}
+
+/* The backward of unit u's LayerNorm (weight w_index, bias b_index): d(inp) is ADDED to
+ * dres, the residual stream's gradient, and the norm's gradients accumulate. */
+static st_status norm_backward(gpt_model *m, int u, int w_index, int b_index, const st_tensor *dres,
+                               const st_tensor *dout, const st_tensor *inp, const st_tensor *mean,
+                               const st_tensor *rstd) {
+  st_tensor w = GPT_P(m, u, w_index), dw = GPT_G(m, u, w_index), db = GPT_G(m, u, b_index);
+  return kernel_layernorm_backward(m->kb, dres, &dw, &db, dout, inp, &w, mean, rstd, &m->stream);
+}
+
 /* On entry dres holds d(block output); on exit d(block input). */
 static st_status block_backward(gpt_model *m, int l, float *x_in) {
-  const kernel_backend *kb = m->kb;
-  const st_stream *s = &m->stream;
   const int u = 1 + l;
   gpt_layer_views v;
   gpt_layer_views_make(m, l, x_in, &v);
-  st_tensor w, dw, db;
 
   /* MLP: res3 = res2 + fcproj(gelu(fc(ln2(res2)))); d fcproj = dres. */
-  w = GPT_P(m, u, GPT_FCPROJ_W);
-  dw = GPT_G(m, u, GPT_FCPROJ_W);
-  db = GPT_G(m, u, GPT_FCPROJ_B);
-  ST_CHECK(zero_view(m, &v.dfch_gelu));
-  ST_CHECK(kernel_matmul_backward(kb, &v.dfch_gelu, &dw, &db, &v.dres, &v.fch_gelu, &w, s));
+  ST_CHECK(linear_backward(m, u, GPT_FCPROJ_W, GPT_FCPROJ_B, &v.dfch_gelu, &v.dres, &v.fch_gelu));
   ST_CHECK(zero_view(m, &v.dfch));
-  ST_CHECK(kernel_gelu_backward(kb, &v.dfch, &v.dfch_gelu, &v.fch, s));
-  w = GPT_P(m, u, GPT_FC_W);
-  dw = GPT_G(m, u, GPT_FC_W);
-  db = GPT_G(m, u, GPT_FC_B);
-  ST_CHECK(zero_view(m, &v.dln));
-  ST_CHECK(kernel_matmul_backward(kb, &v.dln, &dw, &db, &v.dfch, &v.ln2, &w, s));
+  ST_CHECK(kernel_gelu_backward(m->kb, &v.dfch, &v.dfch_gelu, &v.fch, &m->stream));
+  ST_CHECK(linear_backward(m, u, GPT_FC_W, GPT_FC_B, &v.dln, &v.dfch, &v.ln2));
   ST_CHECK(gpt_tp_sum(m, v.dln.data));
-  w = GPT_P(m, u, GPT_LN2_W);
-  dw = GPT_G(m, u, GPT_LN2_W);
-  db = GPT_G(m, u, GPT_LN2_B);
-  ST_CHECK(kernel_layernorm_backward(kb, &v.dres, &dw, &db, &v.dln, &v.res2, &w, &v.ln2_mean,
-                                     &v.ln2_rstd, s));
+  ST_CHECK(norm_backward(m, u, GPT_LN2_W, GPT_LN2_B, &v.dres, &v.dln, &v.res2, &v.ln2_mean,
+                         &v.ln2_rstd));
 
   /* Attention: res2 = x + attproj(attn(qkv(ln1(x)))); d attproj = dres (now d res2). */
-  w = GPT_P(m, u, GPT_ATTPROJ_W);
-  dw = GPT_G(m, u, GPT_ATTPROJ_W);
-  db = GPT_G(m, u, GPT_ATTPROJ_B);
-  ST_CHECK(zero_view(m, &v.datty));
-  ST_CHECK(kernel_matmul_backward(kb, &v.datty, &dw, &db, &v.dres, &v.atty, &w, s));
+  ST_CHECK(linear_backward(m, u, GPT_ATTPROJ_W, GPT_ATTPROJ_B, &v.datty, &v.dres, &v.atty));
   ST_CHECK(zero_view(m, &v.dqkv));
-  ST_CHECK(kernel_attention_backward(kb, &v.dqkv3, &v.datty3, &v.qkv3, &v.probs, s));
-  w = GPT_P(m, u, GPT_QKV_W);
-  dw = GPT_G(m, u, GPT_QKV_W);
-  db = GPT_G(m, u, GPT_QKV_B);
-  ST_CHECK(zero_view(m, &v.dln));
-  ST_CHECK(kernel_matmul_backward(kb, &v.dln, &dw, &db, &v.dqkv, &v.ln1, &w, s));
+  ST_CHECK(kernel_attention_backward(m->kb, &v.dqkv3, &v.datty3, &v.qkv3, &v.probs, &m->stream));
+  ST_CHECK(linear_backward(m, u, GPT_QKV_W, GPT_QKV_B, &v.dln, &v.dqkv, &v.ln1));
   ST_CHECK(gpt_tp_sum(m, v.dln.data));
-  w = GPT_P(m, u, GPT_LN1_W);
-  dw = GPT_G(m, u, GPT_LN1_W);
-  db = GPT_G(m, u, GPT_LN1_B);
-  return kernel_layernorm_backward(kb, &v.dres, &dw, &db, &v.dln, &v.x, &w, &v.ln1_mean,
-                                   &v.ln1_rstd, s);
+  return norm_backward(m, u, GPT_LN1_W, GPT_LN1_B, &v.dres, &v.dln, &v.x, &v.ln1_mean, &v.ln1_rstd);
 }
 
 /* A unit's backward is done: start its reduction (last micro-batch) and let it go. The
@@ -99,10 +92,8 @@ st_status gpt_backward(gpt_model *m, float dloss_scale, int reduce) {
   st_tensor wte = GPT_P(m, 0, GPT_WTE), dwte = GPT_G(m, 0, GPT_WTE), dwpe = GPT_G(m, 0, GPT_WPE);
   ST_CHECK(zero_view(m, &dln));
   ST_CHECK(kernel_matmul_wt_backward(kb, &dln, &dwte, &logits, &lnf, &wte, s));
-  st_tensor w = GPT_P(m, final_unit, GPT_LNF_W), dw = GPT_G(m, final_unit, GPT_LNF_W),
-            db = GPT_G(m, final_unit, GPT_LNF_B);
   ST_CHECK(zero_view(m, &dres));
-  ST_CHECK(kernel_layernorm_backward(kb, &dres, &dw, &db, &dln, &x, &w, &mean, &rstd, s));
+  ST_CHECK(norm_backward(m, final_unit, GPT_LNF_W, GPT_LNF_B, &dres, &dln, &x, &mean, &rstd));
   ST_CHECK(finish_unit(m, final_unit, reduce));
 
   for (int l = c->n_layer - 1; l >= 0; l--) {
