@@ -3,6 +3,7 @@
  * returns, which is what lets one scheduler serve both backends. */
 #include "core/device.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,6 +68,13 @@ static st_status cpu_event_query(void *event, int *done) {
   return ST_OK;
 }
 
+/* The CPU kernels compute in fp32; bf16 buffers are upcast for compute. fp16 would need the
+ * loss scaler, which shardtrain does not have yet. */
+static int cpu_holds_params_in(int ordinal, st_dtype dtype) {
+  (void)ordinal;
+  return dtype == ST_FP32 || dtype == ST_BF16;
+}
+
 const device_backend device_backend_cpu = {
     .name = "cpu",
     .kind = ST_DEVICE_CPU,
@@ -82,6 +90,8 @@ const device_backend device_backend_cpu = {
     .event_record = cpu_event_record,
     .stream_wait_event = cpu_event_record,
     .event_query = cpu_event_query,
+    .holds_params_in = cpu_holds_params_in,
+    .computes_in_fp32_only = 1,
 };
 
 int device_cuda_count(void) {
@@ -90,6 +100,19 @@ int device_cuda_count(void) {
 #else
   return 0;
 #endif
+}
+
+st_status device_check_param_dtype(const st_device *dev, st_dtype dtype) {
+  const device_backend *b = dev->backend;
+  if ((unsigned)dtype < ST_DTYPE_COUNT && b->holds_params_in(dev->ordinal, dtype)) return ST_OK;
+  char can[64] = "";
+  for (int d = 0; d < ST_DTYPE_COUNT; d++) {
+    if (!b->holds_params_in(dev->ordinal, (st_dtype)d)) continue;
+    size_t used = strlen(can);
+    snprintf(can + used, sizeof can - used, "%s%s", used ? ", " : "", dtype_name((st_dtype)d));
+  }
+  return st_error(ST_ERR_UNSUPPORTED, "the %s device cannot train with %s parameters (it can: %s)",
+                  b->name, dtype_name(dtype), can);
 }
 
 st_device device_cpu(void) { return (st_device){.backend = &device_backend_cpu, .ordinal = 0}; }

@@ -40,6 +40,11 @@ typedef struct device_backend {
   st_status (*event_record)(void *event, void *stream);
   st_status (*stream_wait_event)(void *stream, void *event);
   st_status (*event_query)(void *event, int *done);
+  /* Whether GPU `ordinal` (0 on the CPU) can train with parameters held in `dtype`. */
+  int (*holds_params_in)(int ordinal, st_dtype dtype);
+  /* 1 when the kernels compute in fp32 only (the CPU): a unit keeps fp32 copies of its
+   * low-precision buffers while they are in use, and bf16 is a storage format there. */
+  int computes_in_fp32_only;
 } device_backend;
 
 typedef struct st_device {
@@ -67,6 +72,10 @@ st_status device_select(const char *request, int local_rank, st_device *out);
 
 /* The CPU device (always available). */
 st_device device_cpu(void);
+
+/* ST_OK when `dev` can train with parameters held in `dtype`; else ST_ERR_UNSUPPORTED with a
+ * message naming the device, the dtype and what the device can do. */
+st_status device_check_param_dtype(const st_device *dev, st_dtype dtype);
 
 st_status stream_create(const st_device *dev, st_stream *out);
 void stream_destroy(st_stream *stream);

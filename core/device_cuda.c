@@ -98,6 +98,17 @@ static st_status cuda_event_query(void *event, int *done) {
   return ST_OK;
 }
 
+/* bf16 needs compute capability 8.0 (Ampere) or newer; fp16 would need the loss scaler. */
+static int cuda_holds_params_in(int ordinal, st_dtype dtype) {
+  if (dtype == ST_FP32) return 1;
+  int major = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ordinal) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return dtype == ST_BF16 && major >= 8;
+}
+
 const device_backend device_backend_cuda = {
     .name = "cuda",
     .kind = ST_DEVICE_CUDA,
@@ -113,4 +124,6 @@ const device_backend device_backend_cuda = {
     .event_record = cuda_event_record,
     .stream_wait_event = cuda_stream_wait_event,
     .event_query = cuda_event_query,
+    .holds_params_in = cuda_holds_params_in,
+    .computes_in_fp32_only = 0,
 };

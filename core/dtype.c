@@ -46,3 +46,11 @@ float f32_from_fp16(uint16_t h) {
   if (exp == 31) return mant ? NAN : sign * INFINITY;
   return sign * ldexpf((float)(mant | 0x400), exp - 25);
 }
+
+void dtype_convert(void *dst, st_dtype dst_dtype, const void *src, st_dtype src_dtype, size_t n) {
+  if (dst_dtype == src_dtype) {
+    if (n) memmove(dst, src, n * dtype_size(src_dtype));
+    return;
+  }
+  for (size_t i = 0; i < n; i++) dtype_store_f32(dst, dst_dtype, i, dtype_load_f32(src, src_dtype, i));
+}

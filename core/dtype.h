@@ -38,6 +38,26 @@ static inline float f32_from_bf16(uint16_t h) {
 uint16_t fp16_from_f32(float f);
 float f32_from_fp16(uint16_t h);
 
+/* Element i of a buffer of `dtype`, as fp32; and its store, rounding to the dtype. */
+static inline float dtype_load_f32(const void *src, st_dtype dtype, size_t i) {
+  switch (dtype) {
+    case ST_BF16: return f32_from_bf16(((const uint16_t *)src)[i]);
+    case ST_FP16: return f32_from_fp16(((const uint16_t *)src)[i]);
+    default: return ((const float *)src)[i];
+  }
+}
+
+static inline void dtype_store_f32(void *dst, st_dtype dtype, size_t i, float value) {
+  switch (dtype) {
+    case ST_BF16: ((uint16_t *)dst)[i] = bf16_from_f32(value); break;
+    case ST_FP16: ((uint16_t *)dst)[i] = fp16_from_f32(value); break;
+    default: ((float *)dst)[i] = value; break;
+  }
+}
+
+/* dst = src converted elementwise (n elements, host memory; the same dtype is a copy). */
+void dtype_convert(void *dst, st_dtype dst_dtype, const void *src, st_dtype src_dtype, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

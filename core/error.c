@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "core/log.h"
 
@@ -39,10 +40,12 @@ const char *st_version(void) {
 }
 
 st_status st_error(st_status status, const char *fmt, ...) {
+  char detail[sizeof error_detail]; /* the arguments may include st_last_error() itself */
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(error_detail, sizeof error_detail, fmt, ap);
+  vsnprintf(detail, sizeof detail, fmt, ap);
   va_end(ap);
+  memcpy(error_detail, detail, sizeof detail);
   error_traced = 0;
   return status;
 }

@@ -15,7 +15,8 @@ extern "C" {
 #endif
 
 /* Records a printf-style detail for this thread and returns status, so that
- * `return st_error(ST_ERR_INVALID_ARG, "tp %d does not divide %d heads", t, h);` reads well. */
+ * `return st_error(ST_ERR_INVALID_ARG, "tp %d does not divide %d heads", t, h);` reads well.
+ * The arguments may include st_last_error(), to put context in front of a callee's detail. */
 st_status st_error(st_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Clears this thread's detail (used by tests and by callers that handled an error). */

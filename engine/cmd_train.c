@@ -88,7 +88,14 @@ static st_status agree(st_status mine) {
 /* What each rank sets up on its own: the model and its parameters, the data, the files. */
 static st_status setup_local(train_run *r) {
   const train_options *o = r->o;
-  gpt_parallel par = {r->mesh, o->zero, o->prefetch, o->reshard_after_forward};
+  gpt_parallel par = {.mesh = r->mesh,
+                      .stage = o->zero,
+                      .prefetch = o->prefetch,
+                      .reshard_after_forward = o->reshard_after_forward};
+  ST_CHECK(train_options_precision(o, &par.precision));
+  if (device_check_param_dtype(mesh_device(r->mesh), par.precision.param) != ST_OK) {
+    return st_error(ST_ERR_INVALID_ARG, "--param-dtype %s: %s", o->param_dtype, st_last_error());
+  }
   ST_CHECK(
       gpt_create(&r->model, &r->cfg, mesh_device(r->mesh), o->micro_batch, r->cfg.max_seq, &par));
   if (o->init_from) {

@@ -49,7 +49,8 @@ typedef struct gpt_parallel {
   const st_mesh *mesh;
   int stage;                 /* ZeRO stage 0..3 */
   int prefetch;              /* units gathered ahead of the one computing (stage 3) */
-  int reshard_after_forward; /* stage 3: release each block after its forward */
+  int reshard_after_forward; /* release each block after its forward (stage 3: its params) */
+  unit_precision precision;  /* param and reduce dtypes ({0}: fp32) */
 } gpt_parallel;
 
 typedef struct gpt_layer_acts {

@@ -58,11 +58,13 @@ static st_status block_backward(gpt_model *m, int l, float *x_in) {
   return norm_backward(m, u, GPT_LN1_W, GPT_LN1_B, &v.dres, &v.dln, &v.x, &v.ln1_mean, &v.ln1_rstd);
 }
 
-/* A unit's backward is done: start its reduction (last micro-batch) and let it go. The
+/* A unit's backward is done: end its gradients' use, start its reduction (last micro-batch)
+ * and let it go. The
  * reduction of the unit before it in the backward (u + 1) is finished here, so at most two
  * units' full gradients exist at once at stages 2-3. The embedding (unit 0) is the exception:
  * the tied head adds to its gradient at the start of the backward. */
 static st_status finish_unit(gpt_model *m, int u, int reduce) {
+  ST_CHECK(unit_grads_end(&m->units[u]));
   if (reduce) {
     ST_CHECK(unit_reduce_start(&m->units[u]));
     if (u + 1 < m->n_units) ST_CHECK(unit_reduce_wait(&m->units[u + 1]));
@@ -79,8 +81,8 @@ st_status gpt_backward(gpt_model *m, float dloss_scale, int reduce) {
   const int final_unit = m->n_units - 1;
   gpt_acts *g = &m->acts;
   float *x_last = c->n_layer ? g->layers[c->n_layer - 1].res3 : g->encoded;
-  ST_CHECK(unit_grads_ensure(&m->units[0]));
-  ST_CHECK(unit_grads_ensure(&m->units[final_unit]));
+  ST_CHECK(unit_grads_begin(&m->units[0]));
+  ST_CHECK(unit_grads_begin(&m->units[final_unit]));
 
   /* Loss and tied head: the logits buffer is reused in place for its own gradient. */
   st_tensor logits = gpt_t2(m, g->logits, BT, c->vocab_padded), lnf = gpt_t2(m, g->lnf, BT, C),
@@ -98,7 +100,7 @@ st_status gpt_backward(gpt_model *m, float dloss_scale, int reduce) {
 
   for (int l = c->n_layer - 1; l >= 0; l--) {
     ST_CHECK(prefetch_acquire(m->units, m->n_units, 1 + l, -1, m->par.prefetch));
-    ST_CHECK(unit_grads_ensure(&m->units[1 + l]));
+    ST_CHECK(unit_grads_begin(&m->units[1 + l]));
     ST_CHECK(block_backward(m, l, l ? g->layers[l - 1].res3 : g->encoded));
     ST_CHECK(finish_unit(m, 1 + l, reduce));
   }

@@ -117,12 +117,12 @@ static int64_t logical_numel(const unit_param *p) {
   return n;
 }
 
-/* Writes parameter p's logical tensor into `full`: its own slice when it is replicated or on one
- * tp rank, else every tp rank's slice gathered over the tp group (`slices` holds tp x numel)
- * and placed by global index. Collective over the tp group for split parameters. */
-static st_status assemble(gpt_model *m, const unit *un, const unit_param *p, float *full,
+/* Writes parameter p's logical tensor into `full` from this tp rank's slice `local` (host):
+ * the slice itself when the parameter is replicated or on one tp rank, else every tp rank's
+ * slice gathered over the tp group (`slices` holds tp x numel) and placed by global index.
+ * Collective over the tp group for split parameters. */
+static st_status assemble(gpt_model *m, const unit_param *p, const float *local, float *full,
                           float *slices) {
-  const float *local = un->params + p->offset;
   if (m->tp_size == 1 || p->split == TP_REPLICATED) {
     memcpy(full, local, (size_t)p->numel * sizeof(float));
     return ST_OK;
@@ -136,66 +136,79 @@ static st_status assemble(gpt_model *m, const unit *un, const unit_param *p, flo
   return ST_OK;
 }
 
-/* Assembles every parameter into one host buffer and, on the writer, writes the file. */
-static st_status export_assembled(gpt_model *m, const char *path, int write_file, int count) {
-  int64_t total = 0;
+/* The scratch of an export: one unit's full master weights on the device, one parameter's
+ * slice on the host, the tp slices of one parameter, and the whole model's tensors. */
+typedef struct export_buffers {
+  float *unit_master, *local, *slices, *all;
+  safetensors_tensor *tensors;
+  char (*names)[UNIT_NAME_MAX + 16];
+} export_buffers;
+
+static void export_buffers_free(export_buffers *b) {
+  mem_free(b->names);
+  mem_free(b->tensors);
+  mem_free(b->all);
+  mem_free(b->slices);
+  mem_free(b->local);
+  mem_free(b->unit_master);
+}
+
+static st_status export_buffers_alloc(const gpt_model *m, int count, int64_t total,
+                                      export_buffers *b) {
+  int64_t largest_unit = 0;
   for (int u = 0; u < m->n_units; u++) {
+    if (m->units[u].layout.numel > largest_unit) largest_unit = m->units[u].layout.numel;
+  }
+  ST_CHECK(mem_alloc((void **)&b->unit_master, (size_t)largest_unit * sizeof(float), MEM_DEVICE,
+                     MEM_WORKSPACE, m->dev));
+  ST_CHECK(gpt_param_scratch(m, &b->local));
+  ST_CHECK(gpt_param_scratch(m, &b->slices));
+  ST_CHECK(mem_alloc((void **)&b->all, (size_t)total * sizeof(float), MEM_HOST, MEM_WORKSPACE,
+                     NULL));
+  ST_CHECK(mem_alloc((void **)&b->tensors, (size_t)count * sizeof *b->tensors, MEM_HOST,
+                     MEM_WORKSPACE, NULL));
+  return mem_alloc((void **)&b->names, (size_t)count * sizeof *b->names, MEM_HOST, MEM_WORKSPACE,
+                   NULL);
+}
+
+/* Assembles unit u's parameters at `at` from its fp32 master weights, describing each tensor. */
+static st_status export_unit(gpt_model *m, int u, export_buffers *b, float **at, int *i) {
+  unit *un = &m->units[u];
+  ST_CHECK(unit_gather_master(un, b->unit_master));
+  for (int k = 0; k < un->layout.count; k++, (*i)++) {
+    const unit_param *p = &un->layout.params[k];
+    ST_CHECK(stream_memcpy(&m->stream, b->local, b->unit_master + p->offset,
+                           (size_t)p->numel * sizeof(float)));
+    ST_CHECK(stream_sync(&m->stream));
+    ST_CHECK(assemble(m, p, b->local, *at, b->slices));
+    hf_name(m, u, p, "", b->names[*i], sizeof b->names[*i]);
+    b->tensors[*i] = (safetensors_tensor){
+        .name = b->names[*i], .dtype = SAFETENSORS_F32, .ndim = p->ndim, .data = *at};
+    memcpy(b->tensors[*i].shape, p->shape, sizeof p->shape);
+    if (u == 0 && k == GPT_WTE) b->tensors[*i].shape[0] = m->cfg.vocab; /* no padding rows */
+    *at += logical_numel(p);
+  }
+  return ST_OK;
+}
+
+st_status gpt_export(gpt_model *m, const char *path, int write_file) {
+  int64_t total = 0;
+  int count = 0;
+  for (int u = 0; u < m->n_units; u++) {
+    count += m->units[u].layout.count;
     for (int k = 0; k < m->units[u].layout.count; k++) {
       total += logical_numel(&m->units[u].layout.params[k]);
     }
   }
-  float *all = NULL, *slices = NULL;
-  safetensors_tensor *tensors = NULL;
-  char(*names)[UNIT_NAME_MAX + 16] = NULL;
+  export_buffers b = {0};
   st_status status;
-  ST_CHECK_GOTO(
-      mem_alloc((void **)&all, (size_t)total * sizeof(float), MEM_HOST, MEM_WORKSPACE, NULL),
-      status, done);
-  ST_CHECK_GOTO(gpt_param_scratch(m, &slices), status, done);
-  ST_CHECK_GOTO(
-      mem_alloc((void **)&tensors, (size_t)count * sizeof *tensors, MEM_HOST, MEM_WORKSPACE, NULL),
-      status, done);
-  ST_CHECK_GOTO(
-      mem_alloc((void **)&names, (size_t)count * sizeof *names, MEM_HOST, MEM_WORKSPACE, NULL),
-      status, done);
-  float *at = all;
+  ST_CHECK_GOTO(export_buffers_alloc(m, count, total, &b), status, done);
+  float *at = b.all;
   int i = 0;
-  for (int u = 0; u < m->n_units; u++) {
-    const unit *un = &m->units[u];
-    for (int k = 0; k < un->layout.count; k++, i++) {
-      const unit_param *p = &un->layout.params[k];
-      ST_CHECK_GOTO(assemble(m, un, p, at, slices), status, done);
-      hf_name(m, u, p, "", names[i], sizeof names[i]);
-      tensors[i] = (safetensors_tensor){
-          .name = names[i], .dtype = SAFETENSORS_F32, .ndim = p->ndim, .data = at};
-      memcpy(tensors[i].shape, p->shape, sizeof p->shape);
-      if (u == 0 && k == GPT_WTE) tensors[i].shape[0] = m->cfg.vocab; /* drop the padding rows */
-      at += logical_numel(p);
-    }
-  }
+  for (int u = 0; u < m->n_units; u++) ST_CHECK_GOTO(export_unit(m, u, &b, &at, &i), status, done);
   const safetensors_metadata meta[] = {{"format", "pt"}};
-  status = write_file ? safetensors_write(path, tensors, (size_t)count, meta, 1) : ST_OK;
+  status = write_file ? safetensors_write(path, b.tensors, (size_t)count, meta, 1) : ST_OK;
 done:
-  mem_free(names);
-  mem_free(tensors);
-  mem_free(slices);
-  mem_free(all);
-  return status;
-}
-
-/* Gathers every unit (stage 3 holds only shards), assembles the TP slices, lets the writer rank
- * write the file, then releases what it gathered. Every rank calls it. */
-st_status gpt_export(gpt_model *m, const char *path, int write_file) {
-  int was_gathered[GPT_MAX_LAYERS + 2];
-  int count = 0;
-  for (int u = 0; u < m->n_units; u++) {
-    count += m->units[u].layout.count;
-    was_gathered[u] = unit_is_gathered(&m->units[u]);
-    ST_CHECK(unit_gather_wait(&m->units[u]));
-  }
-  st_status status = export_assembled(m, path, write_file, count);
-  for (int u = 0; u < m->n_units; u++) {
-    if (!was_gathered[u]) unit_release(&m->units[u]);
-  }
+  export_buffers_free(&b);
   return status;
 }

@@ -6,7 +6,7 @@
  * their shard). Import accepts F32, BF16 and F16 tensors; wte may have the real vocabulary's rows
  * or the padded count (padding rows are zeroed); wpe may have more positions than the model uses
  * (the first ones are taken). Every parameter must be present; a missing or misshapen tensor is an
- * error naming it and the file. Export writes F32, wte without its padding rows. */
+ * error naming it and the file. Export writes F32 master weights, wte without its padding rows. */
 #ifndef ST_ENGINE_GPT_IO_H
 #define ST_ENGINE_GPT_IO_H
 
@@ -16,8 +16,9 @@
  * the golden test reads "init."). */
 st_status gpt_import(gpt_model *model, const char *path, const char *prefix);
 
-/* Writes every parameter to `path` (crash-safe: temporary file, fsync, rename). Collective:
- * every rank calls it (stage 3 gathers each unit, briefly holding the whole model); only the
+/* Writes every parameter to `path` (crash-safe: temporary file, fsync, rename): the fp32
+ * master weights, whatever the param dtype, gathered unit by unit over the shard group.
+ * Collective: every rank calls it (each holds the whole model on the host briefly); only the
  * rank with write_file set writes. */
 st_status gpt_export(gpt_model *model, const char *path, int write_file);
 

@@ -35,53 +35,70 @@ static st_status measure_units(const plan_input *in, unit_sizes *out) {
   return ST_OK;
 }
 
-/* The peak of full-unit buffers (gathered parameters at stage 3, full gradients at stages 2-3),
- * in floats, walking one step: forward, then backward, as engine/gpt_forward.c and
- * engine/gpt_backward.c order them. */
+/* The peak of the full-unit buffers (category GATHERED), in bytes, walking one step as
+ * engine/gpt_forward.c and engine/gpt_backward.c order it: stage 3's gathered parameters
+ * (param dtype) from gather start to release, stages 2-3's full gradients (reduce dtype) from
+ * the unit's first backward to its reduction, and, where the kernels compute in fp32 only, the
+ * fp32 compute copies of low-precision parameters (wait to release) and gradients (the unit's
+ * backward). */
 typedef struct walk {
   const unit_sizes *u;
   int stage, depth, reshard;
-  int gathered[GPT_MAX_LAYERS + 2], has_grads[GPT_MAX_LAYERS + 2];
+  size_t p, g;                   /* bytes per element of the param and reduce dtypes */
+  int copies_params, copies_grads;
+  int gathered[GPT_MAX_LAYERS + 2], param_copy[GPT_MAX_LAYERS + 2];
+  int has_grads[GPT_MAX_LAYERS + 2], grad_copy[GPT_MAX_LAYERS + 2];
   int64_t now, peak;
 } walk;
 
-static void touch(walk *w, int64_t delta) {
-  w->now += delta;
+/* Turns `*flag` on or off, counting `bytes_per_element` per element of unit i when it changes. */
+static void toggle(walk *w, int *flag, int on, int i, size_t bytes_per_element) {
+  if (*flag == on) return;
+  *flag = on;
+  w->now += (on ? 1 : -1) * w->u->numel[i] * (int64_t)bytes_per_element;
   if (w->now > w->peak) w->peak = w->now;
 }
 
-static void gather(walk *w, int i) {
-  if (w->stage != 3 || i < 0 || i >= w->u->count || w->gathered[i]) return;
-  w->gathered[i] = 1;
-  touch(w, w->u->numel[i]);
-}
-
-static void release(walk *w, int i) {
-  if (w->stage != 3 || !w->gathered[i]) return;
-  w->gathered[i] = 0;
-  touch(w, -w->u->numel[i]);
+static void gather_start(walk *w, int i) {
+  if (w->stage == 3 && i >= 0 && i < w->u->count) toggle(w, &w->gathered[i], 1, i, w->p);
 }
 
 static void acquire(walk *w, int i, int direction) {
-  gather(w, i);
-  for (int k = 1; k <= w->depth; k++) gather(w, i + k * direction);
+  gather_start(w, i);
+  if (w->copies_params) toggle(w, &w->param_copy[i], 1, i, sizeof(float));
+  for (int k = 1; k <= w->depth; k++) gather_start(w, i + k * direction);
 }
 
-static void grads_on(walk *w, int i) {
-  if (w->stage < 2 || w->has_grads[i]) return;
-  w->has_grads[i] = 1;
-  touch(w, w->u->numel[i]);
+static void release(walk *w, int i) {
+  toggle(w, &w->param_copy[i], 0, i, sizeof(float));
+  if (w->stage == 3) toggle(w, &w->gathered[i], 0, i, w->p);
 }
 
-static void grads_off(walk *w, int i) {
-  if (i >= w->u->count || !w->has_grads[i]) return;
-  w->has_grads[i] = 0;
-  touch(w, -w->u->numel[i]);
+static void grads_begin(walk *w, int i) {
+  if (w->stage >= 2) toggle(w, &w->has_grads[i], 1, i, w->g);
+  if (w->copies_grads) toggle(w, &w->grad_copy[i], 1, i, sizeof(float));
+}
+
+static void reduced(walk *w, int i) {
+  if (i < w->u->count) toggle(w, &w->has_grads[i], 0, i, w->g);
+}
+
+/* gpt_backward.c's finish_unit. */
+static void finish(walk *w, int i, int reduce) {
+  toggle(w, &w->grad_copy[i], 0, i, sizeof(float));
+  if (reduce) reduced(w, i + 1);
+  release(w, i);
 }
 
 static int64_t gathered_peak(const plan_input *in, const unit_sizes *u) {
-  walk w = {
-      .u = u, .stage = in->stage, .depth = in->prefetch, .reshard = in->reshard_after_forward};
+  walk w = {.u = u,
+            .stage = in->stage,
+            .depth = in->prefetch,
+            .reshard = in->reshard_after_forward,
+            .p = dtype_size(in->precision.param),
+            .g = dtype_size(in->precision.reduce),
+            .copies_params = in->compute_copies && in->precision.param != ST_FP32,
+            .copies_grads = in->compute_copies && in->precision.reduce != ST_FP32};
   const int n = u->count, last = n - 1;
   for (int micro = 0; micro < in->grad_accum; micro++) {
     int reduce = micro == in->grad_accum - 1;
@@ -91,17 +108,16 @@ static int64_t gathered_peak(const plan_input *in, const unit_sizes *u) {
       if (w.reshard) release(&w, b);
     }
     acquire(&w, last, +1);
-    grads_on(&w, 0);
-    grads_on(&w, last);
-    release(&w, last); /* after the head and ln_f backward; its reduction starts */
+    grads_begin(&w, 0);
+    grads_begin(&w, last);
+    finish(&w, last, reduce); /* after the head and ln_f backward */
     for (int b = last - 1; b >= 0; b--) {
       acquire(&w, b, -1);
-      grads_on(&w, b);
-      if (reduce) grads_off(&w, b + 1); /* the previous unit's reduction completes */
-      release(&w, b);
+      grads_begin(&w, b);
+      finish(&w, b, reduce);
     }
-    if (reduce) grads_off(&w, 0);
   }
+  reduced(&w, 0); /* train_step waits for the embedding's reduction last */
   return w.peak;
 }
 
@@ -126,12 +142,13 @@ st_status plan_memory(const plan_input *in, memory_plan *out) {
     full += u.numel[i];
     shard += u.shard[i];
   }
-  const int64_t f = (int64_t)sizeof(float);
+  const int64_t f = (int64_t)sizeof(float), p = (int64_t)dtype_size(in->precision.param),
+                g = (int64_t)dtype_size(in->precision.reduce);
   out->psi = u.real;
-  out->bytes[MEM_PARAMS] = (uint64_t)((in->stage == 3 ? shard : full) * f);
-  out->bytes[MEM_GRADS] = (uint64_t)((in->stage >= 2 ? shard : full) * f);
+  out->bytes[MEM_PARAMS] = (uint64_t)((in->stage == 3 ? shard : full) * p);
+  out->bytes[MEM_GRADS] = (uint64_t)((in->stage >= 2 ? shard : full) * g);
   out->bytes[MEM_OPTIMIZER] = (uint64_t)(3 * (in->stage == 0 ? full : shard) * f);
-  out->bytes[MEM_GATHERED] = (uint64_t)(gathered_peak(in, &u) * f);
+  out->bytes[MEM_GATHERED] = (uint64_t)gathered_peak(in, &u);
   int64_t acts = 0, scratch = 0;
   gpt_activation_bytes(&in->cfg, in->micro_batch, in->seq_len, in->T, &acts, &scratch);
   out->bytes[MEM_ACTIVATIONS] = (uint64_t)acts;
@@ -145,11 +162,12 @@ st_status plan_comm(const plan_input *in, comm_plan *out) {
   memset(out, 0, sizeof *out);
   unit_sizes u;
   ST_CHECK(measure_units(in, &u));
-  const size_t f = sizeof(float);
+  const size_t f = sizeof(float), p = dtype_size(in->precision.param),
+               g = dtype_size(in->precision.reduce);
   for (int i = 0; i < u.count; i++) {
-    size_t full = (size_t)u.numel[i] * f, shard = (size_t)u.shard[i] * f;
+    const size_t numel = (size_t)u.numel[i], shard = (size_t)u.shard[i] * g;
     /* Every stage reduce-scatters each unit's gradients once per step. */
-    out->shard_reduce_scatter += comm_ring_bytes(COMM_REDUCE_SCATTER, in->S, full);
+    out->shard_reduce_scatter += comm_ring_bytes(COMM_REDUCE_SCATTER, in->S, numel * g);
     /* Stage 0 all-gathers the reduced gradients, stages 1-2 the updated parameters. Stage 3
      * gathers parameters in the forward and again in the backward, except the embedding and
      * final units, which stay gathered from the forward into the backward. */
@@ -157,7 +175,8 @@ st_status plan_comm(const plan_input *in, comm_plan *out) {
                   : (i == 0 || i == u.count - 1) ? 1
                                                  : (in->reshard_after_forward ? 2 : 1);
     gathers *= in->stage == 3 ? in->grad_accum : 1;
-    out->shard_all_gather += (uint64_t)gathers * comm_ring_bytes(COMM_ALL_GATHER, in->S, full);
+    const size_t gathered = numel * (in->stage == 0 ? g : p);
+    out->shard_all_gather += (uint64_t)gathers * comm_ring_bytes(COMM_ALL_GATHER, in->S, gathered);
     out->replicate_all_reduce += comm_ring_bytes(COMM_ALL_REDUCE, in->R, shard);
   }
   size_t activation = (size_t)in->micro_batch * in->seq_len * in->cfg.n_embd * f;

@@ -3,11 +3,12 @@
  * allocator tracks the same categories, so prediction and measurement can be printed side by
  * side (and are tested against each other).
  *
- * What is predicted (fp32 everywhere in this version; Psi_u = unit u's padded flat length):
+ * What is predicted (Psi_u = unit u's padded flat length; params in the param dtype, grads in
+ * the reduce dtype, optimizer states and activations in fp32):
  *   params, grads, optimizer: the stage's resident buffers (sharding/unit.h's table);
- *   gathered: the largest set of full-unit parameters and gradients alive at once, found by
- *     walking the engine's schedule (forward gathers with prefetch, releases, the backward's
- *     re-gathers and its gradient lifetimes);
+ *   gathered: the largest set of full-unit buffers alive at once, found by walking the
+ *     engine's schedule (forward gathers with prefetch, releases, the backward's re-gathers,
+ *     its gradient lifetimes and, on a device computing in fp32 only, the compute copies);
  *   activations: the forward activations kept for the backward;
  *   workspace: the backward's gradient buffers, the micro-batches' tokens and the largest
  *     transient of a step (attention backward's T x T scores, the host copy of the losses);
@@ -21,6 +22,7 @@
 
 #include "core/alloc.h"
 #include "engine/gpt_config.h"
+#include "sharding/unit.h"
 
 typedef struct plan_input {
   gpt_config cfg; /* finished (gpt_config_finish) */
@@ -29,6 +31,8 @@ typedef struct plan_input {
   int micro_batch, seq_len, grad_accum;
   int prefetch;
   int reshard_after_forward;
+  unit_precision precision; /* param and reduce dtypes ({0}: fp32) */
+  int compute_copies;       /* the device computes in fp32 only (the CPU): see unit.h */
 } plan_input;
 
 typedef struct memory_plan {

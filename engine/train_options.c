@@ -25,7 +25,9 @@ void train_options_defaults(train_options *o) {
                        .dp_shard = 0,
                        .tp = 1,
                        .prefetch = 1,
-                       .reshard_after_forward = 1};
+                       .reshard_after_forward = 1,
+                       .param_dtype = "fp32",
+                       .reduce_dtype = "fp32"};
 }
 
 int train_options_flags(train_options *o, cli_flag *f, int capacity) {
@@ -62,6 +64,10 @@ int train_options_flags(train_options *o, cli_flag *f, int capacity) {
       {"prefetch", FLAG_INT, &o->prefetch, "units gathered ahead of the one computing"},
       {"reshard-after-forward", FLAG_BOOL, &o->reshard_after_forward,
        "stage 3: free each block's parameters after its forward"},
+      {"param-dtype", FLAG_STRING, &o->param_dtype,
+       "parameters as held, gathered and computed with: fp32 or bf16"},
+      {"reduce-dtype", FLAG_STRING, &o->reduce_dtype,
+       "gradients as stored and reduced: fp32 or bf16"},
   };
   int n = (int)(sizeof table / sizeof table[0]);
   if (n > capacity) n = capacity;
@@ -102,6 +108,19 @@ static st_status resolve_config(const train_options *o, gpt_config *cfg) {
   return gpt_config_finish(cfg, o->tp);
 }
 
+st_status train_options_precision(const train_options *o, unit_precision *out) {
+  const int param = dtype_parse(o->param_dtype), reduce = dtype_parse(o->reduce_dtype);
+  if (param < 0) {
+    return st_error(ST_ERR_INVALID_ARG, "--param-dtype '%s' is not a dtype (fp32, bf16)",
+                    o->param_dtype);
+  }
+  if (reduce != ST_FP32 && reduce != ST_BF16) {
+    return st_error(ST_ERR_INVALID_ARG, "--reduce-dtype '%s' is not fp32 or bf16", o->reduce_dtype);
+  }
+  *out = (unit_precision){(st_dtype)param, (st_dtype)reduce};
+  return ST_OK;
+}
+
 st_status train_options_resolve(const train_options *o, int dp_size, gpt_config *cfg,
                                 train_hparams *h) {
   ST_CHECK(resolve_config(o, cfg));
@@ -119,6 +138,8 @@ st_status train_options_resolve(const train_options *o, int dp_size, gpt_config 
   if (o->zero < 0 || o->zero > 3) {
     return st_error(ST_ERR_INVALID_ARG, "--zero %d is not 0, 1, 2 or 3", o->zero);
   }
+  unit_precision precision;
+  ST_CHECK(train_options_precision(o, &precision));
 
   if (o->steps > 0 && !o->data_train) {
     return st_error(ST_ERR_INVALID_ARG, "--data-train is required to train (--steps %d)", o->steps);

@@ -25,6 +25,7 @@ typedef struct train_options {
   int eval_every, eval_batches;
   const char *device;
   int zero, dp_replicate, dp_shard, tp, prefetch, reshard_after_forward;
+  const char *param_dtype, *reduce_dtype;
 } train_options;
 
 void train_options_defaults(train_options *o);
@@ -36,5 +37,10 @@ int train_options_flags(train_options *o, cli_flag *flags, int capacity);
  * number of data-parallel ranks (the global batch is micro_batch x dp_size x grad_accum). */
 st_status train_options_resolve(const train_options *o, int dp_size, gpt_config *cfg,
                                 train_hparams *h);
+
+/* The mixed-precision policy of --param-dtype and --reduce-dtype. A dtype name shardtrain does
+ * not know, or a reduce dtype other than fp32 or bf16, is ST_ERR_INVALID_ARG; whether the
+ * device can hold parameters in the param dtype is checked once the device is known. */
+st_status train_options_precision(const train_options *o, unit_precision *out);
 
 #endif /* ST_ENGINE_TRAIN_OPTIONS_H */

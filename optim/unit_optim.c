@@ -16,8 +16,9 @@ st_status unit_optim_grad_sumsq(const unit *u, const kernel_backend *kb, const s
     if (lo >= hi) continue;
     const int64_t n = hi - lo;
     st_tensor range;
-    ST_CHECK(
-        tensor_make(&range, u->grad_shard + (lo - begin), ST_FP32, u->dev->backend->kind, 1, &n));
+    const st_dtype g = u->precision.reduce;
+    char *at = (char *)u->grad_shard + (size_t)(lo - begin) * dtype_size(g);
+    ST_CHECK(tensor_make(&range, at, g, u->dev->backend->kind, 1, &n));
     double part = 0;
     ST_CHECK(kernel_sum_squares(kb, &part, &range, stream));
     *out += part;
@@ -28,16 +29,23 @@ st_status unit_optim_grad_sumsq(const unit *u, const kernel_backend *kb, const s
 st_status unit_optim_adamw(unit *u, const adamw_hparams *h, float weight_decay, int step, float lr,
                            float grad_scale) {
   const int64_t begin = u->owned_begin, end = begin + u->owned_numel;
-  float *grads = unit_owned_grads(u);
+  const st_dtype g = u->precision.reduce, p = u->precision.param;
+  char *grads = unit_owned_grads(u), *params = unit_owned_params(u);
   for (int k = 0; k < u->layout.count; k++) {
-    const unit_param *p = &u->layout.params[k];
-    int64_t lo = p->offset > begin ? p->offset : begin;
-    int64_t hi = p->offset + p->numel < end ? p->offset + p->numel : end;
+    const unit_param *param = &u->layout.params[k];
+    int64_t lo = param->offset > begin ? param->offset : begin;
+    int64_t hi = param->offset + param->numel < end ? param->offset + param->numel : end;
     if (lo >= hi) continue;
-    float decay = p->ndim >= 2 ? weight_decay : 0.0f;
-    int64_t at = lo - begin;
-    ST_CHECK(adamw_update(h, step, lr, decay, grad_scale, u->master + at, grads + at,
-                          u->adam_m + at, u->adam_v + at, (size_t)(hi - lo)));
+    const size_t at = (size_t)(lo - begin);
+    const adamw_range range = {.master = u->master + at,
+                               .m = u->adam_m + at,
+                               .v = u->adam_v + at,
+                               .grad = grads + at * dtype_size(g),
+                               .grad_dtype = g,
+                               .param = params + at * dtype_size(p),
+                               .param_dtype = p,
+                               .n = (size_t)(hi - lo)};
+    ST_CHECK(adamw_update(h, step, lr, param->ndim >= 2 ? weight_decay : 0.0f, grad_scale, &range));
   }
   return unit_publish(u);
 }

@@ -20,7 +20,8 @@ st_status unit_optim_grad_sumsq(const unit *u, const kernel_backend *kb, const s
                                 double *out);
 
 /* AdamW step `step` (from 1) on the owned range with gradients times grad_scale, weight_decay
- * on the parameters of rank >= 2 only; then publishes the updated parameters (unit_publish). */
+ * on the parameters of rank >= 2 only, writing the owned parameters in the param dtype as it
+ * goes; then publishes them (unit_publish). */
 st_status unit_optim_adamw(unit *u, const adamw_hparams *h, float weight_decay, int step, float lr,
                            float grad_scale);
 

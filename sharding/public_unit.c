@@ -72,12 +72,12 @@ static st_status init_unit(st_unit *h, const st_mesh *mesh, const char *name,
                            const st_unit_config *cfg) {
   if (!mesh) {
     h->cpu = device_cpu();
-    return unit_init(&h->u, name, &h->cpu, cfg->zero_stage, NULL, 1, 0);
+    return unit_init(&h->u, name, &h->cpu, cfg->zero_stage, NULL, NULL, 1, 0);
   }
   st_mesh_coords c;
   ST_CHECK(st_mesh_get_coords(mesh, &c));
   const unit_groups groups = {mesh_comm(mesh, ST_GROUP_SHARD), mesh_comm(mesh, ST_GROUP_REPLICATE)};
-  return unit_init(&h->u, name, mesh_device(mesh), cfg->zero_stage, &groups, c.T, c.t);
+  return unit_init(&h->u, name, mesh_device(mesh), cfg->zero_stage, NULL, &groups, c.T, c.t);
 }
 
 st_status st_unit_create(st_unit **out, const st_mesh *mesh, const char *name,
@@ -161,7 +161,7 @@ st_status st_unit_param_data(st_unit *unit, int index, float **data) {
   ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED | UNIT_NEEDS_GATHERED));
   ST_CHECK(check_index(unit, __func__, index));
   ST_CHECK(check_pointer(data, __func__, "data"));
-  *data = unit->u.params + unit->u.layout.params[index].offset;
+  *data = unit_param_tensor(&unit->u, index).data;
   return ST_OK;
 }
 
@@ -174,7 +174,7 @@ st_status st_unit_zero_grads(st_unit *unit) {
 
 st_status st_unit_begin_backward(st_unit *unit) {
   ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED | UNIT_NEEDS_NOT_REDUCED));
-  ST_CHECK(unit_grads_ensure(&unit->u));
+  ST_CHECK(unit_grads_begin(&unit->u));
   unit->grads = UNIT_GRADS_BACKWARD;
   return ST_OK;
 }
@@ -183,7 +183,7 @@ st_status st_unit_grad_data(st_unit *unit, int index, float **data) {
   ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED | UNIT_NEEDS_BACKWARD));
   ST_CHECK(check_index(unit, __func__, index));
   ST_CHECK(check_pointer(data, __func__, "data"));
-  *data = unit->u.grads + unit->u.layout.params[index].offset;
+  *data = unit_grad_tensor(&unit->u, index).data;
   return ST_OK;
 }
 

@@ -1,5 +1,5 @@
-/* unit.c - a unit's buffers per ZeRO stage and its collectives: gather, release, gradient
- * reduction and parameter publishing (see unit.h for the table). */
+/* unit.c - a unit's buffers per ZeRO stage and precision, and its collectives: gather,
+ * release, gradient reduction and parameter publishing (see unit.h for the table). */
 #include "sharding/unit.h"
 
 #include <stdio.h>
@@ -8,12 +8,29 @@
 #include "core/alloc.h"
 #include "core/error.h"
 
-static size_t floats(int64_t n) { return (size_t)n * sizeof(float); }
+static size_t bytes_of(st_dtype dtype, int64_t n) { return (size_t)n * dtype_size(dtype); }
+
+/* Element i of a buffer of `dtype`. */
+static void *element(void *base, st_dtype dtype, int64_t i) {
+  return (char *)base + bytes_of(dtype, i);
+}
 
 static int shards_of(const unit *u) { return u->layout.S; }
 
+static st_status check_precision(const char *name, const st_device *dev, unit_precision p) {
+  st_status status = device_check_param_dtype(dev, p.param);
+  if (status != ST_OK) {
+    return st_error(status, "unit %s: %s", name, st_last_error());
+  }
+  if (p.reduce != ST_FP32 && p.reduce != ST_BF16) {
+    return st_error(ST_ERR_INVALID_ARG, "unit %s: reduce dtype %s is not fp32 or bf16", name,
+                    dtype_name(p.reduce));
+  }
+  return ST_OK;
+}
+
 st_status unit_init(unit *u, const char *name, const st_device *dev, int stage,
-                    const unit_groups *groups, int T, int t) {
+                    const unit_precision *precision, const unit_groups *groups, int T, int t) {
   memset(u, 0, sizeof *u);
   snprintf(u->name, sizeof u->name, "%s", name);
   u->dev = dev;
@@ -21,6 +38,11 @@ st_status unit_init(unit *u, const char *name, const st_device *dev, int stage,
   if (stage < 0 || stage > 3) {
     return st_error(ST_ERR_INVALID_ARG, "unit %s: ZeRO stage %d is not 0, 1, 2 or 3", name, stage);
   }
+  if (precision) u->precision = *precision;
+  ST_CHECK(check_precision(u->name, dev, u->precision));
+  const int fp32_kernels = dev->backend->computes_in_fp32_only;
+  u->copies_params = fp32_kernels && u->precision.param != ST_FP32;
+  u->copies_grads = fp32_kernels && u->precision.reduce != ST_FP32;
   int S = 1;
   if (!groups && stage != 0) {
     return st_error(ST_ERR_INVALID_ARG, "unit %s: ZeRO stage %d needs a mesh", name, stage);
@@ -44,33 +66,35 @@ st_status unit_declare(unit *u, const char *name, int ndim, const int64_t *shape
   return ST_OK;
 }
 
-static st_status alloc_zeroed(float **out, int64_t n, mem_category category, const unit *u) {
-  ST_CHECK(mem_alloc((void **)out, floats(n), MEM_DEVICE, category, u->dev));
-  ST_CHECK(stream_memset(&u->stream, *out, 0, floats(n)));
+static st_status alloc_zeroed(void **out, size_t bytes, mem_category category, const unit *u) {
+  ST_CHECK(mem_alloc(out, bytes, MEM_DEVICE, category, u->dev));
+  ST_CHECK(stream_memset(&u->stream, *out, 0, bytes));
   return stream_sync(&u->stream);
 }
 
 st_status unit_allocate(unit *u) {
   const int64_t numel = u->layout.numel, shard = u->layout.shard_numel;
+  const st_dtype p = u->precision.param, g = u->precision.reduce;
   u->owned_begin = u->stage == 0 ? 0 : (int64_t)u->shard_rank * shard;
   u->owned_numel = u->stage == 0 ? numel : shard;
   ST_CHECK(stream_create(u->dev, &u->stream));
+  const size_t owned = bytes_of(ST_FP32, u->owned_numel);
   st_status status;
   if (u->stage == 3) {
-    ST_CHECK_GOTO(alloc_zeroed(&u->param_shard, shard, MEM_PARAMS, u), status, fail);
+    ST_CHECK_GOTO(alloc_zeroed(&u->param_shard, bytes_of(p, shard), MEM_PARAMS, u), status, fail);
   } else {
-    ST_CHECK_GOTO(alloc_zeroed(&u->params, numel, MEM_PARAMS, u), status, fail);
-    u->param_shard = u->params + u->owned_begin;
+    ST_CHECK_GOTO(alloc_zeroed(&u->params, bytes_of(p, numel), MEM_PARAMS, u), status, fail);
+    u->param_shard = element(u->params, p, u->owned_begin);
   }
   if (u->stage <= 1) {
-    ST_CHECK_GOTO(alloc_zeroed(&u->grads, numel, MEM_GRADS, u), status, fail);
-    u->grad_shard = u->grads + (int64_t)u->shard_rank * shard;
+    ST_CHECK_GOTO(alloc_zeroed(&u->grads, bytes_of(g, numel), MEM_GRADS, u), status, fail);
+    u->grad_shard = element(u->grads, g, (int64_t)u->shard_rank * shard);
   } else {
-    ST_CHECK_GOTO(alloc_zeroed(&u->grad_shard, shard, MEM_GRADS, u), status, fail);
+    ST_CHECK_GOTO(alloc_zeroed(&u->grad_shard, bytes_of(g, shard), MEM_GRADS, u), status, fail);
   }
-  ST_CHECK_GOTO(alloc_zeroed(&u->master, u->owned_numel, MEM_OPTIMIZER, u), status, fail);
-  ST_CHECK_GOTO(alloc_zeroed(&u->adam_m, u->owned_numel, MEM_OPTIMIZER, u), status, fail);
-  ST_CHECK_GOTO(alloc_zeroed(&u->adam_v, u->owned_numel, MEM_OPTIMIZER, u), status, fail);
+  ST_CHECK_GOTO(alloc_zeroed((void **)&u->master, owned, MEM_OPTIMIZER, u), status, fail);
+  ST_CHECK_GOTO(alloc_zeroed((void **)&u->adam_m, owned, MEM_OPTIMIZER, u), status, fail);
+  ST_CHECK_GOTO(alloc_zeroed((void **)&u->adam_v, owned, MEM_OPTIMIZER, u), status, fail);
   return ST_OK;
 fail:
   unit_free(u);
@@ -81,14 +105,49 @@ void unit_free(unit *u) {
   mem_free(u->adam_v);
   mem_free(u->adam_m);
   mem_free(u->master);
+  mem_free(u->compute_grads);
+  mem_free(u->compute_params);
   if (u->stage >= 2) mem_free(u->grad_shard);
   mem_free(u->grads);
   if (u->stage == 3) mem_free(u->param_shard);
   mem_free(u->params);
-  u->adam_v = u->adam_m = u->master = u->grad_shard = u->grads = NULL;
-  u->param_shard = u->params = NULL;
+  u->adam_v = u->adam_m = u->master = u->compute_grads = u->compute_params = NULL;
+  u->grad_shard = u->grads = u->param_shard = u->params = NULL;
   stream_destroy(&u->stream);
   unit_layout_free(&u->layout);
+}
+
+/* ---- fp32 compute copies (devices that compute in fp32 only: the CPU, whose device memory is
+ * host memory, so the copies are converted in place) ---------------------------------------- */
+
+static st_status copy_in(float **copy, const void *from, st_dtype dtype, const unit *u) {
+  const int64_t n = u->layout.numel;
+  if (!*copy) {
+    ST_CHECK(mem_alloc((void **)copy, bytes_of(ST_FP32, n), MEM_DEVICE, MEM_GATHERED, u->dev));
+  }
+  dtype_convert(*copy, ST_FP32, from, dtype, (size_t)n);
+  return ST_OK;
+}
+
+static void refresh_compute_params(unit *u) {
+  if (u->compute_params) {
+    dtype_convert(u->compute_params, ST_FP32, u->params, u->precision.param,
+                  (size_t)u->layout.numel);
+  }
+}
+
+/* ---- parameters ------------------------------------------------------------------------- */
+
+/* Copies `count` host fp32 values into device memory of `dtype`, converting on the host. */
+static st_status upload(unit *u, void *dst, st_dtype dtype, const float *values, int64_t count) {
+  if (dtype == ST_FP32) return stream_memcpy(&u->stream, dst, values, bytes_of(ST_FP32, count));
+  void *staging = NULL;
+  ST_CHECK(mem_alloc(&staging, bytes_of(dtype, count), MEM_HOST, MEM_WORKSPACE, NULL));
+  dtype_convert(staging, dtype, values, ST_FP32, (size_t)count);
+  st_status status = stream_memcpy(&u->stream, dst, staging, bytes_of(dtype, count));
+  if (status == ST_OK) status = stream_sync(&u->stream);
+  mem_free(staging);
+  return status;
 }
 
 st_status unit_set_params(unit *u, int64_t first, const float *values, int64_t count) {
@@ -96,29 +155,30 @@ st_status unit_set_params(unit *u, int64_t first, const float *values, int64_t c
     return st_error(ST_ERR_INVALID_ARG, "unit %s: elements [%lld, %lld) outside its %lld", u->name,
                     (long long)first, (long long)(first + count), (long long)u->layout.numel);
   }
-  st_status status = ST_OK;
-  if (u->params) status = stream_memcpy(&u->stream, u->params + first, values, floats(count));
-  if (status == ST_OK && u->stage == 3) {
-    int64_t lo = first > u->owned_begin ? first : u->owned_begin;
-    int64_t end = u->owned_begin + u->owned_numel;
-    int64_t hi = first + count < end ? first + count : end;
-    if (lo < hi) {
-      status = stream_memcpy(&u->stream, u->param_shard + (lo - u->owned_begin),
-                             values + (lo - first), floats(hi - lo));
+  const st_dtype p = u->precision.param;
+  const int64_t owned_end = u->owned_begin + u->owned_numel;
+  const int64_t lo = first > u->owned_begin ? first : u->owned_begin;
+  const int64_t hi = first + count < owned_end ? first + count : owned_end;
+  if (lo < hi) {
+    ST_CHECK(stream_memcpy(&u->stream, u->master + (lo - u->owned_begin), values + (lo - first),
+                           bytes_of(ST_FP32, hi - lo)));
+    if (u->stage == 3) {
+      ST_CHECK(upload(u, element(u->param_shard, p, lo - u->owned_begin), p, values + (lo - first),
+                      hi - lo));
     }
   }
-  if (status == ST_OK) status = stream_sync(&u->stream);
-  return status;
+  if (u->params) ST_CHECK(upload(u, element(u->params, p, first), p, values, count));
+  ST_CHECK(stream_sync(&u->stream));
+  refresh_compute_params(u);
+  return ST_OK;
 }
-
-int unit_is_gathered(const unit *u) { return u->params != NULL && !u->gather_pending; }
 
 st_status unit_gather_start(unit *u) {
   if (u->stage != 3 || u->params || u->gather_pending) return ST_OK;
-  ST_CHECK(
-      mem_alloc((void **)&u->params, floats(u->layout.numel), MEM_DEVICE, MEM_GATHERED, u->dev));
+  const st_dtype p = u->precision.param;
+  ST_CHECK(mem_alloc(&u->params, bytes_of(p, u->layout.numel), MEM_DEVICE, MEM_GATHERED, u->dev));
   st_status status = comm_all_gather(u->groups.shard, u->param_shard, u->params,
-                                     (size_t)u->layout.shard_numel, ST_FP32, &u->gather_work);
+                                     (size_t)u->layout.shard_numel, p, &u->gather_work);
   if (status != ST_OK) {
     mem_free(u->params);
     u->params = NULL;
@@ -130,35 +190,58 @@ st_status unit_gather_start(unit *u) {
 
 st_status unit_gather_wait(unit *u) {
   ST_CHECK(unit_gather_start(u));
-  if (!u->gather_pending) return ST_OK;
-  u->gather_pending = 0;
-  return comm_wait(&u->gather_work);
+  if (u->gather_pending) {
+    u->gather_pending = 0;
+    ST_CHECK(comm_wait(&u->gather_work));
+  }
+  if (u->copies_params && !u->compute_params) {
+    ST_CHECK(copy_in(&u->compute_params, u->params, u->precision.param, u));
+  }
+  return ST_OK;
 }
 
 void unit_release(unit *u) {
+  mem_free(u->compute_params);
+  u->compute_params = NULL;
   if (u->stage != 3 || u->gather_pending) return;
   mem_free(u->params);
   u->params = NULL;
 }
 
-st_status unit_grads_ensure(unit *u) {
-  if (u->grads) return ST_OK;
-  return alloc_zeroed(&u->grads, u->layout.numel, MEM_GATHERED, u);
+/* ---- gradients -------------------------------------------------------------------------- */
+
+st_status unit_grads_begin(unit *u) {
+  const st_dtype g = u->precision.reduce;
+  if (!u->grads) ST_CHECK(alloc_zeroed(&u->grads, bytes_of(g, u->layout.numel), MEM_GATHERED, u));
+  if (u->copies_grads && !u->compute_grads) ST_CHECK(copy_in(&u->compute_grads, u->grads, g, u));
+  return ST_OK;
+}
+
+st_status unit_grads_end(unit *u) {
+  if (!u->compute_grads) return ST_OK;
+  dtype_convert(u->grads, u->precision.reduce, u->compute_grads, ST_FP32, (size_t)u->layout.numel);
+  mem_free(u->compute_grads);
+  u->compute_grads = NULL;
+  return ST_OK;
 }
 
 st_status unit_grads_zero(unit *u) {
   if (!u->grads) return ST_OK;
-  ST_CHECK(stream_memset(&u->stream, u->grads, 0, floats(u->layout.numel)));
-  return stream_sync(&u->stream);
+  ST_CHECK(stream_memset(&u->stream, u->grads, 0, bytes_of(u->precision.reduce, u->layout.numel)));
+  ST_CHECK(stream_sync(&u->stream));
+  if (u->compute_grads) memset(u->compute_grads, 0, bytes_of(ST_FP32, u->layout.numel));
+  return ST_OK;
 }
 
 st_status unit_reduce_start(unit *u) {
   if (!u->grads) {
     return st_error(ST_ERR_INTERNAL, "unit %s: reduce without gradients", u->name);
   }
+  ST_CHECK(unit_grads_end(u));
   if (!u->groups.shard) return ST_OK; /* one rank, stage 0: the gradients are complete */
   ST_CHECK(comm_reduce_scatter(u->groups.shard, u->grads, u->grad_shard,
-                               (size_t)u->layout.shard_numel, ST_FP32, COMM_SUM, &u->reduce_work));
+                               (size_t)u->layout.shard_numel, u->precision.reduce, COMM_SUM,
+                               &u->reduce_work));
   u->reduce_pending = 1;
   return ST_OK;
 }
@@ -168,12 +251,13 @@ st_status unit_reduce_wait(unit *u) {
   u->reduce_pending = 0;
   ST_CHECK(comm_wait(&u->reduce_work));
   const size_t shard = (size_t)u->layout.shard_numel;
+  const st_dtype g = u->precision.reduce;
   if (u->groups.replicate && comm_size(u->groups.replicate) > 1) {
-    ST_CHECK(comm_all_reduce(u->groups.replicate, u->grad_shard, u->grad_shard, shard, ST_FP32,
-                             COMM_SUM, NULL));
+    ST_CHECK(
+        comm_all_reduce(u->groups.replicate, u->grad_shard, u->grad_shard, shard, g, COMM_SUM, NULL));
   }
   if (u->stage == 0 && shards_of(u) > 1) {
-    ST_CHECK(comm_all_gather(u->groups.shard, u->grad_shard, u->grads, shard, ST_FP32, NULL));
+    ST_CHECK(comm_all_gather(u->groups.shard, u->grad_shard, u->grads, shard, g, NULL));
   }
   if (u->stage >= 2) {
     mem_free(u->grads);
@@ -182,33 +266,53 @@ st_status unit_reduce_wait(unit *u) {
   return ST_OK;
 }
 
-float *unit_owned_grads(const unit *u) { return u->stage == 0 ? u->grads : u->grad_shard; }
+/* ---- optimizer -------------------------------------------------------------------------- */
+
+void *unit_owned_grads(const unit *u) { return u->stage == 0 ? u->grads : u->grad_shard; }
+
+void *unit_owned_params(const unit *u) { return u->param_shard; }
 
 st_status unit_optimizer_reset(unit *u) {
-  ST_CHECK(stream_memcpy(&u->stream, u->master, u->param_shard, floats(u->owned_numel)));
-  ST_CHECK(stream_memset(&u->stream, u->adam_m, 0, floats(u->owned_numel)));
-  ST_CHECK(stream_memset(&u->stream, u->adam_v, 0, floats(u->owned_numel)));
+  ST_CHECK(stream_memset(&u->stream, u->adam_m, 0, bytes_of(ST_FP32, u->owned_numel)));
+  ST_CHECK(stream_memset(&u->stream, u->adam_v, 0, bytes_of(ST_FP32, u->owned_numel)));
   return stream_sync(&u->stream);
 }
 
 st_status unit_publish(unit *u) {
-  ST_CHECK(stream_memcpy(&u->stream, u->param_shard, u->master, floats(u->owned_numel)));
   ST_CHECK(stream_sync(&u->stream));
   if ((u->stage == 1 || u->stage == 2) && shards_of(u) > 1) {
     ST_CHECK(comm_all_gather(u->groups.shard, u->param_shard, u->params,
-                             (size_t)u->layout.shard_numel, ST_FP32, NULL));
+                             (size_t)u->layout.shard_numel, u->precision.param, NULL));
   }
+  refresh_compute_params(u);
   return ST_OK;
 }
 
-static st_tensor view(const unit *u, float *base, int index) {
+st_status unit_gather_master(unit *u, float *out) {
+  if (u->stage == 0) {
+    ST_CHECK(stream_memcpy(&u->stream, out, u->master, bytes_of(ST_FP32, u->layout.numel)));
+    return stream_sync(&u->stream);
+  }
+  return comm_all_gather(u->groups.shard, u->master, out, (size_t)u->layout.shard_numel, ST_FP32,
+                         NULL);
+}
+
+/* ---- descriptors ------------------------------------------------------------------------ */
+
+static st_tensor view(const unit *u, void *base, st_dtype dtype, int index) {
   const unit_param *p = &u->layout.params[index];
   st_tensor t;
-  tensor_make(&t, base ? base + p->offset : NULL, ST_FP32, u->dev->backend->kind, p->ndim,
-              p->local_shape);
+  tensor_make(&t, base ? element(base, dtype, p->offset) : NULL, dtype, u->dev->backend->kind,
+              p->ndim, p->local_shape);
   return t;
 }
 
-st_tensor unit_param_tensor(const unit *u, int index) { return view(u, u->params, index); }
+st_tensor unit_param_tensor(const unit *u, int index) {
+  if (u->compute_params) return view(u, u->compute_params, ST_FP32, index);
+  return view(u, u->params, u->precision.param, index);
+}
 
-st_tensor unit_grad_tensor(const unit *u, int index) { return view(u, u->grads, index); }
+st_tensor unit_grad_tensor(const unit *u, int index) {
+  if (u->compute_grads) return view(u, u->compute_grads, ST_FP32, index);
+  return view(u, u->grads, u->precision.reduce, index);
+}

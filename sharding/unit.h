@@ -1,22 +1,37 @@
 /* unit.h - an FSDP unit: parameters declared together, flattened by unit_layout, and the
- * buffers and collectives of its ZeRO stage (DESIGN.md's table). Models declare parameters
- * here (C/C++ users through the public st_unit, public_unit.h), compute on the full (TP-local)
- * buffers between gather and release, and the optimizer works on the owned range.
+ * buffers and collectives of its ZeRO stage (DESIGN.md's table) under a mixed-precision policy.
+ * Models declare parameters here (C/C++ users through the public st_unit, public_unit.h),
+ * compute on the full (TP-local) buffers between gather and release, and the optimizer works
+ * on the owned range.
  *
- * Buffers (all fp32; owner: the unit; categories as the memory planner counts them):
- *                 stage 0            stage 1              stage 2               stage 3
- *   params        full, resident     full, resident       full, resident        full while gathered
- * (GATHERED) param_shard   = params           view of params       view of params        shard,
- * resident (PARAMS) grads         full, resident     full, resident       full from the first
- * backward until reduced (GATHERED) grad_shard    view of grads      view of grads        shard,
- * resident (GRADS) master, adam_m, adam_v: the owned range: the whole buffer at stage 0, the shard
- * otherwise. Reduction (last micro-batch, after the unit's backward), the same arithmetic at every
- * stage: reduce-scatter over the shard group (in place at stages 0-1), then, with R > 1, all-reduce
- * of the grad shard over the replicate group; stage 0 then all-gathers the shards back into
- * its full gradient (a ring all-reduce over the dp group, split so that its sums are exactly
- * those of the sharded stages: equal meshes give bit-identical results at every stage).
- * Publishing after the optimizer: stage 0 copies the master, stages 1-2 all-gather it over the
- * shard group, stage 3 keeps it sharded. Every rank of a group calls these in the same order. */
+ * Buffers; p and g are the param and reduce dtypes; the category is the memory planner's:
+ *
+ *   buffer        dtype  stage 0          stage 1          stage 2          stage 3
+ *   params        p      full, resident   full, resident   full, resident   full while gathered
+ *   param_shard   p      = params         view of params   view of params   shard, resident
+ *   grads         g      full, resident   full, resident   full in backward full in backward
+ *   grad_shard    g      view of grads    view of grads    shard, resident  shard, resident
+ *   master, m, v  fp32   full             shard            shard            shard
+ *
+ * Resident buffers are PARAMS, GRADS and OPTIMIZER; the full ones that exist only in use are
+ * GATHERED (stage 3's params from gather to release; stages 2-3's grads from the unit's first
+ * backward of a step until its reduction). Gradients are stored in g, not fp32: that is what
+ * the ZeRO memory formulas count (docs/SHARDING.md, "Mixed precision").
+ *
+ * On a device whose kernels compute in fp32 only (the CPU), a low-precision buffer in use has
+ * an fp32 compute copy (GATHERED): compute_params from gather_wait to release (filled from the
+ * params), compute_grads from grads_begin to grads_end (filled from the grads, which hold the
+ * earlier micro-batches' sum, and written back rounded). The descriptors below point at these
+ * copies where they exist, else at the buffers themselves.
+ *
+ * Reduction (last micro-batch, after the unit's backward), the same arithmetic at every stage:
+ * reduce-scatter over the shard group in g (in place at stages 0-1), then, with R > 1,
+ * all-reduce of the grad shard over the replicate group; stage 0 then all-gathers the shards
+ * back into its full gradient (a ring all-reduce over the dp group, split so that its sums are
+ * exactly those of the sharded stages: equal meshes give bit-identical results at every stage).
+ * The optimizer updates the master and writes the owned range of the params in p; publishing
+ * then all-gathers the params at stages 1-2. Every rank of a group calls these in the same
+ * order. */
 #ifndef ST_SHARDING_UNIT_H
 #define ST_SHARDING_UNIT_H
 
@@ -31,17 +46,26 @@ typedef struct unit_groups {
   comm *replicate; /* R ranks holding the same shard */
 } unit_groups;
 
+/* The mixed-precision policy; {ST_FP32, ST_FP32} (all zero) is plain fp32. */
+typedef struct unit_precision {
+  st_dtype param;  /* parameters as held, gathered and computed with: fp32 or bf16 */
+  st_dtype reduce; /* gradients as accumulated, stored and reduced: fp32 or bf16 */
+} unit_precision;
+
 typedef struct unit {
   char name[64];
   unit_layout layout;
   const st_device *dev;
   st_stream stream; /* copies and fills of this unit's buffers */
   int stage;
+  unit_precision precision;
+  int copies_params, copies_grads; /* keeps fp32 compute copies (see above) */
   unit_groups groups;
   int shard_rank;
   int64_t owned_begin, owned_numel;
-  float *params, *param_shard;
-  float *grads, *grad_shard;
+  void *params, *param_shard;            /* in precision.param */
+  void *grads, *grad_shard;              /* in precision.reduce */
+  float *compute_params, *compute_grads; /* fp32 copies in use, or NULL */
   float *master, *adam_m, *adam_v;
   comm_work gather_work;
   int gather_pending;
@@ -49,53 +73,67 @@ typedef struct unit {
   int reduce_pending;
 } unit;
 
-/* groups may be NULL for a single-rank unit (stage 0, S = R = 1). */
+/* groups may be NULL for a single-rank unit (stage 0, S = R = 1); precision may be NULL
+ * (fp32). A param dtype the device cannot train with is ST_ERR_UNSUPPORTED, a reduce dtype
+ * other than fp32 or bf16 ST_ERR_INVALID_ARG. */
 st_status unit_init(unit *u, const char *name, const st_device *dev, int stage,
-                    const unit_groups *groups, int T, int t);
+                    const unit_precision *precision, const unit_groups *groups, int T, int t);
 
 /* Declares a parameter (see unit_layout_add); *index receives its position in the unit. */
 st_status unit_declare(unit *u, const char *name, int ndim, const int64_t *shape, tp_split split,
                        int blocks, int *index);
 
 /* Allocates the resident buffers once every parameter is declared (zero-filled). At stage 3
- * the unit starts released; the caller fills the parameters through unit_set_param_range. */
+ * the unit starts released; the caller fills the parameters through unit_set_params. */
 st_status unit_allocate(unit *u);
 
 void unit_free(unit *u);
 
-/* Writes elements [first, first + count) of the flat parameter buffer on every stage: into the
- * resident full buffer, and the owned part into the shard (stage 3 keeps only that). */
+/* Writes elements [first, first + count) of the flat parameters (host fp32 values): the master
+ * weights' owned part exactly, the params (their owned part at stage 3) in the param dtype. */
 st_status unit_set_params(unit *u, int64_t first, const float *values, int64_t count);
 
 /* Starts gathering the full parameters (stage 3; a no-op when gathered or in flight). */
 st_status unit_gather_start(unit *u);
-/* Waits for the gather, starting it first if needed; afterwards params is the full buffer. */
+/* Waits for the gather, starting it first if needed; afterwards the parameter descriptors are
+ * valid (and the compute copy exists, where one is kept). */
 st_status unit_gather_wait(unit *u);
-/* Frees the full parameters (stage 3 only; other stages keep them). */
+/* Ends the parameters' use: frees the compute copy and, at stage 3, the full parameters. */
 void unit_release(unit *u);
-int unit_is_gathered(const unit *u);
 
-/* Makes the full gradient buffer exist (zeroed at first use in a step at stages 2-3). */
-st_status unit_grads_ensure(unit *u);
+/* Starts the unit's backward for this micro-batch: the full gradients exist (zeroed at their
+ * first use in a step at stages 2-3) and the gradient descriptors are valid. */
+st_status unit_grads_begin(unit *u);
+/* Ends it: the compute copy, if any, is written back to the gradients and freed. */
+st_status unit_grads_end(unit *u);
 /* Zeroes the full gradients for a new step where they exist: always at stages 0-1; stages 2-3
  * start a step without any, unless a backward was left unreduced. */
 st_status unit_grads_zero(unit *u);
-/* Starts the unit's gradient reduction (see the header comment). */
+/* Ends the backward (unit_grads_end) and starts the gradient reduction (see above). */
 st_status unit_reduce_start(unit *u);
 /* Finishes it (a no-op when none is in flight): the owned gradients are then complete;
  * stages 2-3 free the full gradients. */
 st_status unit_reduce_wait(unit *u);
 
-/* The gradients of the owned range (the full buffer at stage 0, the shard otherwise). */
-float *unit_owned_grads(const unit *u);
+/* The owned range, in elements of the flat buffer from owned_begin: the gradients (reduce
+ * dtype; the full buffer at stage 0, the shard otherwise) and the parameters (param dtype),
+ * which the optimizer overwrites before unit_publish. */
+void *unit_owned_grads(const unit *u);
+void *unit_owned_params(const unit *u);
 
-/* Copies the parameters' owned range into the master weights and zeroes Adam's moments. */
+/* Zeroes Adam's moments (the master weights come from unit_set_params). */
 st_status unit_optimizer_reset(unit *u);
-/* After the optimizer updated the master: make the parameters reflect it (see above). */
+/* After the optimizer wrote the owned parameters: make every rank's params reflect them
+ * (stages 1-2 all-gather them; a compute copy in use is refreshed). */
 st_status unit_publish(unit *u);
 
-/* Descriptors of a parameter's local slice and of its gradient in the full buffers (valid while
- * gathered, and, for the gradient, while the full gradients exist). */
+/* Writes the full fp32 master weights (layout.numel elements of device memory) into `out`:
+ * all-gathered over the shard group, except at stage 0. Collective over the shard group. */
+st_status unit_gather_master(unit *u, float *out);
+
+/* Descriptors of a parameter's local slice and of its gradient: the fp32 compute copies where
+ * they exist, else the full buffers in their dtypes (valid while gathered, and, for the
+ * gradient, between unit_grads_begin and unit_grads_end). */
 st_tensor unit_param_tensor(const unit *u, int index);
 st_tensor unit_grad_tensor(const unit *u, int index);
 

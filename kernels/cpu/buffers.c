@@ -1,4 +1,4 @@
-/* buffers.c - whole-buffer ops on the CPU: fp32 <-> bf16 casts (core/dtype.h's rounding) and
+/* buffers.c - whole-buffer ops on the CPU: fp32 <-> bf16 casts (core/dtype.h's conversion) and
  * the sum of squares behind the global gradient norm. */
 #include "kernels/cpu/cpu_ops.h"
 
@@ -9,18 +9,7 @@
 
 st_status kernel_cpu_cast(const st_tensor *dst, const st_tensor *src, const st_stream *stream) {
   (void)stream;
-  int64_t count = tensor_numel(src);
-  if (src->dtype == ST_FP32) {
-    const float *from = src->data;
-    uint16_t *to = dst->data;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < count; i++) to[i] = bf16_from_f32(from[i]);
-  } else {
-    const uint16_t *from = src->data;
-    float *to = dst->data;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < count; i++) to[i] = f32_from_bf16(from[i]);
-  }
+  dtype_convert(dst->data, dst->dtype, src->data, src->dtype, (size_t)tensor_numel(src));
   return ST_OK;
 }
 

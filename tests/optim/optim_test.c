@@ -1,7 +1,7 @@
 /* optim_test.c - AdamW, clipping and learning-rate schedules against independent float64
  * formulas written here (PyTorch's AdamW algorithm as documented), over several steps so that
  * bias correction and moment accumulation are exercised, with and without weight decay and
- * with a clipping scale, on an odd length. */
+ * with a clipping scale, on an odd length, with fp32 and bf16 gradients. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -25,22 +25,39 @@ static void reference_adamw(int step, double lr, double wd, double scale, double
   }
 }
 
-static void test_adamw(double wd, double scale) {
+/* Runs STEPS AdamW steps on N elements against the float64 reference. With bf16 gradients the
+ * reference sees the same bf16-rounded gradients (the dtype is storage only: the update is
+ * computed in fp32), and the bf16 parameters written alongside must be the master rounded. */
+static void test_adamw(double wd, double scale, st_dtype grad_dtype) {
   float p[N], g[N], m[N] = {0}, v[N] = {0};
+  uint16_t g16[N], p16[N];
   double pr[N], gr[N], mr[N] = {0}, vr[N] = {0};
   srand(7);
   for (int i = 0; i < N; i++) pr[i] = p[i] = (float)(rand() / (double)RAND_MAX - 0.5);
   adamw_hparams h = ADAMW_HPARAMS_DEFAULT;
+  const int low = grad_dtype == ST_BF16;
+  adamw_range r = {.master = p, .m = m, .v = v, .grad_dtype = grad_dtype, .n = N};
+  r.grad = low ? (const void *)g16 : (const void *)g;
+  r.param = low ? p16 : NULL;
+  r.param_dtype = ST_BF16;
   for (int step = 1; step <= STEPS; step++) {
-    for (int i = 0; i < N; i++) gr[i] = g[i] = (float)((rand() / (double)RAND_MAX - 0.5) * 1e-2);
+    for (int i = 0; i < N; i++) {
+      g[i] = (float)((rand() / (double)RAND_MAX - 0.5) * 1e-2);
+      g16[i] = bf16_from_f32(g[i]);
+      gr[i] = low ? f32_from_bf16(g16[i]) : g[i];
+    }
     double lr = 1e-3 * step;
-    CHECK_OK(adamw_update(&h, step, (float)lr, (float)wd, (float)scale, p, g, m, v, N));
+    CHECK_OK(adamw_update(&h, step, (float)lr, (float)wd, (float)scale, &r));
     reference_adamw(step, lr, wd, scale, pr, gr, mr, vr);
   }
   double worst = 0;
-  for (int i = 0; i < N; i++) worst = fmax(worst, fabs(p[i] - pr[i]) / fmax(fabs(pr[i]), 1e-3));
-  CHECK_MSG(worst < 1e-5, "AdamW wd=%g scale=%g: worst relative error %g", wd, scale, worst);
-  CHECK_STATUS(adamw_update(&h, 0, 1e-3f, 0, 1, p, g, m, v, N), ST_ERR_INVALID_ARG);
+  for (int i = 0; i < N; i++) {
+    worst = fmax(worst, fabs(p[i] - pr[i]) / fmax(fabs(pr[i]), 1e-3));
+    if (low) CHECK_MSG(p16[i] == bf16_from_f32(p[i]), "bf16 parameter %d is not the master rounded", i);
+  }
+  CHECK_MSG(worst < 1e-5, "AdamW wd=%g scale=%g %s gradients: worst relative error %g", wd, scale,
+            dtype_name(grad_dtype), worst);
+  CHECK_STATUS(adamw_update(&h, 0, 1e-3f, 0, 1, &r), ST_ERR_INVALID_ARG);
 }
 
 static void test_clip(void) {
@@ -70,8 +87,9 @@ static void test_schedule(void) {
 }
 
 int main(void) {
-  test_adamw(0.0, 1.0);
-  test_adamw(0.1, 0.25);
+  test_adamw(0.0, 1.0, ST_FP32);
+  test_adamw(0.1, 0.25, ST_FP32);
+  test_adamw(0.1, 0.25, ST_BF16);
   test_clip();
   test_schedule();
   return test_finish("optim_test");

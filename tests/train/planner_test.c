@@ -1,14 +1,17 @@
 /* planner_test.c - the memory planner and the communication formulas against what one real
  * training step takes and sends, on every rank, for every ZeRO stage on 1x4x1, 2x2x1 and 1x2x2
- * meshes (plus stage 3 with prefetch 2, with reshard-after-forward off, and on 1x1x4):
+ * meshes in fp32 and in bf16 (params and reduce), plus stage 3 with prefetch 2, with
+ * reshard-after-forward off, on 1x1x4, and the two mixed policies:
  *   - measured peak bytes per category = the planner's prediction within 3%;
  *   - model states (params + grads + optimizer) follow DESIGN.md's formulas exactly, with Psi
- *     the padded flat length (fp32: p = g = 4): 20 Psi / 8 Psi + 12 Psi/S / 4 Psi + 16 Psi/S /
- *     20 Psi/S;
+ *     the padded flat length and p, g the bytes of the param and reduce dtypes:
+ *     (p+g+12) Psi / (p+g) Psi + 12 Psi/S / p Psi + (g+12) Psi/S / (p+g+12) Psi/S, which is
+ *     20 / 8 + 12/S / 4 + 16/S / 20/S in fp32 and the ZeRO paper's 16 / 4 + 12/S / 2 + 14/S /
+ *     16/S in bf16;
  *   - the bytes counted on the shard group (all-gather, reduce-scatter) and the replicate group
  *     (all-reduce) equal the ring formulas per unit (planner's plan_comm, checked here against
- *     the closed forms 2 Psi (S-1)/S for stages 0-2 and per-unit counts for stage 3), and on the
- *     tp group 4 all-reduces of B x T x C activations per block per micro-batch. */
+ *     the closed forms (2g or p+g) Psi (S-1)/S for stages 0-2 and per-unit counts for stage 3),
+ *     and on the tp group 4 all-reduces of B x T x C activations per block per micro-batch. */
 #include "engine/planner.h"
 
 #include <math.h>
@@ -27,7 +30,14 @@ static gpt_config test_config(void) {
   return c;
 }
 
-static void check_case(int R, int S, int T, int stage, int prefetch, int reshard) {
+typedef struct test_case {
+  int R, S, T, stage, prefetch, reshard;
+  st_dtype param, reduce;
+} test_case;
+
+static void check_case(test_case tc) {
+  const int R = tc.R, S = tc.S, T = tc.T, stage = tc.stage;
+  const unit_precision precision = {tc.param, tc.reduce};
   st_mesh_config mc = ST_MESH_CONFIG_INIT;
   mc.dp_replicate = R;
   mc.dp_shard = S;
@@ -38,7 +48,7 @@ static void check_case(int R, int S, int T, int stage, int prefetch, int reshard
   if (!mesh) return;
   gpt_config cfg = test_config();
   gpt_config_finish(&cfg, T);
-  gpt_parallel par = {mesh, stage, prefetch, reshard};
+  gpt_parallel par = {mesh, stage, tc.prefetch, tc.reshard, precision};
   gpt_model *m = NULL;
   CHECK_OK(gpt_create(&m, &cfg, mesh_device(mesh), B, SEQ, &par));
   if (!m) {
@@ -66,12 +76,23 @@ static void check_case(int R, int S, int T, int stage, int prefetch, int reshard
   mem_stats measured;
   mem_stats_get(&measured);
 
-  plan_input pin = {cfg, R, S, T, stage, B, SEQ, 1, prefetch, reshard};
+  const plan_input pin = {.cfg = cfg,
+                          .R = R,
+                          .S = S,
+                          .T = T,
+                          .stage = stage,
+                          .micro_batch = B,
+                          .seq_len = SEQ,
+                          .grad_accum = 1,
+                          .prefetch = tc.prefetch,
+                          .reshard_after_forward = tc.reshard,
+                          .precision = precision,
+                          .compute_copies = 1};
   memory_plan plan;
   CHECK_OK(plan_memory(&pin, &plan));
   char label[64];
-  snprintf(label, sizeof label, "mesh %dx%dx%d stage %d prefetch %d reshard %d", R, S, T, stage,
-           prefetch, reshard);
+  snprintf(label, sizeof label, "mesh %dx%dx%d stage %d prefetch %d reshard %d %s/%s", R, S, T,
+           stage, tc.prefetch, tc.reshard, dtype_name(tc.param), dtype_name(tc.reduce));
   for (int c = 0; c < MEM_CATEGORY_COUNT; c++) {
     double want = (double)plan.bytes[c], got = (double)measured.peak[c];
     int ok = want == 0 ? got == 0 : fabs(got - want) <= 0.03 * want;
@@ -82,8 +103,9 @@ static void check_case(int R, int S, int T, int stage, int prefetch, int reshard
   /* DESIGN.md's model-state formulas, on the padded flat length. */
   double psi = 0;
   for (int u = 0; u < m->n_units; u++) psi += (double)m->units[u].layout.numel;
-  const double formula[4] = {20 * psi, 8 * psi + 12 * psi / S, 4 * psi + 16 * psi / S,
-                             20 * psi / S};
+  const double p = (double)dtype_size(tc.param), g = (double)dtype_size(tc.reduce);
+  const double formula[4] = {(p + g + 12) * psi, (p + g) * psi + 12 * psi / S,
+                             p * psi + (g + 12) * psi / S, (p + g + 12) * psi / S};
   double states =
       (double)(measured.peak[MEM_PARAMS] + measured.peak[MEM_GRADS] + measured.peak[MEM_OPTIMIZER]);
   CHECK_MSG(fabs(states - formula[stage]) < 0.5, "%s: model states %.0f bytes, formula %.0f", label,
@@ -114,12 +136,15 @@ static void check_case(int R, int S, int T, int stage, int prefetch, int reshard
             "%s: replicate all-reduce %llu bytes, planned %llu", label,
             (unsigned long long)repl.bytes_sent[COMM_ALL_REDUCE],
             (unsigned long long)cp.replicate_all_reduce);
-  /* The closed forms: 2 Psi (S-1)/S on the shard group for stages 0-2 (4-byte elements). */
+  /* The closed forms on the shard group for stages 0-2: stage 0 reduce-scatters and
+   * all-gathers gradients (2g bytes per element), stages 1-2 gradients and parameters (g+p). */
   if (stage < 3) {
-    double total = (double)(cp.shard_all_gather + cp.shard_reduce_scatter);
-    CHECK_MSG(fabs(total - 2 * 4 * psi * (S - 1) / S) <= 2.0 * m->n_units,
-              "%s: %.0f bytes on the shard group, 2 Psi (S-1)/S = %.0f", label, total,
-              2 * 4 * psi * (S - 1) / S);
+    const double per_element = stage == 0 ? 2 * g : p + g;
+    const double total = (double)(cp.shard_all_gather + cp.shard_reduce_scatter),
+                 want = per_element * psi * (S - 1) / S;
+    CHECK_MSG(fabs(total - want) <= 2.0 * m->n_units,
+              "%s: %.0f bytes on the shard group, (%g bytes) Psi (S-1)/S = %.0f", label, total,
+              per_element, want);
   }
   gpt_destroy(m);
   st_mesh_destroy(mesh);
@@ -129,14 +154,20 @@ int main(int argc, char **argv) {
   CHECK_OK(st_init(&argc, &argv));
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  for (int stage = 0; stage <= 3; stage++) {
-    check_case(1, world, 1, stage, 1, 1);
-    if (world % 2 == 0) check_case(2, world / 2, 1, stage, 1, 1);
-    if (world % 2 == 0) check_case(1, world / 2, 2, stage, 1, 1);
+  const st_dtype dtypes[2] = {ST_FP32, ST_BF16};
+  for (int d = 0; d < 2; d++) {
+    const st_dtype x = dtypes[d];
+    for (int stage = 0; stage <= 3; stage++) {
+      check_case((test_case){1, world, 1, stage, 1, 1, x, x});
+      if (world % 2 == 0) check_case((test_case){2, world / 2, 1, stage, 1, 1, x, x});
+      if (world % 2 == 0) check_case((test_case){1, world / 2, 2, stage, 1, 1, x, x});
+    }
+    check_case((test_case){1, world, 1, 3, 2, 1, x, x});
+    check_case((test_case){1, world, 1, 3, 1, 0, x, x});
   }
-  check_case(1, world, 1, 3, 2, 1);
-  check_case(1, world, 1, 3, 1, 0);
-  if (world % 4 == 0) check_case(1, world / 4, 4, 3, 1, 1);
+  if (world % 4 == 0) check_case((test_case){1, world / 4, 4, 3, 1, 1, ST_FP32, ST_FP32});
+  check_case((test_case){1, world, 1, 3, 1, 1, ST_BF16, ST_FP32});
+  check_case((test_case){1, world, 1, 1, 1, 1, ST_FP32, ST_BF16});
   int rc = test_finish_mpi("planner_test");
   st_finalize();
   return rc;
