@@ -52,5 +52,6 @@ void dtype_convert(void *dst, st_dtype dst_dtype, const void *src, st_dtype src_
     if (n) memmove(dst, src, n * dtype_size(src_dtype));
     return;
   }
-  for (size_t i = 0; i < n; i++) dtype_store_f32(dst, dst_dtype, i, dtype_load_f32(src, src_dtype, i));
+  for (size_t i = 0; i < n; i++)
+    dtype_store_f32(dst, dst_dtype, i, dtype_load_f32(src, src_dtype, i));
 }

@@ -189,7 +189,9 @@ static st_status run_step(train_run *r, int step, step_record *rec) {
                        .zero = o->zero,
                        .R = r->coords.R,
                        .S = r->coords.S,
-                       .T = r->coords.T};
+                       .T = r->coords.T,
+                       .param_dtype = dtype_name(r->model->par.precision.param),
+                       .reduce_dtype = dtype_name(r->model->par.precision.reduce)};
   step_comm_bytes(r->mesh, rec->comm_bytes);
   int last = step == o->steps - 1;
   if (r->val && (last || (o->eval_every && (step + 1) % o->eval_every == 0))) {

@@ -2,10 +2,10 @@
  * backward needs. Block l reads the residual stream from the previous block's res3 (the
  * embedding output for l = 0) and writes its own res2 and res3.
  *
- * Units are gathered in order with look-ahead (prefetch_acquire); at stage 3 a block is
- * released after its forward unless reshard-after-forward is off. The embedding and final
- * units stay gathered: the tied head needs wte at the end of the forward and the start of the
- * backward. */
+ * Units are gathered in order with look-ahead (prefetch_acquire); a block is released after
+ * its forward (stage 3: its full parameters; any stage: its fp32 compute copy) unless
+ * reshard-after-forward is off. The embedding and final units stay gathered: the tied head
+ * needs wte at the end of the forward and the start of the backward. */
 #include "core/alloc.h"
 #include "core/error.h"
 #include "engine/gpt_internal.h"

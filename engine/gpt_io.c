@@ -163,8 +163,8 @@ static st_status export_buffers_alloc(const gpt_model *m, int count, int64_t tot
                      MEM_WORKSPACE, m->dev));
   ST_CHECK(gpt_param_scratch(m, &b->local));
   ST_CHECK(gpt_param_scratch(m, &b->slices));
-  ST_CHECK(mem_alloc((void **)&b->all, (size_t)total * sizeof(float), MEM_HOST, MEM_WORKSPACE,
-                     NULL));
+  ST_CHECK(
+      mem_alloc((void **)&b->all, (size_t)total * sizeof(float), MEM_HOST, MEM_WORKSPACE, NULL));
   ST_CHECK(mem_alloc((void **)&b->tensors, (size_t)count * sizeof *b->tensors, MEM_HOST,
                      MEM_WORKSPACE, NULL));
   return mem_alloc((void **)&b->names, (size_t)count * sizeof *b->names, MEM_HOST, MEM_WORKSPACE,

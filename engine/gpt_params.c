@@ -73,9 +73,8 @@ static st_status create_units(gpt_model *m) {
       snprintf(m->prefixes[i], sizeof m->prefixes[i], "h.%d.", layer);
     }
     unit *u = &m->units[i];
-    ST_CHECK(
-        unit_init(u, name, m->dev, m->par.stage, &m->par.precision, mesh ? &groups : NULL, m->tp_size,
-                  m->tp_rank));
+    ST_CHECK(unit_init(u, name, m->dev, m->par.stage, &m->par.precision, mesh ? &groups : NULL,
+                       m->tp_size, m->tp_rank));
     ST_CHECK(gpt_declare_unit(c, i, &u->layout));
     ST_CHECK(unit_allocate(u));
   }

@@ -31,6 +31,8 @@ int metrics_write_json(FILE *out, const step_record *r) {
           (unsigned long long)r->comm_bytes[COMM_ALL_GATHER],
           (unsigned long long)r->comm_bytes[COMM_REDUCE_SCATTER],
           (unsigned long long)r->comm_bytes[COMM_ALL_REDUCE], r->R, r->S, r->T, r->zero);
+  fprintf(out, ", \"dtypes\": {\"param\": \"%s\", \"reduce\": \"%s\"}", r->param_dtype,
+          r->reduce_dtype);
   if (r->has_val) number(out, "val_loss", r->val_loss);
   fputs("}\n", out);
   return fflush(out) == 0 && !ferror(out);

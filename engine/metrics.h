@@ -2,7 +2,7 @@
  * enough digits to round-trip an fp32, %.9g) for machines, and one short line for people.
  *   {"step", "loss", "lr", "grad_norm", "tokens", "tokens_per_s", "step_ms",
  *    "mem": {category: peak bytes}, "comm_bytes": {"all_gather", "reduce_scatter", "all_reduce"},
- *    "mesh": [R, S, T], "zero", "val_loss" (eval steps only)}
+ *    "mesh": [R, S, T], "zero", "dtypes": {"param", "reduce"}, "val_loss" (eval steps only)}
  * "tokens" counts every token trained on so far, all ranks together; "mem" and "comm_bytes"
  * (bytes sent during the step under ring accounting, over all groups) are maxima over ranks. */
 #ifndef ST_ENGINE_METRICS_H
@@ -25,6 +25,7 @@ typedef struct step_record {
   const mem_stats *mem;
   uint64_t comm_bytes[COMM_OP_COUNT];
   int zero, R, S, T;
+  const char *param_dtype, *reduce_dtype;
   int has_val;
   double val_loss;
 } step_record;

@@ -44,7 +44,7 @@ static st_status measure_units(const plan_input *in, unit_sizes *out) {
 typedef struct walk {
   const unit_sizes *u;
   int stage, depth, reshard;
-  size_t p, g;                   /* bytes per element of the param and reduce dtypes */
+  size_t p, g; /* bytes per element of the param and reduce dtypes */
   int copies_params, copies_grads;
   int gathered[GPT_MAX_LAYERS + 2], param_copy[GPT_MAX_LAYERS + 2];
   int has_grads[GPT_MAX_LAYERS + 2], grad_copy[GPT_MAX_LAYERS + 2];

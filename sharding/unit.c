@@ -253,8 +253,8 @@ st_status unit_reduce_wait(unit *u) {
   const size_t shard = (size_t)u->layout.shard_numel;
   const st_dtype g = u->precision.reduce;
   if (u->groups.replicate && comm_size(u->groups.replicate) > 1) {
-    ST_CHECK(
-        comm_all_reduce(u->groups.replicate, u->grad_shard, u->grad_shard, shard, g, COMM_SUM, NULL));
+    ST_CHECK(comm_all_reduce(u->groups.replicate, u->grad_shard, u->grad_shard, shard, g, COMM_SUM,
+                             NULL));
   }
   if (u->stage == 0 && shards_of(u) > 1) {
     ST_CHECK(comm_all_gather(u->groups.shard, u->grad_shard, u->grads, shard, g, NULL));

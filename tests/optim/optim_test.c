@@ -53,7 +53,8 @@ static void test_adamw(double wd, double scale, st_dtype grad_dtype) {
   double worst = 0;
   for (int i = 0; i < N; i++) {
     worst = fmax(worst, fabs(p[i] - pr[i]) / fmax(fabs(pr[i]), 1e-3));
-    if (low) CHECK_MSG(p16[i] == bf16_from_f32(p[i]), "bf16 parameter %d is not the master rounded", i);
+    if (low)
+      CHECK_MSG(p16[i] == bf16_from_f32(p[i]), "bf16 parameter %d is not the master rounded", i);
   }
   CHECK_MSG(worst < 1e-5, "AdamW wd=%g scale=%g %s gradients: worst relative error %g", wd, scale,
             dtype_name(grad_dtype), worst);

@@ -48,32 +48,40 @@ expect 2 "bad.safetensors" train --init-from "$work/bad.safetensors" --steps 0
 expect 2 "no usable GPU" train --device cuda --steps 0
 expect 2 "--tp: 'two' is not an integer" selftest --tp two
 
-# Every rank of an impossible mesh reports it, and the job ends.
-out=$(timeout 60 "$(dirname "$0")/../mpirun.sh" 4 "$shardtrain" selftest --dp-shard 3 --tp 2 2>&1)
-rc=$?
-n=$(grep -c "needs 6 ranks, world has 4" <<<"$out")
-if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] || [ "$n" -ne 4 ]; then
-  echo "FAIL: impossible mesh on 4 ranks: exit $rc, $n of 4 ranks reported"; echo "$out"; fail=1
-else
-  echo "ok: impossible mesh reported by all 4 ranks, exit $rc"
-fi
+# expect_every_rank RANKS CODE PATTERN ARGS...: on RANKS ranks, every rank reports PATTERN
+# and the job exits with CODE, within the time limit.
+expect_every_rank() {
+  local ranks=$1 code=$2 pattern=$3
+  shift 3
+  local out rc n
+  out=$(timeout 60 "$(dirname "$0")/../mpirun.sh" "$ranks" "$shardtrain" "$@" 2>&1)
+  rc=$?
+  n=$(grep -c -- "$pattern" <<<"$out")
+  if [ "$rc" -ne "$code" ] || [ "$n" -ne "$ranks" ]; then
+    echo "FAIL: shardtrain $* on $ranks ranks: exit $rc (want $code), $n of $ranks ranks reported"
+    echo "$out"
+    fail=1
+  else
+    echo "ok: shardtrain $* refused by all $ranks ranks, exit $rc"
+  fi
+}
 
-# A TP size that does not divide the heads: every rank says so and exits 2, nobody hangs.
-out=$(timeout 60 "$(dirname "$0")/../mpirun.sh" 3 "$shardtrain" train --tp 3 --steps 0 2>&1)
-rc=$?
-n=$(grep -c "tp 3 does not divide n_head 4" <<<"$out")
-if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] || [ "$n" -ne 3 ]; then
-  echo "FAIL: --tp 3 on 3 ranks: exit $rc, $n of 3 ranks reported"; echo "$out"; fail=1
-else
-  echo "ok: --tp 3 refused by all 3 ranks, exit $rc"
-fi
+# An impossible mesh, a TP size that does not divide the heads, a param dtype the device cannot
+# train with: every rank says so and exits 2, nobody hangs.
+expect_every_rank 4 2 "needs 6 ranks, world has 4" selftest --dp-shard 3 --tp 2
+expect_every_rank 4 2 "needs 6 ranks, world has 4" train --dp-shard 3 --tp 2 --steps 0
+expect_every_rank 3 2 "tp 3 does not divide n_head 4" train --tp 3 --steps 0
+expect_every_rank 2 2 "--param-dtype fp16: the cpu device cannot train with fp16 parameters" \
+  train --device cpu --param-dtype fp16 --zero 3 --steps 0
+expect 2 "--param-dtype 'int8' is not a dtype" train --param-dtype int8 --steps 0
+expect 2 "--reduce-dtype 'fp16' is not fp32 or bf16" train --reduce-dtype fp16 --steps 0
 
 # --help documents every flag the parser accepts.
 help=$("$shardtrain" train --help)
 for f in model n-layer n-head n-embd vocab seq-len data-train data-val micro-batch grad-accum \
          steps lr warmup lr-schedule weight-decay clip seed init-from save-init export metrics \
          eval-every eval-batches device zero dp-replicate dp-shard tp prefetch \
-         reshard-after-forward; do
+         reshard-after-forward param-dtype reduce-dtype; do
   grep -q -- "--$f " <<<"$help" || { echo "FAIL: train --help lacks --$f"; fail=1; }
 done
 

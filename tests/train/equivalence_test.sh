@@ -17,20 +17,8 @@ set -uo pipefail
 shardtrain=$1
 prepare=$2
 mpirun_sh=$3
-work=${TEST_TMPDIR:-$(mktemp -d)}
-python3 "$prepare" --out-dir "$work/data" > /dev/null || exit 1
-common=(train --model tiny --data-train "$work/data/bytes_train_*.bin" --steps 10 --lr 3e-3
-        --warmup 3 --min-lr 3e-4 --seed 7)
-
-# run NAME RANKS ARGS...: trains, writing $work/NAME.jsonl and $work/NAME.safetensors.
-run() {
-  local name=$1 ranks=$2
-  shift 2
-  if ! "$mpirun_sh" "$ranks" "$shardtrain" "${common[@]}" --metrics "$work/$name.jsonl" \
-       --export "$work/$name.safetensors" "$@" > "$work/$name.log" 2>&1; then
-    echo "FAIL: $name exited non-zero"; cat "$work/$name.log"; exit 1
-  fi
-}
+# shellcheck source=tests/train/train_runs.sh
+. "$(dirname "$0")/train_runs.sh"
 
 run ref 1 --micro-batch 12
 run ref_accum 1 --micro-batch 6 --grad-accum 2
@@ -56,15 +44,14 @@ names+=(s4_z3_prefetch2 s4_z3_keep s2_z3_accum ref_accum)
   --export "$work/roundtrip.safetensors" > "$work/roundtrip.log" 2>&1 \
   || { echo "FAIL: round trip"; cat "$work/roundtrip.log"; exit 1; }
 
-python3 - "$work" "${names[@]}" <<'PY'
-import array, filecmp, json, os, struct, sys
+PYTHONPATH="$(dirname "$0")" python3 - "$work" "${names[@]}" <<'PY'
+import os, sys
+from run_outputs import metrics, relative_frobenius, same_export, tensors
 work, names = sys.argv[1], sys.argv[2:]
-def load(n):
-    return [json.loads(l) for l in open(os.path.join(work, n + ".jsonl"))]
-ref = load("ref")
+ref = metrics(work, "ref")
 fail = []
 for n in names:
-    rows = load(n)
+    rows = metrics(work, n)
     if len(rows) != len(ref):
         fail.append(f"{n}: {len(rows)} steps"); continue
     for a, b in zip(rows, ref):
@@ -80,22 +67,11 @@ for n in names:
 for mesh, members in groups.items():
     base = members[0]
     for other in members[1:]:
-        la = [r["loss"] for r in load(base)]; lb = [r["loss"] for r in load(other)]
+        la = [r["loss"] for r in metrics(work, base)]; lb = [r["loss"] for r in metrics(work, other)]
         if la != lb:
             fail.append(f"{other} losses differ from {base}: {lb} vs {la}")
-        if not filecmp.cmp(os.path.join(work, base + ".safetensors"),
-                           os.path.join(work, other + ".safetensors"), shallow=False):
+        if not same_export(work, base, other):
             fail.append(f"{other} exported parameters differ from {base}")
-def tensors(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    header = json.loads(raw[8:8 + n])
-    header.pop("__metadata__", None)
-    out = {}
-    for name, e in header.items():
-        a, b = e["data_offsets"]
-        out[name] = array.array("f", raw[8 + n + a:8 + n + b])
-    return out
 ref_params = tensors(os.path.join(work, "ref.safetensors"))
 worst = 0.0
 for n in names:
@@ -103,14 +79,12 @@ for n in names:
     if set(got) != set(ref_params):
         fail.append(f"{n}: exported tensor names differ"); continue
     for name, want in ref_params.items():
-        err = sum((x - y) ** 2 for x, y in zip(got[name], want)) ** 0.5
-        rel = err / max(sum(x * x for x in want) ** 0.5, 1e-30)
+        rel = relative_frobenius(got[name], want)
         worst = max(worst, rel)
         if rel > 1e-4:
             fail.append(f"{n}: exported {name} differs from one rank by {rel:.2e}")
 print(f"exports against one rank: worst relative difference {worst:.2e}")
-if not filecmp.cmp(os.path.join(work, "tp2r2s2_z3.safetensors"),
-                   os.path.join(work, "roundtrip.safetensors"), shallow=False):
+if not same_export(work, "tp2r2s2_z3", "roundtrip"):
     fail.append("import then export changed the bytes")
 print(f"{len(names)} sharded runs against the single-rank run; "
       f"{sum(len(m) - 1 for m in groups.values())} bitwise comparisons across stages")

@@ -1,7 +1,8 @@
 /* oom_test.c - every allocation of a model's life on one rank fails in turn: creating the GPT,
- * initialising it, one training step and an export. Each failure must come back as ST_ERR_OOM
- * and leave no block allocated; the run without injected failures must succeed (so the loop
- * really covered every allocation). */
+ * initialising it, one training step and an export, in fp32 and with bf16 parameters and
+ * gradients (whose compute copies and conversions allocate too). Each failure must come back
+ * as ST_ERR_OOM and leave no block allocated; the run without injected failures must succeed
+ * (so the loop really covered every allocation). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -14,12 +15,13 @@
 enum { B = 2, T = 16 };
 
 /* Runs the whole life once; returns its status. */
-static st_status life(const char *export_path) {
+static st_status life(const char *export_path, st_dtype dtype) {
   gpt_config cfg = {.n_layer = 2, .n_head = 2, .n_embd = 32, .vocab = 256, .max_seq = T};
   ST_CHECK(gpt_config_finish(&cfg, 1));
   st_device cpu = device_cpu();
   gpt_model *m = NULL;
-  ST_CHECK(gpt_create(&m, &cfg, &cpu, B, T, NULL));
+  const gpt_parallel par = {.precision = {dtype, dtype}};
+  ST_CHECK(gpt_create(&m, &cfg, &cpu, B, T, &par));
   int32_t inputs[B * T], targets[B * T];
   for (int i = 0; i < B * T; i++) {
     inputs[i] = (i * 5) % 256;
@@ -43,26 +45,35 @@ done:
   return status;
 }
 
-int main(void) {
-  char path[512];
-  snprintf(path, sizeof path, "%s/oom_export.safetensors",
-           getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp");
+/* Fails each allocation of life() in turn; returns how many there were. */
+static int fail_each_allocation(const char *path, st_dtype dtype) {
   int failures_seen = 0;
   for (long n = 1;; n++) {
     mem_fail_nth(n);
-    st_status status = life(path);
+    st_status status = life(path, dtype);
     mem_fail_nth(0);
     mem_stats stats;
     mem_stats_get(&stats);
-    CHECK_MSG(stats.live_blocks == 0, "allocation %ld failed: %llu blocks left", n,
-              (unsigned long long)stats.live_blocks);
+    CHECK_MSG(stats.live_blocks == 0, "%s: allocation %ld failed: %llu blocks left",
+              dtype_name(dtype), n, (unsigned long long)stats.live_blocks);
     if (status == ST_OK) break; /* n is past the last allocation */
-    CHECK_MSG(status == ST_ERR_OOM, "allocation %ld failed: got %s (%s)", n,
+    CHECK_MSG(status == ST_ERR_OOM, "%s: allocation %ld failed: got %s (%s)", dtype_name(dtype), n,
               st_status_string(status), st_last_error());
     failures_seen++;
     if (n > 100000) break;
   }
-  CHECK_MSG(failures_seen > 20, "only %d allocations were exercised", failures_seen);
-  printf("oom_test: %d allocations failed in turn\n", failures_seen);
+  CHECK_MSG(failures_seen > 20, "%s: only %d allocations were exercised", dtype_name(dtype),
+            failures_seen);
+  printf("oom_test: %s: %d allocations failed in turn\n", dtype_name(dtype), failures_seen);
+  return failures_seen;
+}
+
+int main(void) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/oom_export.safetensors",
+           getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp");
+  const int fp32 = fail_each_allocation(path, ST_FP32);
+  const int bf16 = fail_each_allocation(path, ST_BF16);
+  CHECK_MSG(bf16 > fp32, "bf16 exercised %d allocations, no more than fp32's %d", bf16, fp32);
   return test_finish("oom_test");
 }

@@ -1,0 +1,19 @@
+# train_runs.sh - sourced by the end-to-end training tests. Needs $shardtrain, $prepare and
+# $mpirun_sh; prepares the byte data in $work and defines
+#   run NAME RANKS ARGS...
+# which trains the tiny GPT 10 steps (the flags in $common, then ARGS) on RANKS ranks and
+# writes $work/NAME.jsonl (metrics), $work/NAME.safetensors (export) and $work/NAME.log; a
+# run that exits non-zero fails the test, printing its log.
+work=${TEST_TMPDIR:-$(mktemp -d)}
+python3 "$prepare" --out-dir "$work/data" > /dev/null || exit 1
+common=(train --model tiny --data-train "$work/data/bytes_train_*.bin" --steps 10 --lr 3e-3
+        --warmup 3 --min-lr 3e-4 --seed 7)
+
+run() {
+  local name=$1 ranks=$2
+  shift 2
+  if ! "$mpirun_sh" "$ranks" "$shardtrain" "${common[@]}" --metrics "$work/$name.jsonl" \
+       --export "$work/$name.safetensors" "$@" > "$work/$name.log" 2>&1; then
+    echo "FAIL: $name exited non-zero"; cat "$work/$name.log"; exit 1
+  fi
+}
