@@ -45,7 +45,7 @@ st_status st_error(st_status status, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(detail, sizeof detail, fmt, ap);
   va_end(ap);
-  memcpy(error_detail, detail, sizeof detail);
+  memcpy(error_detail, detail, strlen(detail) + 1);
   error_traced = 0;
   return status;
 }

@@ -153,7 +153,8 @@ static st_status evaluate(train_run *r, double *val_loss) {
   return ST_OK;
 }
 
-/* Bytes this rank sent per op over all its groups since the counters were last reset. */
+/* Bytes this rank sent per op over all its groups since the counters were last reset; resets
+ * them. */
 static void step_comm_bytes(st_mesh *mesh, uint64_t bytes[COMM_OP_COUNT]) {
   for (int op = 0; op < COMM_OP_COUNT; op++) bytes[op] = 0;
   for (int g = 0; g < ST_GROUP_COUNT; g++) {
@@ -217,6 +218,8 @@ static st_status train(train_run *r) {
     return status;
   }
   mem_stats mem;
+  uint64_t setup_bytes[COMM_OP_COUNT]; /* --save-init's export: not part of step 0 */
+  step_comm_bytes(r->mesh, setup_bytes);
   for (int step = 0; step < r->o->steps; step++) {
     step_record rec;
     ST_CHECK(run_step(r, step, &rec));

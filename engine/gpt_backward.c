@@ -4,8 +4,8 @@
  * intermediate gradient buffer is zeroed right before the one op that starts its sum.
  *
  * Units are visited in reverse, gathered with look-ahead towards the embedding; when `reduce`
- * is set (last micro-batch) a unit's gradient reduction starts right after its backward, and at
- * stage 3 its full parameters are released. */
+ * is set (last micro-batch) a unit's gradient reduction starts right after its backward; then
+ * the unit is released (its fp32 compute copy, and at stage 3 its full parameters). */
 #include "core/error.h"
 #include "engine/gpt_internal.h"
 #include "sharding/prefetch.h"
@@ -59,10 +59,9 @@ static st_status block_backward(gpt_model *m, int l, float *x_in) {
 }
 
 /* A unit's backward is done: end its gradients' use, start its reduction (last micro-batch)
- * and let it go. The
- * reduction of the unit before it in the backward (u + 1) is finished here, so at most two
- * units' full gradients exist at once at stages 2-3. The embedding (unit 0) is the exception:
- * the tied head adds to its gradient at the start of the backward. */
+ * and let it go. The reduction of the unit before it in the backward (u + 1) is finished here,
+ * so at most two units' full gradients exist at once at stages 2-3. The embedding (unit 0) is the
+ * exception: the tied head adds to its gradient at the start of the backward. */
 static st_status finish_unit(gpt_model *m, int u, int reduce) {
   ST_CHECK(unit_grads_end(&m->units[u]));
   if (reduce) {

@@ -63,7 +63,7 @@ int train_options_flags(train_options *o, cli_flag *f, int capacity) {
       {"tp", FLAG_INT, &o->tp, "tensor-parallel size T (must divide n_head)"},
       {"prefetch", FLAG_INT, &o->prefetch, "units gathered ahead of the one computing"},
       {"reshard-after-forward", FLAG_BOOL, &o->reshard_after_forward,
-       "stage 3: free each block's parameters after its forward"},
+       "free each block's gathered parameters (stage 3) and fp32 compute copy after its forward"},
       {"param-dtype", FLAG_STRING, &o->param_dtype,
        "parameters as held, gathered and computed with: fp32 or bf16"},
       {"reduce-dtype", FLAG_STRING, &o->reduce_dtype,

@@ -192,8 +192,7 @@ st_status st_unit_reduce_grads(st_unit *unit);
  * once. */
 st_status st_unit_grad_sumsq(st_unit *unit, double *local);
 
-/* Starts the optimizer afresh from the parameters last set: zeroes Adam's moments (the fp32
- * master weights are written by st_unit_set_param). */
+/* Copies the current parameters into the fp32 master weights and zeroes Adam's moments. */
 st_status st_unit_optimizer_reset(st_unit *unit);
 
 typedef struct st_adamw_config {

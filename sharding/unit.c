@@ -118,7 +118,7 @@ void unit_free(unit *u) {
 }
 
 /* ---- fp32 compute copies (devices that compute in fp32 only: the CPU, whose device memory is
- * host memory, so the copies are converted in place) ---------------------------------------- */
+ * host memory, so the copies are converted directly, without staging) ---------------------- */
 
 static st_status copy_in(float **copy, const void *from, st_dtype dtype, const unit *u) {
   const int64_t n = u->layout.numel;
@@ -273,6 +273,10 @@ void *unit_owned_grads(const unit *u) { return u->stage == 0 ? u->grads : u->gra
 void *unit_owned_params(const unit *u) { return u->param_shard; }
 
 st_status unit_optimizer_reset(unit *u) {
+  if (u->precision.param == ST_FP32) {
+    ST_CHECK(
+        stream_memcpy(&u->stream, u->master, u->param_shard, bytes_of(ST_FP32, u->owned_numel)));
+  }
   ST_CHECK(stream_memset(&u->stream, u->adam_m, 0, bytes_of(ST_FP32, u->owned_numel)));
   ST_CHECK(stream_memset(&u->stream, u->adam_v, 0, bytes_of(ST_FP32, u->owned_numel)));
   return stream_sync(&u->stream);

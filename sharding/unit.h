@@ -90,7 +90,8 @@ st_status unit_allocate(unit *u);
 void unit_free(unit *u);
 
 /* Writes elements [first, first + count) of the flat parameters (host fp32 values): the master
- * weights' owned part exactly, the params (their owned part at stage 3) in the param dtype. */
+ * weights' owned part exactly, and in the param dtype the params (the owned part at stage 3,
+ * and the full buffer too while gathered) and the compute copy, if any. */
 st_status unit_set_params(unit *u, int64_t first, const float *values, int64_t count);
 
 /* Starts gathering the full parameters (stage 3; a no-op when gathered or in flight). */
@@ -121,7 +122,8 @@ st_status unit_reduce_wait(unit *u);
 void *unit_owned_grads(const unit *u);
 void *unit_owned_params(const unit *u);
 
-/* Zeroes Adam's moments (the master weights come from unit_set_params). */
+/* Zeroes Adam's moments. The master weights come from unit_set_params; with fp32 params they
+ * are also copied from the owned parameters, which a caller may have written in place. */
 st_status unit_optimizer_reset(unit *u);
 /* After the optimizer wrote the owned parameters: make every rank's params reflect them
  * (stages 1-2 all-gather them; a compute copy in use is refreshed). */

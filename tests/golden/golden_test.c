@@ -42,7 +42,9 @@ static void compare_all(const gpt_model *m, const safetensors_reader *r, const c
       uint64_t n = 0;
       float *want = read_tensor(r, name, &n);
       if (!want) continue;
-      const float *got = (gradients ? unit_grad_tensor(un, k) : unit_param_tensor(un, k)).data;
+      const st_tensor t = gradients ? unit_grad_tensor(un, k) : unit_param_tensor(un, k);
+      CHECK_MSG(t.dtype == ST_FP32, "%s: the golden model is fp32", name);
+      const float *got = t.data;
       CHECK_MSG(n == (uint64_t)p->numel, "%s: %llu elements, model has %lld", name,
                 (unsigned long long)n, (long long)p->numel);
       double err = 0, ref = 0;
