@@ -13,6 +13,7 @@
 
 #include "core/alloc.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "engine/file_io.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "shards are read unconverted");
@@ -104,8 +105,8 @@ static st_status find_shards(token_loader *loader, const char *pattern) {
   return status;
 }
 
-/* Validates one shard's header against its file size and the loader's batch geometry. */
-static st_status read_shard_header(const token_loader *loader, token_shard *shard) {
+/* Validates one shard's header against its file size and records its token count. */
+static st_status read_shard_header(token_shard *shard) {
   int fd;
   uint64_t size;
   ST_CHECK(file_open_read(shard->path, &fd, &size));
@@ -139,15 +140,33 @@ static st_status read_shard_header(const token_loader *loader, token_shard *shar
                     (unsigned long long)(tokens * sizeof(uint16_t)),
                     (unsigned long long)data_bytes);
   }
-  if (tokens < loader->global_tokens + 1) {
-    return st_error(ST_ERR_FORMAT,
-                    "%s: %llu tokens, fewer than the %llu that one global batch "
-                    "reads (dp size x B x T + 1)",
-                    shard->path, (unsigned long long)tokens,
-                    (unsigned long long)(loader->global_tokens + 1));
-  }
   shard->tokens = tokens;
   return ST_OK;
+}
+
+/* Whether a shard holds one global batch (plus the last target) from `offset`. */
+static int holds_batch(const token_loader *loader, const token_shard *shard, uint64_t offset) {
+  return offset + loader->global_tokens + 1 <= shard->tokens;
+}
+
+/* A shard too short for one global batch is skipped (the last shard of a dataset often is);
+ * data in which no shard holds one is refused, naming the largest shard. */
+static st_status check_some_shard_holds_a_batch(const token_loader *loader) {
+  const token_shard *largest = &loader->shards[0];
+  for (size_t i = 0; i < loader->shard_count; i++) {
+    const token_shard *shard = &loader->shards[i];
+    if (shard->tokens > largest->tokens) largest = shard;
+    if (!holds_batch(loader, shard, 0) && loader->dp_rank == 0) {
+      st_log(ST_LOG_WARN, "%s: %llu tokens, fewer than one global batch reads: skipped",
+             shard->path, (unsigned long long)shard->tokens);
+    }
+  }
+  if (holds_batch(loader, largest, 0)) return ST_OK;
+  return st_error(ST_ERR_FORMAT,
+                  "no shard holds the %llu tokens one global batch reads (dp size x B x T + 1): "
+                  "the largest, %s, has %llu",
+                  (unsigned long long)(loader->global_tokens + 1), largest->path,
+                  (unsigned long long)largest->tokens);
 }
 
 st_status token_loader_open(token_loader **out, const token_loader_config *config) {
@@ -164,8 +183,9 @@ st_status token_loader_open(token_loader **out, const token_loader_config *confi
   st_status status;
   ST_CHECK_GOTO(find_shards(loader, config->pattern), status, fail);
   for (size_t i = 0; i < loader->shard_count; i++) {
-    ST_CHECK_GOTO(read_shard_header(loader, &loader->shards[i]), status, fail);
+    ST_CHECK_GOTO(read_shard_header(&loader->shards[i]), status, fail);
   }
+  ST_CHECK_GOTO(check_some_shard_holds_a_batch(loader), status, fail);
   ST_CHECK_GOTO(mem_alloc((void **)&loader->window, (local + 1) * sizeof(uint16_t), MEM_HOST,
                           MEM_WORKSPACE, NULL),
                 status, fail);
@@ -198,8 +218,8 @@ static st_status open_shard(token_loader *loader, uint64_t shard) {
 
 st_status token_loader_next(token_loader *loader, int32_t *inputs, int32_t *targets) {
   token_position at = loader->position;
-  if (at.offset + loader->global_tokens + 1 > loader->shards[at.shard].tokens) {
-    /* Every shard holds at least one global batch, so the next one starts at its beginning. */
+  while (!holds_batch(loader, &loader->shards[at.shard], at.offset)) {
+    /* On to the next shard that holds a global batch (open made sure one does). */
     at.shard = (at.shard + 1) % loader->shard_count;
     at.offset = 0;
   }

@@ -7,7 +7,8 @@
  * B * T + 1 tokens from d * B * T into the global batch, giving B sequences of T inputs whose
  * targets are the next token (the extra token is the last target). A global batch never
  * straddles two shards: when the rest of a shard cannot hold one (plus that extra token), the
- * loader moves to the next shard, and after the last one back to the first. Every rank derives
+ * loader moves to the next shard, and after the last one back to the first; a shard too short
+ * for any global batch is skipped (with a warning at open). Every rank derives
  * the same positions from the same files, so the ranks stay in step without communicating.
  */
 #ifndef ST_ENGINE_TOKEN_DATA_H
@@ -40,7 +41,8 @@ typedef struct token_position {
 typedef struct token_loader token_loader;
 
 /* Finds the shards and validates every header (magic, version, a size that matches the token
- * count, room for one global batch), so a bad file fails here, not hours into a run. */
+ * count) and that some shard holds one global batch, so bad data fails here, not hours into a
+ * run. */
 st_status token_loader_open(token_loader **out, const token_loader_config *config);
 void token_loader_close(token_loader *loader);
 

@@ -47,7 +47,7 @@ static void check_bad_shards(void) {
       {TOKEN_SHARD_MAGIC, 1, 64, 40, "header says 64 tokens (128 bytes) but the file holds 80"},
       {TOKEN_SHARD_MAGIC, 1, 40, 64, "header says 40 tokens (80 bytes) but the file holds 128"},
       {TOKEN_SHARD_MAGIC, 1, -5, 64, "token count -5 is negative"},
-      {TOKEN_SHARD_MAGIC, 1, 16, 16, "16 tokens, fewer than the 17 that one global batch reads"},
+      {TOKEN_SHARD_MAGIC, 1, 16, 16, "no shard holds the 17 tokens one global batch reads"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     snprintf(path, sizeof path, "%s/case%zu.bin", dir, i);

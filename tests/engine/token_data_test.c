@@ -4,7 +4,8 @@
  * expected window is computed from the formula and llm.c's rule (a shard of n tokens holds
  * (n - 1) / G global batches of G = dp_size * B * T tokens), not by the loader. Proven: batches
  * come in name order of the files and hold the expected inputs and next-token targets; the
- * loader wraps from the last shard back to the first; the dp ranks' slices tile each global
+ * loader wraps from the last shard back to the first and skips a shard too short for a global
+ * batch; the dp ranks' slices tile each global
  * batch exactly once; a saved position restores the same stream, in the same loader, a new one,
  * and on a different mesh with the same global batch; positions outside the data are refused.
  * (token_data_bad_input_test covers malformed data.)
@@ -97,6 +98,21 @@ static void check_sequence_and_wrap_around(void) {
   token_loader_close(loader);
 }
 
+/* With a global batch of 97 tokens the third shard (80 tokens) holds none: it is skipped, and
+ * the stream goes from the second shard back to the first. */
+static void check_short_shard_skipped(void) {
+  enum { B = 4, T = 24 };
+  batch_start starts[64];
+  int per_pass = batch_starts(B * T, starts);
+  CHECK_EQ_INT(per_pass, 1 + 1 + 0);
+  token_loader *loader = open_loader(B, T, 0, 1);
+  if (!loader) return;
+  for (int i = 0; i < 3 * per_pass; i++) {
+    CHECK_MSG(next_matches(loader, starts[i % per_pass], B, T, 0), "batch %d", i);
+  }
+  token_loader_close(loader);
+}
+
 /* Ranks read disjoint slices whose union, in rank order, is exactly the global batch. */
 static void check_data_parallel_slices(void) {
   enum { DP = 3, B = 2, T = 4, G = DP * B * T };
@@ -181,6 +197,7 @@ int main(void) {
   uint64_t live = test_live_blocks();
   make_dataset();
   check_sequence_and_wrap_around();
+  check_short_shard_skipped();
   check_data_parallel_slices();
   check_save_and_restore();
   check_resume_on_another_mesh();
