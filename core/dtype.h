@@ -9,11 +9,14 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "shardtrain.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef enum st_dtype { ST_FP32 = 0, ST_BF16 = 1, ST_FP16 = 2, ST_DTYPE_COUNT = 3 } st_dtype;
+/* st_dtype (ST_FP32, ST_BF16, ST_FP16) is public: shardtrain.h. */
+#define ST_DTYPE_COUNT 3
 
 size_t dtype_size(st_dtype dtype);
 const char *dtype_name(st_dtype dtype);

@@ -34,6 +34,9 @@ typedef enum st_status {
   ST_ERR_INTERNAL = 11    /* a broken invariant: a bug in shardtrain */
 } st_status;
 
+/* Element types of parameters and gradients (a unit's mixed-precision policy). */
+typedef enum st_dtype { ST_FP32 = 0, ST_BF16 = 1, ST_FP16 = 2 } st_dtype;
+
 /* Name of a status ("ST_ERR_OOM"); never NULL. */
 const char *st_status_string(st_status status);
 
@@ -110,9 +113,12 @@ const char *st_mesh_device_name(const st_mesh *mesh);
 st_status st_memory_live_bytes(uint64_t *bytes);
 
 /* ---- Parameter units (FSDP units) -----------------------------------------------------------
- * A unit is a group of fp32 parameters gathered, released and reduced together: one layer or
- * block of the caller's own model, computed by the caller's own code. Its buffers live on the
- * mesh's device (st_mesh_device_name; the CPU without a mesh). A program's calls:
+ * A unit is a group of parameters gathered, released and reduced together: one layer or block
+ * of the caller's own model, computed by the caller's own code. Its buffers live on the mesh's
+ * device (st_mesh_device_name; the CPU without a mesh). Parameters are held in the config's
+ * param dtype and gradients in its reduce dtype (fp32 or bf16), with fp32 master weights and
+ * Adam moments; the caller computes on fp32 data either way (on the CPU, a bf16 unit in use
+ * keeps fp32 copies). A program's calls:
  *
  *   st_unit_create; st_unit_add_param for each parameter; st_unit_finalize;
  *   st_unit_set_param for each parameter; st_unit_optimizer_reset; then every step:
@@ -136,12 +142,14 @@ typedef struct st_unit st_unit;
 typedef enum st_tp_split { ST_TP_REPLICATED = 0, ST_TP_COLUMN = 1, ST_TP_ROW = 2 } st_tp_split;
 
 typedef struct st_unit_config {
-  size_t struct_size; /* sizeof(st_unit_config), filled by ST_UNIT_CONFIG_INIT */
-  int zero_stage;     /* 0 (replicated, DDP) to 3 (full shard); 0 without a mesh */
+  size_t struct_size;    /* sizeof(st_unit_config), filled by ST_UNIT_CONFIG_INIT */
+  int zero_stage;        /* 0 (replicated, DDP) to 3 (full shard); 0 without a mesh */
+  st_dtype param_dtype;  /* ST_FP32 or ST_BF16: parameters as held, gathered, computed with */
+  st_dtype reduce_dtype; /* ST_FP32 or ST_BF16: gradients as accumulated, stored, reduced */
 } st_unit_config;
 
 #define ST_UNIT_CONFIG_INIT \
-  { sizeof(st_unit_config), 0 }
+  { sizeof(st_unit_config), 0, ST_FP32, ST_FP32 }
 
 /* mesh may be NULL (one rank, stage 0, CPU); otherwise it must outlive the unit. config may be
  * NULL (the defaults). */
@@ -169,8 +177,8 @@ st_status st_unit_gather(st_unit *unit);
 /* Ends their use: stage 3 frees them; pointers from st_unit_param_data become invalid. */
 st_status st_unit_release(st_unit *unit);
 
-/* Parameter `index` in the full buffer (the unit's device memory), valid between gather and
- * release. */
+/* Parameter `index` in the full buffer (the unit's device memory, fp32: for a bf16 unit its
+ * compute copy), valid between gather and release. */
 st_status st_unit_param_data(st_unit *unit, int index, float **data);
 
 /* Starts a step: the gradients are zero. */
@@ -178,7 +186,8 @@ st_status st_unit_zero_grads(st_unit *unit);
 /* Makes the full gradients exist (stages 2-3 allocate them for the backward); the caller adds
  * its gradients into them through st_unit_grad_data, over as many micro-batches as it likes. */
 st_status st_unit_begin_backward(st_unit *unit);
-/* Gradient of parameter `index` (the unit's device memory), valid between begin_backward and
+/* Gradient of parameter `index` (the unit's device memory, fp32: for a bf16 unit its compute
+ * copy, rounded into the bf16 gradients at the reduce), valid between begin_backward and
  * reduce. */
 st_status st_unit_grad_data(st_unit *unit, int index, float **data);
 /* Sums the gradients over the data-parallel ranks; each rank then holds its owned part
@@ -192,7 +201,8 @@ st_status st_unit_reduce_grads(st_unit *unit);
  * once. */
 st_status st_unit_grad_sumsq(st_unit *unit, double *local);
 
-/* Copies the current parameters into the fp32 master weights and zeroes Adam's moments. */
+/* Zeroes Adam's moments; an fp32 unit also copies its current parameters into the fp32 master
+ * weights (a bf16 unit's master keeps the exact values st_unit_set_param gave). */
 st_status st_unit_optimizer_reset(st_unit *unit);
 
 typedef struct st_adamw_config {

@@ -70,14 +70,26 @@ static st_status check_pointer(const void *p, const char *caller, const char *wh
 
 static st_status init_unit(st_unit *h, const st_mesh *mesh, const char *name,
                            const st_unit_config *cfg) {
+  const unit_precision precision = {cfg->param_dtype, cfg->reduce_dtype};
   if (!mesh) {
     h->cpu = device_cpu();
-    return unit_init(&h->u, name, &h->cpu, cfg->zero_stage, NULL, NULL, 1, 0);
+    return unit_init(&h->u, name, &h->cpu, cfg->zero_stage, &precision, NULL, 1, 0);
   }
   st_mesh_coords c;
   ST_CHECK(st_mesh_get_coords(mesh, &c));
   const unit_groups groups = {mesh_comm(mesh, ST_GROUP_SHARD), mesh_comm(mesh, ST_GROUP_REPLICATE)};
-  return unit_init(&h->u, name, mesh_device(mesh), cfg->zero_stage, NULL, &groups, c.T, c.t);
+  return unit_init(&h->u, name, mesh_device(mesh), cfg->zero_stage, &precision, &groups, c.T, c.t);
+}
+
+/* The fp32 data of a descriptor; a device that computes in the low-precision dtype itself has
+ * no fp32 copy to hand out (no such device has kernels yet). */
+static st_status fp32_data(const st_unit *h, const char *caller, st_tensor t, float **data) {
+  if (t.dtype != ST_FP32) {
+    return st_error(ST_ERR_UNSUPPORTED, "%s: unit '%s' holds %s data on the %s device, not fp32",
+                    caller, h->u.name, dtype_name(t.dtype), h->u.dev->backend->name);
+  }
+  *data = t.data;
+  return ST_OK;
 }
 
 st_status st_unit_create(st_unit **out, const st_mesh *mesh, const char *name,
@@ -161,8 +173,7 @@ st_status st_unit_param_data(st_unit *unit, int index, float **data) {
   ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED | UNIT_NEEDS_GATHERED));
   ST_CHECK(check_index(unit, __func__, index));
   ST_CHECK(check_pointer(data, __func__, "data"));
-  *data = unit_param_tensor(&unit->u, index).data;
-  return ST_OK;
+  return fp32_data(unit, __func__, unit_param_tensor(&unit->u, index), data);
 }
 
 st_status st_unit_zero_grads(st_unit *unit) {
@@ -183,8 +194,7 @@ st_status st_unit_grad_data(st_unit *unit, int index, float **data) {
   ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED | UNIT_NEEDS_BACKWARD));
   ST_CHECK(check_index(unit, __func__, index));
   ST_CHECK(check_pointer(data, __func__, "data"));
-  *data = unit_grad_tensor(&unit->u, index).data;
-  return ST_OK;
+  return fp32_data(unit, __func__, unit_grad_tensor(&unit->u, index), data);
 }
 
 st_status st_unit_reduce_grads(st_unit *unit) {

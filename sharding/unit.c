@@ -18,6 +18,10 @@ static void *element(void *base, st_dtype dtype, int64_t i) {
 static int shards_of(const unit *u) { return u->layout.S; }
 
 static st_status check_precision(const char *name, const st_device *dev, unit_precision p) {
+  if ((unsigned)p.param >= ST_DTYPE_COUNT || (unsigned)p.reduce >= ST_DTYPE_COUNT) {
+    return st_error(ST_ERR_INVALID_ARG, "unit %s: param dtype %d or reduce dtype %d is not a dtype",
+                    name, (int)p.param, (int)p.reduce);
+  }
   st_status status = device_check_param_dtype(dev, p.param);
   if (status != ST_OK) {
     return st_error(status, "unit %s: %s", name, st_last_error());

@@ -1,13 +1,16 @@
 /* public_unit_test.c - the public st_unit calls on one rank without a mesh: every call out of
  * order or with a bad argument returns ST_ERR_INVALID_ARG and names the call and what was
  * missing; a correct sequence gives the parameters, gradients, norm and AdamW step computed
- * here by hand; an allocation failure anywhere comes back as ST_ERR_OOM with nothing leaked.
+ * here by hand, in fp32 and with bf16 parameters and gradients (rounded where the unit holds
+ * them, the master exact); a dtype the CPU cannot train with is refused; an allocation
+ * failure anywhere comes back as ST_ERR_OOM with nothing leaked.
  * (The order is enforced identically at every stage, so one rank covers it; the sharded
  * results are tests/cxx/mlp_consumer's.) */
 #include <math.h>
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/dtype.h"
 #include "tests/testing.h"
 
 /* The call fails with ST_ERR_INVALID_ARG and st_last_error() contains both phrases. */
@@ -25,9 +28,9 @@ static const int64_t kWeightShape[2] = {2, 3};
 static const int64_t kBiasShape[1] = {3};
 
 /* A unit "layer" with weight [2, 3] (index 0) and bias [3] (index 1), not finalized. */
-static st_unit *declared_unit(void) {
+static st_unit *declared_unit(const st_unit_config *config) {
   st_unit *u = NULL;
-  CHECK_OK(st_unit_create(&u, NULL, "layer", NULL));
+  CHECK_OK(st_unit_create(&u, NULL, "layer", config));
   CHECK_OK(st_unit_add_param(u, "weight", 2, kWeightShape, ST_TP_REPLICATED, NULL));
   CHECK_OK(st_unit_add_param(u, "bias", 1, kBiasShape, ST_TP_REPLICATED, NULL));
   return u;
@@ -70,11 +73,22 @@ static void test_bad_create(void) {
   CHECK_REFUSED(st_unit_create(&u, NULL, "layer", &config), "stage 3", "needs a mesh");
   config.zero_stage = 4;
   CHECK_REFUSED(st_unit_create(&u, NULL, "layer", &config), "stage 4", "not 0, 1, 2 or 3");
+  config = (st_unit_config)ST_UNIT_CONFIG_INIT;
+  config.reduce_dtype = ST_FP16;
+  CHECK_REFUSED(st_unit_create(&u, NULL, "layer", &config), "reduce dtype fp16",
+                "not fp32 or bf16");
+  config = (st_unit_config)ST_UNIT_CONFIG_INIT;
+  config.param_dtype = (st_dtype)9;
+  CHECK_REFUSED(st_unit_create(&u, NULL, "layer", &config), "param dtype 9", "not a dtype");
+  config.param_dtype = ST_FP16;
+  CHECK_STATUS(st_unit_create(&u, NULL, "layer", &config), ST_ERR_UNSUPPORTED);
+  CHECK_MSG(strstr(st_last_error(), "cpu device cannot train with fp16 parameters"), "got '%s'",
+            st_last_error());
   CHECK(u == NULL);
 }
 
 static void test_bad_declarations(void) {
-  st_unit *u = declared_unit();
+  st_unit *u = declared_unit(NULL);
   const int64_t bad_shape[2] = {2, 0};
   CHECK_REFUSED(st_unit_add_param(u, NULL, 1, kBiasShape, ST_TP_REPLICATED, NULL),
                 "st_unit_add_param", "name is NULL");
@@ -119,7 +133,7 @@ static void test_bad_declarations(void) {
 }
 
 static void test_bad_order(void) {
-  st_unit *u = declared_unit();
+  st_unit *u = declared_unit(NULL);
   CHECK_OK(st_unit_finalize(u));
   float values[6] = {0}, *data = NULL;
   double sumsq = 0;
@@ -166,21 +180,30 @@ static void test_bad_order(void) {
   st_unit_destroy(u);
 }
 
-/* One step by hand: weight all 1, bias all 2, every gradient 0.5. AdamW's first step moves each
- * element by lr * g / (|g| + eps) ~ lr against the gradient, after decoupled decay (weight
- * only: a 2-D parameter) p *= 1 - lr * wd. */
-static void test_correct_sequence(void) {
-  st_unit *u = declared_unit();
+/* x as a unit of `dtype` holds it. */
+static double held(st_dtype dtype, double x) {
+  return dtype == ST_BF16 ? f32_from_bf16(bf16_from_f32((float)x)) : (float)x;
+}
+
+/* One step by hand, with parameters and gradients in `dtype`: weight all 1.003, bias all 2,
+ * every gradient 0.3, each as the unit holds them (bf16: 1.0 and 0.30078125). AdamW's first
+ * step moves each element by lr * g / (|g| + eps) ~ lr against the gradient, after decoupled
+ * decay (weight only: a 2-D parameter) p *= 1 - lr * wd, on the fp32 master, which keeps the
+ * exact 1.003 (a master taken from the bf16 weight would land one bf16 step lower). */
+static void test_correct_sequence(st_dtype dtype) {
+  st_unit_config config = ST_UNIT_CONFIG_INIT;
+  config.param_dtype = config.reduce_dtype = dtype;
+  st_unit *u = declared_unit(&config);
   CHECK_OK(st_unit_finalize(u));
-  const float ones[6] = {1, 1, 1, 1, 1, 1}, twos[3] = {2, 2, 2};
-  CHECK_OK(st_unit_set_param(u, 0, ones));
-  CHECK_OK(st_unit_set_param(u, 1, twos));
+  const float w0[6] = {1.003f, 1.003f, 1.003f, 1.003f, 1.003f, 1.003f}, b0[3] = {2, 2, 2};
+  CHECK_OK(st_unit_set_param(u, 0, w0));
+  CHECK_OK(st_unit_set_param(u, 1, b0));
   CHECK_OK(st_unit_optimizer_reset(u));
   float *w = NULL, *b = NULL, *gw = NULL, *gb = NULL;
   CHECK_OK(st_unit_gather(u));
   CHECK_OK(st_unit_param_data(u, 0, &w));
   CHECK_OK(st_unit_param_data(u, 1, &b));
-  if (w && b) CHECK(w[5] == 1.0f && b[0] == 2.0f && b[2] == 2.0f);
+  if (w && b) CHECK(w[5] == held(dtype, 1.003) && b[0] == 2.0f && b[2] == 2.0f);
   CHECK_OK(st_unit_release(u));
 
   CHECK_OK(st_unit_zero_grads(u));
@@ -188,13 +211,13 @@ static void test_correct_sequence(void) {
   CHECK_OK(st_unit_grad_data(u, 0, &gw));
   CHECK_OK(st_unit_grad_data(u, 1, &gb));
   if (gw && gb) {
-    for (int i = 0; i < 6; i++) gw[i] += 0.5f;
-    for (int i = 0; i < 3; i++) gb[i] += 0.5f;
+    for (int i = 0; i < 6; i++) gw[i] += 0.3f;
+    for (int i = 0; i < 3; i++) gb[i] += 0.3f;
   }
   CHECK_OK(st_unit_reduce_grads(u));
   double sumsq = 0;
   CHECK_OK(st_unit_grad_sumsq(u, &sumsq));
-  CHECK_NEAR(sumsq, 9 * 0.25, 1e-12);
+  CHECK_NEAR(sumsq, 9 * held(dtype, 0.3) * held(dtype, 0.3), 1e-12);
 
   st_adamw_config adamw = ST_ADAMW_CONFIG_INIT;
   const float lr = 0.1f;
@@ -203,8 +226,8 @@ static void test_correct_sequence(void) {
   CHECK_OK(st_unit_param_data(u, 0, &w));
   CHECK_OK(st_unit_param_data(u, 1, &b));
   if (w && b) {
-    CHECK_NEAR(w[0], 1.0 * (1 - lr * adamw.weight_decay) - lr, 1e-6);
-    CHECK_NEAR(b[2], 2.0 - lr, 1e-6);
+    CHECK_NEAR(w[0], held(dtype, 1.003 * (1 - lr * adamw.weight_decay) - lr), 1e-6);
+    CHECK_NEAR(b[2], held(dtype, 2.0 - lr), 1e-6);
   }
   CHECK_OK(st_unit_release(u));
   st_unit_destroy(u);
@@ -241,7 +264,8 @@ int main(void) {
   test_bad_create();
   test_bad_declarations();
   test_bad_order();
-  test_correct_sequence();
+  test_correct_sequence(ST_FP32);
+  test_correct_sequence(ST_BF16);
   test_allocation_failures();
   uint64_t live = 1;
   CHECK_OK(st_memory_live_bytes(&live));
