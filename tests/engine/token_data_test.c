@@ -82,36 +82,27 @@ static int next_matches(token_loader *loader, batch_start start, int batch, int 
   return ok;
 }
 
-static void check_sequence_and_wrap_around(void) {
-  enum { B = 2, T = 8 };
+/* One rank reads two and a half passes of B x T batches (so the stream wraps from the last
+ * shard to the first twice); each must be the batch llm.c's rule puts there, and a pass must
+ * hold `per_pass` of them. */
+static void check_stream(int B, int T, int per_pass) {
   batch_start starts[64];
-  int per_pass = batch_starts(B * T, starts);
-  CHECK_EQ_INT(per_pass, 6 + 8 + 4);
+  CHECK_EQ_INT(batch_starts((uint64_t)B * T, starts), per_pass);
   token_loader *loader = open_loader(B, T, 0, 1);
   if (!loader) return;
-  /* Two and a half passes: the stream must wrap from the last shard to the first twice. */
   for (int i = 0; i < per_pass * 5 / 2; i++) {
     batch_start want = starts[i % per_pass];
-    CHECK_MSG(next_matches(loader, want, B, T, 0), "batch %d (shard %d offset %llu)", i, want.shard,
-              (unsigned long long)want.offset);
+    CHECK_MSG(next_matches(loader, want, B, T, 0), "B %d T %d batch %d (shard %d offset %llu)", B,
+              T, i, want.shard, (unsigned long long)want.offset);
   }
   token_loader_close(loader);
 }
 
+static void check_sequence_and_wrap_around(void) { check_stream(2, 8, 6 + 8 + 4); }
+
 /* With a global batch of 97 tokens the third shard (80 tokens) holds none: it is skipped, and
  * the stream goes from the second shard back to the first. */
-static void check_short_shard_skipped(void) {
-  enum { B = 4, T = 24 };
-  batch_start starts[64];
-  int per_pass = batch_starts(B * T, starts);
-  CHECK_EQ_INT(per_pass, 1 + 1 + 0);
-  token_loader *loader = open_loader(B, T, 0, 1);
-  if (!loader) return;
-  for (int i = 0; i < 3 * per_pass; i++) {
-    CHECK_MSG(next_matches(loader, starts[i % per_pass], B, T, 0), "batch %d", i);
-  }
-  token_loader_close(loader);
-}
+static void check_short_shard_skipped(void) { check_stream(4, 24, 1 + 1 + 0); }
 
 /* Ranks read disjoint slices whose union, in rank order, is exactly the global batch. */
 static void check_data_parallel_slices(void) {
