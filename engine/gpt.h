@@ -23,8 +23,9 @@
 #include "sharding/mesh.h"
 #include "sharding/unit.h"
 
-/* Activations are planned per layer in a fixed table; deeper models are refused up front. */
-#define GPT_MAX_LAYERS 64
+/* A bound on the depth that catches a mistyped --n-layer before it allocates anything (no table
+ * is sized by it; the deepest GPT-style models have about 128 layers). */
+#define GPT_MAX_LAYERS 1024
 
 enum gpt_embedding_param { GPT_WTE = 0, GPT_WPE = 1 };
 enum gpt_block_param {

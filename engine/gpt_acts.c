@@ -1,52 +1,48 @@
-/* gpt_acts.c - the activation plan: one table of (buffer, length) pairs is both what
- * gpt_activation_bytes reports to the memory planner and how the arenas are carved, so the
- * prediction and the allocation cannot drift apart. */
+/* gpt_acts.c - the activation plan: one walk over the buffers both measures what
+ * gpt_activation_bytes reports to the memory planner and carves the arenas, so the prediction
+ * and the allocation cannot drift apart. */
 #include <string.h>
 
 #include "core/alloc.h"
 #include "core/error.h"
 #include "engine/gpt_internal.h"
 
-enum { MAX_ENTRIES = 16 + 15 * GPT_MAX_LAYERS };
-
+/* A walk over the buffers: with an arena, each slot is pointed at its place in it; without,
+ * only the total is counted. */
 typedef struct plan {
-  float **slot[MAX_ENTRIES];
-  int64_t len[MAX_ENTRIES]; /* floats */
-  int count;
-  int64_t total;
+  float *arena;
+  int64_t total; /* floats */
 } plan;
 
 static void add(plan *p, float **slot, int64_t len) {
-  p->slot[p->count] = slot;
-  p->len[p->count++] = len;
+  if (p->arena) *slot = p->arena + p->total;
   p->total += (len + 15) / 16 * 16; /* keep every buffer 64-byte aligned */
 }
 
 /* Forward buffers kept for backward, on a tensor-parallel rank of tp: the attention and MLP
  * inner activations hold this rank's heads (C / tp wide) and MLP columns (4C / tp); the
- * residual stream is full width. With a == NULL only the lengths are recorded. */
+ * residual stream is full width. With a == NULL (measuring) there are no slots. */
 static void plan_forward(plan *p, gpt_acts *a, const gpt_config *c, int B, int T, int tp) {
-  static float *sink;
   const int64_t BT = (int64_t)B * T, C = c->n_embd, NH = c->n_head / tp, CL = C / tp;
-#define SLOT(field) (a ? &(field) : &sink)
+#define SLOT(field) (a ? &(field) : NULL)
   add(p, SLOT(a->encoded), BT * C);
   for (int l = 0; l < c->n_layer; l++) {
     gpt_layer_acts *L = a ? &a->layers[l] : NULL;
-    add(p, L ? &L->ln1 : &sink, BT * C);
-    add(p, L ? &L->ln1_mean : &sink, BT);
-    add(p, L ? &L->ln1_rstd : &sink, BT);
-    add(p, L ? &L->qkv : &sink, BT * 3 * CL);
-    add(p, L ? &L->atty : &sink, BT * CL);
-    add(p, L ? &L->probs : &sink, (int64_t)B * NH * T * T);
-    add(p, L ? &L->attproj : &sink, BT * C);
-    add(p, L ? &L->res2 : &sink, BT * C);
-    add(p, L ? &L->ln2 : &sink, BT * C);
-    add(p, L ? &L->ln2_mean : &sink, BT);
-    add(p, L ? &L->ln2_rstd : &sink, BT);
-    add(p, L ? &L->fch : &sink, BT * 4 * CL);
-    add(p, L ? &L->fch_gelu : &sink, BT * 4 * CL);
-    add(p, L ? &L->fcproj : &sink, BT * C);
-    add(p, L ? &L->res3 : &sink, BT * C);
+    add(p, L ? &L->ln1 : NULL, BT * C);
+    add(p, L ? &L->ln1_mean : NULL, BT);
+    add(p, L ? &L->ln1_rstd : NULL, BT);
+    add(p, L ? &L->qkv : NULL, BT * 3 * CL);
+    add(p, L ? &L->atty : NULL, BT * CL);
+    add(p, L ? &L->probs : NULL, (int64_t)B * NH * T * T);
+    add(p, L ? &L->attproj : NULL, BT * C);
+    add(p, L ? &L->res2 : NULL, BT * C);
+    add(p, L ? &L->ln2 : NULL, BT * C);
+    add(p, L ? &L->ln2_mean : NULL, BT);
+    add(p, L ? &L->ln2_rstd : NULL, BT);
+    add(p, L ? &L->fch : NULL, BT * 4 * CL);
+    add(p, L ? &L->fch_gelu : NULL, BT * 4 * CL);
+    add(p, L ? &L->fcproj : NULL, BT * C);
+    add(p, L ? &L->res3 : NULL, BT * C);
   }
   add(p, SLOT(a->lnf), BT * C);
   add(p, SLOT(a->lnf_mean), BT);
@@ -57,7 +53,6 @@ static void plan_forward(plan *p, gpt_acts *a, const gpt_config *c, int B, int T
 
 /* Backward gradient buffers, and the device copies of the tokens (int32, same size as fp32). */
 static void plan_scratch(plan *p, gpt_acts *a, const gpt_config *c, int B, int T, int tp) {
-  static float *sink;
   const int64_t BT = (int64_t)B * T, C = c->n_embd, CL = C / tp;
   add(p, SLOT(a->dres), BT * C);
   add(p, SLOT(a->dln), BT * C);
@@ -65,17 +60,9 @@ static void plan_scratch(plan *p, gpt_acts *a, const gpt_config *c, int B, int T
   add(p, SLOT(a->dqkv), BT * 3 * CL);
   add(p, SLOT(a->dfch), BT * 4 * CL);
   add(p, SLOT(a->dfch_gelu), BT * 4 * CL);
-  add(p, a ? (float **)&a->inputs : &sink, BT);
-  add(p, a ? (float **)&a->targets : &sink, BT);
+  add(p, a ? (float **)&a->inputs : NULL, BT);
+  add(p, a ? (float **)&a->targets : NULL, BT);
 #undef SLOT
-}
-
-static void carve(const plan *p, float *arena) {
-  int64_t at = 0;
-  for (int i = 0; i < p->count; i++) {
-    *p->slot[i] = arena + at;
-    at += (p->len[i] + 15) / 16 * 16;
-  }
 }
 
 void gpt_activation_bytes(const gpt_config *cfg, int B, int T, int tp, int64_t *activations,
@@ -91,15 +78,13 @@ st_status gpt_acts_allocate(gpt_model *m) {
   gpt_acts *a = &m->acts;
   ST_CHECK(mem_alloc_zeroed((void **)&a->layers, (size_t)m->cfg.n_layer * sizeof *a->layers,
                             MEM_HOST, MEM_WORKSPACE, NULL));
-  plan fwd = {0}, bwd = {0};
+  int64_t activations = 0, scratch = 0;
+  gpt_activation_bytes(&m->cfg, m->B, m->T, m->tp_size, &activations, &scratch);
+  ST_CHECK(mem_alloc((void **)&a->arena, (size_t)activations, MEM_DEVICE, MEM_ACTIVATIONS, m->dev));
+  ST_CHECK(mem_alloc((void **)&a->scratch, (size_t)scratch, MEM_DEVICE, MEM_WORKSPACE, m->dev));
+  plan fwd = {.arena = a->arena}, bwd = {.arena = a->scratch};
   plan_forward(&fwd, a, &m->cfg, m->B, m->T, m->tp_size);
   plan_scratch(&bwd, a, &m->cfg, m->B, m->T, m->tp_size);
-  ST_CHECK(mem_alloc((void **)&a->arena, (size_t)fwd.total * sizeof(float), MEM_DEVICE,
-                     MEM_ACTIVATIONS, m->dev));
-  ST_CHECK(mem_alloc((void **)&a->scratch, (size_t)bwd.total * sizeof(float), MEM_DEVICE,
-                     MEM_WORKSPACE, m->dev));
-  carve(&fwd, a->arena);
-  carve(&bwd, a->scratch);
   return ST_OK;
 }
 

@@ -12,14 +12,19 @@
 
 typedef struct unit_sizes {
   int count;
-  int64_t numel[GPT_MAX_LAYERS + 2]; /* padded flat length */
-  int64_t shard[GPT_MAX_LAYERS + 2];
-  int64_t real; /* unpadded parameters, all units */
+  int64_t *numel; /* padded flat length, per unit */
+  int64_t *shard; /* shard length, per unit */
+  int64_t real;   /* unpadded parameters, all units */
 } unit_sizes;
+
+static void unit_sizes_free(unit_sizes *u) { mem_free(u->numel); }
 
 static st_status measure_units(const plan_input *in, unit_sizes *out) {
   memset(out, 0, sizeof *out);
   out->count = in->cfg.n_layer + 2;
+  ST_CHECK(mem_alloc_zeroed((void **)&out->numel, 2 * (size_t)out->count * sizeof *out->numel,
+                            MEM_HOST, MEM_WORKSPACE, NULL));
+  out->shard = out->numel + out->count;
   for (int u = 0; u < out->count; u++) {
     unit_layout l;
     ST_CHECK(unit_layout_init(&l, in->S, in->T, 0));
@@ -30,7 +35,10 @@ static st_status measure_units(const plan_input *in, unit_sizes *out) {
       for (int k = 0; k < l.count; k++) out->real += l.params[k].numel;
     }
     unit_layout_free(&l);
-    ST_CHECK(status);
+    if (status != ST_OK) {
+      unit_sizes_free(out);
+      return status;
+    }
   }
   return ST_OK;
 }
@@ -46,8 +54,7 @@ typedef struct walk {
   int stage, depth, reshard;
   size_t p, g; /* bytes per element of the param and reduce dtypes */
   int copies_params, copies_grads;
-  int gathered[GPT_MAX_LAYERS + 2], param_copy[GPT_MAX_LAYERS + 2];
-  int has_grads[GPT_MAX_LAYERS + 2], grad_copy[GPT_MAX_LAYERS + 2];
+  int *gathered, *param_copy, *has_grads, *grad_copy; /* per unit: which buffers exist */
   int64_t now, peak;
 } walk;
 
@@ -90,7 +97,7 @@ static void finish(walk *w, int i, int reduce) {
   release(w, i);
 }
 
-static int64_t gathered_peak(const plan_input *in, const unit_sizes *u) {
+static st_status gathered_peak(const plan_input *in, const unit_sizes *u, int64_t *peak) {
   walk w = {.u = u,
             .stage = in->stage,
             .depth = in->prefetch,
@@ -99,6 +106,11 @@ static int64_t gathered_peak(const plan_input *in, const unit_sizes *u) {
             .g = dtype_size(in->precision.reduce),
             .copies_params = in->compute_copies && in->precision.param != ST_FP32,
             .copies_grads = in->compute_copies && in->precision.reduce != ST_FP32};
+  ST_CHECK(mem_alloc_zeroed((void **)&w.gathered, 4 * (size_t)u->count * sizeof *w.gathered,
+                            MEM_HOST, MEM_WORKSPACE, NULL));
+  w.param_copy = w.gathered + u->count;
+  w.has_grads = w.param_copy + u->count;
+  w.grad_copy = w.has_grads + u->count;
   const int n = u->count, last = n - 1;
   for (int micro = 0; micro < in->grad_accum; micro++) {
     int reduce = micro == in->grad_accum - 1;
@@ -118,7 +130,9 @@ static int64_t gathered_peak(const plan_input *in, const unit_sizes *u) {
     }
   }
   reduced(&w, 0); /* train_step waits for the embedding's reduction last */
-  return w.peak;
+  mem_free(w.gathered);
+  *peak = w.peak;
+  return ST_OK;
 }
 
 /* Workspace of a step: the backward's gradient buffers and token copies (gpt_acts), the host
@@ -148,7 +162,11 @@ st_status plan_memory(const plan_input *in, memory_plan *out) {
   out->bytes[MEM_PARAMS] = (uint64_t)((in->stage == 3 ? shard : full) * p);
   out->bytes[MEM_GRADS] = (uint64_t)((in->stage >= 2 ? shard : full) * g);
   out->bytes[MEM_OPTIMIZER] = (uint64_t)(3 * (in->stage == 0 ? full : shard) * f);
-  out->bytes[MEM_GATHERED] = (uint64_t)gathered_peak(in, &u);
+  int64_t gathered = 0;
+  const st_status status = gathered_peak(in, &u, &gathered);
+  unit_sizes_free(&u);
+  ST_CHECK(status);
+  out->bytes[MEM_GATHERED] = (uint64_t)gathered;
   int64_t acts = 0, scratch = 0;
   gpt_activation_bytes(&in->cfg, in->micro_batch, in->seq_len, in->T, &acts, &scratch);
   out->bytes[MEM_ACTIVATIONS] = (uint64_t)acts;
@@ -182,5 +200,6 @@ st_status plan_comm(const plan_input *in, comm_plan *out) {
   size_t activation = (size_t)in->micro_batch * in->seq_len * in->cfg.n_embd * f;
   out->tp_all_reduce = (uint64_t)4 * in->cfg.n_layer * in->grad_accum *
                        comm_ring_bytes(COMM_ALL_REDUCE, in->T, activation);
+  unit_sizes_free(&u);
   return ST_OK;
 }

@@ -47,6 +47,15 @@ expect 2 "$work/missing.safetensors" train --init-from "$work/missing.safetensor
 expect 2 "bad.safetensors" train --init-from "$work/bad.safetensors" --steps 0
 expect 2 "no usable GPU" train --device cuda --steps 0
 expect 2 "--tp: 'two' is not an integer" selftest --tp two
+expect 2 "n_layer 2000: at most 1024 layers" train --n-layer 2000 --steps 0
+
+# The depth bound is a sanity check, not a table: a deep model builds (and exports).
+if ! timeout 60 "$shardtrain" train --n-layer 80 --steps 0 --export "$work/deep.safetensors" \
+     > "$work/deep.log" 2>&1; then
+  echo "FAIL: an 80-layer tiny model was refused:"; cat "$work/deep.log"; fail=1
+else
+  echo "ok: an 80-layer tiny model builds and exports"
+fi
 
 # expect_every_rank RANKS CODE PATTERN ARGS...: on RANKS ranks, every rank reports PATTERN
 # and the job exits with CODE, within the time limit.
