@@ -83,8 +83,9 @@ st_status kernel_check_shape(const kernel_check *c, const char *name, const st_t
                   tensor_shape_text(want, sizeof want, ndim, shape));
 }
 
-st_status kernel_check_same_shape(const kernel_check *c, const char *name, const st_tensor *t,
-                                  const st_tensor *ref) {
+st_status kernel_check_like(const kernel_check *c, const char *name, const st_tensor *t,
+                            const st_tensor *ref) {
+  ST_CHECK(kernel_check_operand(c, name, t));
   return kernel_check_shape(c, name, t, ref->ndim, ref->shape);
 }
 

@@ -36,9 +36,9 @@ st_status kernel_check_ndim(const kernel_check *c, const char *name, const st_te
 st_status kernel_check_shape(const kernel_check *c, const char *name, const st_tensor *t, int ndim,
                              const int64_t *shape);
 
-/* `t` has the shape of `ref`. */
-st_status kernel_check_same_shape(const kernel_check *c, const char *name, const st_tensor *t,
-                                  const st_tensor *ref);
+/* `t` is an operand (kernel_check_operand) with the shape of `ref`. */
+st_status kernel_check_like(const kernel_check *c, const char *name, const st_tensor *t,
+                            const st_tensor *ref);
 
 /* `t` is `rows` rows of `cols` features (kernels.h's rows convention). */
 st_status kernel_check_rows(const kernel_check *c, const char *name, const st_tensor *t,

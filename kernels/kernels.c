@@ -58,10 +58,8 @@ static st_status matmul_backward(const char *op, const kernel_backend *kb, const
   ST_CHECK(kernel_check_begin(&c, op, kb, stream));
   ST_CHECK(kernel_check_compute(&c, "inp", inp));
   ST_CHECK(check_linear(&c, "dout", dout, inp, weight, layout, "dbias", dbias));
-  ST_CHECK(kernel_check_operand(&c, "dinp", dinp));
-  ST_CHECK(kernel_check_same_shape(&c, "dinp", dinp, inp));
-  ST_CHECK(kernel_check_operand(&c, "dweight", dweight));
-  ST_CHECK(kernel_check_same_shape(&c, "dweight", dweight, weight));
+  ST_CHECK(kernel_check_like(&c, "dinp", dinp, inp));
+  ST_CHECK(kernel_check_like(&c, "dweight", dweight, weight));
   return kb->matmul_backward(dinp, dweight, dbias, dout, inp, weight, layout, stream);
 }
 
@@ -100,8 +98,7 @@ static st_status check_layernorm(const kernel_check *c, const char *out_name, co
                                  const st_tensor *weight, const char *bias_name,
                                  const st_tensor *bias) {
   int64_t rows = kernel_rows(inp), channels = kernel_cols(inp);
-  ST_CHECK(kernel_check_operand(c, out_name, out));
-  ST_CHECK(kernel_check_same_shape(c, out_name, out, inp));
+  ST_CHECK(kernel_check_like(c, out_name, out, inp));
   ST_CHECK(kernel_check_stats(c, "mean", mean));
   ST_CHECK(kernel_check_numel(c, "mean", mean, rows));
   ST_CHECK(kernel_check_stats(c, "rstd", rstd));
@@ -132,10 +129,8 @@ st_status kernel_layernorm_backward(const kernel_backend *kb, const st_tensor *d
   ST_CHECK(kernel_check_begin(&c, __func__, kb, stream));
   ST_CHECK(kernel_check_compute(&c, "inp", inp));
   ST_CHECK(check_layernorm(&c, "dout", dout, mean, rstd, inp, weight, "dbias", dbias));
-  ST_CHECK(kernel_check_operand(&c, "dinp", dinp));
-  ST_CHECK(kernel_check_same_shape(&c, "dinp", dinp, inp));
-  ST_CHECK(kernel_check_operand(&c, "dweight", dweight));
-  ST_CHECK(kernel_check_same_shape(&c, "dweight", dweight, weight));
+  ST_CHECK(kernel_check_like(&c, "dinp", dinp, inp));
+  ST_CHECK(kernel_check_like(&c, "dweight", dweight, weight));
   return kb->layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, stream);
 }
 
@@ -144,8 +139,7 @@ st_status kernel_gelu_forward(const kernel_backend *kb, const st_tensor *out, co
   kernel_check c;
   ST_CHECK(kernel_check_begin(&c, __func__, kb, stream));
   ST_CHECK(kernel_check_compute(&c, "inp", inp));
-  ST_CHECK(kernel_check_operand(&c, "out", out));
-  ST_CHECK(kernel_check_same_shape(&c, "out", out, inp));
+  ST_CHECK(kernel_check_like(&c, "out", out, inp));
   return kb->gelu_forward(out, inp, stream);
 }
 
@@ -155,10 +149,8 @@ st_status kernel_gelu_backward(const kernel_backend *kb, const st_tensor *dinp,
   kernel_check c;
   ST_CHECK(kernel_check_begin(&c, __func__, kb, stream));
   ST_CHECK(kernel_check_compute(&c, "inp", inp));
-  ST_CHECK(kernel_check_operand(&c, "dout", dout));
-  ST_CHECK(kernel_check_same_shape(&c, "dout", dout, inp));
-  ST_CHECK(kernel_check_operand(&c, "dinp", dinp));
-  ST_CHECK(kernel_check_same_shape(&c, "dinp", dinp, inp));
+  ST_CHECK(kernel_check_like(&c, "dout", dout, inp));
+  ST_CHECK(kernel_check_like(&c, "dinp", dinp, inp));
   return kb->gelu_backward(dinp, dout, inp, stream);
 }
 
@@ -201,8 +193,7 @@ st_status kernel_attention_backward(const kernel_backend *kb, const st_tensor *d
   ST_CHECK(kernel_check_begin(&c, __func__, kb, stream));
   ST_CHECK(kernel_check_compute(&c, "qkv", qkv));
   ST_CHECK(check_attention(&c, "dout", dout, probs, qkv));
-  ST_CHECK(kernel_check_operand(&c, "dqkv", dqkv));
-  ST_CHECK(kernel_check_same_shape(&c, "dqkv", dqkv, qkv));
+  ST_CHECK(kernel_check_like(&c, "dqkv", dqkv, qkv));
   return kb->attention_backward(dqkv, dout, qkv, probs, stream);
 }
 
@@ -211,10 +202,8 @@ st_status kernel_residual_forward(const kernel_backend *kb, const st_tensor *out
   kernel_check c;
   ST_CHECK(kernel_check_begin(&c, __func__, kb, stream));
   ST_CHECK(kernel_check_compute(&c, "a", a));
-  ST_CHECK(kernel_check_operand(&c, "b", b));
-  ST_CHECK(kernel_check_same_shape(&c, "b", b, a));
-  ST_CHECK(kernel_check_operand(&c, "out", out));
-  ST_CHECK(kernel_check_same_shape(&c, "out", out, a));
+  ST_CHECK(kernel_check_like(&c, "b", b, a));
+  ST_CHECK(kernel_check_like(&c, "out", out, a));
   return kb->residual_forward(out, a, b, stream);
 }
 
@@ -288,8 +277,7 @@ st_status kernel_crossentropy_backward(const kernel_backend *kb, const st_tensor
   ST_CHECK(kernel_check_begin(&c, __func__, kb, stream));
   ST_CHECK(kernel_check_compute(&c, "logits", logits));
   ST_CHECK(check_loss(&c, logits, targets, vocab));
-  ST_CHECK(kernel_check_operand(&c, "dlogits", dlogits));
-  ST_CHECK(kernel_check_same_shape(&c, "dlogits", dlogits, logits));
+  ST_CHECK(kernel_check_like(&c, "dlogits", dlogits, logits));
   return kb->crossentropy_backward(dlogits, logits, targets, vocab, dloss_scale, stream);
 }
 

@@ -12,7 +12,7 @@
 
 typedef struct mpi_ctx {
   MPI_Comm comm;
-  int size;
+  int rank, size;
   st_device dev;
   int staged; /* buffers are device memory: go through pinned host staging */
   st_stream stream;
@@ -132,16 +132,14 @@ static st_status mpi_all_gather(void *vctx, const void *send, void *recv, size_t
   mpi_work *w = state_of(work);
   ST_CHECK(check_count(count * (size_t)ctx->size));
   size_t piece = count * dtype_size(dtype);
-  int rank;
-  MPI_Comm_rank(ctx->comm, &rank);
   const void *in = send;
   void *out = recv;
   if (ctx->staged) {
     size_t total = piece * (size_t)ctx->size;
-    ST_CHECK(stage(ctx, w, send, piece * (size_t)rank, piece, total, recv, 0, total));
+    ST_CHECK(stage(ctx, w, send, piece * (size_t)ctx->rank, piece, total, recv, 0, total));
     in = MPI_IN_PLACE;
     out = w->staging;
-  } else if (send == (const char *)recv + piece * (size_t)rank) {
+  } else if (send == (const char *)recv + piece * (size_t)ctx->rank) {
     in = MPI_IN_PLACE;
   }
   return started(w,
@@ -156,8 +154,6 @@ static st_status mpi_reduce_scatter(void *vctx, const void *send, void *recv, si
   mpi_work *w = state_of(work);
   ST_CHECK(check_count(count * (size_t)ctx->size));
   size_t piece = count * dtype_size(dtype);
-  int rank;
-  MPI_Comm_rank(ctx->comm, &rank);
   const void *in = send;
   void *out = recv;
   if (ctx->staged) {
@@ -166,7 +162,7 @@ static st_status mpi_reduce_scatter(void *vctx, const void *send, void *recv, si
     ST_CHECK(stage(ctx, w, send, 0, total, total, recv, 0, piece));
     in = MPI_IN_PLACE;
     out = w->staging;
-  } else if (recv == (const char *)send + piece * (size_t)rank) {
+  } else if (recv == (const char *)send + piece * (size_t)ctx->rank) {
     /* In place, as NCCL defines it: the result lands on this rank's own piece of the input.
      * MPI writes it to the buffer's start; mpi_test moves it. */
     in = MPI_IN_PLACE;
@@ -266,6 +262,7 @@ static st_status create_ctx(mpi_ctx *ctx, MPI_Comm mpi_comm, const st_device *de
   ctx->staged = dev->backend->kind != ST_DEVICE_CPU;
   ST_CHECK(stream_create(dev, &ctx->stream));
   MPI_CHECK(MPI_Comm_dup(mpi_comm, &ctx->comm));
+  MPI_CHECK(MPI_Comm_rank(ctx->comm, &ctx->rank));
   MPI_CHECK(MPI_Comm_size(ctx->comm, &ctx->size));
   MPI_User_function *const fns[ST_DTYPE_COUNT][2] = {
       [ST_BF16] = {bf16_sum, bf16_max}, [ST_FP16] = {fp16_sum, fp16_max}};
@@ -287,7 +284,5 @@ st_status comm_mpi_create(comm **out, MPI_Comm mpi_comm, const char *group_name,
     mpi_destroy(ctx);
     return status;
   }
-  int rank;
-  MPI_Comm_rank(ctx->comm, &rank);
-  return comm_create(out, &mpi_backend, ctx, group_name, rank, ctx->size, timeout_s);
+  return comm_create(out, &mpi_backend, ctx, group_name, ctx->rank, ctx->size, timeout_s);
 }

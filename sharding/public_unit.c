@@ -81,9 +81,14 @@ static st_status init_unit(st_unit *h, const st_mesh *mesh, const char *name,
   return unit_init(&h->u, name, mesh_device(mesh), cfg->zero_stage, &precision, &groups, c.T, c.t);
 }
 
-/* The fp32 data of a descriptor; a device that computes in the low-precision dtype itself has
- * no fp32 copy to hand out (no such device has kernels yet). */
-static st_status fp32_data(const st_unit *h, const char *caller, st_tensor t, float **data) {
+/* The fp32 data of parameter `index`'s descriptor (unit_param_tensor or unit_grad_tensor); a
+ * device that computes in the low-precision dtype itself has no fp32 copy to hand out (no such
+ * device has kernels yet). */
+static st_status fp32_data(const st_unit *h, const char *caller, int index, float **data,
+                           st_tensor (*describe)(const unit *, int)) {
+  ST_CHECK(check_index(h, caller, index));
+  ST_CHECK(check_pointer(data, caller, "data"));
+  const st_tensor t = describe(&h->u, index);
   if (t.dtype != ST_FP32) {
     return st_error(ST_ERR_UNSUPPORTED, "%s: unit '%s' holds %s data on the %s device, not fp32",
                     caller, h->u.name, dtype_name(t.dtype), h->u.dev->backend->name);
@@ -171,9 +176,7 @@ st_status st_unit_release(st_unit *unit) {
 
 st_status st_unit_param_data(st_unit *unit, int index, float **data) {
   ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED | UNIT_NEEDS_GATHERED));
-  ST_CHECK(check_index(unit, __func__, index));
-  ST_CHECK(check_pointer(data, __func__, "data"));
-  return fp32_data(unit, __func__, unit_param_tensor(&unit->u, index), data);
+  return fp32_data(unit, __func__, index, data, unit_param_tensor);
 }
 
 st_status st_unit_zero_grads(st_unit *unit) {
@@ -192,9 +195,7 @@ st_status st_unit_begin_backward(st_unit *unit) {
 
 st_status st_unit_grad_data(st_unit *unit, int index, float **data) {
   ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED | UNIT_NEEDS_BACKWARD));
-  ST_CHECK(check_index(unit, __func__, index));
-  ST_CHECK(check_pointer(data, __func__, "data"));
-  return fp32_data(unit, __func__, unit_grad_tensor(&unit->u, index), data);
+  return fp32_data(unit, __func__, index, data, unit_grad_tensor);
 }
 
 st_status st_unit_reduce_grads(st_unit *unit) {

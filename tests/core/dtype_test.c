@@ -121,8 +121,13 @@ static void sweep_finish(const sweep *s) {
   CHECK_MSG(s->failed == 0, "%s: %ld of %ld values wrong", s->name, s->failed, s->run);
 }
 
+/* The code under test for format f. */
 static uint16_t encode(float x, ref_format f) {
   return f.precision == FP16.precision ? fp16_from_f32(x) : bf16_from_f32(x);
+}
+
+static float decode(uint16_t h, ref_format f) {
+  return f.precision == FP16.precision ? f32_from_fp16(h) : f32_from_bf16(h);
 }
 
 /* Converts x with the code under test and compares with the reference. */
@@ -169,35 +174,24 @@ static void test_reference_sanity(void) {
 
 /* ---- Decoding and round trips over every 16-bit pattern --------------------------------- */
 
-static void test_fp16_every_pattern(void) {
-  sweep decode = {"f32_from_fp16 of every half", 0, 0};
-  sweep trip = {"fp16_from_f32(f32_from_fp16(h)) == h", 0, 0};
+/* Decodes every 16-bit pattern of f with the code under test, against the reference, and
+ * encodes it back: every non-NaN pattern must round-trip, every NaN stay a NaN. */
+static void test_every_pattern(ref_format f) {
+  char decode_name[64], trip_name[64];
+  snprintf(decode_name, sizeof decode_name, "decoding every %s pattern", f.name);
+  snprintf(trip_name, sizeof trip_name, "%s: encode(decode(h)) == h", f.name);
+  sweep decoded = {decode_name, 0, 0}, trip = {trip_name, 0, 0};
   for (uint32_t h = 0; h <= 0xffffu; h++) {
-    float f = f32_from_fp16((uint16_t)h);
-    double want = ref_decode((uint16_t)h, FP16);
-    sweep_record(&decode, same_value(f, want), h, bits_from_float(f) >> 16, want);
-    uint16_t back = fp16_from_f32(f);
-    int ok = ref_is_nan_bits((uint16_t)h, FP16) ? ref_is_nan_bits(back, FP16) : back == h;
+    float x = decode((uint16_t)h, f);
+    double want = ref_decode((uint16_t)h, f);
+    sweep_record(&decoded, same_value(x, want), h, bits_from_float(x) >> 16, want);
+    uint16_t back = encode(x, f);
+    int ok = ref_is_nan_bits((uint16_t)h, f) ? ref_is_nan_bits(back, f) : back == h;
     sweep_record(&trip, ok, h, back, want);
   }
-  sweep_finish(&decode);
+  sweep_finish(&decoded);
   sweep_finish(&trip);
   CHECK_EQ_INT(trip.run, 65536);
-}
-
-static void test_bf16_every_pattern(void) {
-  sweep decode = {"f32_from_bf16 of every bf16", 0, 0};
-  sweep trip = {"bf16_from_f32(f32_from_bf16(h)) == h", 0, 0};
-  for (uint32_t h = 0; h <= 0xffffu; h++) {
-    float f = f32_from_bf16((uint16_t)h);
-    double want = ref_decode((uint16_t)h, BF16);
-    sweep_record(&decode, same_value(f, want), h, bits_from_float(f) >> 16, want);
-    uint16_t back = bf16_from_f32(f);
-    int ok = ref_is_nan_bits((uint16_t)h, BF16) ? ref_is_nan_bits(back, BF16) : back == h;
-    sweep_record(&trip, ok, h, back, want);
-  }
-  sweep_finish(&decode);
-  sweep_finish(&trip);
 }
 
 /* ---- Rounding ------------------------------------------------------------------------------ */
@@ -320,8 +314,8 @@ static void test_dtype_table(void) {
 
 int main(void) {
   test_reference_sanity();
-  test_fp16_every_pattern();
-  test_bf16_every_pattern();
+  test_every_pattern(FP16);
+  test_every_pattern(BF16);
   test_every_midpoint(FP16);
   test_every_midpoint(BF16);
   test_random_values(FP16);

@@ -9,8 +9,8 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "engine/gpt_io.h"
-#include "engine/train_step.h"
 #include "tests/testing.h"
+#include "tests/train/test_step.h"
 
 enum { B = 2, T = 16 };
 
@@ -23,17 +23,9 @@ static st_status life(const char *export_path, st_dtype dtype) {
   const gpt_parallel par = {.precision = {dtype, dtype}};
   ST_CHECK(gpt_create(&m, &cfg, &cpu, B, T, &par));
   int32_t inputs[B * T], targets[B * T];
-  for (int i = 0; i < B * T; i++) {
-    inputs[i] = (i * 5) % 256;
-    targets[i] = (i * 3 + 1) % 256;
-  }
+  test_step_tokens(inputs, targets, B * T);
   const int32_t *in[1] = {inputs}, *tg[1] = {targets};
-  train_hparams h = {.schedule = {LR_CONSTANT, 1e-3, 0, 0, 1},
-                     .adam = ADAMW_HPARAMS_DEFAULT,
-                     .weight_decay = 0.1f,
-                     .clip = 1.0f,
-                     .grad_accum = 1,
-                     .global_tokens = B * T};
+  const train_hparams h = test_step_hparams(B * T);
   step_stats s;
   st_status status;
   ST_CHECK_GOTO(gpt_init_params(m, 1), status, done);

@@ -20,8 +20,8 @@
 #include <string.h>
 
 #include "core/alloc.h"
-#include "engine/train_step.h"
 #include "tests/testing_mpi.h"
+#include "tests/train/test_step.h"
 
 enum { B = 4, SEQ = 64 };
 
@@ -58,17 +58,9 @@ static void check_case(test_case tc) {
   CHECK_OK(gpt_init_params(m, 3));
   CHECK_OK(train_state_reset(m));
   int32_t inputs[B * SEQ], targets[B * SEQ];
-  for (int i = 0; i < B * SEQ; i++) {
-    inputs[i] = (i * 7) % 256;
-    targets[i] = (i * 11 + 3) % 256;
-  }
+  test_step_tokens(inputs, targets, B * SEQ);
   const int32_t *in[1] = {inputs}, *tg[1] = {targets};
-  train_hparams h = {.schedule = {LR_CONSTANT, 1e-3, 0, 0, 1},
-                     .adam = ADAMW_HPARAMS_DEFAULT,
-                     .weight_decay = 0.1f,
-                     .clip = 1.0f,
-                     .grad_accum = 1,
-                     .global_tokens = (int64_t)B * SEQ * R * S};
+  const train_hparams h = test_step_hparams((int64_t)B * SEQ * R * S);
   for (int g = 0; g < ST_GROUP_COUNT; g++) comm_counters_reset(mesh_comm(mesh, (st_group)g));
   mem_reset_peak();
   step_stats s;
