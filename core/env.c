@@ -9,6 +9,9 @@ static const env_entry entries[ENV_VAR_COUNT] = {
     [ENV_COMM_TIMEOUT] = {"ST_COMM_TIMEOUT", "300",
                           "seconds a collective may take before every rank is aborted"},
     [ENV_DEVICE] = {"ST_DEVICE", "auto", "device for compute: cpu, cuda or auto"},
+    [ENV_CKPT_TEST_DELAY_MS] = {"ST_CKPT_TEST_DELAY_MS", "0",
+                                "testing: milliseconds each rank waits after writing its "
+                                "checkpoint file, before the checkpoint is completed"},
 };
 
 const env_entry *env_table(void) { return entries; }

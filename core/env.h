@@ -9,10 +9,11 @@ extern "C" {
 #endif
 
 typedef enum env_var {
-  ENV_LOG_LEVEL = 0,    /* ST_LOG_LEVEL */
-  ENV_COMM_TIMEOUT = 1, /* ST_COMM_TIMEOUT */
-  ENV_DEVICE = 2,       /* ST_DEVICE */
-  ENV_VAR_COUNT = 3
+  ENV_LOG_LEVEL = 0,          /* ST_LOG_LEVEL */
+  ENV_COMM_TIMEOUT = 1,       /* ST_COMM_TIMEOUT */
+  ENV_DEVICE = 2,             /* ST_DEVICE */
+  ENV_CKPT_TEST_DELAY_MS = 3, /* ST_CKPT_TEST_DELAY_MS */
+  ENV_VAR_COUNT = 4
 } env_var;
 
 typedef struct env_entry {

@@ -1,19 +1,24 @@
-/* cmd_train.c - `shardtrain train`: builds the mesh and the GPT on it, initialises or imports
- * the parameters, trains on token shards (each data-parallel rank reading its slice of every
- * global batch), evaluates, writes metrics (rank 0) and exports. Every rank runs the same
- * sequence of collectives. */
+/* cmd_train.c - `shardtrain train`: builds the mesh and the GPT on it, initialises, imports or
+ * resumes from a checkpoint, trains on token shards (each data-parallel rank reading its slice
+ * of every global batch), evaluates, writes metrics (rank 0), checkpoints and exports. Every
+ * rank runs the same sequence of collectives. */
+#include <errno.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "engine/checkpoint.h"
 #include "engine/commands.h"
 #include "engine/gpt_io.h"
+#include "engine/job_agree.h"
 #include "engine/metrics.h"
 #include "engine/token_data.h"
 #include "engine/train_options.h"
@@ -28,7 +33,10 @@ typedef struct train_run {
   token_loader *train, *val;
   int32_t *tokens; /* grad_accum x 2 x B x T: inputs and targets of each micro-batch */
   FILE *metrics;
-  int setup_failed; /* the inputs named on the command line could not be used */
+  ckpt_source *resume; /* the checkpoint to continue from, or NULL */
+  int first_step;      /* steps already trained (those of the checkpoint resumed) */
+  char saved[4200];    /* the last checkpoint written, or "" */
+  int setup_failed;    /* the inputs named on the command line could not be used */
 } train_run;
 
 static double now_ms(void) {
@@ -72,15 +80,45 @@ static st_status create_mesh(train_run *r) {
   return train_options_resolve(o, r->coords.R * r->coords.S, &r->cfg, &r->h);
 }
 
-/* Every rank's verdict on its own part of the setup, agreed over the job: one rank that cannot
- * read its files (say, a path missing on its node) must not leave the others waiting in the
- * next collective. */
-static st_status agree(st_status mine) {
-  int failed = mine != ST_OK;
-  MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (mine != ST_OK) return mine;
-  if (failed) {
-    return st_error(ST_ERR_INVALID_ARG, "another rank could not set up (its error says why)");
+/* The checkpoint to continue from: --resume-from, or with --resume the newest complete one in
+ * --ckpt-dir (none: the run starts anew). Each rank finds and opens it itself. */
+static st_status open_resume(train_run *r) {
+  const train_options *o = r->o;
+  char found_path[4200];
+  const char *dir = o->resume_from;
+  if (o->resume) {
+    int found = 0;
+    struct stat st;
+    if (stat(o->ckpt_dir, &st) == 0) {
+      ST_CHECK(ckpt_find_latest(o->ckpt_dir, found_path, sizeof found_path, &found));
+    }
+    if (!found) {
+      if (is_writer(r)) {
+        st_log(ST_LOG_INFO, "--resume: no complete checkpoint in %s, starting at step 0",
+               o->ckpt_dir);
+      }
+      return ST_OK;
+    }
+    dir = found_path;
+  }
+  if (!dir) return ST_OK;
+  st_status status = ckpt_source_open(&r->resume, dir);
+  if (status != ST_OK) {
+    return st_error(status, "%s: %s", o->resume ? "--resume" : "--resume-from", st_last_error());
+  }
+  return ST_OK;
+}
+
+/* The checkpoint directory exists (created if needed) and this process can write in it. */
+static st_status check_ckpt_dir(const train_run *r) {
+  const char *dir = r->o->ckpt_dir;
+  if (!dir || !is_writer(r)) return ST_OK;
+  if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+    return st_error(ST_ERR_INVALID_ARG, "--ckpt-dir %s: cannot create: %s", dir, strerror(errno));
+  }
+  struct stat st;
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) != 0) {
+    return st_error(ST_ERR_INVALID_ARG, "--ckpt-dir %s: not a writable directory", dir);
   }
   return ST_OK;
 }
@@ -98,7 +136,10 @@ static st_status setup_local(train_run *r) {
   }
   ST_CHECK(
       gpt_create(&r->model, &r->cfg, mesh_device(r->mesh), o->micro_batch, r->cfg.max_seq, &par));
-  if (o->init_from) {
+  ST_CHECK(open_resume(r));
+  if (r->resume) {
+    ST_CHECK(ckpt_source_check_model(r->resume, &r->cfg));
+  } else if (o->init_from) {
     ST_CHECK(gpt_import(r->model, o->init_from, ""));
   } else {
     ST_CHECK(gpt_init_params(r->model, (uint64_t)o->seed));
@@ -117,14 +158,33 @@ static st_status setup_local(train_run *r) {
   return ST_OK;
 }
 
+/* Loads the checkpoint into the model and puts the data where it left off. Collective. */
+static st_status resume(train_run *r) {
+  ST_CHECK(ckpt_restore(r->model, r->resume));
+  const ckpt_manifest *m = ckpt_source_manifest(r->resume);
+  /* Every dp rank's position is the same global batch boundary (token_data.h), whatever the
+   * mesh, so any entry serves. */
+  if (r->train) ST_CHECK(job_agree(token_loader_seek(r->train, m->data[0])));
+  r->first_step = (int)m->step;
+  if (is_writer(r)) {
+    st_log(ST_LOG_INFO, "resumed from %s: step %lld, saved on mesh %dx%dx%d at ZeRO-%d in %s",
+           ckpt_source_dir(r->resume), (long long)m->step, m->R, m->S, m->T, m->zero,
+           dtype_name(m->param_dtype));
+  }
+  return ST_OK;
+}
+
 static st_status setup(train_run *r) {
   ST_CHECK(create_mesh(r));
-  ST_CHECK(agree(setup_local(r)));
+  ST_CHECK(job_agree(check_ckpt_dir(r)));
+  ST_CHECK(job_agree(setup_local(r)));
+  if (r->resume) ST_CHECK(resume(r));
   if (r->o->save_init) ST_CHECK(gpt_export(r->model, r->o->save_init, is_writer(r)));
   return ST_OK;
 }
 
 static void teardown(train_run *r) {
+  ckpt_source_close(r->resume);
   if (r->metrics) fclose(r->metrics);
   mem_free(r->tokens);
   token_loader_close(r->val);
@@ -211,6 +271,38 @@ static void max_over_ranks(step_record *rec, mem_stats *mem) {
   rec->mem = mem;
 }
 
+/* Writes --ckpt-dir/step_<step + 1> when the step is due (every --ckpt-every, and the last). */
+static st_status maybe_save(train_run *r, int step) {
+  const train_options *o = r->o;
+  const int last = step == o->steps - 1;
+  if (!o->ckpt_dir || !(last || (o->ckpt_every && (step + 1) % o->ckpt_every == 0))) {
+    return ST_OK;
+  }
+  ckpt_manifest m = {.step = step + 1,
+                     .cfg = r->cfg,
+                     .R = r->coords.R,
+                     .S = r->coords.S,
+                     .T = r->coords.T,
+                     .zero = o->zero,
+                     .param_dtype = r->model->par.precision.param,
+                     .reduce_dtype = r->model->par.precision.reduce,
+                     .loss_scale = 1.0,
+                     .micro_batch = o->micro_batch,
+                     .h = r->h,
+                     .seed = (uint64_t)o->seed};
+  snprintf(m.model, sizeof m.model, "%s", o->model);
+  token_position at = token_loader_tell(r->train);
+  m.dp_size = r->coords.R * r->coords.S;
+  token_position *each = NULL; /* the same position for every dp rank */
+  ST_CHECK(
+      mem_alloc((void **)&each, (size_t)m.dp_size * sizeof *each, MEM_HOST, MEM_WORKSPACE, NULL));
+  for (int d = 0; d < m.dp_size; d++) each[d] = at;
+  m.data = each;
+  st_status status = ckpt_save(r->model, &m, o->ckpt_dir, o->keep, r->saved, sizeof r->saved);
+  mem_free(each);
+  return status;
+}
+
 static st_status train(train_run *r) {
   st_status status = setup(r);
   if (status != ST_OK) {
@@ -220,15 +312,21 @@ static st_status train(train_run *r) {
   mem_stats mem;
   uint64_t setup_bytes[COMM_OP_COUNT]; /* --save-init's export: not part of step 0 */
   step_comm_bytes(r->mesh, setup_bytes);
-  for (int step = 0; step < r->o->steps; step++) {
+  if (r->first_step >= r->o->steps && r->o->steps > 0 && is_writer(r)) {
+    st_log(ST_LOG_INFO, "the checkpoint is at step %d: --steps %d are done already", r->first_step,
+           r->o->steps);
+  }
+  for (int step = r->first_step; step < r->o->steps; step++) {
     step_record rec;
     ST_CHECK(run_step(r, step, &rec));
     max_over_ranks(&rec, &mem);
-    if (!is_writer(r)) continue;
-    metrics_print_line(stdout, &rec, r->o->steps);
-    if (r->metrics && !metrics_write_json(r->metrics, &rec)) {
-      return st_error(ST_ERR_IO, "--metrics %s: write failed", r->o->metrics);
+    if (is_writer(r)) {
+      metrics_print_line(stdout, &rec, r->o->steps);
+      if (r->metrics && !metrics_write_json(r->metrics, &rec)) {
+        return st_error(ST_ERR_IO, "--metrics %s: write failed", r->o->metrics);
+      }
     }
+    ST_CHECK(maybe_save(r, step));
   }
   if (r->o->export_path) ST_CHECK(gpt_export(r->model, r->o->export_path, is_writer(r)));
   return ST_OK;

@@ -78,6 +78,34 @@ st_status atomic_file_write(atomic_file *file, const void *src, size_t bytes) {
   return ST_OK;
 }
 
+st_status atomic_file_write_at(atomic_file *file, const void *src, size_t bytes, uint64_t offset) {
+  const char *in = src;
+  while (bytes > 0) {
+    ssize_t put = pwrite(file->fd, in, bytes, (off_t)offset);
+    if (put < 0 && errno == EINTR) continue;
+    if (put < 0) return st_error(ST_ERR_IO, "%s: write failed: %s", file->path, strerror(errno));
+    in += put;
+    offset += (uint64_t)put;
+    bytes -= (size_t)put;
+  }
+  return ST_OK;
+}
+
+st_status file_sync_directory(const char *dir, const char *what) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    return st_error(ST_ERR_IO, "%s: cannot open directory %s to sync it: %s", what, dir,
+                    strerror(errno));
+  }
+  /* Some file systems cannot sync a directory (EINVAL); the rename is then as durable as
+   * that file system makes it, which is not an error of ours. */
+  int failed = fsync(fd) != 0 && errno != EINVAL;
+  int err = errno;
+  close(fd);
+  if (failed) return st_error(ST_ERR_IO, "%s: directory sync failed: %s", what, strerror(err));
+  return ST_OK;
+}
+
 /* Makes a completed rename durable: the new directory entry is only on disk once the
  * directory itself is synced. Reuses the temp path buffer, which is longer than the path. */
 static st_status sync_parent_directory(atomic_file *file) {
@@ -89,19 +117,7 @@ static st_status sync_parent_directory(atomic_file *file) {
     memcpy(file->temp_path, file->path, len);
     file->temp_path[len] = '\0';
   }
-  int dir = open(file->temp_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) {
-    return st_error(ST_ERR_IO, "%s: cannot open its directory to sync it: %s", file->path,
-                    strerror(errno));
-  }
-  /* Some file systems cannot sync a directory (EINVAL); the rename is then as durable as
-   * that file system makes it, which is not an error of ours. */
-  int failed = fsync(dir) != 0 && errno != EINVAL;
-  int err = errno;
-  close(dir);
-  if (failed)
-    return st_error(ST_ERR_IO, "%s: directory sync failed: %s", file->path, strerror(err));
-  return ST_OK;
+  return file_sync_directory(file->temp_path, file->path);
 }
 
 st_status atomic_file_finish(atomic_file *file, st_status status) {

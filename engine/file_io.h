@@ -32,10 +32,18 @@ st_status atomic_file_create(atomic_file *file, const char *path);
 
 st_status atomic_file_write(atomic_file *file, const void *src, size_t bytes);
 
+/* Writes `bytes` at `offset` of the temporary file (pwrite), for writers that fill a laid-out
+ * file in any order. */
+st_status atomic_file_write_at(atomic_file *file, const void *src, size_t bytes, uint64_t offset);
+
 /* Ends the write. With status ST_OK: fsync, rename over the final name, fsync the directory so
  * the rename itself survives a crash. With an error (or if any of those steps fails): the
  * temporary file is removed and the final name is left untouched. Returns the resulting
  * status; the handle is released in every case. */
 st_status atomic_file_finish(atomic_file *file, st_status status);
+
+/* fsyncs a directory, so renames and removals inside it survive a crash. A file system that
+ * cannot sync directories (EINVAL) is not an error. `what` names the file the sync is for. */
+st_status file_sync_directory(const char *dir, const char *what);
 
 #endif /* ST_ENGINE_FILE_IO_H */

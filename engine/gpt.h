@@ -15,6 +15,7 @@
 #ifndef ST_ENGINE_GPT_H
 #define ST_ENGINE_GPT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/device.h"
@@ -93,6 +94,10 @@ void gpt_destroy(gpt_model *model);
 /* Declares unit `index`'s parameters (0: embedding, 1..n_layer: blocks, n_layer + 1: final)
  * into an initialised layout: the model's structure, shared with the memory planner. */
 st_status gpt_declare_unit(const gpt_config *cfg, int index, unit_layout *layout);
+
+/* The Hugging Face name prefix of unit `index`'s parameters: "" for the embedding and the
+ * final norm, "h.<l>." for block l. */
+void gpt_unit_prefix(const gpt_config *cfg, int index, char *out, size_t size);
 
 /* Bytes of activations (forward, kept for backward) and of backward scratch for a micro-batch
  * on a rank of a tensor-parallel group of tp: what gpt_create will allocate, for the memory

@@ -49,6 +49,14 @@ st_status gpt_declare_unit(const gpt_config *c, int index, unit_layout *layout) 
   return declare_block(layout, c);
 }
 
+void gpt_unit_prefix(const gpt_config *cfg, int index, char *out, size_t size) {
+  if (index == 0 || index == cfg->n_layer + 1) {
+    snprintf(out, size, "%s", "");
+  } else {
+    snprintf(out, size, "h.%d.", index - 1);
+  }
+}
+
 static st_status create_units(gpt_model *m) {
   const gpt_config *c = &m->cfg;
   const st_mesh *mesh = m->par.mesh;
@@ -70,8 +78,8 @@ static st_status create_units(gpt_model *m) {
       snprintf(name, sizeof name, "final");
     } else {
       snprintf(name, sizeof name, "h.%d", layer);
-      snprintf(m->prefixes[i], sizeof m->prefixes[i], "h.%d.", layer);
     }
+    gpt_unit_prefix(c, i, m->prefixes[i], sizeof m->prefixes[i]);
     unit *u = &m->units[i];
     ST_CHECK(unit_init(u, name, m->dev, m->par.stage, &m->par.precision, mesh ? &groups : NULL,
                        m->tp_size, m->tp_rank));

@@ -109,4 +109,24 @@ st_status safetensors_write(const char *path, const safetensors_tensor *tensors,
                             size_t tensor_count, const safetensors_metadata *metadata,
                             size_t metadata_count);
 
+/* A file written in pieces: opened from the tensors' descriptions (their `data` is ignored),
+ * which fixes the layout and writes the header; then every byte of every tensor is put, in any
+ * order; then finished (fsync, rename) or, with an error status, abandoned leaving `path` as it
+ * was. Finishing with bytes never put is ST_ERR_INTERNAL. Overlapping puts are the caller's
+ * mistake and are not detected. */
+typedef struct safetensors_stream safetensors_stream;
+
+st_status safetensors_stream_open(safetensors_stream **out, const char *path,
+                                  const safetensors_tensor *tensors, size_t tensor_count,
+                                  const safetensors_metadata *metadata, size_t metadata_count);
+
+/* Writes `bytes` of tensor `index` (its position in the array given to open), starting at byte
+ * `first_byte` of its data. */
+st_status safetensors_stream_put(safetensors_stream *s, size_t index, uint64_t first_byte,
+                                 const void *data, size_t bytes);
+
+/* Ends the stream with `status` (ST_OK to keep the file); releases it in every case. NULL is
+ * allowed and returns status. */
+st_status safetensors_stream_finish(safetensors_stream *s, st_status status);
+
 #endif /* ST_ENGINE_SAFETENSORS_H */

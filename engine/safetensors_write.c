@@ -1,4 +1,7 @@
-/* safetensors_write.c - writes tensors and metadata as one safetensors file.
+/* safetensors_write.c - writes tensors and metadata as one safetensors file, whole or
+ * streamed: a stream lays the file out from the tensors' descriptions, and the caller then puts
+ * each tensor's bytes in any order and any number of pieces, so a file larger than memory can
+ * be written (checkpoints, resharding).
  *
  * The layout is the reference implementation's, so the same tensors give the same bytes: data
  * sorted by dtype in descending alignment, then by name (every tensor then starts aligned to
@@ -67,8 +70,15 @@ static void put_string(json_text *text, const char *string) {
   put(text, "\"", 1);
 }
 
+/* A tensor in data order, with its position in the caller's array. The tensor comes first,
+ * so the name comparators of safetensors_common.h apply. */
+typedef struct placed_tensor {
+  safetensors_tensor t;
+  size_t caller;
+} placed_tensor;
+
 /* Tensors in data order; each has passed check_tensor. */
-static void put_header(json_text *text, const safetensors_tensor *tensors, size_t tensor_count,
+static void put_header(json_text *text, const placed_tensor *tensors, size_t tensor_count,
                        const safetensors_metadata *metadata, size_t metadata_count) {
   put_literal(text, "{");
   if (metadata_count) {
@@ -83,7 +93,7 @@ static void put_header(json_text *text, const safetensors_tensor *tensors, size_
   }
   uint64_t offset = 0;
   for (size_t i = 0; i < tensor_count; i++) {
-    const safetensors_tensor *t = &tensors[i];
+    const safetensors_tensor *t = &tensors[i].t;
     uint64_t numel, bytes;
     safetensors_shape_size(t->dtype, t->ndim, t->shape, &numel, &bytes);
     if (i || metadata_count) put_literal(text, ",");
@@ -105,6 +115,7 @@ static void put_header(json_text *text, const safetensors_tensor *tensors, size_
   put_literal(text, "}");
 }
 
+/* Data is checked by the caller (a whole write needs it; a stream is given it later). */
 static st_status check_tensor(const char *path, const safetensors_tensor *t) {
   uint64_t numel, bytes;
   if (!t->name || strcmp(t->name, "__metadata__") == 0) {
@@ -124,9 +135,6 @@ static st_status check_tensor(const char *path, const safetensors_tensor *t) {
                     "%s: tensor '%s' has a negative extent or a size that overflows 64 bits", path,
                     t->name);
   }
-  if (bytes && !t->data) {
-    return st_error(ST_ERR_INVALID_ARG, "%s: tensor '%s' has no data", path, t->name);
-  }
   return ST_OK;
 }
 
@@ -137,7 +145,7 @@ static int compare_layout(const void *a, const void *b) {
 }
 
 /* Sorted copies of the caller's arrays: by name to find duplicates, then tensors by layout. */
-static st_status sort_inputs(const char *path, safetensors_tensor *tensors, size_t tensor_count,
+static st_status sort_inputs(const char *path, placed_tensor *tensors, size_t tensor_count,
                              safetensors_metadata *metadata, size_t metadata_count) {
   qsort(tensors, tensor_count, sizeof *tensors, safetensors_compare_names);
   const char *twice = safetensors_duplicate_name(tensors, tensor_count, sizeof *tensors);
@@ -151,55 +159,142 @@ static st_status sort_inputs(const char *path, safetensors_tensor *tensors, size
   return ST_OK;
 }
 
-static st_status write_file(const char *path, const char *header, size_t header_bytes,
-                            const safetensors_tensor *tensors, size_t tensor_count) {
+struct safetensors_stream {
   atomic_file file;
-  ST_CHECK(atomic_file_create(&file, path));
-  st_status status = atomic_file_write(&file, header, header_bytes);
-  for (size_t i = 0; i < tensor_count && status == ST_OK; i++) {
-    uint64_t numel, bytes;
-    safetensors_shape_size(tensors[i].dtype, tensors[i].ndim, tensors[i].shape, &numel, &bytes);
-    status = atomic_file_write(&file, tensors[i].data, (size_t)bytes);
-  }
-  return atomic_file_finish(&file, status);
-}
+  size_t count;
+  uint64_t *begin, *bytes; /* per tensor in the caller's order: file offset and size of its data */
+  uint64_t unwritten;      /* data bytes not put yet */
+};
 
-st_status safetensors_write(const char *path, const safetensors_tensor *tensors,
-                            size_t tensor_count, const safetensors_metadata *metadata,
-                            size_t metadata_count) {
+static st_status check_inputs(const char *path, const safetensors_tensor *tensors,
+                              size_t tensor_count, const safetensors_metadata *metadata,
+                              size_t metadata_count) {
   for (size_t i = 0; i < tensor_count; i++) ST_CHECK(check_tensor(path, &tensors[i]));
   for (size_t i = 0; i < metadata_count; i++) {
     if (!metadata[i].key || !metadata[i].value) {
       return st_error(ST_ERR_INVALID_ARG, "%s: metadata entry %zu has no key or value", path, i);
     }
   }
-  safetensors_tensor *sorted = NULL;
+  return ST_OK;
+}
+
+/* Builds the header (8-byte length + padded JSON) and places every tensor's data after it. */
+static st_status lay_out(safetensors_stream *s, const char *path, placed_tensor *sorted,
+                         safetensors_metadata *keys, size_t metadata_count, char **header,
+                         size_t *header_bytes) {
+  ST_CHECK(sort_inputs(path, sorted, s->count, keys, metadata_count));
+  json_text text = {NULL, 0};
+  put_header(&text, sorted, s->count, keys, metadata_count);
+  size_t json_bytes = (text.len + 7) / 8 * 8;
+  ST_CHECK(mem_alloc((void **)header, 8 + json_bytes, MEM_HOST, MEM_WORKSPACE, NULL));
+  for (int i = 0; i < 8; i++) (*header)[i] = (char)(((uint64_t)json_bytes >> (8 * i)) & 0xff);
+  text = (json_text){*header + 8, 0};
+  put_header(&text, sorted, s->count, keys, metadata_count);
+  memset(*header + 8 + text.len, ' ', json_bytes - text.len);
+  *header_bytes = 8 + json_bytes;
+  uint64_t at = *header_bytes;
+  for (size_t i = 0; i < s->count; i++) {
+    uint64_t numel, bytes;
+    safetensors_shape_size(sorted[i].t.dtype, sorted[i].t.ndim, sorted[i].t.shape, &numel, &bytes);
+    s->begin[sorted[i].caller] = at;
+    s->bytes[sorted[i].caller] = bytes;
+    at += bytes;
+    s->unwritten += bytes;
+  }
+  return ST_OK;
+}
+
+static void stream_free(safetensors_stream *s) {
+  mem_free(s->bytes);
+  mem_free(s->begin);
+  mem_free(s);
+}
+
+st_status safetensors_stream_open(safetensors_stream **out, const char *path,
+                                  const safetensors_tensor *tensors, size_t tensor_count,
+                                  const safetensors_metadata *metadata, size_t metadata_count) {
+  *out = NULL;
+  ST_CHECK(check_inputs(path, tensors, tensor_count, metadata, metadata_count));
+  safetensors_stream *s = NULL;
+  placed_tensor *sorted = NULL;
   safetensors_metadata *keys = NULL;
   char *header = NULL;
+  size_t header_bytes = 0;
   st_status status;
-  ST_CHECK_GOTO(
-      mem_alloc((void **)&sorted, tensor_count * sizeof *sorted, MEM_HOST, MEM_WORKSPACE, NULL),
-      status, done);
-  ST_CHECK_GOTO(
-      mem_alloc((void **)&keys, metadata_count * sizeof *keys, MEM_HOST, MEM_WORKSPACE, NULL),
-      status, done);
-  if (tensor_count) memcpy(sorted, tensors, tensor_count * sizeof *sorted);
+  ST_CHECK(mem_alloc((void **)&s, sizeof *s, MEM_HOST, MEM_WORKSPACE, NULL));
+  *s = (safetensors_stream){.count = tensor_count};
+  const size_t n = tensor_count ? tensor_count : 1;
+  ST_CHECK_GOTO(mem_alloc((void **)&s->begin, n * sizeof *s->begin, MEM_HOST, MEM_WORKSPACE, NULL),
+                status, fail);
+  ST_CHECK_GOTO(mem_alloc((void **)&s->bytes, n * sizeof *s->bytes, MEM_HOST, MEM_WORKSPACE, NULL),
+                status, fail);
+  ST_CHECK_GOTO(mem_alloc((void **)&sorted, n * sizeof *sorted, MEM_HOST, MEM_WORKSPACE, NULL),
+                status, fail);
+  ST_CHECK_GOTO(mem_alloc((void **)&keys, (metadata_count ? metadata_count : 1) * sizeof *keys,
+                          MEM_HOST, MEM_WORKSPACE, NULL),
+                status, fail);
+  for (size_t i = 0; i < tensor_count; i++) sorted[i] = (placed_tensor){tensors[i], i};
   if (metadata_count) memcpy(keys, metadata, metadata_count * sizeof *keys);
-  ST_CHECK_GOTO(sort_inputs(path, sorted, tensor_count, keys, metadata_count), status, done);
-
-  json_text text = {NULL, 0};
-  put_header(&text, sorted, tensor_count, keys, metadata_count);
-  size_t json_bytes = (text.len + 7) / 8 * 8;
-  ST_CHECK_GOTO(mem_alloc((void **)&header, 8 + json_bytes, MEM_HOST, MEM_WORKSPACE, NULL), status,
-                done);
-  for (int i = 0; i < 8; i++) header[i] = (char)(((uint64_t)json_bytes >> (8 * i)) & 0xff);
-  text = (json_text){header + 8, 0};
-  put_header(&text, sorted, tensor_count, keys, metadata_count);
-  memset(header + 8 + text.len, ' ', json_bytes - text.len);
-  status = write_file(path, header, 8 + json_bytes, sorted, tensor_count);
-done:
+  ST_CHECK_GOTO(lay_out(s, path, sorted, keys, metadata_count, &header, &header_bytes), status,
+                fail);
+  ST_CHECK_GOTO(atomic_file_create(&s->file, path), status, fail);
+  status = atomic_file_write(&s->file, header, header_bytes);
+  if (status != ST_OK) {
+    atomic_file_finish(&s->file, status);
+    goto fail;
+  }
   mem_free(header);
   mem_free(keys);
   mem_free(sorted);
+  *out = s;
+  return ST_OK;
+fail:
+  mem_free(header);
+  mem_free(keys);
+  mem_free(sorted);
+  stream_free(s);
   return status;
+}
+
+st_status safetensors_stream_put(safetensors_stream *s, size_t index, uint64_t first_byte,
+                                 const void *data, size_t bytes) {
+  if (index >= s->count || first_byte > s->bytes[index] || bytes > s->bytes[index] - first_byte) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "%s: %zu bytes at %llu do not fit tensor %zu of this stream", s->file.path,
+                    bytes, (unsigned long long)first_byte, index);
+  }
+  ST_CHECK(atomic_file_write_at(&s->file, data, bytes, s->begin[index] + first_byte));
+  s->unwritten -= bytes < s->unwritten ? bytes : s->unwritten;
+  return ST_OK;
+}
+
+st_status safetensors_stream_finish(safetensors_stream *s, st_status status) {
+  if (!s) return status;
+  if (status == ST_OK && s->unwritten) {
+    status = st_error(ST_ERR_INTERNAL, "%s: %llu bytes of tensor data were never written",
+                      s->file.path, (unsigned long long)s->unwritten);
+  }
+  status = atomic_file_finish(&s->file, status);
+  stream_free(s);
+  return status;
+}
+
+st_status safetensors_write(const char *path, const safetensors_tensor *tensors,
+                            size_t tensor_count, const safetensors_metadata *metadata,
+                            size_t metadata_count) {
+  for (size_t i = 0; i < tensor_count; i++) {
+    uint64_t numel, bytes;
+    ST_CHECK(check_tensor(path, &tensors[i]));
+    safetensors_shape_size(tensors[i].dtype, tensors[i].ndim, tensors[i].shape, &numel, &bytes);
+    if (bytes && !tensors[i].data) {
+      return st_error(ST_ERR_INVALID_ARG, "%s: tensor '%s' has no data", path, tensors[i].name);
+    }
+  }
+  safetensors_stream *s = NULL;
+  ST_CHECK(safetensors_stream_open(&s, path, tensors, tensor_count, metadata, metadata_count));
+  st_status status = ST_OK;
+  for (size_t i = 0; i < tensor_count && status == ST_OK; i++) {
+    status = safetensors_stream_put(s, i, 0, tensors[i].data, (size_t)s->bytes[i]);
+  }
+  return safetensors_stream_finish(s, status);
 }

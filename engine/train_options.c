@@ -68,6 +68,14 @@ int train_options_flags(train_options *o, cli_flag *f, int capacity) {
        "parameters as held, gathered and computed with: fp32 or bf16"},
       {"reduce-dtype", FLAG_STRING, &o->reduce_dtype,
        "gradients as stored and reduced: fp32 or bf16"},
+      {"ckpt-dir", FLAG_STRING, &o->ckpt_dir,
+       "write checkpoints to DIR/step_<N> (every --ckpt-every steps and at the last step)"},
+      {"ckpt-every", FLAG_INT, &o->ckpt_every, "steps between checkpoints (0: the last step only)"},
+      {"keep", FLAG_INT, &o->keep, "complete checkpoints kept in --ckpt-dir (0: all)"},
+      {"resume", FLAG_BOOL, &o->resume,
+       "continue from the newest complete checkpoint in --ckpt-dir (none there: start anew)"},
+      {"resume-from", FLAG_STRING, &o->resume_from,
+       "continue from this checkpoint step directory (any mesh, stage and param dtype)"},
   };
   int n = (int)(sizeof table / sizeof table[0]);
   if (n > capacity) n = capacity;
@@ -106,6 +114,22 @@ static st_status resolve_config(const train_options *o, gpt_config *cfg) {
   }
   ST_CHECK(require_positive("tp", o->tp));
   return gpt_config_finish(cfg, o->tp);
+}
+
+static st_status check_checkpoint_flags(const train_options *o) {
+  ST_CHECK(require_non_negative("ckpt-every", o->ckpt_every));
+  ST_CHECK(require_non_negative("keep", o->keep));
+  if (o->resume && o->resume_from) {
+    return st_error(ST_ERR_INVALID_ARG, "--resume and --resume-from %s: give one of them",
+                    o->resume_from);
+  }
+  if (o->resume && !o->ckpt_dir) {
+    return st_error(ST_ERR_INVALID_ARG, "--resume needs --ckpt-dir (where the checkpoints are)");
+  }
+  if ((o->ckpt_every || o->keep) && !o->ckpt_dir) {
+    return st_error(ST_ERR_INVALID_ARG, "--ckpt-every and --keep need --ckpt-dir");
+  }
+  return ST_OK;
 }
 
 st_status train_options_precision(const train_options *o, unit_precision *out) {
@@ -153,6 +177,7 @@ st_status train_options_resolve(const train_options *o, int dp_size, gpt_config 
     return st_error(ST_ERR_INVALID_ARG, "--weight-decay must be >= 0, got %g", o->weight_decay);
   }
   if (o->clip < 0) return st_error(ST_ERR_INVALID_ARG, "--clip must be >= 0, got %g", o->clip);
+  ST_CHECK(check_checkpoint_flags(o));
   *h = (train_hparams){
       .schedule = {(lr_shape)shape, o->lr, o->min_lr, o->warmup, o->steps > 0 ? o->steps : 1},
       .adam = ADAMW_HPARAMS_DEFAULT,

@@ -26,6 +26,8 @@ typedef struct train_options {
   const char *device;
   int zero, dp_replicate, dp_shard, tp, prefetch, reshard_after_forward;
   const char *param_dtype, *reduce_dtype;
+  const char *ckpt_dir, *resume_from;
+  int ckpt_every, keep, resume;
 } train_options;
 
 void train_options_defaults(train_options *o);

@@ -286,6 +286,22 @@ st_status unit_optimizer_reset(unit *u) {
   return stream_sync(&u->stream);
 }
 
+st_status unit_restore_owned(unit *u, int64_t first, int64_t count, const float *master,
+                             const float *adam_m, const float *adam_v) {
+  const int64_t at = first - u->owned_begin;
+  if (at < 0 || count < 0 || at + count > u->owned_numel) {
+    return st_error(ST_ERR_INVALID_ARG, "unit %s: elements [%lld, %lld) outside its owned range",
+                    u->name, (long long)first, (long long)(first + count));
+  }
+  const size_t bytes = bytes_of(ST_FP32, count);
+  ST_CHECK(stream_memcpy(&u->stream, u->master + at, master, bytes));
+  ST_CHECK(stream_memcpy(&u->stream, u->adam_m + at, adam_m, bytes));
+  ST_CHECK(stream_memcpy(&u->stream, u->adam_v + at, adam_v, bytes));
+  ST_CHECK(upload(u, element(u->param_shard, u->precision.param, at), u->precision.param, master,
+                  count));
+  return stream_sync(&u->stream);
+}
+
 st_status unit_publish(unit *u) {
   ST_CHECK(stream_sync(&u->stream));
   if ((u->stage == 1 || u->stage == 2) && shards_of(u) > 1) {

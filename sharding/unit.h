@@ -125,6 +125,13 @@ void *unit_owned_params(const unit *u);
 /* Zeroes Adam's moments. The master weights come from unit_set_params; with fp32 params they
  * are also copied from the owned parameters, which a caller may have written in place. */
 st_status unit_optimizer_reset(unit *u);
+/* Restores owned elements [first, first + count) (flat indices inside the owned range) from
+ * host fp32 values, as a checkpoint holds them: the master weights and Adam's moments exactly,
+ * the owned parameters as the master rounded to the param dtype (what AdamW writes). Call
+ * unit_publish once the owned range is restored. */
+st_status unit_restore_owned(unit *u, int64_t first, int64_t count, const float *master,
+                             const float *adam_m, const float *adam_v);
+
 /* After the optimizer wrote the owned parameters: make every rank's params reflect them
  * (stages 1-2 all-gather them; a compute copy in use is refreshed). */
 st_status unit_publish(unit *u);

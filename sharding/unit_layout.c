@@ -56,8 +56,8 @@ static st_status split_shape(unit_param *p, int T) {
   return ST_OK;
 }
 
-st_status unit_layout_add(unit_layout *layout, const char *name, int ndim, const int64_t *shape,
-                          tp_split split, int blocks) {
+st_status unit_param_init(unit_param *p, const char *name, int ndim, const int64_t *shape,
+                          tp_split split, int blocks, int T) {
   if (ndim < 1 || ndim > UNIT_MAX_DIMS) {
     return st_error(ST_ERR_INVALID_ARG, "parameter %s has %d dimensions, supported 1..%d", name,
                     ndim, UNIT_MAX_DIMS);
@@ -66,25 +66,32 @@ st_status unit_layout_add(unit_layout *layout, const char *name, int ndim, const
     return st_error(ST_ERR_INVALID_ARG, "parameter name '%s' is longer than %d characters", name,
                     UNIT_NAME_MAX - 1);
   }
-  if (unit_layout_find(layout, name) >= 0) {
-    return st_error(ST_ERR_INVALID_ARG, "parameter %s is declared twice", name);
-  }
   if ((unsigned)split > TP_ROW || blocks < 1) {
     return st_error(ST_ERR_INVALID_ARG, "parameter %s: split %d with %d blocks", name, (int)split,
                     blocks);
   }
-  unit_param p = {.ndim = ndim, .split = split, .blocks = split == TP_COLUMN ? blocks : 1};
-  snprintf(p.name, sizeof p.name, "%s", name);
-  p.numel = 1;
+  *p = (unit_param){.ndim = ndim, .split = split, .blocks = split == TP_COLUMN ? blocks : 1};
+  snprintf(p->name, sizeof p->name, "%s", name);
+  p->numel = 1;
   for (int d = 0; d < ndim; d++) {
     if (shape[d] < 1) {
       return st_error(ST_ERR_INVALID_ARG, "parameter %s: extent %lld in dimension %d", name,
                       (long long)shape[d], d);
     }
-    p.shape[d] = shape[d];
+    p->shape[d] = shape[d];
   }
-  ST_CHECK(split_shape(&p, layout->T));
-  for (int d = 0; d < ndim; d++) p.numel *= p.local_shape[d];
+  ST_CHECK(split_shape(p, T));
+  for (int d = 0; d < ndim; d++) p->numel *= p->local_shape[d];
+  return ST_OK;
+}
+
+st_status unit_layout_add(unit_layout *layout, const char *name, int ndim, const int64_t *shape,
+                          tp_split split, int blocks) {
+  if (unit_layout_find(layout, name) >= 0) {
+    return st_error(ST_ERR_INVALID_ARG, "parameter %s is declared twice", name);
+  }
+  unit_param p;
+  ST_CHECK(unit_param_init(&p, name, ndim, shape, split, blocks, layout->T));
   ST_CHECK(grow(layout));
   int64_t end = 0;
   if (layout->count) {
@@ -118,4 +125,39 @@ int64_t unit_param_global_index(const unit_param *p, int T, int t, int64_t local
   int64_t block = col / block_local, within = col % block_local;
   int64_t full_col = block * (full_cols / p->blocks) + (int64_t)t * block_local + within;
   return row * full_cols + full_col;
+}
+
+/* Local columns per fused block of a column-split slice. */
+static int64_t block_columns(const unit_param *p) {
+  return p->local_shape[p->ndim - 1] / p->blocks;
+}
+
+static int is_whole(const unit_param *p, int T) { return p->split == TP_REPLICATED || T == 1; }
+
+int64_t unit_param_global_run(const unit_param *p, int T, int t, int64_t local, int64_t *global) {
+  *global = unit_param_global_index(p, T, t, local);
+  if (is_whole(p, T) || p->split == TP_ROW) return p->numel - local;
+  const int64_t width = block_columns(p);
+  return width - local % p->local_shape[p->ndim - 1] % width;
+}
+
+int64_t unit_param_local_run(const unit_param *p, int T, int64_t global, int *t, int64_t *local) {
+  if (is_whole(p, T)) {
+    *t = 0;
+    *local = global;
+    return p->numel - global;
+  }
+  if (p->split == TP_ROW) {
+    *t = (int)(global / p->numel);
+    *local = global % p->numel;
+    return p->numel - *local;
+  }
+  const int64_t full_cols = p->shape[p->ndim - 1], cols = p->local_shape[p->ndim - 1];
+  const int64_t width = block_columns(p), full_block = full_cols / p->blocks;
+  const int64_t row = global / full_cols, col = global % full_cols;
+  const int64_t block = col / full_block, in_block = col % full_block;
+  *t = (int)(in_block / width);
+  const int64_t within = in_block % width;
+  *local = row * cols + block * width + within;
+  return width - within;
 }

@@ -52,7 +52,23 @@ st_status unit_layout_add(unit_layout *layout, const char *name, int ndim, const
 /* Index of a parameter by name, or -1. */
 int unit_layout_find(const unit_layout *layout, const char *name);
 
+/* Describes a parameter as unit_layout_add would for T tp ranks (name, shapes, split, numel;
+ * offset 0): a layout of the same parameter on another mesh, say a checkpoint's. Refuses what
+ * unit_layout_add refuses. */
+st_status unit_param_init(unit_param *p, const char *name, int ndim, const int64_t *shape,
+                          tp_split split, int blocks, int T);
+
 /* Global (logical, row-major) element index of element `local` of the parameter's TP slice. */
 int64_t unit_param_global_index(const unit_param *p, int T, int t, int64_t local);
+
+/* Runs: the number of elements, from local element `local` of tp rank t's slice, whose global
+ * indices follow each other (at least 1; a replicated or row-split slice is one run, a column
+ * split breaks at every block of columns). *global receives the first one's global index. */
+int64_t unit_param_global_run(const unit_param *p, int T, int t, int64_t local, int64_t *global);
+
+/* The inverse, for global element `global`: the tp rank holding it, its index in that rank's
+ * slice, and the number of following global elements that rank holds consecutively. A
+ * replicated parameter is found on tp rank 0. */
+int64_t unit_param_local_run(const unit_param *p, int T, int64_t global, int *t, int64_t *local);
 
 #endif /* ST_SHARDING_UNIT_LAYOUT_H */

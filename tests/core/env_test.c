@@ -18,6 +18,7 @@ static void test_table(void) {
       [ENV_LOG_LEVEL] = "ST_LOG_LEVEL",
       [ENV_COMM_TIMEOUT] = "ST_COMM_TIMEOUT",
       [ENV_DEVICE] = "ST_DEVICE",
+      [ENV_CKPT_TEST_DELAY_MS] = "ST_CKPT_TEST_DELAY_MS",
   };
   const env_entry *table = env_table();
   for (int v = 0; v < ENV_VAR_COUNT; v++) {

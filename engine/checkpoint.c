@@ -1,0 +1,448 @@
+/* checkpoint.c - the collective save and restore of checkpoint.h. */
+#include "engine/checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/alloc.h"
+#include "core/env.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/file_io.h"
+#include "engine/job_agree.h"
+#include "engine/safetensors.h"
+
+#define PATH_BYTES 4200
+
+/* dir/name into out; a path that does not fit is an error rather than a silent truncation. */
+static st_status path_join(char *out, size_t size, const char *dir, const char *name) {
+  int n = snprintf(out, size, "%s/%s", dir, name);
+  if (n < 0 || (size_t)n >= size) {
+    return st_error(ST_ERR_INVALID_ARG, "%s/%s: path longer than %zu bytes", dir, name, size - 1);
+  }
+  return ST_OK;
+}
+
+static void world(int *rank, int *size) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  *rank = 0;
+  *size = 1;
+  if (!initialized) return;
+  MPI_Comm_rank(MPI_COMM_WORLD, rank);
+  MPI_Comm_size(MPI_COMM_WORLD, size);
+}
+
+static st_status model_coords(const gpt_model *m, st_mesh_coords *c) {
+  if (m->par.mesh) return st_mesh_get_coords(m->par.mesh, c);
+  *c = (st_mesh_coords){.world_size = 1, .R = 1, .S = 1, .T = 1};
+  return ST_OK;
+}
+
+/* ---- directories -------------------------------------------------------------------------- */
+
+/* Removes a directory of plain files (a step directory, complete or not). */
+static st_status remove_step_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) {
+    if (errno == ENOENT) return ST_OK;
+    return st_error(ST_ERR_IO, "%s: cannot open to remove it: %s", dir, strerror(errno));
+  }
+  struct dirent *e;
+  char path[PATH_BYTES];
+  st_status status = ST_OK;
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    st_status joined = path_join(path, sizeof path, dir, e->d_name);
+    if (joined != ST_OK) {
+      status = joined;
+      break;
+    }
+    if (unlink(path) != 0 && status == ST_OK) {
+      status = st_error(ST_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
+    }
+  }
+  closedir(d);
+  if (status == ST_OK && rmdir(dir) != 0) {
+    status = st_error(ST_ERR_IO, "%s: cannot remove: %s", dir, strerror(errno));
+  }
+  return status;
+}
+
+static int is_complete(const char *ckpt_dir, const char *name) {
+  char path[PATH_BYTES];
+  struct stat st;
+  snprintf(path, sizeof path, "%s/%s/DONE", ckpt_dir, name);
+  return stat(path, &st) == 0;
+}
+
+/* The step of a directory entry named step_<N>, or -1. */
+static long long step_of(const char *name) {
+  if (strncmp(name, "step_", 5) != 0 || !name[5]) return -1;
+  char *end;
+  errno = 0;
+  long long step = strtoll(name + 5, &end, 10);
+  return *end || errno || step < 0 ? -1 : step;
+}
+
+/* The complete checkpoints' steps, ascending (at most `capacity`); returns the count. */
+static int complete_steps(const char *ckpt_dir, long long *steps, int capacity) {
+  DIR *d = opendir(ckpt_dir);
+  if (!d) return 0;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL && n < capacity) {
+    long long step = step_of(e->d_name);
+    if (step >= 0 && is_complete(ckpt_dir, e->d_name)) steps[n++] = step;
+  }
+  closedir(d);
+  for (int i = 1; i < n; i++) { /* insertion sort: a directory holds few checkpoints */
+    long long x = steps[i];
+    int j = i;
+    for (; j > 0 && steps[j - 1] > x; j--) steps[j] = steps[j - 1];
+    steps[j] = x;
+  }
+  return n;
+}
+
+#define MAX_LISTED 4096
+
+st_status ckpt_find_latest(const char *ckpt_dir, char *out, size_t size, int *found) {
+  struct stat st;
+  if (stat(ckpt_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return st_error(ST_ERR_INVALID_ARG, "--ckpt-dir %s: no such directory", ckpt_dir);
+  }
+  long long *steps = NULL;
+  ST_CHECK(mem_alloc((void **)&steps, MAX_LISTED * sizeof *steps, MEM_HOST, MEM_WORKSPACE, NULL));
+  int n = complete_steps(ckpt_dir, steps, MAX_LISTED);
+  *found = n > 0;
+  if (n) snprintf(out, size, "%s/step_%lld", ckpt_dir, steps[n - 1]);
+  mem_free(steps);
+  return ST_OK;
+}
+
+/* Deletes the oldest complete checkpoints until `keep` remain. */
+static st_status prune(const char *ckpt_dir, int keep) {
+  long long *steps = NULL;
+  ST_CHECK(mem_alloc((void **)&steps, MAX_LISTED * sizeof *steps, MEM_HOST, MEM_WORKSPACE, NULL));
+  int n = complete_steps(ckpt_dir, steps, MAX_LISTED);
+  st_status status = ST_OK;
+  char path[PATH_BYTES];
+  for (int i = 0; status == ST_OK && i + keep < n; i++) {
+    snprintf(path, sizeof path, "%s/step_%lld", ckpt_dir, steps[i]);
+    status = remove_step_dir(path);
+  }
+  mem_free(steps);
+  return status == ST_OK ? file_sync_directory(ckpt_dir, ckpt_dir) : status;
+}
+
+/* Removes what crashed saves left (.step_*.tmp) and creates this save's temporary directory. */
+static st_status prepare_dirs(const char *ckpt_dir, const char *temp) {
+  if (mkdir(ckpt_dir, 0777) != 0 && errno != EEXIST) {
+    return st_error(ST_ERR_IO, "--ckpt-dir %s: cannot create: %s", ckpt_dir, strerror(errno));
+  }
+  DIR *d = opendir(ckpt_dir);
+  if (!d) return st_error(ST_ERR_IO, "--ckpt-dir %s: cannot open: %s", ckpt_dir, strerror(errno));
+  struct dirent *e;
+  char path[PATH_BYTES];
+  st_status status = ST_OK;
+  while ((e = readdir(d)) != NULL && status == ST_OK) {
+    size_t len = strlen(e->d_name);
+    if (strncmp(e->d_name, ".step_", 6) == 0 && len > 4 &&
+        strcmp(e->d_name + len - 4, ".tmp") == 0) {
+      snprintf(path, sizeof path, "%s/%s", ckpt_dir, e->d_name);
+      status = remove_step_dir(path);
+    }
+  }
+  closedir(d);
+  ST_CHECK(status);
+  if (mkdir(temp, 0777) != 0) {
+    return st_error(ST_ERR_IO, "%s: cannot create: %s", temp, strerror(errno));
+  }
+  return ST_OK;
+}
+
+/* ---- saving ------------------------------------------------------------------------------- */
+
+/* This rank's file: its pieces of every unit, streamed through one host staging buffer. */
+typedef struct rank_file {
+  int n;                       /* pieces */
+  int *unit, *index, *param;   /* per piece: unit, parameter in the unit, manifest parameter */
+  int64_t *begin, *end;        /* per piece: range of the parameter's slice */
+  safetensors_tensor *tensors; /* 3 per piece */
+  safetensors_metadata *meta;  /* 1 per piece, plus the format key */
+  char (*names)[CKPT_NAME_MAX + 16];
+  char (*values)[512];
+} rank_file;
+
+static void rank_file_free(rank_file *f) {
+  mem_free(f->values);
+  mem_free(f->names);
+  mem_free(f->meta);
+  mem_free(f->tensors);
+  mem_free(f->end);
+  mem_free(f->begin);
+  mem_free(f->param);
+  mem_free(f->index);
+  mem_free(f->unit);
+}
+
+static st_status rank_file_alloc(rank_file *f, int capacity) {
+  const size_t n = (size_t)(capacity ? capacity : 1);
+  ST_CHECK(mem_alloc((void **)&f->unit, n * sizeof *f->unit, MEM_HOST, MEM_WORKSPACE, NULL));
+  ST_CHECK(mem_alloc((void **)&f->index, n * sizeof *f->index, MEM_HOST, MEM_WORKSPACE, NULL));
+  ST_CHECK(mem_alloc((void **)&f->param, n * sizeof *f->param, MEM_HOST, MEM_WORKSPACE, NULL));
+  ST_CHECK(mem_alloc((void **)&f->begin, n * sizeof *f->begin, MEM_HOST, MEM_WORKSPACE, NULL));
+  ST_CHECK(mem_alloc((void **)&f->end, n * sizeof *f->end, MEM_HOST, MEM_WORKSPACE, NULL));
+  ST_CHECK(
+      mem_alloc((void **)&f->tensors, 3 * n * sizeof *f->tensors, MEM_HOST, MEM_WORKSPACE, NULL));
+  ST_CHECK(mem_alloc((void **)&f->meta, (n + 1) * sizeof *f->meta, MEM_HOST, MEM_WORKSPACE, NULL));
+  ST_CHECK(mem_alloc((void **)&f->names, 3 * n * sizeof *f->names, MEM_HOST, MEM_WORKSPACE, NULL));
+  return mem_alloc((void **)&f->values, n * sizeof *f->values, MEM_HOST, MEM_WORKSPACE, NULL);
+}
+
+/* Lists this rank's pieces (shard rank s) and describes their tensors. */
+static st_status rank_file_build(rank_file *f, const gpt_model *m, const ckpt_manifest *plan, int s,
+                                 int64_t *largest) {
+  int capacity = 0;
+  for (int u = 0; u < m->n_units; u++) capacity += m->units[u].layout.count;
+  ST_CHECK(rank_file_alloc(f, capacity));
+  *largest = 0;
+  int param = 0;
+  for (int u = 0; u < m->n_units; u++) {
+    const unit_layout *l = &m->units[u].layout;
+    for (int k = 0; k < l->count; k++, param++) {
+      int64_t begin, end;
+      if (!ckpt_piece_range(l, k, s, &begin, &end)) continue;
+      const int i = f->n++;
+      f->unit[i] = u;
+      f->index[i] = k;
+      f->param[i] = param;
+      f->begin[i] = begin;
+      f->end[i] = end;
+      if (end - begin > *largest) *largest = end - begin;
+      const ckpt_piece piece = {param, s * plan->T + l->t, l->t, begin, end};
+      ckpt_piece_describe(plan, &piece, f->values[i], sizeof f->values[i]);
+      f->meta[i] = (safetensors_metadata){plan->params[param].name, f->values[i]};
+      for (int st = 0; st < CKPT_STATE_COUNT; st++) {
+        char *name = f->names[3 * i + st];
+        snprintf(name, sizeof f->names[0], "%s/%s", ckpt_state_name((ckpt_state)st),
+                 plan->params[param].name);
+        f->tensors[3 * i + st] = (safetensors_tensor){
+            .name = name, .dtype = SAFETENSORS_F32, .ndim = 1, .shape = {end - begin}};
+      }
+    }
+  }
+  f->meta[f->n] = (safetensors_metadata){"format", "shardtrain-checkpoint-pieces"};
+  return ST_OK;
+}
+
+/* Writes this rank's file: each piece's master, m and v copied from the device and put. */
+static st_status write_rank_file(gpt_model *m, const ckpt_manifest *plan, int s, const char *path) {
+  rank_file f = {0};
+  float *staging = NULL;
+  safetensors_stream *stream = NULL;
+  int64_t largest = 0;
+  st_status status = rank_file_build(&f, m, plan, s, &largest);
+  if (status == ST_OK) {
+    status = mem_alloc((void **)&staging, (size_t)(largest ? largest : 1) * sizeof(float), MEM_HOST,
+                       MEM_WORKSPACE, NULL);
+  }
+  if (status == ST_OK) {
+    status =
+        safetensors_stream_open(&stream, path, f.tensors, 3 * (size_t)f.n, f.meta, (size_t)f.n + 1);
+  }
+  for (int i = 0; status == ST_OK && i < f.n; i++) {
+    unit *u = &m->units[f.unit[i]];
+    const int64_t at = u->layout.params[f.index[i]].offset + f.begin[i] - u->owned_begin;
+    const size_t bytes = (size_t)(f.end[i] - f.begin[i]) * sizeof(float);
+    float *state[CKPT_STATE_COUNT] = {u->master, u->adam_m, u->adam_v};
+    for (int st = 0; status == ST_OK && st < CKPT_STATE_COUNT; st++) {
+      status = stream_memcpy(&m->stream, staging, state[st] + at, bytes);
+      if (status == ST_OK) status = stream_sync(&m->stream);
+      if (status == ST_OK)
+        status = safetensors_stream_put(stream, 3 * (size_t)i + st, 0, staging, bytes);
+    }
+  }
+  status = safetensors_stream_finish(stream, status);
+  mem_free(staging);
+  rank_file_free(&f);
+  return status;
+}
+
+/* A file's record as the writers send it to rank 0. */
+typedef struct file_record {
+  char sha256[SHA256_HEX_SIZE];
+  uint64_t bytes;
+  int32_t file; /* -1: this rank wrote nothing */
+} file_record;
+
+static double seconds_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Rank 0, after every file is in the temporary directory: manifest, DONE, rename into place. */
+static st_status finish_save(const ckpt_manifest *m, const char *temp, const char *final,
+                             const char *ckpt_dir) {
+  char path[PATH_BYTES];
+  ST_CHECK(path_join(path, sizeof path, temp, "manifest.json"));
+  ST_CHECK(ckpt_manifest_write(m, path));
+  ST_CHECK(path_join(path, sizeof path, temp, "DONE"));
+  atomic_file done;
+  ST_CHECK(atomic_file_create(&done, path));
+  char text[64];
+  int n = snprintf(text, sizeof text, "step %lld\n", (long long)m->step);
+  ST_CHECK(atomic_file_finish(&done, atomic_file_write(&done, text, (size_t)n)));
+  /* A checkpoint of the same step already there (a run resumed from it) is replaced: moved
+   * aside, the new one renamed in, the old one removed. */
+  snprintf(path, sizeof path, "%s/.step_%lld.old", ckpt_dir, (long long)m->step);
+  struct stat st;
+  int replacing = stat(final, &st) == 0;
+  ST_CHECK(remove_step_dir(path));
+  if (replacing && rename(final, path) != 0) {
+    return st_error(ST_ERR_IO, "%s: cannot move aside: %s", final, strerror(errno));
+  }
+  if (rename(temp, final) != 0) {
+    return st_error(ST_ERR_IO, "%s: cannot rename into place: %s", final, strerror(errno));
+  }
+  ST_CHECK(file_sync_directory(ckpt_dir, final));
+  return replacing ? remove_step_dir(path) : ST_OK;
+}
+
+st_status ckpt_save(gpt_model *model, const ckpt_manifest *run, const char *ckpt_dir, int keep,
+                    char *saved, size_t saved_size) {
+  int rank, size;
+  world(&rank, &size);
+  st_mesh_coords c;
+  ST_CHECK(model_coords(model, &c));
+  char temp[PATH_BYTES], final[PATH_BYTES], path[PATH_BYTES + 64];
+  snprintf(temp, sizeof temp, "%s/.step_%lld.tmp", ckpt_dir, (long long)run->step);
+  snprintf(final, sizeof final, "%s/step_%lld", ckpt_dir, (long long)run->step);
+  const double start = seconds_now();
+  ckpt_manifest m = *run;
+  m.params = NULL;
+  m.files = NULL;
+  m.pieces = NULL;
+  m.data = NULL;
+  st_status status = ckpt_manifest_plan(&m);
+  if (status == ST_OK) status = ckpt_manifest_set_data(&m, run->dp_size, run->data[0]);
+  if (status == ST_OK) memcpy(m.data, run->data, (size_t)run->dp_size * sizeof *m.data);
+  if (rank == 0 && status == ST_OK) status = prepare_dirs(ckpt_dir, temp);
+  ST_CHECK_GOTO(job_agree(status), status, done);
+
+  file_record mine = {.file = -1};
+  if (c.r == 0) {
+    mine.file = c.s * c.T + c.t;
+    snprintf(path, sizeof path, "%s/%s", temp, m.files[mine.file].name);
+    status = write_rank_file(model, &m, c.s, path);
+    if (status == ST_OK) status = sha256_file(path, mine.sha256, &mine.bytes);
+  }
+  const int delay_ms = atoi(env_get_string(ENV_CKPT_TEST_DELAY_MS));
+  if (delay_ms > 0 && status == ST_OK) usleep((useconds_t)delay_ms * 1000);
+  ST_CHECK_GOTO(job_agree(status), status, done);
+
+  file_record *records = NULL;
+  if (rank == 0) {
+    status =
+        mem_alloc((void **)&records, (size_t)size * sizeof *records, MEM_HOST, MEM_WORKSPACE, NULL);
+  }
+  ST_CHECK_GOTO(job_agree(status), status, done);
+  if (size > 1) {
+    MPI_Gather(&mine, (int)sizeof mine, MPI_BYTE, records, (int)sizeof mine, MPI_BYTE, 0,
+               MPI_COMM_WORLD);
+  } else {
+    records[0] = mine;
+  }
+  uint64_t total = 0;
+  if (rank == 0) {
+    for (int i = 0; i < size; i++) {
+      if (records[i].file < 0) continue;
+      ckpt_file *f = &m.files[records[i].file];
+      memcpy(f->sha256, records[i].sha256, sizeof f->sha256);
+      f->bytes = records[i].bytes;
+      total += f->bytes;
+    }
+    status = finish_save(&m, temp, final, ckpt_dir);
+    if (status == ST_OK && keep > 0) status = prune(ckpt_dir, keep);
+  }
+  mem_free(records);
+  ST_CHECK_GOTO(job_agree(status), status, done);
+  if (rank == 0) {
+    const double seconds = seconds_now() - start;
+    st_log(ST_LOG_INFO, "checkpoint %s: %.1f MB in %d files, %.2f s (%.1f MB/s)", final,
+           (double)total / 1e6, m.n_files, seconds,
+           (double)total / 1e6 / (seconds > 0 ? seconds : 1e-9));
+  }
+  if (saved) snprintf(saved, saved_size, "%s", final);
+done:
+  ckpt_manifest_free(&m);
+  return status;
+}
+
+/* ---- restoring ---------------------------------------------------------------------------- */
+
+static st_status verify_share(const ckpt_source *src) {
+  int rank, size;
+  world(&rank, &size);
+  const ckpt_manifest *m = ckpt_source_manifest(src);
+  for (int f = rank; f < m->n_files; f += size) ST_CHECK(ckpt_source_verify(src, f));
+  return ST_OK;
+}
+
+/* Reads unit u's owned range of every parameter from the checkpoint. */
+static st_status restore_unit(gpt_model *m, int u, ckpt_source *src, float *buf[3]) {
+  unit *un = &m->units[u];
+  const unit_layout *l = &un->layout;
+  const int64_t owned_end = un->owned_begin + un->owned_numel;
+  for (int k = 0; k < l->count; k++) {
+    const unit_param *p = &l->params[k];
+    const int64_t lo = p->offset > un->owned_begin ? p->offset : un->owned_begin;
+    const int64_t hi = p->offset + p->numel < owned_end ? p->offset + p->numel : owned_end;
+    if (lo >= hi) continue;
+    char name[CKPT_NAME_MAX];
+    snprintf(name, sizeof name, "%s%s", m->prefixes[u], p->name);
+    for (int st = 0; st < CKPT_STATE_COUNT; st++) {
+      ST_CHECK(ckpt_source_read(src, (ckpt_state)st, name, p, l->T, l->t, lo - p->offset, hi - lo,
+                                buf[st]));
+    }
+    ST_CHECK(unit_restore_owned(un, lo, hi - lo, buf[0], buf[1], buf[2]));
+  }
+  return ST_OK;
+}
+
+static st_status restore_local(gpt_model *m, ckpt_source *src) {
+  int64_t largest = 1;
+  for (int u = 0; u < m->n_units; u++) {
+    for (int k = 0; k < m->units[u].layout.count; k++) {
+      if (m->units[u].layout.params[k].numel > largest)
+        largest = m->units[u].layout.params[k].numel;
+    }
+  }
+  float *buf[3] = {NULL, NULL, NULL};
+  st_status status = ST_OK;
+  for (int i = 0; i < 3 && status == ST_OK; i++) {
+    status =
+        mem_alloc((void **)&buf[i], (size_t)largest * sizeof(float), MEM_HOST, MEM_WORKSPACE, NULL);
+  }
+  for (int u = 0; u < m->n_units && status == ST_OK; u++) status = restore_unit(m, u, src, buf);
+  for (int i = 2; i >= 0; i--) mem_free(buf[i]);
+  return status;
+}
+
+st_status ckpt_restore(gpt_model *m, ckpt_source *src) {
+  ST_CHECK(job_agree(ckpt_source_check_model(src, &m->cfg)));
+  ST_CHECK(job_agree(verify_share(src)));
+  ST_CHECK(job_agree(restore_local(m, src)));
+  /* Collective over each shard group (stages 1-2 gather the restored shards). */
+  for (int u = 0; u < m->n_units; u++) ST_CHECK(unit_publish(&m->units[u]));
+  return ST_OK;
+}
