@@ -21,15 +21,6 @@
 
 #define PATH_BYTES 4200
 
-/* dir/name into out; a path that does not fit is an error rather than a silent truncation. */
-static st_status path_join(char *out, size_t size, const char *dir, const char *name) {
-  int n = snprintf(out, size, "%s/%s", dir, name);
-  if (n < 0 || (size_t)n >= size) {
-    return st_error(ST_ERR_INVALID_ARG, "%s/%s: path longer than %zu bytes", dir, name, size - 1);
-  }
-  return ST_OK;
-}
-
 static void world(int *rank, int *size) {
   int initialized = 0;
   MPI_Initialized(&initialized);
@@ -47,34 +38,6 @@ static st_status model_coords(const gpt_model *m, st_mesh_coords *c) {
 }
 
 /* ---- directories -------------------------------------------------------------------------- */
-
-/* Removes a directory of plain files (a step directory, complete or not). */
-static st_status remove_step_dir(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) {
-    if (errno == ENOENT) return ST_OK;
-    return st_error(ST_ERR_IO, "%s: cannot open to remove it: %s", dir, strerror(errno));
-  }
-  struct dirent *e;
-  char path[PATH_BYTES];
-  st_status status = ST_OK;
-  while ((e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    st_status joined = path_join(path, sizeof path, dir, e->d_name);
-    if (joined != ST_OK) {
-      status = joined;
-      break;
-    }
-    if (unlink(path) != 0 && status == ST_OK) {
-      status = st_error(ST_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
-    }
-  }
-  closedir(d);
-  if (status == ST_OK && rmdir(dir) != 0) {
-    status = st_error(ST_ERR_IO, "%s: cannot remove: %s", dir, strerror(errno));
-  }
-  return status;
-}
 
 static int is_complete(const char *ckpt_dir, const char *name) {
   char path[PATH_BYTES];
@@ -137,7 +100,7 @@ static st_status prune(const char *ckpt_dir, int keep) {
   char path[PATH_BYTES];
   for (int i = 0; status == ST_OK && i + keep < n; i++) {
     snprintf(path, sizeof path, "%s/step_%lld", ckpt_dir, steps[i]);
-    status = remove_step_dir(path);
+    status = file_remove_flat_dir(path);
   }
   mem_free(steps);
   return status == ST_OK ? file_sync_directory(ckpt_dir, ckpt_dir) : status;
@@ -158,7 +121,7 @@ static st_status prepare_dirs(const char *ckpt_dir, const char *temp) {
     if (strncmp(e->d_name, ".step_", 6) == 0 && len > 4 &&
         strcmp(e->d_name + len - 4, ".tmp") == 0) {
       snprintf(path, sizeof path, "%s/%s", ckpt_dir, e->d_name);
-      status = remove_step_dir(path);
+      status = file_remove_flat_dir(path);
     }
   }
   closedir(d);
@@ -294,9 +257,9 @@ static double seconds_now(void) {
 static st_status finish_save(const ckpt_manifest *m, const char *temp, const char *final,
                              const char *ckpt_dir) {
   char path[PATH_BYTES];
-  ST_CHECK(path_join(path, sizeof path, temp, "manifest.json"));
+  ST_CHECK(file_path_join(path, sizeof path, temp, "manifest.json"));
   ST_CHECK(ckpt_manifest_write(m, path));
-  ST_CHECK(path_join(path, sizeof path, temp, "DONE"));
+  ST_CHECK(file_path_join(path, sizeof path, temp, "DONE"));
   atomic_file done;
   ST_CHECK(atomic_file_create(&done, path));
   char text[64];
@@ -307,7 +270,7 @@ static st_status finish_save(const ckpt_manifest *m, const char *temp, const cha
   snprintf(path, sizeof path, "%s/.step_%lld.old", ckpt_dir, (long long)m->step);
   struct stat st;
   int replacing = stat(final, &st) == 0;
-  ST_CHECK(remove_step_dir(path));
+  ST_CHECK(file_remove_flat_dir(path));
   if (replacing && rename(final, path) != 0) {
     return st_error(ST_ERR_IO, "%s: cannot move aside: %s", final, strerror(errno));
   }
@@ -315,7 +278,7 @@ static st_status finish_save(const ckpt_manifest *m, const char *temp, const cha
     return st_error(ST_ERR_IO, "%s: cannot rename into place: %s", final, strerror(errno));
   }
   ST_CHECK(file_sync_directory(ckpt_dir, final));
-  return replacing ? remove_step_dir(path) : ST_OK;
+  return replacing ? file_remove_flat_dir(path) : ST_OK;
 }
 
 st_status ckpt_save(gpt_model *model, const ckpt_manifest *run, const char *ckpt_dir, int keep,

@@ -69,8 +69,8 @@ static st_status plan_unit(ckpt_manifest *m, int index, int t, int *n_params, in
   return status;
 }
 
-/* Walks every parameter in model order and, inside it, tp rank and shard rank, so the pieces
- * come out sorted by (param, t, begin). */
+/* Walks every unit, tp rank, parameter and shard rank (each tp rank's layout of a unit is
+ * built once). */
 static st_status plan_walk(ckpt_manifest *m, int *n_params, int *n_pieces) {
   *n_params = *n_pieces = 0;
   for (int u = 0; u < m->cfg.n_layer + 2; u++) {
@@ -86,6 +86,13 @@ static st_status plan_walk(ckpt_manifest *m, int *n_params, int *n_pieces) {
   return ST_OK;
 }
 
+static int compare_pieces(const void *a, const void *b) {
+  const ckpt_piece *x = a, *y = b;
+  if (x->param != y->param) return x->param < y->param ? -1 : 1;
+  if (x->t != y->t) return x->t < y->t ? -1 : 1;
+  return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
 st_status ckpt_manifest_plan(ckpt_manifest *m) {
   int n_params, n_pieces;
   ST_CHECK(plan_walk(m, &n_params, &n_pieces));
@@ -98,6 +105,7 @@ st_status ckpt_manifest_plan(ckpt_manifest *m) {
   ST_CHECK(mem_alloc_zeroed((void **)&m->files, (size_t)m->n_files * sizeof *m->files, MEM_HOST,
                             MEM_WORKSPACE, NULL));
   ST_CHECK(plan_walk(m, &m->n_params, &m->n_pieces));
+  qsort(m->pieces, (size_t)m->n_pieces, sizeof *m->pieces, compare_pieces);
   for (int f = 0; f < m->n_files; f++) {
     snprintf(m->files[f].name, sizeof m->files[f].name, "rank_%05d.safetensors", f);
   }

@@ -17,6 +17,9 @@ static const subcommand subcommands[] = {
     {"train", cmd_train, "train a GPT-2 model on token shards"},
     {"plan", cmd_plan, "predict memory and communication per rank for every mesh and stage"},
     {"selftest", cmd_selftest, "check and time every collective on every group of a mesh"},
+    {"reshard", cmd_reshard, "rewrite a checkpoint for another mesh and stage (one process)"},
+    {"export", cmd_export, "write a checkpoint as a Hugging Face GPT-2 safetensors file"},
+    {"inspect", cmd_inspect, "print a checkpoint's manifest and verify its checksums"},
 };
 
 static void usage(FILE *out) {

@@ -7,6 +7,9 @@
 int cmd_selftest(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
+int cmd_reshard(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
 
 /* Prints "shardtrain <command>: error: <st_last_error()>" and returns 2, after a barrier over
  * the job's ranks: a bad flag is seen by every rank, and without the barrier the launcher kills

@@ -1,6 +1,7 @@
 /* file_io.c - positioned reads and crash-safe whole-file writes (see file_io.h). */
 #include "engine/file_io.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -139,5 +140,41 @@ st_status atomic_file_finish(atomic_file *file, st_status status) {
   }
   mem_free(file->temp_path);
   file->temp_path = NULL;
+  return status;
+}
+
+st_status file_path_join(char *out, size_t size, const char *dir, const char *name) {
+  int n = snprintf(out, size, "%s/%s", dir, name);
+  if (n < 0 || (size_t)n >= size) {
+    return st_error(ST_ERR_INVALID_ARG, "%s/%s: path longer than %zu bytes", dir, name, size - 1);
+  }
+  return ST_OK;
+}
+
+st_status file_remove_flat_dir(const char *dir) {
+  enum { PATH_BYTES = 4200 };
+  DIR *d = opendir(dir);
+  if (!d) {
+    if (errno == ENOENT) return ST_OK;
+    return st_error(ST_ERR_IO, "%s: cannot open to remove it: %s", dir, strerror(errno));
+  }
+  struct dirent *e;
+  char path[PATH_BYTES];
+  st_status status = ST_OK;
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    st_status joined = file_path_join(path, sizeof path, dir, e->d_name);
+    if (joined != ST_OK) {
+      status = joined;
+      break;
+    }
+    if (unlink(path) != 0 && status == ST_OK) {
+      status = st_error(ST_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
+    }
+  }
+  closedir(d);
+  if (status == ST_OK && rmdir(dir) != 0) {
+    status = st_error(ST_ERR_IO, "%s: cannot remove: %s", dir, strerror(errno));
+  }
   return status;
 }

@@ -46,4 +46,12 @@ st_status atomic_file_finish(atomic_file *file, st_status status);
  * cannot sync directories (EINVAL) is not an error. `what` names the file the sync is for. */
 st_status file_sync_directory(const char *dir, const char *what);
 
+/* dir/name into out; a path that does not fit is ST_ERR_INVALID_ARG, never a silent
+ * truncation. */
+st_status file_path_join(char *out, size_t size, const char *dir, const char *name);
+
+/* Removes a directory holding only plain files (a checkpoint step directory); a directory
+ * that does not exist is fine. */
+st_status file_remove_flat_dir(const char *dir);
+
 #endif /* ST_ENGINE_FILE_IO_H */
