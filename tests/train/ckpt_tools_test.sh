@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The offline checkpoint tools, end to end:
+#   - reshard: a checkpoint written on 2 ranks at ZeRO-3 and resharded for tp 2 x dp-shard 2 at
+#     ZeRO-1 resumes there bit-identically to resuming from the original (same losses, same
+#     export bytes), and within 1e-5 of the run that never stopped on that mesh;
+#   - export: `shardtrain export` of a checkpoint is byte-identical to `train --export` of the
+#     run that wrote it, and importing that file (--init-from) and exporting it again gives the
+#     same bytes;
+#   - inspect: lists every file as ok and exits 0; with a flipped byte it marks the file
+#     DAMAGED, names it in one error line and exits 1;
+#   - bad input: resharding into an existing directory or for a tp that does not divide the
+#     heads, missing paths, a directory that is not a checkpoint: one error line, exit 2.
+set -uo pipefail
+shardtrain=$1
+prepare=$2
+mpirun_sh=$3
+# shellcheck source=tests/train/train_runs.sh
+. "$(dirname "$0")/train_runs.sh"
+fail() { echo "FAIL: $*"; exit 1; }
+
+ck=$work/ck
+run src 2 --micro-batch 4 --zero 3 --ckpt-dir "$ck" --ckpt-every 5
+[ -f "$ck/step_5/DONE" ] && [ -f "$ck/step_10/DONE" ] || fail "the training run did not save step_5 and step_10"
+
+# reshard, then resume from the original and from the resharded copy on the target mesh
+"$shardtrain" reshard "$ck/step_5" "$work/rs" --tp 2 --dp-shard 2 --zero 1 > "$work/rs.log" 2>&1 \
+  || { cat "$work/rs.log"; fail "reshard exited non-zero"; }
+[ "$(ls "$work/rs"/rank_*.safetensors | wc -l)" = 4 ] || fail "reshard did not write 4 rank files"
+target=(--micro-batch 4 --tp 2 --dp-shard 2 --zero 1)
+run target 4 "${target[@]}"
+run from_orig 4 "${target[@]}" --resume-from "$ck/step_5"
+run from_rs 4 "${target[@]}" --resume-from "$work/rs"
+python3 - "$work" "$(dirname "$0")" <<'PY' || exit 1
+import sys
+sys.path.insert(0, sys.argv[2])
+import run_outputs as ro
+work = sys.argv[1]
+target, orig, rs = (ro.metrics(work, n) for n in ("target", "from_orig", "from_rs"))
+assert [m["step"] for m in orig] == list(range(5, 10)), [m["step"] for m in orig]
+for a, b in zip(orig, rs):
+    for key in ("loss", "grad_norm", "lr"):
+        assert a[key] == b[key], ("resharded resume differs", a["step"], key, a[key], b[key])
+assert ro.same_export(work, "from_orig", "from_rs"), "resharded resume exports other bytes"
+worst = 0.0
+for a, b in zip(orig, target[5:]):
+    for key in ("loss", "grad_norm"):
+        worst = max(worst, abs(a[key] - b[key]) / abs(b[key]))
+assert worst < 1e-5, ("resumed run differs from the never-stopped one", worst)
+print(f"reshard: resume bit-identical to the original's; worst relative difference to the "
+      f"never-stopped run {worst:.2e}")
+PY
+
+# export, and its round trip through --init-from
+"$shardtrain" export "$ck/step_10" "$work/offline.safetensors" > /dev/null || fail "export failed"
+cmp "$work/offline.safetensors" "$work/src.safetensors" || fail "export differs from train --export"
+"$shardtrain" train --model tiny --steps 0 --init-from "$work/offline.safetensors" \
+  --export "$work/again.safetensors" > /dev/null 2>&1 || fail "--init-from the export failed"
+cmp "$work/offline.safetensors" "$work/again.safetensors" || fail "export does not round-trip"
+
+# inspect
+"$shardtrain" inspect "$ck/step_10" > "$work/inspect.log" 2>&1 || fail "inspect of a good checkpoint exited non-zero"
+[ "$(grep -c ' ok$' "$work/inspect.log")" = 2 ] || { cat "$work/inspect.log"; fail "inspect did not list 2 ok files"; }
+grep -q "step        10" "$work/inspect.log" || fail "inspect does not print the step"
+cp -r "$ck/step_10" "$work/damaged"
+printf '\x5a' | dd of="$work/damaged/rank_00001.safetensors" bs=1 seek=3000 conv=notrunc 2> /dev/null
+"$shardtrain" inspect "$work/damaged" > "$work/damaged.log" 2>&1
+rc=$?
+[ $rc = 1 ] || fail "inspect of a damaged checkpoint exited $rc, expected 1"
+grep -q "DAMAGED" "$work/damaged.log" || fail "inspect did not mark the damaged file"
+[ "$(grep -c 'error:' "$work/damaged.log")" = 1 ] || fail "expected one error line"
+grep -q "error: .*damaged/rank_00001.safetensors: SHA-256" "$work/damaged.log" \
+  || { cat "$work/damaged.log"; fail "the error line does not name the file and the checksum"; }
+
+# bad input: one error line naming the problem, exit 2, nothing written
+expect_bad() {
+  local pattern=$1
+  shift
+  "$shardtrain" "$@" > "$work/bad.log" 2>&1
+  local rc=$?
+  [ $rc = 2 ] || { cat "$work/bad.log"; fail "'$*' exited $rc, expected 2"; }
+  [ "$(wc -l < "$work/bad.log")" = 1 ] || { cat "$work/bad.log"; fail "'$*': expected one line"; }
+  grep -q -- "$pattern" "$work/bad.log" || { cat "$work/bad.log"; fail "'$*' does not say '$pattern'"; }
+}
+expect_bad "exists" reshard "$ck/step_5" "$work/rs" --tp 2
+expect_bad "tp 3 does not divide n_head 4" reshard "$ck/step_5" "$work/rs3" --tp 3
+[ ! -e "$work/rs3" ] || fail "a refused reshard left $work/rs3"
+expect_bad "expected SRC and DST" reshard "$ck/step_5"
+expect_bad "expected CKPT and OUT" export --help-me
+expect_bad "not a checkpoint directory" inspect "$work/nowhere"
+expect_bad "unknown flag\|--bogus" reshard "$ck/step_5" "$work/rs4" --bogus 1
+mkdir -p "$work/empty"
+"$shardtrain" inspect "$work/empty" > "$work/bad.log" 2>&1
+[ $? != 0 ] && grep -q "no DONE marker" "$work/bad.log" || { cat "$work/bad.log"; fail "a directory without DONE"; }
+echo "PASS"
