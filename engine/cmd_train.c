@@ -254,7 +254,7 @@ static st_status run_step(train_run *r, int step, step_record *rec) {
                        .param_dtype = dtype_name(r->model->par.precision.param),
                        .reduce_dtype = dtype_name(r->model->par.precision.reduce)};
   step_comm_bytes(r->mesh, rec->comm_bytes);
-  int last = step == o->steps - 1;
+  int last = step == train_options_end(o) - 1;
   if (r->val && (last || (o->eval_every && (step + 1) % o->eval_every == 0))) {
     ST_CHECK(evaluate(r, &rec->val_loss));
     rec->has_val = 1;
@@ -271,10 +271,11 @@ static void max_over_ranks(step_record *rec, mem_stats *mem) {
   rec->mem = mem;
 }
 
-/* Writes --ckpt-dir/step_<step + 1> when the step is due (every --ckpt-every, and the last). */
+/* Writes --ckpt-dir/step_<step + 1> when the step is due (every --ckpt-every, and the last of
+ * this run). */
 static st_status maybe_save(train_run *r, int step) {
   const train_options *o = r->o;
-  const int last = step == o->steps - 1;
+  const int last = step == train_options_end(o) - 1;
   if (!o->ckpt_dir || !(last || (o->ckpt_every && (step + 1) % o->ckpt_every == 0))) {
     return ST_OK;
   }
@@ -312,11 +313,12 @@ static st_status train(train_run *r) {
   mem_stats mem;
   uint64_t setup_bytes[COMM_OP_COUNT]; /* --save-init's export: not part of step 0 */
   step_comm_bytes(r->mesh, setup_bytes);
-  if (r->first_step >= r->o->steps && r->o->steps > 0 && is_writer(r)) {
-    st_log(ST_LOG_INFO, "the checkpoint is at step %d: --steps %d are done already", r->first_step,
-           r->o->steps);
+  const int end = train_options_end(r->o);
+  if (r->first_step >= end && end > 0 && is_writer(r)) {
+    st_log(ST_LOG_INFO, "the checkpoint is at step %d: the %d steps of this run are done already",
+           r->first_step, end);
   }
-  for (int step = r->first_step; step < r->o->steps; step++) {
+  for (int step = r->first_step; step < end; step++) {
     step_record rec;
     ST_CHECK(run_step(r, step, &rec));
     max_over_ranks(&rec, &mem);

@@ -74,6 +74,9 @@ int train_options_flags(train_options *o, cli_flag *f, int capacity) {
       {"keep", FLAG_INT, &o->keep, "complete checkpoints kept in --ckpt-dir (0: all)"},
       {"resume", FLAG_BOOL, &o->resume,
        "continue from the newest complete checkpoint in --ckpt-dir (none there: start anew)"},
+      {"stop-at", FLAG_INT, &o->stop_at,
+       "end this run after that many steps, checkpointing there; the schedule still spans "
+       "--steps (0: --steps)"},
       {"resume-from", FLAG_STRING, &o->resume_from,
        "continue from this checkpoint step directory (any mesh, stage and param dtype)"},
   };
@@ -116,8 +119,13 @@ static st_status resolve_config(const train_options *o, gpt_config *cfg) {
   return gpt_config_finish(cfg, o->tp);
 }
 
+int train_options_end(const train_options *o) {
+  return o->stop_at > 0 && o->stop_at < o->steps ? o->stop_at : o->steps;
+}
+
 static st_status check_checkpoint_flags(const train_options *o) {
   ST_CHECK(require_non_negative("ckpt-every", o->ckpt_every));
+  ST_CHECK(require_non_negative("stop-at", o->stop_at));
   ST_CHECK(require_non_negative("keep", o->keep));
   if (o->resume && o->resume_from) {
     return st_error(ST_ERR_INVALID_ARG, "--resume and --resume-from %s: give one of them",

@@ -28,6 +28,7 @@ typedef struct train_options {
   const char *param_dtype, *reduce_dtype;
   const char *ckpt_dir, *resume_from;
   int ckpt_every, keep, resume;
+  int stop_at; /* 0: --steps */
 } train_options;
 
 void train_options_defaults(train_options *o);
@@ -39,6 +40,9 @@ int train_options_flags(train_options *o, cli_flag *flags, int capacity);
  * number of data-parallel ranks (the global batch is micro_batch x dp_size x grad_accum). */
 st_status train_options_resolve(const train_options *o, int dp_size, gpt_config *cfg,
                                 train_hparams *h);
+
+/* The step this run stops after: --stop-at, else --steps (the schedule always spans --steps). */
+int train_options_end(const train_options *o);
 
 /* The mixed-precision policy of --param-dtype and --reduce-dtype. A dtype name shardtrain does
  * not know, or a reduce dtype other than fp32 or bf16, is ST_ERR_INVALID_ARG; whether the
