@@ -291,6 +291,7 @@ st_status ckpt_save(gpt_model *model, const ckpt_manifest *run, const char *ckpt
   snprintf(temp, sizeof temp, "%s/.step_%lld.tmp", ckpt_dir, (long long)run->step);
   snprintf(final, sizeof final, "%s/step_%lld", ckpt_dir, (long long)run->step);
   const double start = seconds_now();
+  file_record *records = NULL; /* rank 0: every rank's file */
   ckpt_manifest m = *run;
   m.params = NULL;
   m.files = NULL;
@@ -313,7 +314,6 @@ st_status ckpt_save(gpt_model *model, const ckpt_manifest *run, const char *ckpt
   if (delay_ms > 0 && status == ST_OK) usleep((useconds_t)delay_ms * 1000);
   ST_CHECK_GOTO(job_agree(status), status, done);
 
-  file_record *records = NULL;
   if (rank == 0) {
     status =
         mem_alloc((void **)&records, (size_t)size * sizeof *records, MEM_HOST, MEM_WORKSPACE, NULL);
@@ -337,7 +337,6 @@ st_status ckpt_save(gpt_model *model, const ckpt_manifest *run, const char *ckpt
     status = finish_save(&m, temp, final, ckpt_dir);
     if (status == ST_OK && keep > 0) status = prune(ckpt_dir, keep);
   }
-  mem_free(records);
   ST_CHECK_GOTO(job_agree(status), status, done);
   if (rank == 0) {
     const double seconds = seconds_now() - start;
@@ -347,6 +346,7 @@ st_status ckpt_save(gpt_model *model, const ckpt_manifest *run, const char *ckpt
   }
   if (saved) snprintf(saved, saved_size, "%s", final);
 done:
+  mem_free(records);
   ckpt_manifest_free(&m);
   return status;
 }

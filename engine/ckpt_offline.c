@@ -163,7 +163,11 @@ st_status ckpt_reshard(ckpt_source *src, const char *dst, int R, int S, int T, i
   }
   ST_CHECK(ckpt_verify_all(src));
   ckpt_manifest m;
-  ST_CHECK(target_manifest(ckpt_source_manifest(src), R, S, T, zero, &m));
+  st_status planned = target_manifest(ckpt_source_manifest(src), R, S, T, zero, &m);
+  if (planned != ST_OK) {
+    ckpt_manifest_free(&m);
+    return planned;
+  }
   char temp[PATH_BYTES];
   if (snprintf(temp, sizeof temp, "%s.tmp.%ld", dst, (long)getpid()) >= (int)sizeof temp) {
     ckpt_manifest_free(&m);
