@@ -1,8 +1,8 @@
 /* sampler_test.c - the sampler on hand-made logits: greedy takes the largest (the lower id on a
- * tie); top-k keeps exactly the k largest; draws follow softmax(logits / temperature) (20000
- * draws over 4 tokens, each frequency within 0.015 of its probability: about 4 standard
- * deviations); a seed repeats its draws and another seed does not; bad settings and a NaN
- * logit are refused. */
+ * tie); top-k keeps exactly the k largest (the lower ids among ties at the boundary); draws follow
+ * softmax(logits / temperature) (20000 draws over 4 tokens, each frequency within 0.015 of its
+ * probability: about 4 standard deviations); a seed repeats its draws and another seed does not;
+ * bad settings and a NaN logit are refused. */
 #include "engine/sampler.h"
 
 #include <math.h>
@@ -52,6 +52,32 @@ static void check_top_k(void) {
   int top_seen = 0;
   for (int i = 0; i < 50; i++) top_seen += logits[i] >= 0.47f && seen[i] > 0;
   CHECK_EQ_INT(top_seen, 3);
+  sampler_destroy(s);
+}
+
+/* With many tied logits, top-k keeps exactly the k first by (logit descending, id ascending),
+ * found here by a plain O(V k) scan: at a huge temperature all k are drawn, and nothing else. */
+static void check_top_k_ties(void) {
+  enum { V = 1000, K = 7 };
+  static float logits[V];
+  for (int i = 0; i < V; i++) logits[i] = (float)((i * 7919) % 23); /* 23 values, ~43 ties each */
+  int keep[V] = {0};
+  for (int j = 0; j < K; j++) {
+    int best = -1;
+    for (int i = 0; i < V; i++) {
+      if (!keep[i] && (best < 0 || logits[i] > logits[best])) best = i;
+    }
+    keep[best] = 1;
+  }
+  sampler *s = make(V, 1e6, K, 31);
+  int seen[V] = {0}, outside = 0, kept_seen = 0;
+  for (int i = 0; i < 2000; i++) {
+    int32_t t = pick(s, logits);
+    outside += !keep[t];
+    kept_seen += keep[t] && !seen[t]++;
+  }
+  CHECK_MSG(outside == 0, "top-k %d with ties: %d draws outside the k first", K, outside);
+  CHECK_EQ_INT(kept_seen, K);
   sampler_destroy(s);
 }
 
@@ -110,6 +136,7 @@ static void check_refusals(void) {
 int main(void) {
   check_greedy();
   check_top_k();
+  check_top_k_ties();
   check_distribution(1.0, 0);
   check_distribution(2.0, 0);
   check_distribution(0.5, 10); /* top-k above the vocabulary keeps all of it */
