@@ -8,7 +8,7 @@
 static st_status check_prompt(const gpt_config *c, const int32_t *prompt, int n_prompt, int n_new) {
   if (n_prompt < 1) return st_error(ST_ERR_INVALID_ARG, "the prompt is empty");
   if (n_prompt > c->max_seq) {
-    return st_error(ST_ERR_INVALID_ARG, "the prompt has %d tokens, the model only %d positions",
+    return st_error(ST_ERR_INVALID_ARG, "the prompt has %d tokens, the model has only %d positions",
                     n_prompt, c->max_seq);
   }
   if (n_new < 1) return st_error(ST_ERR_INVALID_ARG, "%d new tokens asked for: need >= 1", n_new);
