@@ -13,6 +13,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "engine/file_io.h"
+#include "engine/gpt_io.h"
 #include "engine/safetensors.h"
 
 #define CHUNK_ELEMENTS ((int64_t)1 << 22)
@@ -208,8 +209,10 @@ st_status ckpt_export_hf(ckpt_source *src, const char *out) {
     memcpy(tensors[i].shape, c->shape, sizeof c->shape);
     if (strcmp(c->name, "wte.weight") == 0) tensors[i].shape[0] = m->cfg.vocab; /* no padding */
   }
-  const safetensors_metadata meta[] = {{"format", "pt"}};
-  ST_CHECK_GOTO(safetensors_stream_open(&stream, out, tensors, (size_t)m->n_params, meta, 1),
+  char n_head[16];
+  snprintf(n_head, sizeof n_head, "%d", m->cfg.n_head);
+  const safetensors_metadata meta[] = {{"format", "pt"}, {GPT_META_N_HEAD, n_head}};
+  ST_CHECK_GOTO(safetensors_stream_open(&stream, out, tensors, (size_t)m->n_params, meta, 2),
                 status, done);
   for (int i = 0; i < m->n_params && status == ST_OK; i++) {
     const ckpt_param *c = &m->params[i];

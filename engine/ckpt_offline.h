@@ -18,7 +18,8 @@ st_status ckpt_verify_all(const ckpt_source *src);
 st_status ckpt_reshard(ckpt_source *src, const char *dst, int R, int S, int T, int zero);
 
 /* Writes src's fp32 master weights as one safetensors file with Hugging Face GPT-2 names and
- * shapes (as `shardtrain train --export` does). */
+ * shapes and the head count in its metadata (byte for byte what `shardtrain train --export`
+ * writes). */
 st_status ckpt_export_hf(ckpt_source *src, const char *out);
 
 /* Prints the manifest's contents and each file's size and checksum verdict to `out`; returns

@@ -16,6 +16,7 @@ typedef struct subcommand {
 static const subcommand subcommands[] = {
     {"train", cmd_train, "train a GPT-2 model on token shards"},
     {"plan", cmd_plan, "predict memory and communication per rank for every mesh and stage"},
+    {"sample", cmd_sample, "continue a prompt with a trained model (one rank, key/value cache)"},
     {"selftest", cmd_selftest, "check and time every collective on every group of a mesh"},
     {"reshard", cmd_reshard, "rewrite a checkpoint for another mesh and stage (one process)"},
     {"export", cmd_export, "write a checkpoint as a Hugging Face GPT-2 safetensors file"},

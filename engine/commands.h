@@ -10,6 +10,7 @@ int cmd_plan(int argc, char **argv);
 int cmd_reshard(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+int cmd_sample(int argc, char **argv);
 
 /* Prints "shardtrain <command>: error: <st_last_error()>" and returns 2, after a barrier over
  * the job's ranks: a bad flag is seen by every rank, and without the barrier the launcher kills

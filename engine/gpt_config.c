@@ -29,6 +29,16 @@ st_status gpt_config_named(const char *name, gpt_config *out) {
                   name);
 }
 
+const char *gpt_config_named_shape(int n_layer, int n_embd, gpt_config *out) {
+  for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) {
+    if (named[i].config.n_layer == n_layer && named[i].config.n_embd == n_embd) {
+      *out = named[i].config;
+      return named[i].name;
+    }
+  }
+  return NULL;
+}
+
 st_status gpt_config_finish(gpt_config *cfg, int tp) {
   if (cfg->n_layer < 1 || cfg->n_head < 1 || cfg->n_embd < 1 || cfg->vocab < 1 ||
       cfg->max_seq < 1) {

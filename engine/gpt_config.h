@@ -19,6 +19,11 @@ typedef struct gpt_config {
 /* The named config ("tiny", "d6", "d12", "d24", "d36", "d48"). */
 st_status gpt_config_named(const char *name, gpt_config *out);
 
+/* The named config of this depth and width, or NULL: how the number of heads, which no tensor
+ * shape shows, is found for a file that does not record it (GPT-2's released sizes are all
+ * named). */
+const char *gpt_config_named_shape(int n_layer, int n_embd, gpt_config *out);
+
 /* Checks every dimension (positive, heads divide n_embd, tp divides heads) and sets
  * vocab_padded. Messages name the numbers. */
 st_status gpt_config_finish(gpt_config *cfg, int tp);

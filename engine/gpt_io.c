@@ -3,7 +3,9 @@
  * element by element through the unit layout, so the same code serves any tp rank. */
 #include "engine/gpt_io.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/alloc.h"
@@ -82,6 +84,89 @@ static st_status import_param(gpt_model *m, int u, int k, const safetensors_read
     slice[i] = g < file_elements ? full[g] : 0.0f;
   }
   return unit_set_params(un, p->offset, slice, p->numel);
+}
+
+/* A 2-D tensor the config is read from. */
+static st_status config_tensor(const safetensors_reader *r, const char *path, const char *name,
+                               const safetensors_entry **out) {
+  *out = safetensors_reader_find(r, name);
+  if (!*out) return st_error(ST_ERR_FORMAT, "%s: tensor '%s' is missing", path, name);
+  if ((*out)->ndim != 2 || (*out)->shape[0] > INT32_MAX || (*out)->shape[1] > INT32_MAX) {
+    char shape[96];
+    tensor_shape_text(shape, sizeof shape, (*out)->ndim, (*out)->shape);
+    return st_error(ST_ERR_FORMAT, "%s: tensor '%s' is %s, not a [rows, n_embd] table", path, name,
+                    shape);
+  }
+  return ST_OK;
+}
+
+/* 1 + the largest l of the "h.<l>." names (0 without any). */
+static int count_layers(const safetensors_reader *r) {
+  long most = -1;
+  for (size_t i = 0; i < safetensors_reader_count(r); i++) {
+    const char *name = safetensors_reader_entry(r, i)->name;
+    if (strncmp(name, "h.", 2) != 0) continue;
+    char *end = NULL;
+    errno = 0;
+    long l = strtol(name + 2, &end, 10);
+    if (end != name + 2 && *end == '.' && errno == 0 && l > most) most = l;
+  }
+  return most >= GPT_MAX_LAYERS ? GPT_MAX_LAYERS + 1 : (int)(most + 1);
+}
+
+static st_status config_heads(const safetensors_reader *r, const char *path, int n_head,
+                              gpt_config *c) {
+  if (n_head > 0) {
+    c->n_head = n_head;
+    return ST_OK;
+  }
+  const char *recorded = safetensors_reader_metadata(r, GPT_META_N_HEAD);
+  if (recorded) {
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(recorded, &end, 10);
+    if (end == recorded || *end || errno || v < 1 || v > INT32_MAX) {
+      return st_error(ST_ERR_FORMAT, "%s: metadata %s is '%s', not a positive integer", path,
+                      GPT_META_N_HEAD, recorded);
+    }
+    c->n_head = (int)v;
+    return ST_OK;
+  }
+  gpt_config named;
+  if (gpt_config_named_shape(c->n_layer, c->n_embd, &named)) {
+    c->n_head = named.n_head;
+    return ST_OK;
+  }
+  return st_error(
+      ST_ERR_INVALID_ARG,
+      "%s: the number of attention heads is not recorded (no %s metadata) and "
+      "n_layer %d, n_embd %d is not a named config's shape: it must be given (--n-head)",
+      path, GPT_META_N_HEAD, c->n_layer, c->n_embd);
+}
+
+st_status gpt_config_from_file(const char *path, int n_head, gpt_config *out) {
+  safetensors_reader *r = NULL;
+  ST_CHECK(safetensors_reader_open(&r, path));
+  const safetensors_entry *wte = NULL, *wpe = NULL;
+  gpt_config c = {0};
+  st_status status;
+  ST_CHECK_GOTO(config_tensor(r, path, "wte.weight", &wte), status, done);
+  ST_CHECK_GOTO(config_tensor(r, path, "wpe.weight", &wpe), status, done);
+  c = (gpt_config){.n_layer = count_layers(r),
+                   .n_embd = (int)wte->shape[1],
+                   .vocab = (int)wte->shape[0],
+                   .max_seq = (int)wpe->shape[0]};
+  if (c.n_layer == 0) {
+    status = st_error(ST_ERR_FORMAT, "%s: no transformer blocks (tensors 'h.<l>.*')", path);
+    goto done;
+  }
+  ST_CHECK_GOTO(config_heads(r, path, n_head, &c), status, done);
+  status = gpt_config_finish(&c, 1);
+  if (status != ST_OK) status = st_error(status, "%s: %s", path, st_last_error());
+done:
+  safetensors_reader_close(r);
+  if (status == ST_OK) *out = c;
+  return status;
 }
 
 st_status gpt_import(gpt_model *m, const char *path, const char *prefix) {
@@ -206,8 +291,10 @@ st_status gpt_export(gpt_model *m, const char *path, int write_file) {
   float *at = b.all;
   int i = 0;
   for (int u = 0; u < m->n_units; u++) ST_CHECK_GOTO(export_unit(m, u, &b, &at, &i), status, done);
-  const safetensors_metadata meta[] = {{"format", "pt"}};
-  status = write_file ? safetensors_write(path, b.tensors, (size_t)count, meta, 1) : ST_OK;
+  char n_head[16];
+  snprintf(n_head, sizeof n_head, "%d", m->cfg.n_head);
+  const safetensors_metadata meta[] = {{"format", "pt"}, {GPT_META_N_HEAD, n_head}};
+  status = write_file ? safetensors_write(path, b.tensors, (size_t)count, meta, 2) : ST_OK;
 done:
   export_buffers_free(&b);
   return status;

@@ -197,6 +197,45 @@ st_status kernel_attention_backward(const kernel_backend *kb, const st_tensor *d
   return kb->attention_backward(dqkv, dout, qkv, probs, stream);
 }
 
+/* The shapes of a cached attention: qkv N rows of 3C, out N rows of C, both caches [S, C] with
+ * past + N <= S, and n_head dividing C. */
+static st_status check_attention_cached(const kernel_check *c, const st_tensor *out,
+                                        const st_tensor *k_cache, const st_tensor *v_cache,
+                                        const st_tensor *qkv, int64_t past, int64_t n_head) {
+  int64_t rows = kernel_rows(qkv), channels = kernel_cols(qkv) / 3;
+  if (kernel_cols(qkv) % 3 != 0) {
+    return st_error(ST_ERR_INVALID_ARG, "%s: qkv has %lld features, not a multiple of 3", c->op,
+                    (long long)kernel_cols(qkv));
+  }
+  if (n_head < 1 || channels % n_head != 0) {
+    return st_error(ST_ERR_INVALID_ARG, "%s: %lld heads do not divide %lld channels", c->op,
+                    (long long)n_head, (long long)channels);
+  }
+  ST_CHECK(kernel_check_operand(c, "out", out));
+  ST_CHECK(kernel_check_rows(c, "out", out, rows, channels));
+  ST_CHECK(kernel_check_operand(c, "k_cache", k_cache));
+  ST_CHECK(kernel_check_ndim(c, "k_cache", k_cache, 2));
+  ST_CHECK(kernel_check_rows(c, "k_cache", k_cache, k_cache->shape[0], channels));
+  ST_CHECK(kernel_check_like(c, "v_cache", v_cache, k_cache));
+  if (past < 0 || past > k_cache->shape[0] - rows) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "%s: %lld new tokens after %lld cached do not fit a cache of %lld positions",
+                    c->op, (long long)rows, (long long)past, (long long)k_cache->shape[0]);
+  }
+  return ST_OK;
+}
+
+st_status kernel_attention_cached_forward(const kernel_backend *kb, const st_tensor *out,
+                                          const st_tensor *k_cache, const st_tensor *v_cache,
+                                          const st_tensor *qkv, int64_t past, int64_t n_head,
+                                          const st_stream *stream) {
+  kernel_check c;
+  ST_CHECK(kernel_check_begin(&c, __func__, kb, stream));
+  ST_CHECK(kernel_check_compute(&c, "qkv", qkv));
+  ST_CHECK(check_attention_cached(&c, out, k_cache, v_cache, qkv, past, n_head));
+  return kb->attention_cached_forward(out, k_cache, v_cache, qkv, past, n_head, stream);
+}
+
 st_status kernel_residual_forward(const kernel_backend *kb, const st_tensor *out,
                                   const st_tensor *a, const st_tensor *b, const st_stream *stream) {
   kernel_check c;

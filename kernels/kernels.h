@@ -73,6 +73,9 @@ typedef struct kernel_backend {
   st_status (*attention_backward)(const st_tensor *dqkv, const st_tensor *dout,
                                   const st_tensor *qkv, const st_tensor *probs,
                                   const st_stream *stream);
+  st_status (*attention_cached_forward)(const st_tensor *out, const st_tensor *k_cache,
+                                        const st_tensor *v_cache, const st_tensor *qkv,
+                                        int64_t past, int64_t n_head, const st_stream *stream);
   st_status (*residual_forward)(const st_tensor *out, const st_tensor *a, const st_tensor *b,
                                 const st_stream *stream);
   st_status (*embedding_forward)(const st_tensor *out, const int32_t *tokens, const st_tensor *wte,
@@ -165,6 +168,19 @@ st_status kernel_attention_forward(const kernel_backend *kb, const st_tensor *ou
 st_status kernel_attention_backward(const kernel_backend *kb, const st_tensor *dqkv,
                                     const st_tensor *dout, const st_tensor *qkv,
                                     const st_tensor *probs, const st_stream *stream);
+
+/* Causal attention of N new tokens of one sequence over a key/value cache, for generation: the
+ * new tokens sit at positions [past, past + N). qkv[N, 3C] holds their q, k and v as in
+ * attention_forward (n_head heads of hs = C / n_head features). Their k and v are first stored
+ * in rows [past, past + N) of k_cache and v_cache [S, C] (past + N <= S); then out[N, C] holds,
+ * for new token i and each head, softmax(q_i k[0 .. past + i]^T / sqrt(hs)) v[0 .. past + i],
+ * heads side by side. Cache rows from past + N on are neither read nor written, and nothing is
+ * kept for a backward. A backend may take scratch memory from the allocator's workspace
+ * category (the CPU takes N x (past + N) floats). */
+st_status kernel_attention_cached_forward(const kernel_backend *kb, const st_tensor *out,
+                                          const st_tensor *k_cache, const st_tensor *v_cache,
+                                          const st_tensor *qkv, int64_t past, int64_t n_head,
+                                          const st_stream *stream);
 
 /* ---- Residual stream and embeddings -------------------------------------------------------- */
 

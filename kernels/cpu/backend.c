@@ -13,6 +13,7 @@ const kernel_backend kernel_backend_cpu = {
     .gelu_backward = kernel_cpu_gelu_backward,
     .attention_forward = kernel_cpu_attention_forward,
     .attention_backward = kernel_cpu_attention_backward,
+    .attention_cached_forward = kernel_cpu_attention_cached_forward,
     .residual_forward = kernel_cpu_residual_forward,
     .embedding_forward = kernel_cpu_embedding_forward,
     .embedding_backward = kernel_cpu_embedding_backward,

@@ -42,6 +42,10 @@ st_status kernel_cpu_attention_forward(const st_tensor *out, const st_tensor *pr
 st_status kernel_cpu_attention_backward(const st_tensor *dqkv, const st_tensor *dout,
                                         const st_tensor *qkv, const st_tensor *probs,
                                         const st_stream *stream);
+st_status kernel_cpu_attention_cached_forward(const st_tensor *out, const st_tensor *k_cache,
+                                              const st_tensor *v_cache, const st_tensor *qkv,
+                                              int64_t past, int64_t n_head,
+                                              const st_stream *stream);
 
 st_status kernel_cpu_residual_forward(const st_tensor *out, const st_tensor *a, const st_tensor *b,
                                       const st_stream *stream);
