@@ -15,6 +15,7 @@
 #include "engine/commands.h"
 #include "engine/gpt_io.h"
 #include "engine/metrics.h"
+#include "engine/run_report.h"
 #include "engine/token_data.h"
 #include "engine/train_options.h"
 
@@ -28,6 +29,7 @@ typedef struct train_run {
   token_loader *train, *val;
   int32_t *tokens; /* grad_accum x 2 x B x T: inputs and targets of each micro-batch */
   FILE *metrics;
+  run_report report;
   int setup_failed; /* the inputs named on the command line could not be used */
 } train_run;
 
@@ -119,6 +121,7 @@ static st_status setup_local(train_run *r) {
 
 static st_status setup(train_run *r) {
   ST_CHECK(create_mesh(r));
+  ST_CHECK(run_report_start(&r->report, r->o, &r->cfg, &r->h, r->mesh));
   ST_CHECK(agree(setup_local(r)));
   if (r->o->save_init) ST_CHECK(gpt_export(r->model, r->o->save_init, is_writer(r)));
   return ST_OK;
@@ -225,12 +228,13 @@ static st_status train(train_run *r) {
     ST_CHECK(run_step(r, step, &rec));
     max_over_ranks(&rec, &mem);
     if (!is_writer(r)) continue;
-    metrics_print_line(stdout, &rec, r->o->steps);
+    run_report_step(&r->report, &rec);
     if (r->metrics && !metrics_write_json(r->metrics, &rec)) {
       return st_error(ST_ERR_IO, "--metrics %s: write failed", r->o->metrics);
     }
   }
   if (r->o->export_path) ST_CHECK(gpt_export(r->model, r->o->export_path, is_writer(r)));
+  run_report_finish(&r->report, NULL);
   return ST_OK;
 }
 

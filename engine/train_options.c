@@ -54,6 +54,7 @@ int train_options_flags(train_options *o, cli_flag *f, int capacity) {
       {"save-init", FLAG_STRING, &o->save_init, "write the initial parameters (HF names) here"},
       {"export", FLAG_STRING, &o->export_path, "write the trained parameters (HF names) here"},
       {"metrics", FLAG_STRING, &o->metrics, "append one JSON line per step to this file"},
+      {"quiet", FLAG_BOOL, &o->quiet, "print nothing but errors (--metrics is still written)"},
       {"eval-every", FLAG_INT, &o->eval_every, "validation every N steps and at the end (0: end)"},
       {"eval-batches", FLAG_INT, &o->eval_batches, "validation batches per evaluation"},
       {"device", FLAG_STRING, &o->device, "cpu, cuda or auto (default: $ST_DEVICE, else auto)"},

@@ -22,6 +22,7 @@ typedef struct train_options {
   double weight_decay, clip;
   int seed;
   const char *init_from, *save_init, *export_path, *metrics;
+  int quiet; /* nothing on stdout: no summaries, no step lines */
   int eval_every, eval_batches;
   const char *device;
   int zero, dp_replicate, dp_shard, tp, prefetch, reshard_after_forward;

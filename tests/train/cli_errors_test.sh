@@ -89,7 +89,7 @@ expect 2 "--reduce-dtype 'fp16' is not fp32 or bf16" train --reduce-dtype fp16 -
 help=$("$shardtrain" train --help)
 for f in model n-layer n-head n-embd vocab seq-len data-train data-val micro-batch grad-accum \
          steps lr warmup lr-schedule weight-decay clip seed init-from save-init export metrics \
-         eval-every eval-batches device zero dp-replicate dp-shard tp prefetch \
+         quiet eval-every eval-batches device zero dp-replicate dp-shard tp prefetch \
          reshard-after-forward param-dtype reduce-dtype; do
   grep -q -- "--$f " <<<"$help" || { echo "FAIL: train --help lacks --$f"; fail=1; }
 done
