@@ -20,6 +20,7 @@ typedef struct train_options {
   int warmup;
   const char *lr_schedule;
   double weight_decay, clip;
+  double beta1, beta2, eps; /* AdamW (optim/adamw.h) */
   int seed;
   const char *init_from, *save_init, *export_path, *metrics;
   int quiet; /* nothing on stdout: no summaries, no step lines */

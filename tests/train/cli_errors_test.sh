@@ -85,11 +85,21 @@ expect_every_rank 2 2 "--param-dtype fp16: the cpu device cannot train with fp16
 expect 2 "--param-dtype 'int8' is not a dtype" train --param-dtype int8 --steps 0
 expect 2 "--reduce-dtype 'fp16' is not fp32 or bf16" train --reduce-dtype fp16 --steps 0
 
+# AdamW's hyperparameters: each beta in [0, 1) also once rounded to fp32, eps > 0 and an fp32.
+expect 2 "--beta1 must be in .0, 1), got 1$" train --steps 0 --beta1 1
+expect 2 "--beta1 must be in .0, 1), got -0.1" train --steps 0 --beta1 -0.1
+expect 2 "--beta2 must be in .0, 1), got 1.5" train --steps 0 --beta2 1.5
+expect 2 "--beta2 0.9999999999 rounds to 1 in fp32" train --steps 0 --beta2 0.9999999999
+expect 2 "--eps must be > 0, got 0" train --steps 0 --eps 0
+expect 2 "--eps must be > 0, got -1e-08" train --steps 0 --eps -1e-8
+expect 2 "--eps 1e-60 is outside fp32's range" train --steps 0 --eps 1e-60
+expect 2 "--beta1: 'high' is not a finite number" train --steps 0 --beta1 high
+
 # --help documents every flag the parser accepts.
 help=$("$shardtrain" train --help)
 for f in model n-layer n-head n-embd vocab seq-len data-train data-val micro-batch grad-accum \
-         steps lr warmup lr-schedule weight-decay clip seed init-from save-init export metrics \
-         quiet eval-every eval-batches device zero dp-replicate dp-shard tp prefetch \
+         steps lr warmup lr-schedule weight-decay clip beta1 beta2 eps seed init-from save-init \
+         export metrics quiet eval-every eval-batches device zero dp-replicate dp-shard tp prefetch \
          reshard-after-forward param-dtype reduce-dtype; do
   grep -q -- "--$f " <<<"$help" || { echo "FAIL: train --help lacks --$f"; fail=1; }
 done
