@@ -15,6 +15,7 @@
 #include "engine/commands.h"
 #include "engine/gpt_io.h"
 #include "engine/metrics.h"
+#include "engine/output_paths.h"
 #include "engine/run_report.h"
 #include "engine/token_data.h"
 #include "engine/train_options.h"
@@ -121,6 +122,7 @@ static st_status setup_local(train_run *r) {
 
 static st_status setup(train_run *r) {
   ST_CHECK(create_mesh(r));
+  ST_CHECK(output_paths_check_train(r->o, 0));
   ST_CHECK(run_report_start(&r->report, r->o, &r->cfg, &r->h, r->mesh));
   ST_CHECK(agree(setup_local(r)));
   if (r->o->save_init) ST_CHECK(gpt_export(r->model, r->o->save_init, is_writer(r)));
