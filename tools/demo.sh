@@ -7,7 +7,8 @@
 #      on the same 4-rank mesh: tensor parallelism 2 x ZeRO-3 over a shard group of 2, bf16
 #      parameters and gradient reductions; evaluating every 100 steps, writing metrics to
 #      data/demo/metrics.jsonl and a Hugging Face GPT-2 export (fp32 master weights) to
-#      data/demo/model.safetensors.
+#      data/demo/model.safetensors;
+#   3. plotting the run's loss and throughput against tokens into data/demo/loss.png.
 # Extra arguments go to `shardtrain train` (e.g. --steps 1000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,4 +29,7 @@ mpirun -np 4 --oversubscribe --bind-to none bazel-bin/engine/shardtrain train --
   --data-train 'data/fortunes/bytes_train_*.bin' --data-val 'data/fortunes/bytes_val_*.bin' \
   --steps 400 --micro-batch 8 --lr 3e-3 --warmup 20 --min-lr 3e-4 --eval-every 100 \
   --metrics data/demo/metrics.jsonl --export data/demo/model.safetensors "$@"
-echo "metrics: data/demo/metrics.jsonl, model: data/demo/model.safetensors"
+echo "== plotting the run"
+tools/plot_metrics.py data/demo/metrics.jsonl --labels "tiny: tp 2 x dp-shard 2 (ZeRO-3) in bf16" \
+  --out data/demo/loss.png
+echo "metrics: data/demo/metrics.jsonl, model: data/demo/model.safetensors, plot: data/demo/loss.png"
