@@ -32,4 +32,3 @@ mpirun -np 4 --oversubscribe --bind-to none bazel-bin/engine/shardtrain train --
 echo "== plotting the run"
 tools/plot_metrics.py data/demo/metrics.jsonl --labels "tiny: tp 2 x dp-shard 2 (ZeRO-3) in bf16" \
   --out data/demo/loss.png
-echo "metrics: data/demo/metrics.jsonl, model: data/demo/model.safetensors, plot: data/demo/loss.png"
