@@ -66,8 +66,6 @@ static text count_text(double n) {
   return t;
 }
 
-/* Ranks of this host that compute on the same device as this one (every rank of the host on
- * the CPU, whose memory they share). */
 /* "step 12/400 | loss 3.2 | lr 3.0e-03 | norm 0.52 | 24.1 ms | 42000 tok/s | 0:12 elapsed |
  * ETA 2:30 | val 3.3": the step counted from 1. */
 static void print_step(FILE *out, const step_record *r, int total_steps, double elapsed_s,
@@ -82,6 +80,8 @@ static void print_step(FILE *out, const step_record *r, int total_steps, double 
   fflush(out);
 }
 
+/* Ranks of this host that compute on the same device as this one (every rank of the host on
+ * the CPU, whose memory they share). */
 static st_status ranks_sharing_device(const st_device *dev, int *out) {
   MPI_Comm node, same;
   MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
@@ -122,7 +122,9 @@ static void print_run(FILE *out, const train_options *o, const gpt_config *cfg,
       c->R * c->S == 1 ? "" : "s", o->grad_accum, o->steps, (long long)h->global_tokens * o->steps);
   const lr_schedule *s = &h->schedule;
   char shape[96];
-  int used = s->warmup ? snprintf(shape, sizeof shape, "warmup %d steps, then ", s->warmup) : 0;
+  int used = s->warmup ? snprintf(shape, sizeof shape, "warmup %d step%s, then ", s->warmup,
+                                  s->warmup == 1 ? "" : "s")
+                       : 0;
   if (s->shape == LR_COSINE) {
     snprintf(shape + used, sizeof shape - (size_t)used, "cosine to %g", s->min_lr);
   } else {
