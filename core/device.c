@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/error.h"
 
@@ -75,6 +76,34 @@ static int cpu_holds_params_in(int ordinal, st_dtype dtype) {
   return dtype == ST_FP32 || dtype == ST_BF16;
 }
 
+/* The host's memory: MemAvailable (what the kernel can hand out without swapping, page cache
+ * included) and MemTotal from /proc/meminfo; where that is missing (kernels before 3.14, other
+ * systems), free and physical pages from sysconf. */
+static st_status cpu_memory_info(int ordinal, device_memory *out) {
+  (void)ordinal;
+  uint64_t available = 0, total = 0;
+  FILE *meminfo = fopen("/proc/meminfo", "r");
+  if (meminfo) {
+    char line[256];
+    unsigned long long kib;
+    while (fgets(line, sizeof line, meminfo)) {
+      if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1) available = (uint64_t)kib * 1024;
+      if (sscanf(line, "MemTotal: %llu kB", &kib) == 1) total = (uint64_t)kib * 1024;
+    }
+    fclose(meminfo);
+  }
+  const long page = sysconf(_SC_PAGESIZE), free_pages = sysconf(_SC_AVPHYS_PAGES),
+             pages = sysconf(_SC_PHYS_PAGES);
+  if (!available && page > 0 && free_pages > 0) available = (uint64_t)free_pages * (uint64_t)page;
+  if (!total && page > 0 && pages > 0) total = (uint64_t)pages * (uint64_t)page;
+  if (!available || !total) {
+    return st_error(ST_ERR_UNSUPPORTED,
+                    "the host's memory cannot be read (/proc/meminfo, sysconf)");
+  }
+  *out = (device_memory){.available = available, .total = total};
+  return ST_OK;
+}
+
 const device_backend device_backend_cpu = {
     .name = "cpu",
     .kind = ST_DEVICE_CPU,
@@ -92,6 +121,7 @@ const device_backend device_backend_cpu = {
     .event_query = cpu_event_query,
     .holds_params_in = cpu_holds_params_in,
     .computes_in_fp32_only = 1,
+    .memory_info = cpu_memory_info,
 };
 
 int device_cuda_count(void) {
@@ -118,6 +148,14 @@ st_status device_check_param_dtype(const st_device *dev, st_dtype dtype) {
   }
   return st_error(ST_ERR_UNSUPPORTED, "the %s device cannot train with %s parameters (it can: %s)",
                   b->name, dtype_name(dtype), can);
+}
+
+st_status device_memory_info(const st_device *dev, device_memory *out) {
+  const device_backend *b = dev->backend;
+  if (!b->memory_info) {
+    return st_error(ST_ERR_UNSUPPORTED, "the %s device cannot report its memory", b->name);
+  }
+  return b->memory_info(dev->ordinal, out);
 }
 
 st_device device_cpu(void) { return (st_device){.backend = &device_backend_cpu, .ordinal = 0}; }

@@ -10,6 +10,7 @@
 #define ST_CORE_DEVICE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/tensor.h"
 #include "shardtrain.h"
@@ -23,6 +24,12 @@ typedef enum mem_kind {
   MEM_PINNED = 1, /* page-locked host memory (host memory on the CPU backend) */
   MEM_DEVICE = 2  /* memory of the compute device (host memory on the CPU backend) */
 } mem_kind;
+
+/* A device's memory in bytes: what new allocations could still take now, and the capacity. */
+typedef struct device_memory {
+  uint64_t available;
+  uint64_t total;
+} device_memory;
 
 typedef struct device_backend {
   const char *name;
@@ -45,6 +52,8 @@ typedef struct device_backend {
   /* 1 when the kernels compute in fp32 only (the CPU): a unit keeps fp32 copies of its
    * low-precision buffers while they are in use, and bf16 is a storage format there. */
   int computes_in_fp32_only;
+  /* The memory of GPU `ordinal` (0 on the CPU: the host's). NULL: the backend cannot say. */
+  st_status (*memory_info)(int ordinal, device_memory *out);
 } device_backend;
 
 typedef struct st_device {
@@ -76,6 +85,12 @@ st_device device_cpu(void);
 /* ST_OK when `dev` can train with parameters held in `dtype`; else ST_ERR_UNSUPPORTED with a
  * message naming the device, the dtype and what the device can do. */
 st_status device_check_param_dtype(const st_device *dev, st_dtype dtype);
+
+/* The memory `dev` has now, for comparing with the planner's prediction before a run: on the
+ * CPU the host's MemAvailable and MemTotal (/proc/meminfo, else sysconf; cgroup limits are not
+ * read), which every rank on the node shares; on a GPU the card's free and total memory.
+ * ST_ERR_UNSUPPORTED when the backend cannot say. */
+st_status device_memory_info(const st_device *dev, device_memory *out);
 
 st_status stream_create(const st_device *dev, st_stream *out);
 void stream_destroy(st_stream *stream);

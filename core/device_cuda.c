@@ -109,6 +109,20 @@ static int cuda_holds_params_in(int ordinal, st_dtype dtype) {
   return dtype == ST_BF16 && major >= 8;
 }
 
+/* cudaMemGetInfo answers for the current device: switch to `ordinal` for the query (a rank is
+ * bound to its own GPU, so this is normally a no-op) and back. */
+static st_status cuda_memory_info(int ordinal, device_memory *out) {
+  int current = 0;
+  CUDA_CHECK(cudaGetDevice(&current));
+  if (current != ordinal) CUDA_CHECK(cudaSetDevice(ordinal));
+  size_t free_bytes = 0, total_bytes = 0;
+  cudaError_t err = cudaMemGetInfo(&free_bytes, &total_bytes);
+  if (current != ordinal) CUDA_CHECK(cudaSetDevice(current));
+  CUDA_CHECK(err);
+  *out = (device_memory){.available = free_bytes, .total = total_bytes};
+  return ST_OK;
+}
+
 const device_backend device_backend_cuda = {
     .name = "cuda",
     .kind = ST_DEVICE_CUDA,
@@ -126,4 +140,5 @@ const device_backend device_backend_cuda = {
     .event_query = cuda_event_query,
     .holds_params_in = cuda_holds_params_in,
     .computes_in_fp32_only = 0,
+    .memory_info = cuda_memory_info,
 };

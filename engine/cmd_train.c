@@ -20,6 +20,8 @@
 #include "engine/gpt_io.h"
 #include "engine/job_agree.h"
 #include "engine/metrics.h"
+#include "engine/output_paths.h"
+#include "engine/run_report.h"
 #include "engine/token_data.h"
 #include "engine/train_options.h"
 
@@ -33,6 +35,7 @@ typedef struct train_run {
   token_loader *train, *val;
   int32_t *tokens; /* grad_accum x 2 x B x T: inputs and targets of each micro-batch */
   FILE *metrics;
+  run_report report;
   ckpt_source *resume; /* the checkpoint to continue from, or NULL */
   int first_step;      /* steps already trained (those of the checkpoint resumed) */
   char saved[4200];    /* the last checkpoint written, or "" */
@@ -176,7 +179,9 @@ static st_status resume(train_run *r) {
 
 static st_status setup(train_run *r) {
   ST_CHECK(create_mesh(r));
+  ST_CHECK(output_paths_check_train(r->o, 0));
   ST_CHECK(job_agree(check_ckpt_dir(r)));
+  ST_CHECK(run_report_start(&r->report, r->o, &r->cfg, &r->h, r->mesh));
   ST_CHECK(job_agree(setup_local(r)));
   if (r->resume) ST_CHECK(resume(r));
   if (r->o->save_init) ST_CHECK(gpt_export(r->model, r->o->save_init, is_writer(r)));
@@ -323,7 +328,7 @@ static st_status train(train_run *r) {
     ST_CHECK(run_step(r, step, &rec));
     max_over_ranks(&rec, &mem);
     if (is_writer(r)) {
-      metrics_print_line(stdout, &rec, r->o->steps);
+      run_report_step(&r->report, &rec);
       if (r->metrics && !metrics_write_json(r->metrics, &rec)) {
         return st_error(ST_ERR_IO, "--metrics %s: write failed", r->o->metrics);
       }
@@ -331,6 +336,7 @@ static st_status train(train_run *r) {
     ST_CHECK(maybe_save(r, step));
   }
   if (r->o->export_path) ST_CHECK(gpt_export(r->model, r->o->export_path, is_writer(r)));
+  run_report_finish(&r->report, r->saved[0] ? r->saved : NULL);
   return ST_OK;
 }
 

@@ -1,4 +1,4 @@
-/* metrics.c - JSON and human-readable step records. */
+/* metrics.c - step records as JSON lines. */
 #include "engine/metrics.h"
 
 #include <math.h>
@@ -36,12 +36,4 @@ int metrics_write_json(FILE *out, const step_record *r) {
   if (r->has_val) number(out, "val_loss", r->val_loss);
   fputs("}\n", out);
   return fflush(out) == 0 && !ferror(out);
-}
-
-void metrics_print_line(FILE *out, const step_record *r, int total_steps) {
-  fprintf(out, "step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s", r->step + 1,
-          total_steps, r->loss, r->lr, r->grad_norm, r->step_ms, r->tokens_per_s);
-  if (r->has_val) fprintf(out, " | val %.6f", r->val_loss);
-  fputc('\n', out);
-  fflush(out);
 }

@@ -1,5 +1,6 @@
-/* metrics.h - the per-step record of a training run: one JSON object per line (numbers with
- * enough digits to round-trip an fp32, %.9g) for machines, and one short line for people.
+/* metrics.h - the per-step record of a training run, written as one JSON object per line
+ * (numbers with enough digits to round-trip an fp32, %.9g) for machines; engine/run_report.h
+ * prints it for people.
  *   {"step", "loss", "lr", "grad_norm", "tokens", "tokens_per_s", "step_ms",
  *    "mem": {category: peak bytes}, "comm_bytes": {"all_gather", "reduce_scatter", "all_reduce"},
  *    "mesh": [R, S, T], "zero", "dtypes": {"param", "reduce"}, "val_loss" (eval steps only)}
@@ -32,7 +33,5 @@ typedef struct step_record {
 
 /* Writes the record as one JSON line and flushes, so a crash loses at most the current step. */
 int metrics_write_json(FILE *out, const step_record *r);
-
-void metrics_print_line(FILE *out, const step_record *r, int total_steps);
 
 #endif /* ST_ENGINE_METRICS_H */

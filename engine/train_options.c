@@ -1,11 +1,13 @@
 /* train_options.c - flags, defaults and validation for `shardtrain train`. */
 #include "engine/train_options.h"
 
+#include <float.h>
 #include <string.h>
 
 #include "core/error.h"
 
 void train_options_defaults(train_options *o) {
+  const adamw_hparams adam = ADAMW_HPARAMS_DEFAULT;
   *o = (train_options){.model = "tiny",
                        .micro_batch = 8,
                        .grad_accum = 1,
@@ -16,6 +18,9 @@ void train_options_defaults(train_options *o) {
                        .lr_schedule = "cosine",
                        .weight_decay = 0.1,
                        .clip = 1.0,
+                       .beta1 = adam.beta1,
+                       .beta2 = adam.beta2,
+                       .eps = adam.eps,
                        .seed = 1337,
                        .eval_every = 0,
                        .eval_batches = 8,
@@ -49,11 +54,15 @@ int train_options_flags(train_options *o, cli_flag *f, int capacity) {
       {"lr-schedule", FLAG_STRING, &o->lr_schedule, "after warmup: cosine or constant"},
       {"weight-decay", FLAG_DOUBLE, &o->weight_decay, "AdamW decay on tensors of rank >= 2"},
       {"clip", FLAG_DOUBLE, &o->clip, "max global gradient norm (0: no clipping)"},
+      {"beta1", FLAG_DOUBLE, &o->beta1, "AdamW decay of the first moment, in [0, 1)"},
+      {"beta2", FLAG_DOUBLE, &o->beta2, "AdamW decay of the second moment, in [0, 1)"},
+      {"eps", FLAG_DOUBLE, &o->eps, "AdamW denominator term, > 0"},
       {"seed", FLAG_INT, &o->seed, "seed of the initial weights"},
       {"init-from", FLAG_STRING, &o->init_from, "load every parameter from a HF GPT-2 safetensors"},
       {"save-init", FLAG_STRING, &o->save_init, "write the initial parameters (HF names) here"},
       {"export", FLAG_STRING, &o->export_path, "write the trained parameters (HF names) here"},
       {"metrics", FLAG_STRING, &o->metrics, "append one JSON line per step to this file"},
+      {"quiet", FLAG_BOOL, &o->quiet, "print nothing but errors (--metrics is still written)"},
       {"eval-every", FLAG_INT, &o->eval_every, "validation every N steps and at the end (0: end)"},
       {"eval-batches", FLAG_INT, &o->eval_batches, "validation batches per evaluation"},
       {"device", FLAG_STRING, &o->device, "cpu, cuda or auto (default: $ST_DEVICE, else auto)"},
@@ -140,6 +149,30 @@ static st_status check_checkpoint_flags(const train_options *o) {
   return ST_OK;
 }
 
+/* AdamW computes in fp32, so a beta must stay below 1 once rounded (0.999999999 would divide
+ * by 1 - beta^t = 0) and eps must stay a positive fp32. */
+static st_status require_beta(const char *flag, double value) {
+  if (!(value >= 0 && value < 1)) {
+    return st_error(ST_ERR_INVALID_ARG, "--%s must be in [0, 1), got %g", flag, value);
+  }
+  if ((float)value >= 1.0f) {
+    return st_error(ST_ERR_INVALID_ARG, "--%s %.10g rounds to 1 in fp32: it must be below 1", flag,
+                    value);
+  }
+  return ST_OK;
+}
+
+static st_status resolve_adam(const train_options *o, adamw_hparams *adam) {
+  ST_CHECK(require_beta("beta1", o->beta1));
+  ST_CHECK(require_beta("beta2", o->beta2));
+  if (!(o->eps > 0)) return st_error(ST_ERR_INVALID_ARG, "--eps must be > 0, got %g", o->eps);
+  if (o->eps > FLT_MAX || (float)o->eps == 0.0f) {
+    return st_error(ST_ERR_INVALID_ARG, "--eps %g is outside fp32's range", o->eps);
+  }
+  *adam = (adamw_hparams){(float)o->beta1, (float)o->beta2, (float)o->eps};
+  return ST_OK;
+}
+
 st_status train_options_precision(const train_options *o, unit_precision *out) {
   const int param = dtype_parse(o->param_dtype), reduce = dtype_parse(o->reduce_dtype);
   if (param < 0) {
@@ -186,9 +219,11 @@ st_status train_options_resolve(const train_options *o, int dp_size, gpt_config 
   }
   if (o->clip < 0) return st_error(ST_ERR_INVALID_ARG, "--clip must be >= 0, got %g", o->clip);
   ST_CHECK(check_checkpoint_flags(o));
+  adamw_hparams adam;
+  ST_CHECK(resolve_adam(o, &adam));
   *h = (train_hparams){
       .schedule = {(lr_shape)shape, o->lr, o->min_lr, o->warmup, o->steps > 0 ? o->steps : 1},
-      .adam = ADAMW_HPARAMS_DEFAULT,
+      .adam = adam,
       .weight_decay = (float)o->weight_decay,
       .clip = (float)o->clip,
       .grad_accum = o->grad_accum,

@@ -20,8 +20,10 @@ typedef struct train_options {
   int warmup;
   const char *lr_schedule;
   double weight_decay, clip;
+  double beta1, beta2, eps; /* AdamW (optim/adamw.h) */
   int seed;
   const char *init_from, *save_init, *export_path, *metrics;
+  int quiet; /* nothing on stdout: no summaries, no step lines */
   int eval_every, eval_batches;
   const char *device;
   int zero, dp_replicate, dp_shard, tp, prefetch, reshard_after_forward;

@@ -2,7 +2,8 @@
  * pinned memory through mem_alloc (accounted like host memory), asynchronous copies
  * host -> device -> device -> host and a memset on non-blocking streams, ordering across two
  * streams by event_record + stream_wait_event, event_query polled until the work is done,
- * and the bytes that come back. Prints SKIP and passes where no GPU is usable. */
+ * and the bytes that come back; the memory query, whose free bytes drop by a block taken. Prints
+ * SKIP and passes where no GPU is usable. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -121,6 +122,21 @@ static void test_streams_events_and_copies(const st_device *gpu) {
   CHECK_EQ_INT(after.total_current, before.total_current);
 }
 
+static void test_memory_info(const st_device *gpu) {
+  const uint64_t block = (uint64_t)256 << 20;
+  device_memory before = {0}, during = {0};
+  CHECK_OK(device_memory_info(gpu, &before));
+  CHECK(before.available > block && before.total >= before.available);
+  void *p = NULL;
+  CHECK_OK(mem_alloc(&p, block, MEM_DEVICE, MEM_WORKSPACE, gpu));
+  CHECK_OK(device_memory_info(gpu, &during));
+  CHECK_MSG(before.available - during.available >= block - (block >> 3),
+            "free %llu -> %llu bytes after taking %llu", (unsigned long long)before.available,
+            (unsigned long long)during.available, (unsigned long long)block);
+  CHECK_EQ_INT(during.total, before.total);
+  mem_free(p);
+}
+
 int main(void) {
   int gpus = device_cuda_count();
   if (gpus == 0) return test_skip("device_cuda_test", "no usable GPU (device_cuda_count() == 0)");
@@ -129,6 +145,7 @@ int main(void) {
   if (CHECK(gpu.backend && gpu.backend->kind == ST_DEVICE_CUDA)) {
     printf("%d GPU(s); testing ordinal %d\n", gpus, gpu.ordinal);
     test_streams_events_and_copies(&gpu);
+    test_memory_info(&gpu);
   }
   return test_finish("device_cuda_test");
 }

@@ -1,8 +1,10 @@
 /* device_test.c - proves device selection and the CPU stream/event backend of core/device.h:
  * "cpu" always gives the CPU; "auto" gives the CPU when no GPU is usable (and a GPU otherwise);
  * "cuda" without a usable GPU is ST_ERR_NO_DEVICE with a detail; an unknown request is
- * ST_ERR_INVALID_ARG. On CPU streams, memcpy and memset between host, pinned and device
- * memory land in order, events report done, waits succeed, and destroy is idempotent. */
+ * ST_ERR_INVALID_ARG. The CPU reports the host's memory (some available, no more than the
+ * total); a backend without a memory query says it cannot. On CPU streams, memcpy and memset
+ * between host, pinned and device memory land in order, events report done, waits succeed, and
+ * destroy is idempotent. */
 #include "core/device.h"
 
 #include <stdint.h>
@@ -122,8 +124,24 @@ static void test_cpu_streams_and_events(void) {
   CHECK_EQ_INT(stats.live_blocks, 0);
 }
 
+static void test_memory_info(void) {
+  const st_device cpu = device_cpu();
+  device_memory m = {0};
+  CHECK_OK(device_memory_info(&cpu, &m));
+  CHECK(m.available > 0);
+  CHECK(m.total >= m.available);
+  CHECK(m.total >= (uint64_t)64 << 20); /* no host runs shardtrain in less */
+
+  const device_backend silent = {.name = "silent", .kind = ST_DEVICE_CUDA};
+  const st_device dev = {.backend = &silent, .ordinal = 0};
+  st_error_clear();
+  CHECK_STATUS(device_memory_info(&dev, &m), ST_ERR_UNSUPPORTED);
+  CHECK_MSG(strstr(st_last_error(), "silent") != NULL, "detail '%s'", st_last_error());
+}
+
 int main(void) {
   test_select();
+  test_memory_info();
   test_cpu_streams_and_events();
   return test_finish("device_test");
 }

@@ -85,11 +85,85 @@ expect_every_rank 2 2 "--param-dtype fp16: the cpu device cannot train with fp16
 expect 2 "--param-dtype 'int8' is not a dtype" train --param-dtype int8 --steps 0
 expect 2 "--reduce-dtype 'fp16' is not fp32 or bf16" train --reduce-dtype fp16 --steps 0
 
+# AdamW's hyperparameters: each beta in [0, 1) also once rounded to fp32, eps > 0 and an fp32.
+expect 2 "--beta1 must be in .0, 1), got 1$" train --steps 0 --beta1 1
+expect 2 "--beta1 must be in .0, 1), got -0.1" train --steps 0 --beta1 -0.1
+expect 2 "--beta2 must be in .0, 1), got 1.5" train --steps 0 --beta2 1.5
+expect 2 "--beta2 0.9999999999 rounds to 1 in fp32" train --steps 0 --beta2 0.9999999999
+expect 2 "--eps must be > 0, got 0" train --steps 0 --eps 0
+expect 2 "--eps must be > 0, got -1e-08" train --steps 0 --eps -1e-8
+expect 2 "--eps 1e-60 is outside fp32's range" train --steps 0 --eps 1e-60
+expect 2 "--beta1: 'high' is not a finite number" train --steps 0 --beta1 high
+
+# Output paths are checked at start-up, before any step, on the rank that writes them, and
+# every rank says so. A check only looks: an export already at its path stays byte for byte
+# what it was, and no metrics file is created.
+python3 - "$work/shard.bin" <<'PY'
+import struct, sys
+n = 8192
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
+    f.write(struct.pack(f"<{n}H", *[(7 * i) % 256 for i in range(n)]))
+PY
+printf 'an earlier export, to be kept' > "$work/kept.safetensors"
+cp "$work/kept.safetensors" "$work/kept.orig"
+touch -d '2001-01-01' "$work/kept.safetensors"
+kept_stamp=$(stat -c %Y "$work/kept.safetensors")
+data=(--data-train "$work/shard.bin" --steps 3 --micro-batch 2)
+
+# expect_untouched CASE: the existing export and the directory are as they were.
+expect_untouched() {
+  if ! cmp -s "$work/kept.orig" "$work/kept.safetensors" ||
+     [ "$(stat -c %Y "$work/kept.safetensors")" != "$kept_stamp" ]; then
+    echo "FAIL: $1: the existing export was modified"; fail=1
+  fi
+  if [ -e "$work/new.jsonl" ] || compgen -G "$work/kept.safetensors.tmp*" > /dev/null; then
+    echo "FAIL: $1: a file was created at start-up"; fail=1
+  fi
+  rm -f "$work/new.jsonl" "$work"/kept.safetensors.tmp*
+}
+
+mkdir -p "$work/adir"
+expect 2 "--export $work/missing/model.safetensors: directory $work/missing does not exist" \
+  train "${data[@]}" --metrics "$work/new.jsonl" --export "$work/missing/model.safetensors"
+expect_untouched "--export in a missing directory"
+expect 2 "--export $work/adir is a directory, not a file" \
+  train "${data[@]}" --metrics "$work/new.jsonl" --export "$work/adir"
+expect_untouched "--export naming a directory"
+expect 2 "--metrics $work/missing/m.jsonl: directory $work/missing does not exist" \
+  train "${data[@]}" --export "$work/kept.safetensors" --metrics "$work/missing/m.jsonl"
+expect_untouched "--metrics in a missing directory"
+expect 2 "--metrics $work/adir is a directory, not a file" \
+  train "${data[@]}" --export "$work/kept.safetensors" --metrics "$work/adir"
+expect_untouched "--metrics naming a directory"
+expect 2 "--save-init $work/bad.bin/init.safetensors: $work/bad.bin is not a directory" \
+  train "${data[@]}" --export "$work/kept.safetensors" --save-init "$work/bad.bin/init.safetensors"
+expect_untouched "--save-init under a file"
+expect 2 "--save-init $work/adir/ names a directory" \
+  train "${data[@]}" --export "$work/kept.safetensors" --save-init "$work/adir/"
+expect_untouched "--save-init ending in /"
+
+# Not one step runs before the refusal (no step line on stdout).
+out=$(timeout 60 "$shardtrain" train "${data[@]}" --export "$work/missing/model.safetensors" 2>/dev/null)
+if grep -q "^step " <<<"$out"; then
+  echo "FAIL: a step ran before the unwritable --export was refused:"; echo "$out"; fail=1
+fi
+
+expect_every_rank 2 2 "--export $work/missing/model.safetensors: directory $work/missing does" \
+  train "${data[@]}" --metrics "$work/new.jsonl" --export "$work/missing/model.safetensors"
+expect_untouched "--export in a missing directory, 2 ranks"
+expect_every_rank 2 2 "--metrics $work/adir is a directory, not a file" \
+  train "${data[@]}" --export "$work/kept.safetensors" --metrics "$work/adir"
+expect_untouched "--metrics naming a directory, 2 ranks"
+expect_every_rank 2 2 "--save-init $work/missing/init.safetensors: directory $work/missing does" \
+  train "${data[@]}" --export "$work/kept.safetensors" --save-init "$work/missing/init.safetensors"
+expect_untouched "--save-init in a missing directory, 2 ranks"
+
 # --help documents every flag the parser accepts.
 help=$("$shardtrain" train --help)
 for f in model n-layer n-head n-embd vocab seq-len data-train data-val micro-batch grad-accum \
-         steps lr warmup lr-schedule weight-decay clip seed init-from save-init export metrics \
-         eval-every eval-batches device zero dp-replicate dp-shard tp prefetch \
+         steps lr warmup lr-schedule weight-decay clip beta1 beta2 eps seed init-from save-init \
+         export metrics quiet eval-every eval-batches device zero dp-replicate dp-shard tp prefetch \
          reshard-after-forward param-dtype reduce-dtype; do
   grep -q -- "--$f " <<<"$help" || { echo "FAIL: train --help lacks --$f"; fail=1; }
 done

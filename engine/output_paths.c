@@ -1,0 +1,84 @@
+/* output_paths.c - start-up checks of the paths `shardtrain train` writes. Looks, never
+ * touches: stat and access only. */
+#include "engine/output_paths.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/check_mpi.h"
+#include "core/error.h"
+
+st_status output_path_check(const char *flag, const char *path, int appends) {
+  const size_t len = strlen(path);
+  if (len == 0) return st_error(ST_ERR_INVALID_ARG, "--%s: the path is empty", flag);
+  if (path[len - 1] == '/') {
+    return st_error(ST_ERR_INVALID_ARG, "--%s %s names a directory, not a file", flag, path);
+  }
+  struct stat st;
+  const int exists = stat(path, &st) == 0;
+  if (exists && S_ISDIR(st.st_mode)) {
+    return st_error(ST_ERR_INVALID_ARG, "--%s %s is a directory, not a file", flag, path);
+  }
+
+  char dir[PATH_MAX];
+  const char *slash = strrchr(path, '/');
+  if (!slash) {
+    snprintf(dir, sizeof dir, ".");
+  } else if (slash == path) {
+    snprintf(dir, sizeof dir, "/");
+  } else if ((size_t)(slash - path) < sizeof dir) {
+    snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+  } else {
+    return st_error(ST_ERR_INVALID_ARG, "--%s %s: the directory's name is too long", flag, path);
+  }
+  if (stat(dir, &st) != 0) {
+    if (errno == ENOENT) {
+      return st_error(ST_ERR_INVALID_ARG, "--%s %s: directory %s does not exist", flag, path, dir);
+    }
+    return st_error(ST_ERR_INVALID_ARG, "--%s %s: directory %s: %s", flag, path, dir,
+                    strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return st_error(ST_ERR_INVALID_ARG, "--%s %s: %s is not a directory", flag, path, dir);
+  }
+  /* Writing a new entry needs write and search permission on the directory. */
+  if (access(dir, W_OK | X_OK) != 0) {
+    return st_error(ST_ERR_INVALID_ARG, "--%s %s: cannot write in directory %s: %s", flag, path,
+                    dir, strerror(errno));
+  }
+  if (appends && exists && access(path, W_OK) != 0) {
+    return st_error(ST_ERR_INVALID_ARG, "--%s %s: cannot append to it: %s", flag, path,
+                    strerror(errno));
+  }
+  return ST_OK;
+}
+
+static st_status check_train_outputs(const train_options *o) {
+  if (o->export_path) ST_CHECK(output_path_check("export", o->export_path, 0));
+  if (o->metrics) ST_CHECK(output_path_check("metrics", o->metrics, 1));
+  if (o->save_init) ST_CHECK(output_path_check("save-init", o->save_init, 0));
+  return ST_OK;
+}
+
+st_status output_paths_check_train(const train_options *o, int writer) {
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  struct {
+    int status;
+    char detail[512];
+  } verdict = {ST_OK, ""};
+  if (rank == writer) {
+    verdict.status = check_train_outputs(o);
+    if (verdict.status != ST_OK) {
+      snprintf(verdict.detail, sizeof verdict.detail, "%s", st_last_error());
+    }
+  }
+  MPI_CHECK(MPI_Bcast(&verdict, (int)sizeof verdict, MPI_BYTE, writer, MPI_COMM_WORLD));
+  if (verdict.status == ST_OK) return ST_OK;
+  if (rank == writer) return (st_status)verdict.status; /* its own, untruncated message */
+  return st_error((st_status)verdict.status, "%s", verdict.detail);
+}

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# What a person sees of `shardtrain train` (engine/run_report.h), and the AdamW flags reaching
+# the optimizer. Checked, on the tiny GPT's 10-step runs of train_runs.sh:
+#   - the start-up summary, printed once by rank 0 (1 and 2 ranks): model and parameter count,
+#     mesh and stage, dtypes, tokens per step, optimizer, predicted memory and the device's;
+#   - one line per step carrying the loss of the metrics, the elapsed time and an ETA of 0 at
+#     the end;
+#   - the final summary: tokens, the mean tok/s of steps 2-10 (recomputed from the metrics),
+#     the best val loss and its step, peak memory, the export and metrics paths;
+#   - --quiet prints nothing at all and changes nothing else (same metrics, export written);
+#   - --beta1 0.9 --beta2 0.95 --eps 1e-8 reproduce the default run bit for bit; changing a beta
+#     leaves the losses of steps 0 and 1 as they were (AdamW's first, bias-corrected update is
+#     g / (|g| + eps), whatever the betas) and changes step 2's; changing eps changes step 1's.
+set -uo pipefail
+shardtrain=$1
+prepare=$2
+mpirun_sh=$3
+# shellcheck source=tests/train/train_runs.sh
+. "$(dirname "$0")/train_runs.sh"
+
+val=(--data-val "$work/data/bytes_val_*.bin" --eval-every 4 --eval-batches 2)
+run plain 1 "${val[@]}"
+run quiet 1 "${val[@]}" --quiet
+run two 2 --dp-shard 2 --zero 3 --micro-batch 4
+run base 1
+run defaults 1 --beta1 0.9 --beta2 0.95 --eps 1e-8
+run beta1 1 --beta1 0.5
+run beta2 1 --beta2 0.999
+run eps 1 --eps 1e-3
+
+python3 - "$work" <<'PY'
+import json, os, re, sys
+work = sys.argv[1]
+fail = []
+
+
+def log(name):
+    with open(os.path.join(work, name + ".log")) as f:
+        return f.read().splitlines()
+
+
+def metrics(name):
+    with open(os.path.join(work, name + ".jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def one(lines, pattern, what):
+    """The match of the only line matching pattern (a failure when there are 0 or several)."""
+    found = [m for m in (re.fullmatch(pattern, line) for line in lines) if m]
+    if len(found) != 1:
+        fail.append(f"{what}: {len(found)} lines match {pattern!r}")
+        return None
+    return found[0]
+
+
+def seconds(text):
+    if text.endswith("s"):
+        return float(text[:-1])
+    parts = [int(p) for p in text.split(":")]
+    return sum(p * 60 ** i for i, p in enumerate(reversed(parts)))
+
+
+# The start-up summary of the one-rank run.
+lines, recs = log("plain"), metrics("plain")
+one(lines, r"shardtrain train: model tiny, 120576 parameters \(0\.12 M\): 2 layers, 4 heads, "
+    r"width 64, vocab 256, 64 positions", "model")
+one(lines, r"  mesh R x S x T = 1 x 1 x 1 \(1 rank\), ZeRO stage 0, device cpu, collectives mpi, "
+    r"dtypes param fp32 / reduce fp32", "mesh")
+one(lines, r"  batch 512 tokens per step = micro-batch 8 x 64 tokens x 1 dp rank x grad-accum 1; "
+    r"10 steps = 5120 tokens", "batch")
+one(lines, r"  AdamW: lr 0\.003 \(warmup 3 steps, then cosine to 0\.0003\), beta1 0\.9, beta2 0\.95, "
+    r"eps 1e-08, weight decay 0\.1, clip 1", "optimizer")
+m = one(lines, r"  memory per rank, predicted: params [\d.]+ KiB, grads [\d.]+ KiB, optimizer .*, "
+        r"total ([\d.]+ [KMG]iB)", "predicted memory")
+predicted = m.group(1) if m else None
+one(lines, r"  cpu memory: [\d.]+ GiB available of [\d.]+ GiB; predicted use [\d.]+ [KMG]iB: fits",
+    "device memory")
+
+# One line per step, agreeing with the metrics.
+step_re = (r"step +(\d+)/10 \| loss ([\d.]+) \| lr \S+ \| norm \S+ \| \S+ ms \| \d+ tok/s \| "
+           r"(\S+) elapsed \| ETA (\S+)( \| val ([\d.]+))?")
+steps = [m for m in (re.fullmatch(step_re, line) for line in lines) if m]
+if [int(m.group(1)) for m in steps] != list(range(1, 11)):
+    fail.append(f"step lines: {[m.group(1) for m in steps]}, want 1..10")
+else:
+    for m, r in zip(steps, recs):
+        if abs(float(m.group(2)) - r["loss"]) > 1e-6:
+            fail.append(f"step {m.group(1)}: loss {m.group(2)}, metrics {r['loss']}")
+        if (m.group(6) is None) != ("val_loss" not in r) or (
+                m.group(6) and abs(float(m.group(6)) - r["val_loss"]) > 1e-6):
+            fail.append(f"step {m.group(1)}: val {m.group(6)}, metrics {r.get('val_loss')}")
+    elapsed = [seconds(m.group(3)) for m in steps]
+    if elapsed != sorted(elapsed):
+        fail.append(f"elapsed times go back: {elapsed}")
+    if seconds(steps[-1].group(4)) != 0:
+        fail.append(f"the last step's ETA is {steps[-1].group(4)}")
+
+# The final summary.
+m = one(lines, r"done: 10 steps \(1-10\), 5120 tokens in \S+; (\d+) tok/s mean over steps 2-10 "
+        r"\(step 1, the warm-up, left out\)", "done")
+if m:
+    want = sum(512 for r in recs[1:]) / sum(r["step_ms"] / 1e3 for r in recs[1:])
+    if abs(int(m.group(1)) - want) > 1 + 1e-4 * want:
+        fail.append(f"mean tok/s {m.group(1)}, metrics give {want:.1f}")
+vals = [(r["val_loss"], r["step"]) for r in recs if "val_loss" in r]
+best = min(vals)
+one(lines, rf"best val loss {best[0]:.6f} at step {best[1] + 1}/10", "best val loss")
+one(lines, rf"peak memory per rank [\d.]+ [KMG]iB \(predicted {predicted}\)", "peak memory")
+one(lines, re.escape(f"export: {work}/plain.safetensors"), "export path")
+one(lines, re.escape(f"metrics: {work}/plain.jsonl"), "metrics path")
+if any(line.startswith("checkpoint:") for line in lines):
+    fail.append("a checkpoint line without checkpoints")
+
+# --quiet: not a character, and the same run.
+if log("quiet"):
+    fail.append(f"--quiet printed {len(log('quiet'))} lines: {log('quiet')[:3]}")
+if [r["loss"] for r in metrics("quiet")] != [r["loss"] for r in recs]:
+    fail.append("--quiet changed the losses")
+if not os.path.getsize(os.path.join(work, "quiet.safetensors")):
+    fail.append("--quiet wrote no export")
+
+# Two ranks: rank 0 alone prints, and says who shares the host's memory.
+lines = log("two")
+one(lines, r"shardtrain train: model tiny, .*", "two ranks: model")
+one(lines, r"  mesh R x S x T = 1 x 2 x 1 \(2 ranks\), ZeRO stage 3, .*", "two ranks: mesh")
+one(lines, r"  batch 512 tokens per step = micro-batch 4 x 64 tokens x 2 dp ranks x grad-accum 1; "
+    r"10 steps = 5120 tokens", "two ranks: batch")
+one(lines, r"  cpu memory: .*, shared by 2 ranks on this host; predicted use .*", "two ranks: memory")
+one(lines, r"done: 10 steps .*", "two ranks: done")
+if sum(line.startswith("step ") for line in lines) != 10:
+    fail.append("two ranks: not 10 step lines")
+
+# The optimizer flags reach AdamW.
+base = [r["loss"] for r in metrics("base")]
+if [r["loss"] for r in metrics("defaults")] != base:
+    fail.append("the default betas and eps, given as flags, change the run")
+for name, summary, same, differs in [("beta1", "beta1 0.5, beta2 0.95, eps 1e-08", 2, 2),
+                                     ("beta2", "beta1 0.9, beta2 0.999, eps 1e-08", 2, 2),
+                                     ("eps", "beta1 0.9, beta2 0.95, eps 0.001", 1, 1)]:
+    losses = [r["loss"] for r in metrics(name)]
+    one(log(name), rf"  AdamW: .*, {re.escape(summary)}, .*", f"--{name}: summary")
+    if losses[:same] != base[:same]:
+        fail.append(f"--{name} changed the losses before step {same}: {losses[:same]} {base[:same]}")
+    if losses[differs] == base[differs]:
+        fail.append(f"--{name} left step {differs}'s loss as it was: no effect on AdamW")
+
+for f in fail:
+    print("FAIL:", f)
+print("report_test:", "FAILED" if fail else "passed")
+sys.exit(1 if fail else 0)
+PY
