@@ -134,7 +134,7 @@ static st_status prepare_dirs(const char *ckpt_dir, const char *temp) {
 
 /* ---- saving ------------------------------------------------------------------------------- */
 
-/* This rank's file: its pieces of every unit, streamed through one host staging buffer. */
+/* This rank's file: its pieces of every unit, streamed in chunks through one host buffer. */
 typedef struct rank_file {
   int n;                       /* pieces */
   int *unit, *index, *param;   /* per piece: unit, parameter in the unit, manifest parameter */
@@ -172,12 +172,11 @@ static st_status rank_file_alloc(rank_file *f, int capacity) {
 }
 
 /* Lists this rank's pieces (shard rank s) and describes their tensors. */
-static st_status rank_file_build(rank_file *f, const gpt_model *m, const ckpt_manifest *plan, int s,
-                                 int64_t *largest) {
+static st_status rank_file_build(rank_file *f, const gpt_model *m, const ckpt_manifest *plan,
+                                 int s) {
   int capacity = 0;
   for (int u = 0; u < m->n_units; u++) capacity += m->units[u].layout.count;
   ST_CHECK(rank_file_alloc(f, capacity));
-  *largest = 0;
   int param = 0;
   for (int u = 0; u < m->n_units; u++) {
     const unit_layout *l = &m->units[u].layout;
@@ -190,7 +189,6 @@ static st_status rank_file_build(rank_file *f, const gpt_model *m, const ckpt_ma
       f->param[i] = param;
       f->begin[i] = begin;
       f->end[i] = end;
-      if (end - begin > *largest) *largest = end - begin;
       const ckpt_piece piece = {param, s * plan->T + l->t, l->t, begin, end};
       ckpt_piece_describe(plan, &piece, f->values[i], sizeof f->values[i]);
       f->meta[i] = (safetensors_metadata){plan->params[param].name, f->values[i]};
@@ -207,15 +205,15 @@ static st_status rank_file_build(rank_file *f, const gpt_model *m, const ckpt_ma
   return ST_OK;
 }
 
-/* Writes this rank's file: each piece's master, m and v copied from the device and put. */
+/* Writes this rank's file: each piece's master, m and v copied from the device and put, in
+ * chunks. */
 static st_status write_rank_file(gpt_model *m, const ckpt_manifest *plan, int s, const char *path) {
   rank_file f = {0};
   float *staging = NULL;
   safetensors_stream *stream = NULL;
-  int64_t largest = 0;
-  st_status status = rank_file_build(&f, m, plan, s, &largest);
+  st_status status = rank_file_build(&f, m, plan, s);
   if (status == ST_OK) {
-    status = mem_alloc((void **)&staging, (size_t)(largest ? largest : 1) * sizeof(float), MEM_HOST,
+    status = mem_alloc((void **)&staging, (size_t)CKPT_CHUNK_ELEMENTS * sizeof(float), MEM_HOST,
                        MEM_WORKSPACE, NULL);
   }
   if (status == ST_OK) {
@@ -225,13 +223,20 @@ static st_status write_rank_file(gpt_model *m, const ckpt_manifest *plan, int s,
   for (int i = 0; status == ST_OK && i < f.n; i++) {
     unit *u = &m->units[f.unit[i]];
     const int64_t at = u->layout.params[f.index[i]].offset + f.begin[i] - u->owned_begin;
-    const size_t bytes = (size_t)(f.end[i] - f.begin[i]) * sizeof(float);
     float *state[CKPT_STATE_COUNT] = {u->master, u->adam_m, u->adam_v};
     for (int st = 0; status == ST_OK && st < CKPT_STATE_COUNT; st++) {
-      status = stream_memcpy(&m->stream, staging, state[st] + at, bytes);
-      if (status == ST_OK) status = stream_sync(&m->stream);
-      if (status == ST_OK)
-        status = safetensors_stream_put(stream, 3 * (size_t)i + st, 0, staging, bytes);
+      for (int64_t done = 0; status == ST_OK && done < f.end[i] - f.begin[i];
+           done += CKPT_CHUNK_ELEMENTS) {
+        const int64_t left = f.end[i] - f.begin[i] - done;
+        const size_t bytes =
+            (size_t)(left < CKPT_CHUNK_ELEMENTS ? left : CKPT_CHUNK_ELEMENTS) * sizeof(float);
+        status = stream_memcpy(&m->stream, staging, state[st] + at + done, bytes);
+        if (status == ST_OK) status = stream_sync(&m->stream);
+        if (status == ST_OK) {
+          status = safetensors_stream_put(stream, 3 * (size_t)i + st,
+                                          (uint64_t)done * sizeof(float), staging, bytes);
+        }
+      }
     }
   }
   status = safetensors_stream_finish(stream, status);
@@ -361,7 +366,7 @@ static st_status verify_share(const ckpt_source *src) {
   return ST_OK;
 }
 
-/* Reads unit u's owned range of every parameter from the checkpoint. */
+/* Reads unit u's owned range of every parameter from the checkpoint, chunk by chunk. */
 static st_status restore_unit(gpt_model *m, int u, ckpt_source *src, float *buf[3]) {
   unit *un = &m->units[u];
   const unit_layout *l = &un->layout;
@@ -370,31 +375,26 @@ static st_status restore_unit(gpt_model *m, int u, ckpt_source *src, float *buf[
     const unit_param *p = &l->params[k];
     const int64_t lo = p->offset > un->owned_begin ? p->offset : un->owned_begin;
     const int64_t hi = p->offset + p->numel < owned_end ? p->offset + p->numel : owned_end;
-    if (lo >= hi) continue;
     char name[CKPT_NAME_MAX];
     snprintf(name, sizeof name, "%s%s", m->prefixes[u], p->name);
-    for (int st = 0; st < CKPT_STATE_COUNT; st++) {
-      ST_CHECK(ckpt_source_read(src, (ckpt_state)st, name, p, l->T, l->t, lo - p->offset, hi - lo,
-                                buf[st]));
+    for (int64_t at = lo; at < hi; at += CKPT_CHUNK_ELEMENTS) {
+      const int64_t n = hi - at < CKPT_CHUNK_ELEMENTS ? hi - at : CKPT_CHUNK_ELEMENTS;
+      for (int st = 0; st < CKPT_STATE_COUNT; st++) {
+        ST_CHECK(
+            ckpt_source_read(src, (ckpt_state)st, name, p, l->T, l->t, at - p->offset, n, buf[st]));
+      }
+      ST_CHECK(unit_restore_owned(un, at, n, buf[0], buf[1], buf[2]));
     }
-    ST_CHECK(unit_restore_owned(un, lo, hi - lo, buf[0], buf[1], buf[2]));
   }
   return ST_OK;
 }
 
 static st_status restore_local(gpt_model *m, ckpt_source *src) {
-  int64_t largest = 1;
-  for (int u = 0; u < m->n_units; u++) {
-    for (int k = 0; k < m->units[u].layout.count; k++) {
-      if (m->units[u].layout.params[k].numel > largest)
-        largest = m->units[u].layout.params[k].numel;
-    }
-  }
   float *buf[3] = {NULL, NULL, NULL};
   st_status status = ST_OK;
   for (int i = 0; i < 3 && status == ST_OK; i++) {
-    status =
-        mem_alloc((void **)&buf[i], (size_t)largest * sizeof(float), MEM_HOST, MEM_WORKSPACE, NULL);
+    status = mem_alloc((void **)&buf[i], (size_t)CKPT_CHUNK_ELEMENTS * sizeof(float), MEM_HOST,
+                       MEM_WORKSPACE, NULL);
   }
   for (int u = 0; u < m->n_units && status == ST_OK; u++) status = restore_unit(m, u, src, buf);
   for (int i = 2; i >= 0; i--) mem_free(buf[i]);

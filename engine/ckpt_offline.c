@@ -1,5 +1,5 @@
 /* ckpt_offline.c - reshard, export and inspect on one process (see ckpt_offline.h). Every
- * tensor is copied through one buffer of CHUNK_ELEMENTS floats at most, through
+ * tensor is copied through one buffer of CKPT_CHUNK_ELEMENTS floats, through
  * ckpt_source_read, which maps any layout to the pieces that hold it. */
 #include "engine/ckpt_offline.h"
 
@@ -16,7 +16,6 @@
 #include "engine/gpt_io.h"
 #include "engine/safetensors.h"
 
-#define CHUNK_ELEMENTS ((int64_t)1 << 22)
 #define PATH_BYTES 4200
 
 st_status ckpt_verify_all(const ckpt_source *src) {
@@ -30,8 +29,8 @@ st_status ckpt_verify_all(const ckpt_source *src) {
 static st_status copy_range(ckpt_source *src, ckpt_state state, const char *name,
                             const unit_param *p, int T, int t, int64_t begin, int64_t end,
                             safetensors_stream *out, size_t index, float *buf) {
-  for (int64_t at = begin; at < end; at += CHUNK_ELEMENTS) {
-    const int64_t n = end - at < CHUNK_ELEMENTS ? end - at : CHUNK_ELEMENTS;
+  for (int64_t at = begin; at < end; at += CKPT_CHUNK_ELEMENTS) {
+    const int64_t n = end - at < CKPT_CHUNK_ELEMENTS ? end - at : CKPT_CHUNK_ELEMENTS;
     ST_CHECK(ckpt_source_read(src, state, name, p, T, t, at, n, buf));
     ST_CHECK(safetensors_stream_put(out, index, (uint64_t)(at - begin) * sizeof(float), buf,
                                     (size_t)n * sizeof(float)));
@@ -40,8 +39,8 @@ static st_status copy_range(ckpt_source *src, ckpt_state state, const char *name
 }
 
 static st_status chunk_buffer(float **buf) {
-  return mem_alloc((void **)buf, (size_t)CHUNK_ELEMENTS * sizeof(float), MEM_HOST, MEM_WORKSPACE,
-                   NULL);
+  return mem_alloc((void **)buf, (size_t)CKPT_CHUNK_ELEMENTS * sizeof(float), MEM_HOST,
+                   MEM_WORKSPACE, NULL);
 }
 
 /* ---- reshard ------------------------------------------------------------------------------ */

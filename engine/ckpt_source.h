@@ -7,6 +7,10 @@
 
 #include "engine/ckpt_manifest.h"
 
+/* Elements every checkpoint reader and writer moves through memory at a time (1 MiB of fp32
+ * per buffer), so saving, restoring and the offline tools need no more, whatever the model. */
+#define CKPT_CHUNK_ELEMENTS ((int64_t)1 << 18)
+
 typedef struct ckpt_source ckpt_source;
 
 /* Opens `dir` (a step directory): it must hold DONE and a valid manifest. Files are opened on

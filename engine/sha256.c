@@ -98,7 +98,7 @@ st_status sha256_file(const char *path, char hex[SHA256_HEX_SIZE], uint64_t *byt
   int fd = -1;
   uint64_t size = 0;
   ST_CHECK(file_open_read(path, &fd, &size));
-  const size_t chunk = (size_t)1 << 20;
+  const size_t chunk = (size_t)1 << 16;
   void *buf = NULL;
   st_status status = mem_alloc(&buf, chunk, MEM_HOST, MEM_WORKSPACE, NULL);
   sha256_state s;

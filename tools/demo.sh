@@ -44,8 +44,9 @@ python3 tools/plot_metrics.py "$out/first.jsonl" "$out/resumed.jsonl" \
   --labels "4 ranks tp2 x s2 ZeRO-3,resumed on 2 ranks s2 ZeRO-2" --out "$out/loss.png"
 
 echo "== text the model writes (greedy, then sampled at temperature 0.8)"
-"$st" sample --from "$out/ckpt/step_400" --prompt "The " --tokens 120 --temperature 0
-"$st" sample --from "$out/model.safetensors" --prompt "Love is " --tokens 120 --temperature 0.8 \
+# The tiny model has 64 positions: prompt and new tokens fill them.
+"$st" sample --from "$out/ckpt/step_400" --prompt "The " --tokens 60 --temperature 0
+"$st" sample --from "$out/model.safetensors" --prompt "Love is " --tokens 56 --temperature 0.8 \
   --top-k 40 --seed 7
 cat <<DONE
 
