@@ -205,12 +205,55 @@ static st_status rank_file_build(rank_file *f, const gpt_model *m, const ckpt_ma
   return ST_OK;
 }
 
-/* Writes this rank's file: each piece's master, m and v copied from the device and put, in
- * chunks. */
-static st_status write_rank_file(gpt_model *m, const ckpt_manifest *plan, int s, const char *path) {
+static double seconds_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Rank 0's account of its own file while it is written: a line every few seconds, so a long
+ * save shows how far it is and how fast it goes. */
+typedef struct save_progress {
+  int report;
+  const char *path;
+  uint64_t total, written;
+  double start, last;
+} save_progress;
+
+#define PROGRESS_EVERY_S 2.0
+
+static void progress_add(save_progress *p, size_t bytes) {
+  p->written += bytes;
+  const double now = seconds_now();
+  if (!p->report || now - p->last < PROGRESS_EVERY_S) return;
+  p->last = now;
+  st_log(ST_LOG_INFO, "checkpoint %s: %.1f of %.1f MB written (%.1f MB/s)", p->path,
+         (double)p->written / 1e6, (double)p->total / 1e6,
+         (double)p->written / 1e6 / (now - p->start));
+}
+
+/* Streams `count` floats of device memory `from` into tensor `index`, chunk by chunk. */
+static st_status put_state(gpt_model *m, safetensors_stream *stream, size_t index,
+                           const float *from, int64_t count, float *staging, save_progress *p) {
+  for (int64_t done = 0; done < count; done += CKPT_CHUNK_ELEMENTS) {
+    const int64_t n = count - done < CKPT_CHUNK_ELEMENTS ? count - done : CKPT_CHUNK_ELEMENTS;
+    const size_t bytes = (size_t)n * sizeof(float);
+    ST_CHECK(stream_memcpy(&m->stream, staging, from + done, bytes));
+    ST_CHECK(stream_sync(&m->stream));
+    ST_CHECK(safetensors_stream_put(stream, index, (uint64_t)done * sizeof(float), staging, bytes));
+    progress_add(p, bytes);
+  }
+  return ST_OK;
+}
+
+/* Writes this rank's file: each piece's master, m and v copied from the device and put. */
+static st_status write_rank_file(gpt_model *m, const ckpt_manifest *plan, int s, const char *path,
+                                 int report) {
   rank_file f = {0};
   float *staging = NULL;
   safetensors_stream *stream = NULL;
+  save_progress progress = {.report = report, .path = path, .start = seconds_now()};
+  progress.last = progress.start;
   st_status status = rank_file_build(&f, m, plan, s);
   if (status == ST_OK) {
     status = mem_alloc((void **)&staging, (size_t)CKPT_CHUNK_ELEMENTS * sizeof(float), MEM_HOST,
@@ -220,23 +263,14 @@ static st_status write_rank_file(gpt_model *m, const ckpt_manifest *plan, int s,
     status =
         safetensors_stream_open(&stream, path, f.tensors, 3 * (size_t)f.n, f.meta, (size_t)f.n + 1);
   }
+  for (int i = 0; i < f.n; i++) progress.total += 3 * (uint64_t)(f.end[i] - f.begin[i]) * 4;
   for (int i = 0; status == ST_OK && i < f.n; i++) {
     unit *u = &m->units[f.unit[i]];
     const int64_t at = u->layout.params[f.index[i]].offset + f.begin[i] - u->owned_begin;
-    float *state[CKPT_STATE_COUNT] = {u->master, u->adam_m, u->adam_v};
+    const float *state[CKPT_STATE_COUNT] = {u->master, u->adam_m, u->adam_v};
     for (int st = 0; status == ST_OK && st < CKPT_STATE_COUNT; st++) {
-      for (int64_t done = 0; status == ST_OK && done < f.end[i] - f.begin[i];
-           done += CKPT_CHUNK_ELEMENTS) {
-        const int64_t left = f.end[i] - f.begin[i] - done;
-        const size_t bytes =
-            (size_t)(left < CKPT_CHUNK_ELEMENTS ? left : CKPT_CHUNK_ELEMENTS) * sizeof(float);
-        status = stream_memcpy(&m->stream, staging, state[st] + at + done, bytes);
-        if (status == ST_OK) status = stream_sync(&m->stream);
-        if (status == ST_OK) {
-          status = safetensors_stream_put(stream, 3 * (size_t)i + st,
-                                          (uint64_t)done * sizeof(float), staging, bytes);
-        }
-      }
+      status = put_state(m, stream, 3 * (size_t)i + st, state[st] + at, f.end[i] - f.begin[i],
+                         staging, &progress);
     }
   }
   status = safetensors_stream_finish(stream, status);
@@ -251,12 +285,6 @@ typedef struct file_record {
   uint64_t bytes;
   int32_t file; /* -1: this rank wrote nothing */
 } file_record;
-
-static double seconds_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Rank 0, after every file is in the temporary directory: manifest, DONE, rename into place. */
 static st_status finish_save(const ckpt_manifest *m, const char *temp, const char *final,
@@ -312,7 +340,7 @@ st_status ckpt_save(gpt_model *model, const ckpt_manifest *run, const char *ckpt
   if (c.r == 0) {
     mine.file = c.s * c.T + c.t;
     snprintf(path, sizeof path, "%s/%s", temp, m.files[mine.file].name);
-    status = write_rank_file(model, &m, c.s, path);
+    status = write_rank_file(model, &m, c.s, path, rank == 0);
     if (status == ST_OK) status = sha256_file(path, mine.sha256, &mine.bytes);
   }
   const int delay_ms = atoi(env_get_string(ENV_CKPT_TEST_DELAY_MS));
