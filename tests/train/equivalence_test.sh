@@ -5,6 +5,7 @@
 #   - the loss and global grad norm of each step match the single-rank run to 1e-5 relative;
 #   - at equal mesh, stages 0-3 (and prefetch / reshard variants) give bit-identical losses
 #     and bit-identical exported parameters;
+#   - every metrics line counts the tokens of the global batches trained so far (12 x 64 each);
 #   - every mesh's export (TP slices gathered, shards gathered) matches the single-rank export
 #     to 1e-4 per tensor in the Frobenius norm (not the max-norm: Adam turns rounding noise on
 #     near-zero gradients into 1e-4-sized differences of single elements, see
@@ -46,10 +47,13 @@ names+=(s4_z3_prefetch2 s4_z3_keep s2_z3_accum ref_accum)
 
 PYTHONPATH="$(dirname "$0")" python3 - "$work" "${names[@]}" <<'PY'
 import os, sys
-from run_outputs import metrics, relative_frobenius, same_export, tensors
+from run_outputs import compare_exports, metrics, same_export, tensors, tokens_problems
 work, names = sys.argv[1], sys.argv[2:]
 ref = metrics(work, "ref")
 fail = []
+for n in ["ref"] + names:
+    # Every run trains on global batches of 12 sequences of the tiny GPT's 64 tokens.
+    fail += [f"{n}: {p}" for p in tokens_problems(metrics(work, n), 12 * 64)]
 for n in names:
     rows = metrics(work, n)
     if len(rows) != len(ref):
@@ -75,11 +79,9 @@ for mesh, members in groups.items():
 ref_params = tensors(os.path.join(work, "ref.safetensors"))
 worst = 0.0
 for n in names:
-    got = tensors(os.path.join(work, n + ".safetensors"))
-    if set(got) != set(ref_params):
-        fail.append(f"{n}: exported tensor names differ"); continue
-    for name, want in ref_params.items():
-        rel = relative_frobenius(got[name], want)
+    diffs, problems = compare_exports(tensors(os.path.join(work, n + ".safetensors")), ref_params)
+    fail += [f"{n}: exported {p}" for p in problems]
+    for name, rel in diffs.items():
         worst = max(worst, rel)
         if rel > 1e-4:
             fail.append(f"{n}: exported {name} differs from one rank by {rel:.2e}")
