@@ -75,6 +75,25 @@ static int cpu_holds_params_in(int ordinal, st_dtype dtype) {
   return dtype == ST_FP32 || dtype == ST_BF16;
 }
 
+/* MemAvailable: the kernel's estimate of what can be allocated without swapping (free memory
+ * plus the reclaimable page cache), in kB. A container's own memory limit is not visible here;
+ * ST_MEMORY_LIMIT_BYTES covers that case. */
+static st_status cpu_mem_available(int ordinal, uint64_t *bytes) {
+  (void)ordinal;
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (!f) return st_error(ST_ERR_UNSUPPORTED, "cannot open /proc/meminfo");
+  char line[256];
+  unsigned long long kb = 0;
+  int found = 0;
+  while (!found && fgets(line, sizeof line, f)) {
+    found = sscanf(line, "MemAvailable: %llu kB", &kb) == 1;
+  }
+  fclose(f);
+  if (!found) return st_error(ST_ERR_UNSUPPORTED, "/proc/meminfo has no MemAvailable line");
+  *bytes = (uint64_t)kb * 1024u;
+  return ST_OK;
+}
+
 const device_backend device_backend_cpu = {
     .name = "cpu",
     .kind = ST_DEVICE_CPU,
@@ -92,6 +111,8 @@ const device_backend device_backend_cpu = {
     .event_query = cpu_event_query,
     .holds_params_in = cpu_holds_params_in,
     .computes_in_fp32_only = 1,
+    .mem_available = cpu_mem_available,
+    .device_memory_is_host = 1,
 };
 
 int device_cuda_count(void) {
@@ -118,6 +139,14 @@ st_status device_check_param_dtype(const st_device *dev, st_dtype dtype) {
   }
   return st_error(ST_ERR_UNSUPPORTED, "the %s device cannot train with %s parameters (it can: %s)",
                   b->name, dtype_name(dtype), can);
+}
+
+st_status device_memory_available(const st_device *dev, uint64_t *bytes) {
+  if (!dev->backend->mem_available) {
+    return st_error(ST_ERR_UNSUPPORTED, "the %s device cannot tell its free memory",
+                    dev->backend->name);
+  }
+  return dev->backend->mem_available(dev->ordinal, bytes);
 }
 
 st_device device_cpu(void) { return (st_device){.backend = &device_backend_cpu, .ordinal = 0}; }

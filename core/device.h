@@ -10,6 +10,7 @@
 #define ST_CORE_DEVICE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/tensor.h"
 #include "shardtrain.h"
@@ -45,6 +46,13 @@ typedef struct device_backend {
   /* 1 when the kernels compute in fp32 only (the CPU): a unit keeps fp32 copies of its
    * low-precision buffers while they are in use, and bf16 is a storage format there. */
   int computes_in_fp32_only;
+  /* Bytes this process can still take on GPU `ordinal` (cudaMemGetInfo's free memory), or on
+   * the CPU the host's available RAM (MemAvailable in /proc/meminfo), which every process on
+   * the host shares. NULL where a backend cannot tell (a test's stand-in). */
+  st_status (*mem_available)(int ordinal, uint64_t *bytes);
+  /* 1 when device memory is host RAM that host code reads and writes in place (the CPU): host
+   * memory then needs no staging to meet device memory, and the two share one budget. */
+  int device_memory_is_host;
 } device_backend;
 
 typedef struct st_device {
@@ -76,6 +84,11 @@ st_device device_cpu(void);
 /* ST_OK when `dev` can train with parameters held in `dtype`; else ST_ERR_UNSUPPORTED with a
  * message naming the device, the dtype and what the device can do. */
 st_status device_check_param_dtype(const st_device *dev, st_dtype dtype);
+
+/* *bytes = the memory this process can still take on `dev` (see device_backend.mem_available;
+ * on the CPU it is the whole host's, not this process's share). ST_ERR_UNSUPPORTED, with the
+ * reason, when the backend cannot tell. */
+st_status device_memory_available(const st_device *dev, uint64_t *bytes);
 
 st_status stream_create(const st_device *dev, st_stream *out);
 void stream_destroy(st_stream *stream);

@@ -109,6 +109,16 @@ static int cuda_holds_params_in(int ordinal, st_dtype dtype) {
   return dtype == ST_BF16 && major >= 8;
 }
 
+/* Free memory of the GPU: what cudaMalloc can still take, after this process's context and
+ * everything other processes on the GPU hold. */
+static st_status cuda_mem_available(int ordinal, uint64_t *bytes) {
+  CUDA_CHECK(cudaSetDevice(ordinal));
+  size_t free_bytes = 0, total_bytes = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  *bytes = (uint64_t)free_bytes;
+  return ST_OK;
+}
+
 const device_backend device_backend_cuda = {
     .name = "cuda",
     .kind = ST_DEVICE_CUDA,
@@ -126,4 +136,6 @@ const device_backend device_backend_cuda = {
     .event_query = cuda_event_query,
     .holds_params_in = cuda_holds_params_in,
     .computes_in_fp32_only = 0,
+    .mem_available = cuda_mem_available,
+    .device_memory_is_host = 0,
 };
