@@ -21,6 +21,7 @@
 #include "engine/job_agree.h"
 #include "engine/metrics.h"
 #include "engine/token_data.h"
+#include "engine/train_fit.h"
 #include "engine/train_options.h"
 
 typedef struct train_run {
@@ -131,6 +132,7 @@ static st_status setup_local(train_run *r) {
                       .prefetch = o->prefetch,
                       .reshard_after_forward = o->reshard_after_forward};
   ST_CHECK(train_options_precision(o, &par.precision));
+  ST_CHECK(train_options_offload(o, &par.offload_optimizer));
   if (device_check_param_dtype(mesh_device(r->mesh), par.precision.param) != ST_OK) {
     return st_error(ST_ERR_INVALID_ARG, "--param-dtype %s: %s", o->param_dtype, st_last_error());
   }
@@ -176,6 +178,7 @@ static st_status resume(train_run *r) {
 
 static st_status setup(train_run *r) {
   ST_CHECK(create_mesh(r));
+  ST_CHECK(job_agree(train_fit_check(r->o, &r->cfg, r->mesh))); /* before anything large */
   ST_CHECK(job_agree(check_ckpt_dir(r)));
   ST_CHECK(job_agree(setup_local(r)));
   if (r->resume) ST_CHECK(resume(r));

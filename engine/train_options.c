@@ -27,7 +27,8 @@ void train_options_defaults(train_options *o) {
                        .prefetch = 1,
                        .reshard_after_forward = 1,
                        .param_dtype = "fp32",
-                       .reduce_dtype = "fp32"};
+                       .reduce_dtype = "fp32",
+                       .offload = "none"};
 }
 
 int train_options_flags(train_options *o, cli_flag *f, int capacity) {
@@ -76,6 +77,10 @@ int train_options_flags(train_options *o, cli_flag *f, int capacity) {
        "continue from the newest complete checkpoint in --ckpt-dir (none there: start anew)"},
       {"resume-from", FLAG_STRING, &o->resume_from,
        "continue from this checkpoint step directory (any mesh, stage and param dtype)"},
+      {"offload", FLAG_STRING, &o->offload,
+       "optimizer: fp32 master, Adam m and v in host memory, AdamW on the host; or none"},
+      {"no-fit-check", FLAG_BOOL, &o->no_fit_check,
+       "start even when the planner predicts that the run does not fit the device's memory"},
   };
   int n = (int)(sizeof table / sizeof table[0]);
   if (n > capacity) n = capacity;
@@ -145,6 +150,14 @@ st_status train_options_precision(const train_options *o, unit_precision *out) {
   return ST_OK;
 }
 
+st_status train_options_offload(const train_options *o, int *optimizer) {
+  *optimizer = strcmp(o->offload, "optimizer") == 0;
+  if (!*optimizer && strcmp(o->offload, "none") != 0) {
+    return st_error(ST_ERR_INVALID_ARG, "--offload '%s' is not optimizer or none", o->offload);
+  }
+  return ST_OK;
+}
+
 st_status train_options_resolve(const train_options *o, int dp_size, gpt_config *cfg,
                                 train_hparams *h) {
   ST_CHECK(resolve_config(o, cfg));
@@ -164,6 +177,8 @@ st_status train_options_resolve(const train_options *o, int dp_size, gpt_config 
   }
   unit_precision precision;
   ST_CHECK(train_options_precision(o, &precision));
+  int offload = 0;
+  ST_CHECK(train_options_offload(o, &offload));
 
   if (o->steps > 0 && !o->data_train) {
     return st_error(ST_ERR_INVALID_ARG, "--data-train is required to train (--steps %d)", o->steps);

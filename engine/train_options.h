@@ -28,6 +28,8 @@ typedef struct train_options {
   const char *param_dtype, *reduce_dtype;
   const char *ckpt_dir, *resume_from;
   int ckpt_every, keep, resume;
+  const char *offload; /* "none" or "optimizer" */
+  int no_fit_check;    /* skip the start-up memory check (engine/train_fit.h) */
 } train_options;
 
 void train_options_defaults(train_options *o);
@@ -44,5 +46,8 @@ st_status train_options_resolve(const train_options *o, int dp_size, gpt_config 
  * not know, or a reduce dtype other than fp32 or bf16, is ST_ERR_INVALID_ARG; whether the
  * device can hold parameters in the param dtype is checked once the device is known. */
 st_status train_options_precision(const train_options *o, unit_precision *out);
+
+/* *optimizer = 1 for --offload optimizer, 0 for none; anything else is ST_ERR_INVALID_ARG. */
+st_status train_options_offload(const train_options *o, int *optimizer);
 
 #endif /* ST_ENGINE_TRAIN_OPTIONS_H */
