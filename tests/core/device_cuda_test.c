@@ -2,7 +2,9 @@
  * pinned memory through mem_alloc (accounted like host memory), asynchronous copies
  * host -> device -> device -> host and a memset on non-blocking streams, ordering across two
  * streams by event_record + stream_wait_event, event_query polled until the work is done,
- * and the bytes that come back. Prints SKIP and passes where no GPU is usable. */
+ * and the bytes that come back; the free memory the memory check reads (cudaMemGetInfo) is
+ * positive and drops by at least what a large cudaMalloc takes. Prints SKIP and passes where
+ * no GPU is usable. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -121,6 +123,20 @@ static void test_streams_events_and_copies(const st_device *gpu) {
   CHECK_EQ_INT(after.total_current, before.total_current);
 }
 
+static void test_free_memory(const st_device *gpu) {
+  uint64_t before = 0, during = 0;
+  CHECK_OK(device_memory_available(gpu, &before));
+  CHECK(before > 0);
+  CHECK(!gpu->backend->device_memory_is_host);
+  void *block = NULL;
+  const size_t bytes = (size_t)256 << 20;
+  if (!CHECK(mem_alloc(&block, bytes, MEM_DEVICE, MEM_WORKSPACE, gpu) == ST_OK)) return;
+  CHECK_OK(device_memory_available(gpu, &during));
+  CHECK_MSG(during + bytes <= before, "free memory %llu before, %llu with %zu bytes allocated",
+            (unsigned long long)before, (unsigned long long)during, bytes);
+  mem_free(block);
+}
+
 int main(void) {
   int gpus = device_cuda_count();
   if (gpus == 0) return test_skip("device_cuda_test", "no usable GPU (device_cuda_count() == 0)");
@@ -129,6 +145,7 @@ int main(void) {
   if (CHECK(gpu.backend && gpu.backend->kind == ST_DEVICE_CUDA)) {
     printf("%d GPU(s); testing ordinal %d\n", gpus, gpu.ordinal);
     test_streams_events_and_copies(&gpu);
+    test_free_memory(&gpu);
   }
   return test_finish("device_cuda_test");
 }

@@ -2,7 +2,9 @@
  * "cpu" always gives the CPU; "auto" gives the CPU when no GPU is usable (and a GPU otherwise);
  * "cuda" without a usable GPU is ST_ERR_NO_DEVICE with a detail; an unknown request is
  * ST_ERR_INVALID_ARG. On CPU streams, memcpy and memset between host, pinned and device
- * memory land in order, events report done, waits succeed, and destroy is idempotent. */
+ * memory land in order, events report done, waits succeed, and destroy is idempotent. The
+ * CPU's available memory is the host's MemAvailable: more than 0, at most MemTotal; a backend
+ * that cannot tell says so. */
 #include "core/device.h"
 
 #include <stdint.h>
@@ -122,8 +124,27 @@ static void test_cpu_streams_and_events(void) {
   CHECK_EQ_INT(stats.live_blocks, 0);
 }
 
+static void test_available_memory(void) {
+  const st_device cpu = device_cpu();
+  uint64_t available = 0;
+  CHECK_OK(device_memory_available(&cpu, &available));
+  unsigned long long total_kb = 0;
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (CHECK(f != NULL)) {
+    CHECK(fscanf(f, "MemTotal: %llu kB", &total_kb) == 1);
+    fclose(f);
+  }
+  CHECK_MSG(available > 0 && available <= (uint64_t)total_kb * 1024,
+            "available %llu bytes, MemTotal %llu kB", (unsigned long long)available, total_kb);
+  CHECK(cpu.backend->device_memory_is_host);
+  const device_backend mute = {.name = "mute", .kind = ST_DEVICE_CPU};
+  const st_device dev = {.backend = &mute};
+  CHECK_STATUS(device_memory_available(&dev, &available), ST_ERR_UNSUPPORTED);
+}
+
 int main(void) {
   test_select();
+  test_available_memory();
   test_cpu_streams_and_events();
   return test_finish("device_test");
 }
