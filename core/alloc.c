@@ -61,8 +61,9 @@ static int injected_failure(void) {
 }
 
 const char *mem_category_name(mem_category category) {
-  static const char *const names[MEM_CATEGORY_COUNT] = {
-      "params", "grads", "optimizer", "gathered", "activations", "comm", "workspace"};
+  static const char *const names[MEM_CATEGORY_COUNT] = {"params",    "grads",         "optimizer",
+                                                        "gathered",  "activations",   "comm",
+                                                        "workspace", "optimizer_host"};
   return (unsigned)category < MEM_CATEGORY_COUNT ? names[category] : "invalid";
 }
 

@@ -25,7 +25,11 @@ typedef enum mem_category {
   MEM_ACTIVATIONS = 4, /* forward activations kept for backward */
   MEM_COMM = 5,        /* staging and scratch buffers of the collectives */
   MEM_WORKSPACE = 6,   /* everything else: scratch of kernels, loaders, tables */
-  MEM_CATEGORY_COUNT = 7
+  /* fp32 master weights, Adam m and v kept in host memory (pinned on a GPU) by the optimizer
+   * offload, and its transient staging of a unit's gradients and parameters there: apart from
+   * MEM_OPTIMIZER so that the planner can say what a GPU holds and what the host holds. */
+  MEM_OPTIMIZER_HOST = 7,
+  MEM_CATEGORY_COUNT = 8
 } mem_category;
 
 typedef struct mem_stats {

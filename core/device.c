@@ -122,6 +122,7 @@ const device_backend device_backend_cpu = {
     .holds_params_in = cpu_holds_params_in,
     .computes_in_fp32_only = 1,
     .memory_info = cpu_memory_info,
+    .device_memory_is_host = 1,
 };
 
 int device_cuda_count(void) {

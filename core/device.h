@@ -54,6 +54,9 @@ typedef struct device_backend {
   int computes_in_fp32_only;
   /* The memory of GPU `ordinal` (0 on the CPU: the host's). NULL: the backend cannot say. */
   st_status (*memory_info)(int ordinal, device_memory *out);
+  /* 1 when device memory is host RAM that host code reads and writes in place (the CPU): host
+   * memory then needs no staging to meet device memory, and the two share one budget. */
+  int device_memory_is_host;
 } device_backend;
 
 typedef struct st_device {

@@ -141,4 +141,5 @@ const device_backend device_backend_cuda = {
     .holds_params_in = cuda_holds_params_in,
     .computes_in_fp32_only = 0,
     .memory_info = cuda_memory_info,
+    .device_memory_is_host = 0,
 };

@@ -12,6 +12,10 @@ static const env_entry entries[ENV_VAR_COUNT] = {
     [ENV_CKPT_TEST_DELAY_MS] = {"ST_CKPT_TEST_DELAY_MS", "0",
                                 "testing: milliseconds each rank waits after writing its "
                                 "checkpoint file, before the checkpoint is completed"},
+    [ENV_MEMORY_LIMIT_BYTES] = {"ST_MEMORY_LIMIT_BYTES", "none",
+                                "caps the memory the start-up fit check finds on the device "
+                                "(a GPU's free memory; on the CPU the host's available RAM, "
+                                "before it is shared among the node's ranks), in bytes"},
 };
 
 const env_entry *env_table(void) { return entries; }

@@ -13,7 +13,8 @@ typedef enum env_var {
   ENV_COMM_TIMEOUT = 1,       /* ST_COMM_TIMEOUT */
   ENV_DEVICE = 2,             /* ST_DEVICE */
   ENV_CKPT_TEST_DELAY_MS = 3, /* ST_CKPT_TEST_DELAY_MS */
-  ENV_VAR_COUNT = 4
+  ENV_MEMORY_LIMIT_BYTES = 4, /* ST_MEMORY_LIMIT_BYTES */
+  ENV_VAR_COUNT = 5
 } env_var;
 
 typedef struct env_entry {

@@ -23,6 +23,7 @@
 #include "engine/output_paths.h"
 #include "engine/run_report.h"
 #include "engine/token_data.h"
+#include "engine/train_fit.h"
 #include "engine/train_options.h"
 
 typedef struct train_run {
@@ -134,6 +135,7 @@ static st_status setup_local(train_run *r) {
                       .prefetch = o->prefetch,
                       .reshard_after_forward = o->reshard_after_forward};
   ST_CHECK(train_options_precision(o, &par.precision));
+  ST_CHECK(train_options_offload(o, &par.offload_optimizer));
   if (device_check_param_dtype(mesh_device(r->mesh), par.precision.param) != ST_OK) {
     return st_error(ST_ERR_INVALID_ARG, "--param-dtype %s: %s", o->param_dtype, st_last_error());
   }
@@ -180,6 +182,7 @@ static st_status resume(train_run *r) {
 static st_status setup(train_run *r) {
   ST_CHECK(create_mesh(r));
   ST_CHECK(output_paths_check_train(r->o, 0));
+  ST_CHECK(job_agree(train_fit_check(r->o, &r->cfg, r->mesh))); /* before anything large */
   ST_CHECK(job_agree(check_ckpt_dir(r)));
   ST_CHECK(run_report_start(&r->report, r->o, &r->cfg, &r->h, r->mesh));
   ST_CHECK(job_agree(setup_local(r)));
@@ -343,8 +346,8 @@ static st_status train(train_run *r) {
 int cmd_train(int argc, char **argv) {
   train_options o;
   train_options_defaults(&o);
-  cli_flag flags[48];
-  int nflags = train_options_flags(&o, flags, 48);
+  cli_flag flags[TRAIN_MAX_FLAGS];
+  int nflags = train_options_flags(&o, flags);
   int help = 0;
   st_status status = cli_parse(argc, argv, 2, flags, nflags, &help);
   if (help) {

@@ -53,6 +53,7 @@ typedef struct gpt_parallel {
   int prefetch;              /* units gathered ahead of the one computing (stage 3) */
   int reshard_after_forward; /* release each block after its forward (stage 3: its params) */
   unit_precision precision;  /* param and reduce dtypes ({0}: fp32) */
+  int offload_optimizer;     /* master, m, v in host memory (unit_offload_optimizer) */
 } gpt_parallel;
 
 typedef struct gpt_layer_acts {

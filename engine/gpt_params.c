@@ -84,6 +84,7 @@ static st_status create_units(gpt_model *m) {
     ST_CHECK(unit_init(u, name, m->dev, m->par.stage, &m->par.precision, mesh ? &groups : NULL,
                        m->tp_size, m->tp_rank));
     ST_CHECK(gpt_declare_unit(c, i, &u->layout));
+    if (m->par.offload_optimizer) ST_CHECK(unit_offload_optimizer(u));
     ST_CHECK(unit_allocate(u));
   }
   return ST_OK;

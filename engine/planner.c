@@ -135,13 +135,18 @@ static st_status gathered_peak(const plan_input *in, const unit_sizes *u, int64_
   return ST_OK;
 }
 
+/* The host tokens of every micro-batch of a step (cmd_train's buffer). */
+static int64_t host_token_bytes(const plan_input *in) {
+  return 2 * (int64_t)in->micro_batch * in->seq_len * in->grad_accum * (int64_t)sizeof(int32_t);
+}
+
 /* Workspace of a step: the backward's gradient buffers and token copies (gpt_acts), the host
  * tokens of every micro-batch, and the largest transient. */
 static int64_t workspace_bytes(const plan_input *in) {
   int64_t acts = 0, scratch = 0;
   gpt_activation_bytes(&in->cfg, in->micro_batch, in->seq_len, in->T, &acts, &scratch);
   int64_t bt = (int64_t)in->micro_batch * in->seq_len;
-  int64_t tokens = 2 * bt * in->grad_accum * (int64_t)sizeof(int32_t);
+  int64_t tokens = host_token_bytes(in);
   int64_t attention = (int64_t)in->seq_len * in->seq_len * (int64_t)sizeof(float);
   int64_t losses = bt * (int64_t)sizeof(float);
   return scratch + tokens + (attention > losses ? attention : losses);
@@ -151,17 +156,26 @@ st_status plan_memory(const plan_input *in, memory_plan *out) {
   memset(out, 0, sizeof *out);
   unit_sizes u;
   ST_CHECK(measure_units(in, &u));
-  int64_t full = 0, shard = 0;
+  int64_t full = 0, shard = 0, largest_owned = 0;
   for (int i = 0; i < u.count; i++) {
     full += u.numel[i];
     shard += u.shard[i];
+    const int64_t owned = in->stage == 0 ? u.numel[i] : u.shard[i];
+    if (owned > largest_owned) largest_owned = owned;
   }
   const int64_t f = (int64_t)sizeof(float), p = (int64_t)dtype_size(in->precision.param),
                 g = (int64_t)dtype_size(in->precision.reduce);
   out->psi = u.real;
   out->bytes[MEM_PARAMS] = (uint64_t)((in->stage == 3 ? shard : full) * p);
   out->bytes[MEM_GRADS] = (uint64_t)((in->stage >= 2 ? shard : full) * g);
-  out->bytes[MEM_OPTIMIZER] = (uint64_t)(3 * (in->stage == 0 ? full : shard) * f);
+  const uint64_t optimizer = (uint64_t)(3 * (in->stage == 0 ? full : shard) * f);
+  if (in->offload_optimizer) {
+    /* unit_optim.c stages one unit's owned gradients and parameters at a time. */
+    const int64_t staging = in->device_is_host ? 0 : largest_owned * (g + p);
+    out->bytes[MEM_OPTIMIZER_HOST] = optimizer + (uint64_t)staging;
+  } else {
+    out->bytes[MEM_OPTIMIZER] = optimizer;
+  }
   int64_t gathered = 0;
   const st_status status = gathered_peak(in, &u, &gathered);
   unit_sizes_free(&u);
@@ -172,7 +186,11 @@ st_status plan_memory(const plan_input *in, memory_plan *out) {
   out->bytes[MEM_ACTIVATIONS] = (uint64_t)acts;
   out->bytes[MEM_WORKSPACE] = (uint64_t)workspace_bytes(in);
   out->bytes[MEM_COMM] = 0;
-  out->model_states = out->bytes[MEM_PARAMS] + out->bytes[MEM_GRADS] + out->bytes[MEM_OPTIMIZER];
+  out->model_states = out->bytes[MEM_PARAMS] + out->bytes[MEM_GRADS] + out->bytes[MEM_OPTIMIZER] +
+                      out->bytes[MEM_OPTIMIZER_HOST];
+  for (int c = 0; c < MEM_CATEGORY_COUNT; c++) out->total += out->bytes[c];
+  out->host_bytes = out->bytes[MEM_OPTIMIZER_HOST] + (uint64_t)host_token_bytes(in);
+  out->device_bytes = out->total - out->host_bytes;
   return ST_OK;
 }
 

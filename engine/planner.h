@@ -12,7 +12,10 @@
  *   activations: the forward activations kept for the backward;
  *   workspace: the backward's gradient buffers, the micro-batches' tokens and the largest
  *     transient of a step (attention backward's T x T scores, the host copy of the losses);
- *   comm: collective staging buffers (none on the CPU).
+ *   comm: collective staging buffers (none on the CPU);
+ *   optimizer_host: with the optimizer offloaded, the master, m and v instead of `optimizer`,
+ *     plus, where the device has its own memory, the pinned staging of the largest unit's
+ *     owned gradients and parameters during its update (sharding/unit.h).
  * Not predicted: bookkeeping of a few kilobytes (structs, layout tables, loaders) and the
  * one-off scratch of initialisation, import and export, which precede or follow the steps. */
 #ifndef ST_ENGINE_PLANNER_H
@@ -33,12 +36,20 @@ typedef struct plan_input {
   int reshard_after_forward;
   unit_precision precision; /* param and reduce dtypes ({0}: fp32) */
   int compute_copies;       /* the device computes in fp32 only (the CPU): see unit.h */
+  int offload_optimizer;    /* master, m, v in host memory (--offload optimizer) */
+  int device_is_host;       /* device memory is host RAM (the CPU): offload stages nothing */
 } plan_input;
 
+/* Where the bytes live: host_bytes is what is allocated in host memory whatever the device
+ * (the offloaded optimizer state and its staging, and the micro-batches' tokens), device_bytes
+ * everything else. On the CPU both are the same RAM, and a budget must count their sum; on a
+ * GPU device_bytes is what its memory must hold. total = device_bytes + host_bytes is the sum
+ * of the categories' peaks. */
 typedef struct memory_plan {
   uint64_t bytes[MEM_CATEGORY_COUNT]; /* peak per category on any rank */
-  uint64_t model_states;              /* params + grads + optimizer */
-  int64_t psi;                        /* parameters per rank after the TP split (unpadded) */
+  uint64_t model_states;              /* params + grads + optimizer (+ optimizer_host) */
+  uint64_t total, device_bytes, host_bytes;
+  int64_t psi; /* parameters per rank after the TP split (unpadded) */
 } memory_plan;
 
 st_status plan_memory(const plan_input *in, memory_plan *out);

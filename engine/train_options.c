@@ -32,10 +32,11 @@ void train_options_defaults(train_options *o) {
                        .prefetch = 1,
                        .reshard_after_forward = 1,
                        .param_dtype = "fp32",
-                       .reduce_dtype = "fp32"};
+                       .reduce_dtype = "fp32",
+                       .offload = "none"};
 }
 
-int train_options_flags(train_options *o, cli_flag *f, int capacity) {
+int train_options_flags(train_options *o, cli_flag f[TRAIN_MAX_FLAGS]) {
   const cli_flag table[] = {
       {"model", FLAG_STRING, &o->model, "named config: tiny, d6, d12, d24, d36, d48"},
       {"n-layer", FLAG_INT, &o->n_layer, "override: transformer blocks (0: the model's)"},
@@ -88,9 +89,13 @@ int train_options_flags(train_options *o, cli_flag *f, int capacity) {
        "--steps (0: --steps)"},
       {"resume-from", FLAG_STRING, &o->resume_from,
        "continue from this checkpoint step directory (any mesh, stage and param dtype)"},
+      {"offload", FLAG_STRING, &o->offload,
+       "optimizer: fp32 master, Adam m and v in host memory, AdamW on the host; or none"},
+      {"no-fit-check", FLAG_BOOL, &o->no_fit_check,
+       "start even when the planner predicts that the run does not fit the device's memory"},
   };
+  _Static_assert(sizeof table / sizeof table[0] <= TRAIN_MAX_FLAGS, "raise TRAIN_MAX_FLAGS");
   int n = (int)(sizeof table / sizeof table[0]);
-  if (n > capacity) n = capacity;
   memcpy(f, table, (size_t)n * sizeof *f);
   return n;
 }
@@ -186,6 +191,14 @@ st_status train_options_precision(const train_options *o, unit_precision *out) {
   return ST_OK;
 }
 
+st_status train_options_offload(const train_options *o, int *optimizer) {
+  *optimizer = strcmp(o->offload, "optimizer") == 0;
+  if (!*optimizer && strcmp(o->offload, "none") != 0) {
+    return st_error(ST_ERR_INVALID_ARG, "--offload '%s' is not optimizer or none", o->offload);
+  }
+  return ST_OK;
+}
+
 st_status train_options_resolve(const train_options *o, int dp_size, gpt_config *cfg,
                                 train_hparams *h) {
   ST_CHECK(resolve_config(o, cfg));
@@ -205,6 +218,8 @@ st_status train_options_resolve(const train_options *o, int dp_size, gpt_config 
   }
   unit_precision precision;
   ST_CHECK(train_options_precision(o, &precision));
+  int offload = 0;
+  ST_CHECK(train_options_offload(o, &offload));
 
   if (o->steps > 0 && !o->data_train) {
     return st_error(ST_ERR_INVALID_ARG, "--data-train is required to train (--steps %d)", o->steps);

@@ -30,13 +30,19 @@ typedef struct train_options {
   const char *param_dtype, *reduce_dtype;
   const char *ckpt_dir, *resume_from;
   int ckpt_every, keep, resume;
-  int stop_at; /* 0: --steps */
+  int stop_at;         /* 0: --steps */
+  const char *offload; /* "none" or "optimizer" */
+  int no_fit_check;    /* skip the start-up memory check (engine/train_fit.h) */
 } train_options;
 
 void train_options_defaults(train_options *o);
 
-/* The flag table over `o` (pointers into it); returns the number of flags. */
-int train_options_flags(train_options *o, cli_flag *flags, int capacity);
+/* Room for `shardtrain train`'s flags (a table that outgrows it is caught at start-up). */
+#define TRAIN_MAX_FLAGS 64
+
+/* The flag table over `o` (pointers into it) into `flags` (TRAIN_MAX_FLAGS entries); returns
+ * the number of flags. */
+int train_options_flags(train_options *o, cli_flag flags[TRAIN_MAX_FLAGS]);
 
 /* Checks the values and derives the model config and the hyperparameters. dp_size is the
  * number of data-parallel ranks (the global batch is micro_batch x dp_size x grad_accum). */
@@ -50,5 +56,8 @@ int train_options_end(const train_options *o);
  * not know, or a reduce dtype other than fp32 or bf16, is ST_ERR_INVALID_ARG; whether the
  * device can hold parameters in the param dtype is checked once the device is known. */
 st_status train_options_precision(const train_options *o, unit_precision *out);
+
+/* *optimizer = 1 for --offload optimizer, 0 for none; anything else is ST_ERR_INVALID_ARG. */
+st_status train_options_offload(const train_options *o, int *optimizer);
 
 #endif /* ST_ENGINE_TRAIN_OPTIONS_H */

@@ -76,13 +76,39 @@ static st_status alloc_zeroed(void **out, size_t bytes, mem_category category, c
   return stream_sync(&u->stream);
 }
 
+st_status unit_offload_optimizer(unit *u) {
+  if (u->master) {
+    return st_error(ST_ERR_INVALID_ARG, "unit %s: optimizer offload chosen after allocation",
+                    u->name);
+  }
+  u->offload_optimizer = 1;
+  u->offload_staging = !u->dev->backend->device_memory_is_host;
+  return ST_OK;
+}
+
+/* fp32 master, m or v of the owned range, zero-filled: device memory, or host memory that the
+ * host zeroes itself when offloaded. */
+static st_status alloc_state(float **out, const unit *u) {
+  const size_t bytes = bytes_of(ST_FP32, u->owned_numel);
+  if (!u->offload_optimizer) return alloc_zeroed((void **)out, bytes, MEM_OPTIMIZER, u);
+  return mem_alloc_zeroed((void **)out, bytes, MEM_PINNED, MEM_OPTIMIZER_HOST, u->dev);
+}
+
+/* Zeroes a state buffer from alloc_state. */
+static st_status zero_state(float *state, const unit *u) {
+  const size_t bytes = bytes_of(ST_FP32, u->owned_numel);
+  if (!u->offload_optimizer) return stream_memset(&u->stream, state, 0, bytes);
+  ST_CHECK(stream_sync(&u->stream)); /* earlier copies into it are complete */
+  memset(state, 0, bytes);
+  return ST_OK;
+}
+
 st_status unit_allocate(unit *u) {
   const int64_t numel = u->layout.numel, shard = u->layout.shard_numel;
   const st_dtype p = u->precision.param, g = u->precision.reduce;
   u->owned_begin = u->stage == 0 ? 0 : (int64_t)u->shard_rank * shard;
   u->owned_numel = u->stage == 0 ? numel : shard;
   ST_CHECK(stream_create(u->dev, &u->stream));
-  const size_t owned = bytes_of(ST_FP32, u->owned_numel);
   st_status status;
   if (u->stage == 3) {
     ST_CHECK_GOTO(alloc_zeroed(&u->param_shard, bytes_of(p, shard), MEM_PARAMS, u), status, fail);
@@ -96,9 +122,9 @@ st_status unit_allocate(unit *u) {
   } else {
     ST_CHECK_GOTO(alloc_zeroed(&u->grad_shard, bytes_of(g, shard), MEM_GRADS, u), status, fail);
   }
-  ST_CHECK_GOTO(alloc_zeroed((void **)&u->master, owned, MEM_OPTIMIZER, u), status, fail);
-  ST_CHECK_GOTO(alloc_zeroed((void **)&u->adam_m, owned, MEM_OPTIMIZER, u), status, fail);
-  ST_CHECK_GOTO(alloc_zeroed((void **)&u->adam_v, owned, MEM_OPTIMIZER, u), status, fail);
+  ST_CHECK_GOTO(alloc_state(&u->master, u), status, fail);
+  ST_CHECK_GOTO(alloc_state(&u->adam_m, u), status, fail);
+  ST_CHECK_GOTO(alloc_state(&u->adam_v, u), status, fail);
   return ST_OK;
 fail:
   unit_free(u);
@@ -281,8 +307,8 @@ st_status unit_optimizer_reset(unit *u) {
     ST_CHECK(
         stream_memcpy(&u->stream, u->master, u->param_shard, bytes_of(ST_FP32, u->owned_numel)));
   }
-  ST_CHECK(stream_memset(&u->stream, u->adam_m, 0, bytes_of(ST_FP32, u->owned_numel)));
-  ST_CHECK(stream_memset(&u->stream, u->adam_v, 0, bytes_of(ST_FP32, u->owned_numel)));
+  ST_CHECK(zero_state(u->adam_m, u));
+  ST_CHECK(zero_state(u->adam_v, u));
   return stream_sync(&u->stream);
 }
 
@@ -317,8 +343,19 @@ st_status unit_gather_master(unit *u, float *out) {
     ST_CHECK(stream_memcpy(&u->stream, out, u->master, bytes_of(ST_FP32, u->layout.numel)));
     return stream_sync(&u->stream);
   }
-  return comm_all_gather(u->groups.shard, u->master, out, (size_t)u->layout.shard_numel, ST_FP32,
-                         NULL);
+  const size_t shard = (size_t)u->layout.shard_numel;
+  if (!u->offload_optimizer) {
+    return comm_all_gather(u->groups.shard, u->master, out, shard, ST_FP32, NULL);
+  }
+  float *staged = NULL; /* one-off, like the export scratch that calls this */
+  ST_CHECK(mem_alloc((void **)&staged, bytes_of(ST_FP32, (int64_t)shard), MEM_DEVICE, MEM_WORKSPACE,
+                     u->dev));
+  st_status status =
+      stream_memcpy(&u->stream, staged, u->master, bytes_of(ST_FP32, (int64_t)shard));
+  if (status == ST_OK) status = stream_sync(&u->stream);
+  if (status == ST_OK) status = comm_all_gather(u->groups.shard, staged, out, shard, ST_FP32, NULL);
+  mem_free(staged);
+  return status;
 }
 
 /* ---- descriptors ------------------------------------------------------------------------ */

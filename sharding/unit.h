@@ -31,7 +31,14 @@
  * exactly those of the sharded stages: equal meshes give bit-identical results at every stage).
  * The optimizer updates the master and writes the owned range of the params in p; publishing
  * then all-gathers the params at stages 1-2. Every rank of a group calls these in the same
- * order. */
+ * order.
+ *
+ * Optimizer offload (unit_offload_optimizer): master, m and v live in host memory (MEM_PINNED,
+ * category OPTIMIZER_HOST) and AdamW runs on the host. Where device memory is host RAM (the
+ * CPU) the host reads the owned gradients and writes the owned parameters in place, so the
+ * arithmetic and the bytes are exactly those of the resident optimizer; elsewhere
+ * (offload_staging) the optimizer copies the owned gradients to pinned host memory, updates,
+ * and copies the owned parameters back before they are published. */
 #ifndef ST_SHARDING_UNIT_H
 #define ST_SHARDING_UNIT_H
 
@@ -67,6 +74,8 @@ typedef struct unit {
   void *grads, *grad_shard;              /* in precision.reduce */
   float *compute_params, *compute_grads; /* fp32 copies in use, or NULL */
   float *master, *adam_m, *adam_v;
+  int offload_optimizer; /* master, m, v in host memory (see above) */
+  int offload_staging;   /* ... and the optimizer stages through pinned host buffers */
   comm_work gather_work;
   int gather_pending;
   comm_work reduce_work;
@@ -82,6 +91,10 @@ st_status unit_init(unit *u, const char *name, const st_device *dev, int stage,
 /* Declares a parameter (see unit_layout_add); *index receives its position in the unit. */
 st_status unit_declare(unit *u, const char *name, int ndim, const int64_t *shape, tp_split split,
                        int blocks, int *index);
+
+/* Keeps the master weights and Adam's moments in host memory (see above); call before
+ * unit_allocate. Staging is chosen from the device: none where its memory is host RAM. */
+st_status unit_offload_optimizer(unit *u);
 
 /* Allocates the resident buffers once every parameter is declared (zero-filled). At stage 3
  * the unit starts released; the caller fills the parameters through unit_set_params. */
@@ -137,7 +150,9 @@ st_status unit_restore_owned(unit *u, int64_t first, int64_t count, const float 
 st_status unit_publish(unit *u);
 
 /* Writes the full fp32 master weights (layout.numel elements of device memory) into `out`:
- * all-gathered over the shard group, except at stage 0. Collective over the shard group. */
+ * all-gathered over the shard group, except at stage 0. Collective over the shard group. With
+ * the optimizer offloaded, the owned part is first copied to a transient device buffer
+ * (collectives take device memory). */
 st_status unit_gather_master(unit *u, float *out);
 
 /* Descriptors of a parameter's local slice and of its gradient: the fp32 compute copies where

@@ -127,6 +127,7 @@ static void test_memory_info(const st_device *gpu) {
   device_memory before = {0}, during = {0};
   CHECK_OK(device_memory_info(gpu, &before));
   CHECK(before.available > block && before.total >= before.available);
+  CHECK(!gpu->backend->device_memory_is_host);
   void *p = NULL;
   CHECK_OK(mem_alloc(&p, block, MEM_DEVICE, MEM_WORKSPACE, gpu));
   CHECK_OK(device_memory_info(gpu, &during));

@@ -131,6 +131,7 @@ static void test_memory_info(void) {
   CHECK(m.available > 0);
   CHECK(m.total >= m.available);
   CHECK(m.total >= (uint64_t)64 << 20); /* no host runs shardtrain in less */
+  CHECK(cpu.backend->device_memory_is_host);
 
   const device_backend silent = {.name = "silent", .kind = ST_DEVICE_CUDA};
   const st_device dev = {.backend = &silent, .ordinal = 0};

@@ -84,6 +84,8 @@ expect_every_rank 2 2 "--param-dtype fp16: the cpu device cannot train with fp16
   train --device cpu --param-dtype fp16 --zero 3 --steps 0
 expect 2 "--param-dtype 'int8' is not a dtype" train --param-dtype int8 --steps 0
 expect 2 "--reduce-dtype 'fp16' is not fp32 or bf16" train --reduce-dtype fp16 --steps 0
+expect 2 "--offload 'gpu' is not optimizer or none" train --offload gpu --steps 0
+expect 2 "--offload 'params' is not optimizer or none" train --offload params --steps 0
 
 # AdamW's hyperparameters: each beta in [0, 1) also once rounded to fp32, eps > 0 and an fp32.
 expect 2 "--beta1 must be in .0, 1), got 1$" train --steps 0 --beta1 1
@@ -164,7 +166,8 @@ help=$("$shardtrain" train --help)
 for f in model n-layer n-head n-embd vocab seq-len data-train data-val micro-batch grad-accum \
          steps lr warmup lr-schedule weight-decay clip beta1 beta2 eps seed init-from save-init \
          export metrics quiet eval-every eval-batches device zero dp-replicate dp-shard tp prefetch \
-         reshard-after-forward param-dtype reduce-dtype; do
+         reshard-after-forward param-dtype reduce-dtype offload no-fit-check ckpt-dir ckpt-every keep \
+         resume resume-from stop-at; do
   grep -q -- "--$f " <<<"$help" || { echo "FAIL: train --help lacks --$f"; fail=1; }
 done
 

@@ -1,7 +1,8 @@
 /* oom_test.c - every allocation of a model's life on one rank fails in turn: creating the GPT,
  * initialising it, one training step and an export, in fp32 and with bf16 parameters and
- * gradients (whose compute copies and conversions allocate too). Each failure must come back
- * as ST_ERR_OOM and leave no block allocated; the run without injected failures must succeed
+ * gradients (whose compute copies and conversions allocate too), and in fp32 with the
+ * optimizer offloaded through a GPU's pinned staging (forced on the CPU). Each failure must come
+ * back as ST_ERR_OOM and leave no block allocated; the run without injected failures must succeed
  * (so the loop really covered every allocation). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,13 +16,14 @@
 enum { B = 2, T = 16 };
 
 /* Runs the whole life once; returns its status. */
-static st_status life(const char *export_path, st_dtype dtype) {
+static st_status life(const char *export_path, st_dtype dtype, int offload) {
   gpt_config cfg = {.n_layer = 2, .n_head = 2, .n_embd = 32, .vocab = 256, .max_seq = T};
   ST_CHECK(gpt_config_finish(&cfg, 1));
   st_device cpu = device_cpu();
   gpt_model *m = NULL;
-  const gpt_parallel par = {.precision = {dtype, dtype}};
+  const gpt_parallel par = {.precision = {dtype, dtype}, .offload_optimizer = offload};
   ST_CHECK(gpt_create(&m, &cfg, &cpu, B, T, &par));
+  for (int u = 0; u < m->n_units; u++) m->units[u].offload_staging = offload;
   int32_t inputs[B * T], targets[B * T];
   test_step_tokens(inputs, targets, B * T);
   const int32_t *in[1] = {inputs}, *tg[1] = {targets};
@@ -38,11 +40,11 @@ done:
 }
 
 /* Fails each allocation of life() in turn; returns how many there were. */
-static int fail_each_allocation(const char *path, st_dtype dtype) {
+static int fail_each_allocation(const char *path, st_dtype dtype, int offload) {
   int failures_seen = 0;
   for (long n = 1;; n++) {
     mem_fail_nth(n);
-    st_status status = life(path, dtype);
+    st_status status = life(path, dtype, offload);
     mem_fail_nth(0);
     mem_stats stats;
     mem_stats_get(&stats);
@@ -56,7 +58,8 @@ static int fail_each_allocation(const char *path, st_dtype dtype) {
   }
   CHECK_MSG(failures_seen > 20, "%s: only %d allocations were exercised", dtype_name(dtype),
             failures_seen);
-  printf("oom_test: %s: %d allocations failed in turn\n", dtype_name(dtype), failures_seen);
+  printf("oom_test: %s%s: %d allocations failed in turn\n", dtype_name(dtype),
+         offload ? " offloaded" : "", failures_seen);
   return failures_seen;
 }
 
@@ -64,8 +67,11 @@ int main(void) {
   char path[512];
   snprintf(path, sizeof path, "%s/oom_export.safetensors",
            getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp");
-  const int fp32 = fail_each_allocation(path, ST_FP32);
-  const int bf16 = fail_each_allocation(path, ST_BF16);
+  const int fp32 = fail_each_allocation(path, ST_FP32, 0);
+  const int bf16 = fail_each_allocation(path, ST_BF16, 0);
   CHECK_MSG(bf16 > fp32, "bf16 exercised %d allocations, no more than fp32's %d", bf16, fp32);
+  const int staged = fail_each_allocation(path, ST_FP32, 1);
+  CHECK_MSG(staged > fp32, "offloaded exercised %d allocations, no more than fp32's %d", staged,
+            fp32);
   return test_finish("oom_test");
 }

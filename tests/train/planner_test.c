@@ -1,8 +1,12 @@
 /* planner_test.c - the memory planner and the communication formulas against what one real
  * training step takes and sends, on every rank, for every ZeRO stage on 1x4x1, 2x2x1 and 1x2x2
  * meshes in fp32 and in bf16 (params and reduce), plus stage 3 with prefetch 2, with
- * reshard-after-forward off, on 1x1x4, and the two mixed policies:
- *   - measured peak bytes per category = the planner's prediction within 3%;
+ * reshard-after-forward off, on 1x1x4, the two mixed policies, and the optimizer offloaded
+ * (every stage; bf16; and with the pinned staging of a GPU forced on the CPU):
+ *   - measured peak bytes per category = the planner's prediction within 3%, and so is the
+ *     peak of the total (what the start-up fit check relies on, engine/fit.h);
+ *   - offloaded, the host-resident optimizer state (category optimizer_host, staging
+ *     included) equals the prediction exactly and nothing is left in optimizer;
  *   - model states (params + grads + optimizer) follow DESIGN.md's formulas exactly, with Psi
  *     the padded flat length and p, g the bytes of the param and reduce dtypes:
  *     (p+g+12) Psi / (p+g) Psi + 12 Psi/S / p Psi + (g+12) Psi/S / (p+g+12) Psi/S, which is
@@ -33,6 +37,7 @@ static gpt_config test_config(void) {
 typedef struct test_case {
   int R, S, T, stage, prefetch, reshard;
   st_dtype param, reduce;
+  int offload; /* 1: --offload optimizer; 2: and staged as on a GPU */
 } test_case;
 
 static void check_case(test_case tc) {
@@ -48,12 +53,19 @@ static void check_case(test_case tc) {
   if (!mesh) return;
   gpt_config cfg = test_config();
   gpt_config_finish(&cfg, T);
-  gpt_parallel par = {mesh, stage, tc.prefetch, tc.reshard, precision};
+  gpt_parallel par = {mesh, stage, tc.prefetch, tc.reshard, precision, tc.offload > 0};
   gpt_model *m = NULL;
   CHECK_OK(gpt_create(&m, &cfg, mesh_device(mesh), B, SEQ, &par));
   if (!m) {
     st_mesh_destroy(mesh);
     return;
+  }
+  /* The CPU's memory is host RAM, so its units stage nothing; forcing the staging runs the
+   * GPU's copies (host to host here) for the planner to predict. */
+  int64_t largest_owned = 0;
+  for (int u = 0; u < m->n_units; u++) {
+    if (tc.offload == 2) m->units[u].offload_staging = 1;
+    if (m->units[u].owned_numel > largest_owned) largest_owned = m->units[u].owned_numel;
   }
   CHECK_OK(gpt_init_params(m, 3));
   CHECK_OK(train_state_reset(m));
@@ -79,12 +91,15 @@ static void check_case(test_case tc) {
                           .prefetch = tc.prefetch,
                           .reshard_after_forward = tc.reshard,
                           .precision = precision,
-                          .compute_copies = 1};
+                          .compute_copies = 1,
+                          .offload_optimizer = tc.offload > 0,
+                          .device_is_host = tc.offload != 2};
   memory_plan plan;
   CHECK_OK(plan_memory(&pin, &plan));
   char label[64];
-  snprintf(label, sizeof label, "mesh %dx%dx%d stage %d prefetch %d reshard %d %s/%s", R, S, T,
-           stage, tc.prefetch, tc.reshard, dtype_name(tc.param), dtype_name(tc.reduce));
+  snprintf(label, sizeof label, "mesh %dx%dx%d stage %d prefetch %d reshard %d %s/%s offload %d", R,
+           S, T, stage, tc.prefetch, tc.reshard, dtype_name(tc.param), dtype_name(tc.reduce),
+           tc.offload);
   for (int c = 0; c < MEM_CATEGORY_COUNT; c++) {
     double want = (double)plan.bytes[c], got = (double)measured.peak[c];
     int ok = want == 0 ? got == 0 : fabs(got - want) <= 0.03 * want;
@@ -92,14 +107,30 @@ static void check_case(test_case tc) {
               mem_category_name((mem_category)c), got, want);
   }
 
-  /* DESIGN.md's model-state formulas, on the padded flat length. */
+  const double total = (double)plan.total, total_got = (double)measured.total_peak;
+  CHECK_MSG(fabs(total_got - total) <= 0.03 * total, "%s: total peak %.0f bytes, planned %.0f",
+            label, total_got, total);
+  CHECK_MSG(plan.total == plan.device_bytes + plan.host_bytes, "%s: device + host != total", label);
+  if (tc.offload) {
+    CHECK_MSG(measured.peak[MEM_OPTIMIZER] == 0 &&
+                  measured.peak[MEM_OPTIMIZER_HOST] == plan.bytes[MEM_OPTIMIZER_HOST],
+              "%s: offloaded optimizer: %llu bytes on the device, %llu on the host, planned %llu",
+              label, (unsigned long long)measured.peak[MEM_OPTIMIZER],
+              (unsigned long long)measured.peak[MEM_OPTIMIZER_HOST],
+              (unsigned long long)plan.bytes[MEM_OPTIMIZER_HOST]);
+  }
+
+  /* DESIGN.md's model-state formulas, on the padded flat length (offloaded, the optimizer's
+   * part lives on the host, less the transient staging). */
   double psi = 0;
   for (int u = 0; u < m->n_units; u++) psi += (double)m->units[u].layout.numel;
   const double p = (double)dtype_size(tc.param), g = (double)dtype_size(tc.reduce);
   const double formula[4] = {(p + g + 12) * psi, (p + g) * psi + 12 * psi / S,
                              p * psi + (g + 12) * psi / S, (p + g + 12) * psi / S};
-  double states =
-      (double)(measured.peak[MEM_PARAMS] + measured.peak[MEM_GRADS] + measured.peak[MEM_OPTIMIZER]);
+  const double staging = tc.offload == 2 ? (double)largest_owned * (p + g) : 0;
+  double states = (double)(measured.peak[MEM_PARAMS] + measured.peak[MEM_GRADS] +
+                           measured.peak[MEM_OPTIMIZER] + measured.peak[MEM_OPTIMIZER_HOST]) -
+                  staging;
   CHECK_MSG(fabs(states - formula[stage]) < 0.5, "%s: model states %.0f bytes, formula %.0f", label,
             states, formula[stage]);
   CHECK_MSG(fabs(psi - (double)plan.psi) <= 0.01 * psi, "%s: padding %.0f vs %lld parameters",
@@ -150,16 +181,23 @@ int main(int argc, char **argv) {
   for (int d = 0; d < 2; d++) {
     const st_dtype x = dtypes[d];
     for (int stage = 0; stage <= 3; stage++) {
-      check_case((test_case){1, world, 1, stage, 1, 1, x, x});
-      if (world % 2 == 0) check_case((test_case){2, world / 2, 1, stage, 1, 1, x, x});
-      if (world % 2 == 0) check_case((test_case){1, world / 2, 2, stage, 1, 1, x, x});
+      check_case((test_case){1, world, 1, stage, 1, 1, x, x, 0});
+      if (world % 2 == 0) check_case((test_case){2, world / 2, 1, stage, 1, 1, x, x, 0});
+      if (world % 2 == 0) check_case((test_case){1, world / 2, 2, stage, 1, 1, x, x, 0});
     }
-    check_case((test_case){1, world, 1, 3, 2, 1, x, x});
-    check_case((test_case){1, world, 1, 3, 1, 0, x, x});
+    check_case((test_case){1, world, 1, 3, 2, 1, x, x, 0});
+    check_case((test_case){1, world, 1, 3, 1, 0, x, x, 0});
   }
-  if (world % 4 == 0) check_case((test_case){1, world / 4, 4, 3, 1, 1, ST_FP32, ST_FP32});
-  check_case((test_case){1, world, 1, 3, 1, 1, ST_BF16, ST_FP32});
-  check_case((test_case){1, world, 1, 1, 1, 1, ST_FP32, ST_BF16});
+  if (world % 4 == 0) check_case((test_case){1, world / 4, 4, 3, 1, 1, ST_FP32, ST_FP32, 0});
+  check_case((test_case){1, world, 1, 3, 1, 1, ST_BF16, ST_FP32, 0});
+  check_case((test_case){1, world, 1, 1, 1, 1, ST_FP32, ST_BF16, 0});
+  for (int stage = 0; stage <= 3; stage++) {
+    check_case((test_case){1, world, 1, stage, 1, 1, ST_FP32, ST_FP32, 1});
+  }
+  if (world % 2 == 0) check_case((test_case){2, world / 2, 1, 2, 1, 1, ST_BF16, ST_BF16, 1});
+  check_case((test_case){1, world, 1, 3, 1, 1, ST_BF16, ST_BF16, 1});
+  check_case((test_case){1, world, 1, 0, 1, 1, ST_FP32, ST_FP32, 2});
+  check_case((test_case){1, world, 1, 3, 1, 1, ST_BF16, ST_FP32, 2});
   int rc = test_finish_mpi("planner_test");
   st_finalize();
   return rc;

@@ -1,0 +1,28 @@
+/* offload_run.h - one unit's AdamW steps, resident or with the optimizer offloaded, for the
+ * offload tests (tests/optim/offload_test.c on the CPU, tests/gpu/offload_test.c on a GPU):
+ * a stage-0 unit of a 2-D and a 1-D parameter (so weight decay applies to one of them), fixed
+ * initial values and gradients, three steps, then every byte of its state read back. */
+#ifndef ST_TESTS_OPTIM_OFFLOAD_RUN_H
+#define ST_TESTS_OPTIM_OFFLOAD_RUN_H
+
+#include <stdint.h>
+
+#include "core/alloc.h"
+#include "core/device.h"
+#include "sharding/unit.h"
+
+#define OFFLOAD_RUN_NUMEL 1088 /* 32 x 33 + 32, padded to 16 */
+
+typedef struct offload_result {
+  float master[OFFLOAD_RUN_NUMEL], m[OFFLOAD_RUN_NUMEL], v[OFFLOAD_RUN_NUMEL];
+  uint8_t params[OFFLOAD_RUN_NUMEL * 4]; /* in the param dtype */
+  mem_stats allocated;                   /* after allocation, before the steps */
+  uint64_t optimizer_host_peak;          /* during the steps */
+} offload_result;
+
+/* offload: 0 resident, 1 offloaded (staging as the device decides), 2 offloaded with the
+ * staging forced on (a GPU's path, on any device). The allocator's peaks are reset. */
+st_status offload_run(const st_device *dev, unit_precision precision, int offload,
+                      offload_result *out);
+
+#endif /* ST_TESTS_OPTIM_OFFLOAD_RUN_H */
