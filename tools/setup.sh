@@ -3,8 +3,10 @@
 # Idempotent and quiet when everything is present; needs root (or sudo) only to install.
 set -euo pipefail
 
+# cmake (with make, its build tool) and pkgconf: tests/install builds a program against the
+# installed library with both.
 packages=(bazel-bootstrap bazel-rules-java libopenmpi-dev openmpi-bin libopenblas-dev
-          libcjson-dev fortunes python3 python3-matplotlib)
+          libcjson-dev fortunes python3 python3-matplotlib cmake make pkgconf)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -9,6 +9,13 @@
 // sharded losses and gradient norms of 20 AdamW steps, and the final parameters (in the L2
 // norm), match the rank's own single-rank run to 1e-5 relative; with bf16 parameters and gradients
 // (stage 3), to 2e-2; the loss falls; nothing is left allocated.
+//
+// It is built by Bazel (tests/cxx/BUILD) and, against an installed libshardtrain, by CMake and
+// by a plain compiler command with pkg-config (tests/install), so it says here, not in a build
+// file, that it uses MPI's C API only: MPI's deprecated C++ bindings, which <mpi.h> pulls into
+// C++ by default, would need libmpi_cxx at link time.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
 #include <algorithm>

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Installs libshardtrain into a temporary prefix with install/layout.sh (as tools/install.sh
+# does, from the files of this build), then uses only that copy, as a project outside Bazel:
+#   - the shared library exports exactly the functions declared in shardtrain.h;
+#   - CMake (tests/install/CMakeLists.txt, find_package(shardtrain)) builds mlp_consumer.cc
+#     against shardtrain::shardtrain and against shardtrain::shardtrain_static;
+#   - `c++ mlp_consumer.cc $(pkg-config --cflags --libs shardtrain)` builds it against the
+#     shared library, and the same with `pkg-config --static` against the archive;
+# and every program passes on 1 and on 4 ranks. Where the library was built with sanitizers
+# (--config=asan), the programs are too: an instrumented library needs an instrumented program.
+set -euo pipefail
+# Resolved, as layout.sh writes the prefix into the package files.
+tmp=$(realpath "$(mktemp -d "${TEST_TMPDIR:-/tmp}/install.XXXXXX")")
+trap 'rm -rf "$tmp"' EXIT
+prefix=$tmp/prefix
+bash install/layout.sh "$prefix" install/libshardtrain.so install/libshardtrain.a \
+  install/libshardtrain.link include/shardtrain.h
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# The exports: every function the header declares, found by the compiler's reading of it (not
+# the line pattern the version script is made with), and nothing else.
+want=$(c++ -E -P -x c include/shardtrain.h | grep -oE '\bst_[a-z0-9_]+ *\(' | tr -d ' (' | sort -u)
+got=$(nm -D --defined-only "$prefix/lib/libshardtrain.so" | awk '{print $3}' | sort)
+[ "$(wc -l <<< "$want")" -gt 20 ] || fail "too few functions found in shardtrain.h"
+[ "$want" = "$got" ] || fail "exports differ from shardtrain.h: $(diff <(echo "$want") <(echo "$got"))"
+
+sanitize=()
+undefined=$(nm -D --undefined-only "$prefix/lib/libshardtrain.so")
+if grep -q ' __asan_init$' <<< "$undefined"; then
+  # As .bazelrc's asan configuration.
+  sanitize=("-fsanitize=address,undefined" "-fno-sanitize-recover=undefined")
+fi
+
+cmake -S tests/install -B "$tmp/cmake" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_CXX_FLAGS="${sanitize[*]}" > "$tmp/cmake.log" 2>&1 ||
+  { cat "$tmp/cmake.log"; fail "cmake could not configure tests/install"; }
+cmake --build "$tmp/cmake" -j 2 > "$tmp/build.log" 2>&1 ||
+  { cat "$tmp/build.log"; fail "cmake could not build the consumer"; }
+
+export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
+# shellcheck disable=SC2046 # pkg-config's output is words by design
+c++ "${sanitize[@]}" tests/cxx/mlp_consumer.cc $(pkg-config --cflags --libs shardtrain) \
+  -o "$tmp/mlp_consumer_pkgconfig" || fail "the pkg-config build failed"
+# The same against the archive: -l:libshardtrain.a, since -lshardtrain would take the .so.
+# shellcheck disable=SC2046
+c++ "${sanitize[@]}" tests/cxx/mlp_consumer.cc $(pkg-config --cflags shardtrain) \
+  $(pkg-config --static --libs shardtrain | sed 's/-lshardtrain\b/-l:libshardtrain.a/') \
+  -o "$tmp/mlp_consumer_pkgconfig_static" || fail "the pkg-config --static build failed"
+
+# A program built with pkg-config alone finds the library as any other: LD_LIBRARY_PATH.
+export LD_LIBRARY_PATH=$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+for program in "$tmp/cmake/mlp_consumer_shared" "$tmp/cmake/mlp_consumer_static" \
+  "$tmp/mlp_consumer_pkgconfig" "$tmp/mlp_consumer_pkgconfig_static"; do
+  for ranks in 1 4; do
+    echo "== $(basename "$program") on $ranks rank(s)"
+    bash tests/mpirun.sh "$ranks" "$program" || fail "$(basename "$program") on $ranks rank(s)"
+  done
+done
+# The programs took the installed copy: the shared one loads it, the static ones none.
+for program in "$tmp/cmake/mlp_consumer_shared" "$tmp/mlp_consumer_pkgconfig"; do
+  ldd "$program" | grep "=> $prefix/lib/libshardtrain.so " > /dev/null ||
+    fail "$(basename "$program") does not load $prefix/lib/libshardtrain.so"
+done
+for program in "$tmp/cmake/mlp_consumer_static" "$tmp/mlp_consumer_pkgconfig_static"; do
+  if ldd "$program" | grep libshardtrain > /dev/null; then
+    fail "$(basename "$program") loads libshardtrain.so"
+  fi
+done
+echo "PASS: installed libshardtrain used through CMake and pkg-config, shared and static"
