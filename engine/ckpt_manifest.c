@@ -36,18 +36,24 @@ int ckpt_piece_range(const unit_layout *l, int k, int s, int64_t *begin, int64_t
   return 1;
 }
 
-/* Counts (pieces NULL) or records the pieces of unit `index` on tp rank t, and its parameters
- * when t == 0. */
-static st_status plan_unit(ckpt_manifest *m, int index, int t, int *n_params, int *n_pieces) {
-  unit_layout l;
-  ST_CHECK(unit_layout_init(&l, m->S, m->T, t));
-  st_status status = gpt_declare_unit(&m->cfg, index, &l);
+/* Counts (pieces NULL) or records the pieces of unit `index` (and its parameters, when
+ * m->params is set) in the order the readers' binary search needs: by parameter, then tp
+ * rank, then shard. Every tp rank's layout is built first because a parameter's pieces span
+ * them all. */
+static st_status plan_unit(ckpt_manifest *m, int index, int *n_params, int *n_pieces) {
+  unit_layout *l = NULL;
+  ST_CHECK(mem_alloc_zeroed((void **)&l, (size_t)m->T * sizeof *l, MEM_HOST, MEM_WORKSPACE, NULL));
+  st_status status = ST_OK;
+  for (int t = 0; status == ST_OK && t < m->T; t++) {
+    status = unit_layout_init(&l[t], m->S, m->T, t);
+    if (status == ST_OK) status = gpt_declare_unit(&m->cfg, index, &l[t]);
+  }
   char prefix[16];
   gpt_unit_prefix(&m->cfg, index, prefix, sizeof prefix);
-  for (int k = 0; status == ST_OK && k < l.count; k++) {
-    const unit_param *p = &l.params[k];
+  for (int k = 0; status == ST_OK && k < l[0].count; k++) {
+    const unit_param *p = &l[0].params[k];
     const int param = *n_params + k;
-    if (t == 0 && m->params) {
+    if (m->params) {
       ckpt_param *c = &m->params[param];
       snprintf(c->name, sizeof c->name, "%s%s", prefix, p->name);
       c->ndim = p->ndim;
@@ -55,34 +61,27 @@ static st_status plan_unit(ckpt_manifest *m, int index, int t, int *n_params, in
       c->split = p->split;
       c->blocks = p->blocks;
     }
-    for (int s = 0; s < m->S; s++) {
-      int64_t begin, end;
-      if (!ckpt_piece_range(&l, k, s, &begin, &end)) continue;
-      if (m->pieces) {
-        m->pieces[*n_pieces] = (ckpt_piece){param, s * m->T + t, t, begin, end};
+    for (int t = 0; t < m->T; t++) {
+      for (int s = 0; s < m->S; s++) {
+        int64_t begin, end;
+        if (!ckpt_piece_range(&l[t], k, s, &begin, &end)) continue;
+        if (m->pieces) {
+          m->pieces[*n_pieces] = (ckpt_piece){param, s * m->T + t, t, begin, end};
+        }
+        (*n_pieces)++;
       }
-      (*n_pieces)++;
     }
   }
-  if (status == ST_OK) *n_params += l.count;
-  unit_layout_free(&l);
+  if (status == ST_OK) *n_params += l[0].count;
+  for (int t = m->T - 1; t >= 0; t--) unit_layout_free(&l[t]);
+  mem_free(l);
   return status;
 }
 
-/* Walks every parameter in model order and, inside it, tp rank and shard rank, so the pieces
- * come out sorted by (param, t, begin). */
+/* Walks every unit in model order, so the pieces come out sorted by (param, t, begin). */
 static st_status plan_walk(ckpt_manifest *m, int *n_params, int *n_pieces) {
   *n_params = *n_pieces = 0;
-  for (int u = 0; u < m->cfg.n_layer + 2; u++) {
-    int unit_params = 0;
-    for (int t = 0; t < m->T; t++) {
-      int before = *n_params;
-      ST_CHECK(plan_unit(m, u, t, n_params, n_pieces));
-      unit_params = *n_params - before;
-      *n_params = before;
-    }
-    *n_params += unit_params;
-  }
+  for (int u = 0; u < m->cfg.n_layer + 2; u++) ST_CHECK(plan_unit(m, u, n_params, n_pieces));
   return ST_OK;
 }
 
