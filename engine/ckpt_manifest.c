@@ -1,6 +1,7 @@
-/* ckpt_manifest.c - the piece table of a mesh, and manifest.json through cJSON. Numbers in the
- * JSON are doubles to cJSON: exact for integers below 2^53, which bounds offsets, sizes and
- * token positions far beyond any real checkpoint. */
+/* ckpt_manifest.c - the piece table of a mesh, and manifest.json through cJSON. Integers are
+ * written as their decimal digits (cJSON would print a large one with 15 significant digits,
+ * since it deems that "equal" within DBL_EPSILON) and read back as doubles: exact below 2^53,
+ * which bounds offsets, sizes and token positions far beyond any real checkpoint. */
 #include "engine/ckpt_manifest.h"
 
 #include <cjson/cJSON.h>
@@ -152,9 +153,15 @@ void ckpt_piece_describe(const ckpt_manifest *m, const ckpt_piece *piece, char *
 
 /* ---- writing ------------------------------------------------------------------------------ */
 
+static cJSON *exact_integer(int64_t value) {
+  char text[24];
+  snprintf(text, sizeof text, "%lld", (long long)value);
+  return cJSON_CreateRaw(text);
+}
+
 static cJSON *int_array(const int64_t *values, int n) {
   cJSON *a = cJSON_CreateArray();
-  for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)values[i]));
+  for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, exact_integer(values[i]));
   return a;
 }
 
@@ -162,7 +169,7 @@ static cJSON *run_json(const ckpt_manifest *m) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "micro_batch", m->micro_batch);
   cJSON_AddNumberToObject(o, "grad_accum", m->h.grad_accum);
-  cJSON_AddNumberToObject(o, "global_tokens", (double)m->h.global_tokens);
+  cJSON_AddItemToObject(o, "global_tokens", exact_integer(m->h.global_tokens));
   cJSON_AddStringToObject(o, "lr_schedule",
                           m->h.schedule.shape == LR_COSINE ? "cosine" : "constant");
   cJSON_AddNumberToObject(o, "lr", m->h.schedule.lr);
@@ -181,7 +188,7 @@ static cJSON *manifest_json(const ckpt_manifest *m) {
   cJSON *root = cJSON_CreateObject();
   cJSON_AddStringToObject(root, "format", "shardtrain-checkpoint");
   cJSON_AddNumberToObject(root, "version", CKPT_FORMAT_VERSION);
-  cJSON_AddNumberToObject(root, "step", (double)m->step);
+  cJSON_AddItemToObject(root, "step", exact_integer(m->step));
   cJSON *model = cJSON_AddObjectToObject(root, "model");
   cJSON_AddStringToObject(model, "name", m->model);
   cJSON_AddNumberToObject(model, "n_layer", m->cfg.n_layer);
@@ -198,7 +205,7 @@ static cJSON *manifest_json(const ckpt_manifest *m) {
   cJSON_AddNumberToObject(root, "loss_scale", m->loss_scale);
   cJSON_AddItemToObject(root, "optimizer", run_json(m));
   cJSON *rng = cJSON_AddObjectToObject(root, "rng");
-  cJSON_AddNumberToObject(rng, "init_seed", (double)m->seed);
+  cJSON_AddItemToObject(rng, "init_seed", exact_integer((int64_t)m->seed));
   cJSON *data = cJSON_AddArrayToObject(root, "data");
   for (int d = 0; d < m->dp_size; d++) {
     const int64_t at[2] = {(int64_t)m->data[d].shard, (int64_t)m->data[d].offset};
@@ -218,7 +225,7 @@ static cJSON *manifest_json(const ckpt_manifest *m) {
   for (int f = 0; f < m->n_files; f++) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", m->files[f].name);
-    cJSON_AddNumberToObject(o, "bytes", (double)m->files[f].bytes);
+    cJSON_AddItemToObject(o, "bytes", exact_integer((int64_t)m->files[f].bytes));
     cJSON_AddStringToObject(o, "sha256", m->files[f].sha256);
     cJSON_AddItemToArray(files, o);
   }
