@@ -128,11 +128,15 @@ st_status ckpt_find_latest(const char *ckpt_dir, char *out, size_t size, int *fo
   return ST_OK;
 }
 
-/* Deletes the oldest complete checkpoints until `keep` remain. */
-static st_status prune(const char *ckpt_dir, int keep) {
+/* Deletes the oldest complete checkpoints until `keep` remain, counting only those up to
+ * `saved` (the step just written): checkpoints of later steps are left from a run that this
+ * one, resumed from an earlier step, has branched off; counting them would delete the
+ * checkpoint just written. */
+static st_status prune(const char *ckpt_dir, int keep, long long saved) {
   long long *steps = NULL;
   ST_CHECK(mem_alloc((void **)&steps, MAX_LISTED * sizeof *steps, MEM_HOST, MEM_WORKSPACE, NULL));
   int n = complete_steps(ckpt_dir, steps, MAX_LISTED);
+  while (n > 0 && steps[n - 1] > saved) n--;
   st_status status = ST_OK;
   char path[PATH_BYTES];
   for (int i = 0; status == ST_OK && i + keep < n; i++) {
@@ -372,7 +376,7 @@ st_status ckpt_save(gpt_model *model, const ckpt_manifest *run, const char *ckpt
       total += f->bytes;
     }
     status = finish_save(&m, temp, final, ckpt_dir);
-    if (status == ST_OK && keep > 0) status = prune(ckpt_dir, keep);
+    if (status == ST_OK && keep > 0) status = prune(ckpt_dir, keep, (long long)m.step);
   }
   mem_free(records);
   ST_CHECK_GOTO(job_agree(status), status, done);
