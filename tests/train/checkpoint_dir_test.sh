@@ -5,6 +5,8 @@
 #     sorts after it as text) and skips a newer step directory without DONE (a copy of step_10
 #     named step_12, DONE deleted); with no complete checkpoint there it starts at step 0 and
 #     says so;
+#   - a run resumed from an earlier step with --keep 2 keeps its own newest two checkpoints;
+#     those of later steps, from the run it branched off, are left alone;
 #   - a save killed midway: 2 ranks checkpoint every step, each rank sleeping 3 s after writing
 #     its file (ST_CKPT_TEST_DELAY_MS); once step_1 is complete and .step_2.tmp holds a rank
 #     file, one rank is killed with SIGKILL and mpirun ends the job. step_1 is left complete
@@ -25,7 +27,10 @@ check() { # check DESCRIPTION COMMAND...: the command must succeed
   shift
   if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; fail=1; fi
 }
-listing() { (cd "$1" && find . -mindepth 1 -maxdepth 1 -printf '%f\n' | sort | tr '\n' ' '); }
+listing() { # the names in directory $1, sorted bytewise, each followed by a space
+  (cd "$1" && find . -mindepth 1 -maxdepth 1 -printf '%f\n' | LC_ALL=C sort | tr '\n' ' ')
+}
+# shellcheck disable=SC2317 # called through check
 logged() { grep -q -F -- "$2" "$work/$1.log"; }
 
 # --keep 2 over 5 steps, on dp-shard 2 ZeRO-3.
@@ -46,6 +51,14 @@ check "the resumed run trained step 10 only" \
   test "$(cut -d, -f1 "$work/newest.jsonl" | tr '\n' ' ')" = '{"step": 10 '
 check "the incomplete step_12 is left alone" test "$(listing "$work/newest/step_12")" = \
   "manifest.json rank_00000.safetensors "
+
+# A run resumed from an earlier step (a branch) keeps its own checkpoints under --keep: the
+# later ones it branched off are neither counted nor deleted.
+run branch 1 --steps 7 --ckpt-every 1 --keep 2 --micro-batch 8 --ckpt-dir "$work/newest" \
+  --resume-from "$work/newest/step_5"
+check "--keep 2 on a branch from step_5 keeps step_6, step_7 and the later ones (found: \
+$(listing "$work/newest"))" test "$(listing "$work/newest")" = \
+  "step_10 step_11 step_12 step_6 step_7 "
 
 # Nothing complete to resume: start anew.
 mkdir -p "$work/empty"
