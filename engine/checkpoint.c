@@ -91,11 +91,15 @@ st_status ckpt_find_latest(const char *ckpt_dir, char *out, size_t size, int *fo
   return ST_OK;
 }
 
-/* Deletes the oldest complete checkpoints until `keep` remain. */
-static st_status prune(const char *ckpt_dir, int keep) {
+/* Deletes the oldest complete checkpoints until `keep` remain, counting only those up to
+ * `saved` (the step just written): checkpoints of later steps are left from a run that this
+ * one, resumed from an earlier step, has branched off; counting them would delete the
+ * checkpoint just written. */
+static st_status prune(const char *ckpt_dir, int keep, long long saved) {
   long long *steps = NULL;
   ST_CHECK(mem_alloc((void **)&steps, MAX_LISTED * sizeof *steps, MEM_HOST, MEM_WORKSPACE, NULL));
   int n = complete_steps(ckpt_dir, steps, MAX_LISTED);
+  while (n > 0 && steps[n - 1] > saved) n--;
   st_status status = ST_OK;
   char path[PATH_BYTES];
   for (int i = 0; status == ST_OK && i + keep < n; i++) {
@@ -104,6 +108,22 @@ static st_status prune(const char *ckpt_dir, int keep) {
   }
   mem_free(steps);
   return status == ST_OK ? file_sync_directory(ckpt_dir, ckpt_dir) : status;
+}
+
+/* A run that continued from an older checkpoint leaves the newer ones of the run it branched
+ * from in place (they are not this run's to delete), but --resume would pick the newest: say
+ * so when a save lands below them. */
+static void warn_newer(const char *ckpt_dir, long long saved) {
+  long long *steps = NULL;
+  if (mem_alloc((void **)&steps, MAX_LISTED * sizeof *steps, MEM_HOST, MEM_WORKSPACE, NULL)) return;
+  const int n = complete_steps(ckpt_dir, steps, MAX_LISTED);
+  if (n > 0 && steps[n - 1] > saved) {
+    st_log(ST_LOG_WARN,
+           "%s/step_%lld is newer than the step_%lld just saved (another run's): --resume "
+           "continues from the newest; remove it, or use --resume-from",
+           ckpt_dir, steps[n - 1], saved);
+  }
+  mem_free(steps);
 }
 
 /* Removes what crashed saves left (.step_*.tmp) and creates this save's temporary directory. */
@@ -368,7 +388,8 @@ st_status ckpt_save(gpt_model *model, const ckpt_manifest *run, const char *ckpt
       total += f->bytes;
     }
     status = finish_save(&m, temp, final, ckpt_dir);
-    if (status == ST_OK && keep > 0) status = prune(ckpt_dir, keep);
+    if (status == ST_OK && keep > 0) status = prune(ckpt_dir, keep, (long long)m.step);
+    if (status == ST_OK) warn_newer(ckpt_dir, (long long)m.step);
   }
   ST_CHECK_GOTO(job_agree(status), status, done);
   if (rank == 0) {

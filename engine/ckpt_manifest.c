@@ -1,6 +1,7 @@
-/* ckpt_manifest.c - the piece table of a mesh, and manifest.json through cJSON. Numbers in the
- * JSON are doubles to cJSON: exact for integers below 2^53, which bounds offsets, sizes and
- * token positions far beyond any real checkpoint. */
+/* ckpt_manifest.c - the piece table of a mesh, and manifest.json through cJSON. Integers are
+ * written as their decimal digits (cJSON would print a large one with 15 significant digits,
+ * since it deems that "equal" within DBL_EPSILON) and read back as doubles: exact below 2^53,
+ * which bounds offsets, sizes and token positions far beyond any real checkpoint. */
 #include "engine/ckpt_manifest.h"
 
 #include <cjson/cJSON.h>
@@ -36,18 +37,24 @@ int ckpt_piece_range(const unit_layout *l, int k, int s, int64_t *begin, int64_t
   return 1;
 }
 
-/* Counts (pieces NULL) or records the pieces of unit `index` on tp rank t, and its parameters
- * when t == 0. */
-static st_status plan_unit(ckpt_manifest *m, int index, int t, int *n_params, int *n_pieces) {
-  unit_layout l;
-  ST_CHECK(unit_layout_init(&l, m->S, m->T, t));
-  st_status status = gpt_declare_unit(&m->cfg, index, &l);
+/* Counts (pieces NULL) or records the pieces of unit `index` (and its parameters, when
+ * m->params is set) in the order the readers' binary search needs: by parameter, then tp
+ * rank, then shard. Every tp rank's layout is built first because a parameter's pieces span
+ * them all. */
+static st_status plan_unit(ckpt_manifest *m, int index, int *n_params, int *n_pieces) {
+  unit_layout *l = NULL;
+  ST_CHECK(mem_alloc_zeroed((void **)&l, (size_t)m->T * sizeof *l, MEM_HOST, MEM_WORKSPACE, NULL));
+  st_status status = ST_OK;
+  for (int t = 0; status == ST_OK && t < m->T; t++) {
+    status = unit_layout_init(&l[t], m->S, m->T, t);
+    if (status == ST_OK) status = gpt_declare_unit(&m->cfg, index, &l[t]);
+  }
   char prefix[16];
   gpt_unit_prefix(&m->cfg, index, prefix, sizeof prefix);
-  for (int k = 0; status == ST_OK && k < l.count; k++) {
-    const unit_param *p = &l.params[k];
+  for (int k = 0; status == ST_OK && k < l[0].count; k++) {
+    const unit_param *p = &l[0].params[k];
     const int param = *n_params + k;
-    if (t == 0 && m->params) {
+    if (m->params) {
       ckpt_param *c = &m->params[param];
       snprintf(c->name, sizeof c->name, "%s%s", prefix, p->name);
       c->ndim = p->ndim;
@@ -55,42 +62,28 @@ static st_status plan_unit(ckpt_manifest *m, int index, int t, int *n_params, in
       c->split = p->split;
       c->blocks = p->blocks;
     }
-    for (int s = 0; s < m->S; s++) {
-      int64_t begin, end;
-      if (!ckpt_piece_range(&l, k, s, &begin, &end)) continue;
-      if (m->pieces) {
-        m->pieces[*n_pieces] = (ckpt_piece){param, s * m->T + t, t, begin, end};
+    for (int t = 0; t < m->T; t++) {
+      for (int s = 0; s < m->S; s++) {
+        int64_t begin, end;
+        if (!ckpt_piece_range(&l[t], k, s, &begin, &end)) continue;
+        if (m->pieces) {
+          m->pieces[*n_pieces] = (ckpt_piece){param, s * m->T + t, t, begin, end};
+        }
+        (*n_pieces)++;
       }
-      (*n_pieces)++;
     }
   }
-  if (status == ST_OK) *n_params += l.count;
-  unit_layout_free(&l);
+  if (status == ST_OK) *n_params += l[0].count;
+  for (int t = m->T - 1; t >= 0; t--) unit_layout_free(&l[t]);
+  mem_free(l);
   return status;
 }
 
-/* Walks every unit, tp rank, parameter and shard rank (each tp rank's layout of a unit is
- * built once). */
+/* Walks every unit in model order, so the pieces come out sorted by (param, t, begin). */
 static st_status plan_walk(ckpt_manifest *m, int *n_params, int *n_pieces) {
   *n_params = *n_pieces = 0;
-  for (int u = 0; u < m->cfg.n_layer + 2; u++) {
-    int unit_params = 0;
-    for (int t = 0; t < m->T; t++) {
-      int before = *n_params;
-      ST_CHECK(plan_unit(m, u, t, n_params, n_pieces));
-      unit_params = *n_params - before;
-      *n_params = before;
-    }
-    *n_params += unit_params;
-  }
+  for (int u = 0; u < m->cfg.n_layer + 2; u++) ST_CHECK(plan_unit(m, u, n_params, n_pieces));
   return ST_OK;
-}
-
-static int compare_pieces(const void *a, const void *b) {
-  const ckpt_piece *x = a, *y = b;
-  if (x->param != y->param) return x->param < y->param ? -1 : 1;
-  if (x->t != y->t) return x->t < y->t ? -1 : 1;
-  return x->begin < y->begin ? -1 : x->begin > y->begin;
 }
 
 st_status ckpt_manifest_plan(ckpt_manifest *m) {
@@ -105,7 +98,6 @@ st_status ckpt_manifest_plan(ckpt_manifest *m) {
   ST_CHECK(mem_alloc_zeroed((void **)&m->files, (size_t)m->n_files * sizeof *m->files, MEM_HOST,
                             MEM_WORKSPACE, NULL));
   ST_CHECK(plan_walk(m, &m->n_params, &m->n_pieces));
-  qsort(m->pieces, (size_t)m->n_pieces, sizeof *m->pieces, compare_pieces);
   for (int f = 0; f < m->n_files; f++) {
     snprintf(m->files[f].name, sizeof m->files[f].name, "rank_%05d.safetensors", f);
   }
@@ -161,9 +153,15 @@ void ckpt_piece_describe(const ckpt_manifest *m, const ckpt_piece *piece, char *
 
 /* ---- writing ------------------------------------------------------------------------------ */
 
+static cJSON *exact_integer(int64_t value) {
+  char text[24];
+  snprintf(text, sizeof text, "%lld", (long long)value);
+  return cJSON_CreateRaw(text);
+}
+
 static cJSON *int_array(const int64_t *values, int n) {
   cJSON *a = cJSON_CreateArray();
-  for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)values[i]));
+  for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, exact_integer(values[i]));
   return a;
 }
 
@@ -171,7 +169,7 @@ static cJSON *run_json(const ckpt_manifest *m) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "micro_batch", m->micro_batch);
   cJSON_AddNumberToObject(o, "grad_accum", m->h.grad_accum);
-  cJSON_AddNumberToObject(o, "global_tokens", (double)m->h.global_tokens);
+  cJSON_AddItemToObject(o, "global_tokens", exact_integer(m->h.global_tokens));
   cJSON_AddStringToObject(o, "lr_schedule",
                           m->h.schedule.shape == LR_COSINE ? "cosine" : "constant");
   cJSON_AddNumberToObject(o, "lr", m->h.schedule.lr);
@@ -190,7 +188,7 @@ static cJSON *manifest_json(const ckpt_manifest *m) {
   cJSON *root = cJSON_CreateObject();
   cJSON_AddStringToObject(root, "format", "shardtrain-checkpoint");
   cJSON_AddNumberToObject(root, "version", CKPT_FORMAT_VERSION);
-  cJSON_AddNumberToObject(root, "step", (double)m->step);
+  cJSON_AddItemToObject(root, "step", exact_integer(m->step));
   cJSON *model = cJSON_AddObjectToObject(root, "model");
   cJSON_AddStringToObject(model, "name", m->model);
   cJSON_AddNumberToObject(model, "n_layer", m->cfg.n_layer);
@@ -207,7 +205,7 @@ static cJSON *manifest_json(const ckpt_manifest *m) {
   cJSON_AddNumberToObject(root, "loss_scale", m->loss_scale);
   cJSON_AddItemToObject(root, "optimizer", run_json(m));
   cJSON *rng = cJSON_AddObjectToObject(root, "rng");
-  cJSON_AddNumberToObject(rng, "init_seed", (double)m->seed);
+  cJSON_AddItemToObject(rng, "init_seed", exact_integer((int64_t)m->seed));
   cJSON *data = cJSON_AddArrayToObject(root, "data");
   for (int d = 0; d < m->dp_size; d++) {
     const int64_t at[2] = {(int64_t)m->data[d].shard, (int64_t)m->data[d].offset};
@@ -227,7 +225,7 @@ static cJSON *manifest_json(const ckpt_manifest *m) {
   for (int f = 0; f < m->n_files; f++) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", m->files[f].name);
-    cJSON_AddNumberToObject(o, "bytes", (double)m->files[f].bytes);
+    cJSON_AddItemToObject(o, "bytes", exact_integer((int64_t)m->files[f].bytes));
     cJSON_AddStringToObject(o, "sha256", m->files[f].sha256);
     cJSON_AddItemToArray(files, o);
   }

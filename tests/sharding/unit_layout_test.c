@@ -2,7 +2,8 @@
  * aligned to 16, total padded to S x 16, shard ranges contiguous and covering the buffer once,
  * and TP slices (column, fused-qkv column, row, replicated) mapped to the right elements of
  * the full tensor. The expected slices are built here by explicit loops over the full shape,
- * not with the layout's own index function. */
+ * not with the layout's own index function. The run functions that checkpoints read and write
+ * through are then checked against that index function. */
 #include "sharding/unit_layout.h"
 
 #include <stdint.h>
@@ -89,6 +90,110 @@ static void test_tp_slices(int T) {
   }
 }
 
+/* unit_param_global_run / unit_param_local_run, which checkpoints read and write through,
+ * against unit_param_global_index (itself checked above against explicit loops):
+ *   - from every local element of every tp rank, global_run's run maps local + j to global + j
+ *     and is maximal (the next local element, if any, is not the next global one); walking a
+ *     slice run by run covers each global element exactly once over the tp ranks (a replicated
+ *     parameter on tp rank 0 alone; the others hold the same identity map);
+ *   - for every global element, local_run names a tp rank and local index that global_index
+ *     maps back to it (a replicated parameter on tp rank 0), and its run stays inside that
+ *     rank's slice, consecutive in both numberings, and is maximal. */
+static int64_t logical_numel(const unit_param *p) {
+  int64_t n = 1;
+  for (int d = 0; d < p->ndim; d++) n *= p->shape[d];
+  return n;
+}
+
+static void check_global_runs(const unit_param *p, int T, int *covered) {
+  const int64_t total = logical_numel(p);
+  memset(covered, 0, (size_t)total * sizeof *covered);
+  int bad = 0;
+  for (int t = 0; t < T; t++) {
+    for (int64_t local = 0; local < p->numel; local++) {
+      int64_t global = -1;
+      const int64_t n = unit_param_global_run(p, T, t, local, &global);
+      int ok = n >= 1 && local + n <= p->numel;
+      for (int64_t j = 0; ok && j < n; j++) {
+        ok = unit_param_global_index(p, T, t, local + j) == global + j;
+      }
+      if (ok && local + n < p->numel) {
+        ok = unit_param_global_index(p, T, t, local + n) != global + n;
+      }
+      if (!ok && bad++ < 3) {
+        CHECK_MSG(0, "%s tp %d/%d: global_run from local %lld gives %lld elements at %lld", p->name,
+                  t, T, (long long)local, (long long)n, (long long)global);
+      }
+    }
+    if (p->split == TP_REPLICATED && t > 0) continue;
+    for (int64_t local = 0; local < p->numel;) {
+      int64_t global;
+      const int64_t n = unit_param_global_run(p, T, t, local, &global);
+      if (n < 1) break;
+      for (int64_t j = 0; j < n && global + j < total; j++) covered[global + j]++;
+      local += n;
+    }
+  }
+  int wrong = 0;
+  for (int64_t g = 0; g < total; g++) wrong += covered[g] != 1;
+  CHECK_MSG(bad == 0 && wrong == 0,
+            "%s tp %d: %d local starts give a wrong run, %d global elements not covered once",
+            p->name, T, bad, wrong);
+}
+
+static void check_local_runs(const unit_param *p, int T) {
+  const int64_t total = logical_numel(p);
+  int bad = 0;
+  for (int64_t g = 0; g < total; g++) {
+    int t = -1;
+    int64_t local = -1;
+    const int64_t n = unit_param_local_run(p, T, g, &t, &local);
+    int ok = t >= 0 && t < T && (p->split != TP_REPLICATED || t == 0) && local >= 0 && n >= 1 &&
+             local + n <= p->numel && g + n <= total;
+    for (int64_t j = 0; ok && j < n; j++) {
+      ok = unit_param_global_index(p, T, t, local + j) == g + j;
+    }
+    if (ok && g + n < total) { /* maximal: the next global element is not next on this rank */
+      int t2;
+      int64_t local2;
+      unit_param_local_run(p, T, g + n, &t2, &local2);
+      ok = t2 != t || local2 != local + n;
+    }
+    if (!ok && bad++ < 3) {
+      CHECK_MSG(0, "%s tp %d: local_run of global %lld gives tp rank %d, local %lld, %lld elements",
+                p->name, T, (long long)g, t, (long long)local, (long long)n);
+    }
+  }
+  CHECK_MSG(bad == 0, "%s tp %d: %d global elements with a wrong local run", p->name, T, bad);
+}
+
+static void test_runs(int T) {
+  unit_layout l;
+  CHECK_OK(unit_layout_init(&l, 1, T, 0));
+  declare_block(&l);
+  const int64_t row_vec[2] = {5, C}; /* a replicated matrix, like wte */
+  CHECK_OK(unit_layout_add(&l, "wte", 2, row_vec, TP_REPLICATED, 1));
+  int covered[4 * C * C];
+  int kinds[4] = {0}; /* replicated, column, column x 3 blocks, row: each seen */
+  for (int i = 0; i < l.count; i++) {
+    const unit_param *p = &l.params[i];
+    kinds[p->split == TP_REPLICATED ? 0 : p->split == TP_ROW ? 3 : p->blocks == 3 ? 2 : 1]++;
+    check_global_runs(p, T, covered);
+    check_local_runs(p, T);
+    /* unit_param_init describes the parameter as the layout does, at offset 0. */
+    unit_param q;
+    CHECK_OK(unit_param_init(&q, p->name, p->ndim, p->shape, p->split, p->blocks, T));
+    int same = strcmp(q.name, p->name) == 0 && q.ndim == p->ndim && q.split == p->split &&
+               q.blocks == p->blocks && q.numel == p->numel && q.offset == 0;
+    for (int d = 0; d < p->ndim; d++) {
+      same &= q.shape[d] == p->shape[d] && q.local_shape[d] == p->local_shape[d];
+    }
+    CHECK_MSG(same, "%s tp %d: unit_param_init describes it otherwise than the layout", p->name, T);
+  }
+  CHECK(kinds[0] && kinds[1] && kinds[2] && kinds[3]);
+  unit_layout_free(&l);
+}
+
 static void test_errors(void) {
   unit_layout l;
   CHECK_OK(unit_layout_init(&l, 2, 5, 0));
@@ -116,6 +221,9 @@ int main(void) {
   test_tp_slices(1);
   test_tp_slices(2);
   test_tp_slices(4);
+  test_runs(1);
+  test_runs(2);
+  test_runs(4);
   test_errors();
   mem_stats stats;
   mem_stats_get(&stats);

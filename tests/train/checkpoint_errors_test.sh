@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Checkpoints that cannot be used, and checkpoint flags that cannot work, are refused: on one
+# rank and on two, the job exits 2 (bad input, like a bad flag) within the time limit, every
+# rank prints exactly one error line, that line names the file or flag at fault and the
+# problem, and no checkpoint directory changes in any byte (nor gains or loses a file).
+# Cases: a truncated rank file, a flipped byte in one, a missing one, an edited manifest, a
+# checkpoint of another model (--n-layer 3 on 2 layers), a step directory without DONE, a path
+# that does not exist, --tp 3 (tp does not divide the 4 heads), --resume without --ckpt-dir,
+# --resume with --resume-from, and a --ckpt-dir that is a regular file or lies under one (what
+# an unwritable directory looks like even to root, who ignores chmod).
+set -uo pipefail
+shardtrain=$1
+prepare=$2
+mpirun_sh=$3
+# shellcheck source=tests/train/train_runs.sh
+. "$(dirname "$0")/train_runs.sh"
+# shardtrain starts MPI even on one rank: see tests/mpirun.sh for why leaks go unchecked here.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+common=(train --model tiny --data-train "$work/data/bytes_train_*.bin" --steps 3 --lr 3e-3
+        --seed 7 --micro-batch 4)
+fail=0
+
+# Two good checkpoints, of one rank (1 file) and of dp-shard 2 ZeRO-3 (2 files), and damaged
+# copies of the second, each the only checkpoint in its own --ckpt-dir.
+run save1 1 --steps 2 --ckpt-dir "$work/ck1"
+run save2 2 --steps 2 --dp-shard 2 --zero 3 --ckpt-dir "$work/ck2"
+good=$work/ck2/step_2
+damaged() { mkdir -p "$work/bad/$1" && cp -a "$good" "$work/bad/$1/step_2"; }
+damaged truncated && truncate -s -100 "$work/bad/truncated/step_2/rank_00001.safetensors"
+damaged flipped && python3 - "$work/bad/flipped/step_2/rank_00001.safetensors" <<'PY'
+import os, sys
+with open(sys.argv[1], "r+b") as f:
+    at = os.path.getsize(sys.argv[1]) // 2  # inside the tensor data, past the header
+    f.seek(at); b = f.read(1); f.seek(at); f.write(bytes([b[0] ^ 0x10]))
+PY
+damaged missing && rm "$work/bad/missing/step_2/rank_00000.safetensors"
+damaged nodone && rm "$work/bad/nodone/step_2/DONE"
+damaged edited && python3 - "$work/bad/edited/step_2/manifest.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["pieces"][3][4] -= 16
+json.dump(m, open(sys.argv[1], "w"))
+PY
+printf 'not a directory\n' > "$work/plainfile"
+
+snapshot() {
+  (cd "$work" && find ck1 ck2 bad plainfile -printf '%y %p %s %m\n' | sort &&
+   find ck1 ck2 bad plainfile -type f -print0 | sort -z | xargs -0 sha256sum)
+}
+before=$(snapshot)
+
+# refused NAME NEEDLE1 NEEDLE2 ARGS...: on 1 rank (stderr must be that one line) and on 2 ranks
+# (one line per rank; mpirun adds its own report), exit 2, each error line holding both
+# needles (fixed strings; NEEDLE2 may be empty).
+refused() {
+  local name=$1 n1=$2 n2=$3
+  shift 3
+  local err rc lines hits
+  err=$(timeout 60 "$shardtrain" "${common[@]}" "$@" 2>&1 >/dev/null)
+  rc=$?
+  lines=$(grep -c . <<<"$err")
+  hits=$(grep -F -- "$n1" <<<"$err" | grep -c -F -- "$n2")
+  if [ "$rc" -ne 2 ] || [ "$lines" -ne 1 ] || [ "$hits" -ne 1 ]; then
+    echo "FAIL: $name on 1 rank: exit $rc (want 2), $lines lines (want 1), output:"
+    echo "$err"
+    fail=1
+  else
+    echo "ok: $name on 1 rank -> $rc: $err"
+  fi
+  err=$(timeout 60 "$mpirun_sh" 2 "$shardtrain" "${common[@]}" "$@" 2>&1 >/dev/null)
+  rc=$?
+  lines=$(grep -c "error:" <<<"$err")
+  hits=$(grep -F -- "$n1" <<<"$err" | grep -F -- "$n2" | grep -c "error:")
+  if [ "$rc" -ne 2 ] || [ "$lines" -ne 2 ] || [ "$hits" -ne 2 ]; then
+    echo "FAIL: $name on 2 ranks: exit $rc (want 2), $lines error lines, $hits naming the fault"
+    echo "$err"
+    fail=1
+  else
+    echo "ok: $name on 2 ranks -> $rc, both ranks"
+  fi
+}
+
+b=$work/bad
+refused "truncated rank file" "$b/truncated/step_2/rank_00001.safetensors: " \
+  "bytes, the manifest says" --resume-from "$b/truncated/step_2"
+refused "truncated rank file (--resume)" "$b/truncated/step_2/rank_00001.safetensors: " \
+  "(truncated or replaced)" --ckpt-dir "$b/truncated" --resume
+refused "flipped byte" "$b/flipped/step_2/rank_00001.safetensors: SHA-256 " \
+  "the file is damaged" --resume-from "$b/flipped/step_2"
+refused "missing rank file" "$b/missing/step_2/rank_00000.safetensors: " "cannot open" \
+  --resume-from "$b/missing/step_2"
+refused "edited manifest" "$b/edited/step_2/manifest.json: " "piece 3 does not match" \
+  --resume-from "$b/edited/step_2"
+refused "another model" "$good/manifest.json: " "n_layer 2, n_head 4, n_embd 64" \
+  --resume-from "$good" --n-layer 3
+refused "no DONE" "$b/nodone/step_2: " "no DONE marker" --resume-from "$b/nodone/step_2"
+refused "nonexistent" "--resume-from: $work/nowhere/step_2: " "no such directory" \
+  --resume-from "$work/nowhere/step_2"
+refused "tp 3" "tp 3 does not divide n_head 4" "" --tp 3 --resume-from "$good"
+refused "--resume without --ckpt-dir" "--resume needs --ckpt-dir" "" --resume
+refused "--resume with --resume-from" "--resume and --resume-from $good" "give one of them" \
+  --resume --resume-from "$good" --ckpt-dir "$work/ck2"
+refused "--ckpt-dir a regular file" "--ckpt-dir $work/plainfile: " "not a writable directory" \
+  --ckpt-dir "$work/plainfile"
+refused "--ckpt-dir under a regular file" "--ckpt-dir $work/plainfile/sub: " "cannot create" \
+  --ckpt-dir "$work/plainfile/sub" --ckpt-every 1
+
+after=$(snapshot)
+if [ "$before" != "$after" ]; then
+  echo "FAIL: the checkpoint directories changed:"
+  diff <(echo "$before") <(echo "$after")
+  fail=1
+else
+  echo "ok: every checkpoint directory is as it was ($(grep -c . <<<"$before") entries)"
+fi
+[ $fail -eq 0 ] && echo "checkpoint_errors_test: passed" || echo "checkpoint_errors_test: FAILED"
+exit $fail
