@@ -2,15 +2,14 @@
  * `shardtrain train`. */
 #include "engine/run_report.h"
 
-#include <mpi.h>
 #include <string.h>
 #include <time.h>
 
-#include "core/check_mpi.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/planner.h"
+#include "engine/train_fit.h"
 #include "sharding/mesh.h"
 
 static double now_ms(void) {
@@ -80,19 +79,6 @@ static void print_step(FILE *out, const step_record *r, int total_steps, double 
   fflush(out);
 }
 
-/* Ranks of this host that compute on the same device as this one (every rank of the host on
- * the CPU, whose memory they share). */
-static st_status ranks_sharing_device(const st_device *dev, int *out) {
-  MPI_Comm node, same;
-  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-  int rc = MPI_Comm_split(node, dev->ordinal, 0, &same);
-  MPI_Comm_free(&node);
-  MPI_CHECK(rc);
-  MPI_Comm_size(same, out);
-  MPI_Comm_free(&same);
-  return ST_OK;
-}
-
 static void print_model(FILE *out, const train_options *o, const gpt_config *cfg) {
   /* The padding rows of wte are never trained and are not exported: not counted. */
   const int64_t params =
@@ -137,20 +123,10 @@ static void print_run(FILE *out, const train_options *o, const gpt_config *cfg,
 
 /* The planner's prediction for this run; 0 when it cannot say (the message is printed). */
 static uint64_t print_prediction(FILE *out, const train_options *o, const gpt_config *cfg,
-                                 const st_mesh *mesh, const st_mesh_coords *c) {
-  plan_input in = {.cfg = *cfg,
-                   .R = c->R,
-                   .S = c->S,
-                   .T = c->T,
-                   .stage = o->zero,
-                   .micro_batch = o->micro_batch,
-                   .seq_len = cfg->max_seq,
-                   .grad_accum = o->grad_accum,
-                   .prefetch = o->prefetch,
-                   .reshard_after_forward = o->reshard_after_forward,
-                   .compute_copies = mesh_device(mesh)->backend->computes_in_fp32_only};
+                                 const st_mesh *mesh) {
+  plan_input in;
   memory_plan mp;
-  if (train_options_precision(o, &in.precision) != ST_OK || plan_memory(&in, &mp) != ST_OK) {
+  if (train_fit_plan_input(o, cfg, mesh, &in) != ST_OK || plan_memory(&in, &mp) != ST_OK) {
     if (out) fprintf(out, "  memory per rank: no prediction (%s)\n", st_last_error());
     st_error_clear();
     return 0;
@@ -212,13 +188,13 @@ st_status run_report_start(run_report *rep, const train_options *o, const gpt_co
                       .export_path = o->export_path,
                       .metrics_path = o->metrics};
   int sharing = 1;
-  ST_CHECK(ranks_sharing_device(mesh_device(mesh), &sharing));
+  ST_CHECK(train_fit_ranks_sharing(mesh_device(mesh), &sharing));
   if (!writer) return ST_OK;
   if (rep->out) {
     print_model(rep->out, o, cfg);
     print_run(rep->out, o, cfg, h, mesh, &c);
   }
-  rep->predicted_bytes = print_prediction(rep->out, o, cfg, mesh, &c);
+  rep->predicted_bytes = print_prediction(rep->out, o, cfg, mesh);
   print_device_memory(rep->out, mesh_device(mesh), rep->predicted_bytes, sharing, writer);
   if (rep->out) fflush(rep->out);
   return ST_OK;

@@ -16,7 +16,7 @@
 
 /* The ranks of this node whose allocations come out of the same memory as this rank's: all of
  * the node's on the CPU, those on the same GPU otherwise. Collective over MPI_COMM_WORLD. */
-static st_status ranks_sharing(const st_device *dev, int *sharers) {
+st_status train_fit_ranks_sharing(const st_device *dev, int *sharers) {
   MPI_Comm node, same;
   if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) !=
       MPI_SUCCESS) {
@@ -60,8 +60,8 @@ static st_status memory_limit(const st_device *dev, uint64_t *bytes, int *found,
   return ST_OK;
 }
 
-static st_status plan_run(const train_options *o, const gpt_config *cfg, const st_mesh *mesh,
-                          plan_input *in) {
+st_status train_fit_plan_input(const train_options *o, const gpt_config *cfg, const st_mesh *mesh,
+                               plan_input *in) {
   st_mesh_coords c;
   ST_CHECK(st_mesh_get_coords(mesh, &c));
   const st_device *dev = mesh_device(mesh);
@@ -85,7 +85,7 @@ st_status train_fit_check(const train_options *o, const gpt_config *cfg, const s
   if (o->no_fit_check) return ST_OK;
   const st_device *dev = mesh_device(mesh);
   int sharers = 1;
-  ST_CHECK(ranks_sharing(dev, &sharers)); /* first: every rank reaches the collective */
+  ST_CHECK(train_fit_ranks_sharing(dev, &sharers)); /* first: every rank reaches the collective */
   uint64_t available = 0;
   int found = 0;
   char source[96] = "";
@@ -97,7 +97,7 @@ st_status train_fit_check(const train_options *o, const gpt_config *cfg, const s
   }
   const uint64_t limit = available / (uint64_t)sharers;
   plan_input in;
-  ST_CHECK(plan_run(o, cfg, mesh, &in));
+  ST_CHECK(train_fit_plan_input(o, cfg, mesh, &in));
   memory_plan plan;
   ST_CHECK(plan_memory(&in, &plan));
   const uint64_t need = fit_need(&in, &plan);

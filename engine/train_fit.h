@@ -11,8 +11,18 @@
 #define ST_ENGINE_TRAIN_FIT_H
 
 #include "engine/gpt_config.h"
+#include "engine/planner.h"
 #include "engine/train_options.h"
 #include "sharding/mesh.h"
+
+/* The ranks of this node that draw on the same memory as this rank: all of the node's on the
+ * CPU (host RAM), those on the same GPU otherwise. Collective over MPI_COMM_WORLD. */
+st_status train_fit_ranks_sharing(const st_device *dev, int *sharers);
+
+/* The planner's input for this run on this rank's device (mesh, stage, batch, dtypes, offload,
+ * the device's compute copies): what the check and the start-up summary both predict from. */
+st_status train_fit_plan_input(const train_options *o, const gpt_config *cfg, const st_mesh *mesh,
+                               plan_input *in);
 
 /* Collective over MPI_COMM_WORLD (every rank must call it). ST_OK when the run fits, the check
  * is off, or the memory cannot be read (a warning says so); ST_ERR_UNSUPPORTED with the line
