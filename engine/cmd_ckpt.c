@@ -22,77 +22,111 @@ static st_status positionals(int argc, char **argv, int n, const char *what) {
   return ST_OK;
 }
 
-/* Parses the flags after n paths, printing help on --help. Returns -1 to go on, else the
- * exit code. */
-static int parse(int argc, char **argv, int n, const char *usage, const char *summary,
-                 const cli_flag *flags, int nflags, const char *what, st_status *status) {
+/* What distinguishes one command here from another. */
+typedef struct ckpt_command {
+  const char *name, *usage, *summary;
+  int paths;        /* positional paths; the first is the checkpoint */
+  const char *what; /* the paths, for the message when they are missing */
+  const cli_flag *flags;
+  int nflags;
+  /* The command's work on the opened checkpoint; argv[2..] are the paths. */
+  st_status (*run)(ckpt_source *src, char **argv, void *ctx);
+  void *ctx;
+} ckpt_command;
+
+/* Parses, opens the checkpoint, runs the command and reports: 0 on success; a file that is not
+ * what it claims (damaged, truncated) is a failure of the data (1); a path or flag the user got
+ * wrong is bad input (2). One error line either way. */
+static int run_command(int argc, char **argv, const ckpt_command *c) {
   int help = 0;
-  for (int i = 2; i < argc; i++)
+  for (int i = 2; i < argc; i++) {
     help |= strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
+  }
   if (help) {
-    cli_print_help(stdout, usage, summary, flags, nflags);
+    cli_print_help(stdout, c->usage, c->summary, c->flags, c->nflags);
     return 0;
   }
-  *status = positionals(argc, argv, n, what);
-  if (*status == ST_OK) *status = cli_parse(argc, argv, 2 + n, flags, nflags, &help);
-  return -1;
-}
-
-/* Opens the checkpoint, runs `body` on it and reports as every command here does. */
-static int finish(const char *command, st_status status, ckpt_source *src) {
+  st_status status = positionals(argc, argv, c->paths, c->what);
+  if (status == ST_OK) status = cli_parse(argc, argv, 2 + c->paths, c->flags, c->nflags, &help);
+  ckpt_source *src = NULL;
+  if (status == ST_OK) status = ckpt_source_open(&src, argv[2]);
+  if (status == ST_OK) status = c->run(src, argv, c->ctx);
   ckpt_source_close(src);
   if (status == ST_OK) return 0;
-  fprintf(stderr, "shardtrain %s: error: %s\n", command, st_last_error());
-  /* A file that is not what it claims (damaged, truncated) is a failure of the data (1); a
-   * path or flag the user got wrong is bad input (2). */
+  fprintf(stderr, "shardtrain %s: error: %s\n", c->name, st_last_error());
   return status == ST_ERR_FORMAT || status == ST_ERR_IO ? 1 : exit_code_for(status);
 }
 
+typedef struct reshard_target {
+  int R, S, T, zero;
+} reshard_target;
+
+static st_status reshard(ckpt_source *src, char **argv, void *ctx) {
+  const reshard_target *t = ctx;
+  ST_CHECK(ckpt_reshard(src, argv[3], t->R, t->S, t->T, t->zero));
+  printf("resharded %s -> %s (mesh %dx%dx%d, ZeRO-%d)\n", argv[2], argv[3], t->R, t->S, t->T,
+         t->zero);
+  return ST_OK;
+}
+
 int cmd_reshard(int argc, char **argv) {
-  int R = 1, S = 1, T = 1, zero = 3;
+  reshard_target t = {1, 1, 1, 3};
   const cli_flag flags[] = {
-      {"dp-replicate", FLAG_INT, &R, "replicate groups R of the target mesh"},
-      {"dp-shard", FLAG_INT, &S, "shard group size S of the target mesh"},
-      {"tp", FLAG_INT, &T, "tensor-parallel size T of the target mesh"},
-      {"zero", FLAG_INT, &zero, "ZeRO stage recorded for the target"},
+      {"dp-replicate", FLAG_INT, &t.R, "replicate groups R of the target mesh"},
+      {"dp-shard", FLAG_INT, &t.S, "shard group size S of the target mesh"},
+      {"tp", FLAG_INT, &t.T, "tensor-parallel size T of the target mesh"},
+      {"zero", FLAG_INT, &t.zero, "ZeRO stage recorded for the target"},
   };
-  st_status status = ST_OK;
-  int code = parse(argc, argv, 2, "shardtrain reshard SRC DST [flags]",
-                   "Writes checkpoint SRC (a step directory) for another mesh as the new step\n"
-                   "directory DST, on one process, memory bounded by one tensor.",
-                   flags, 4, "SRC and DST", &status);
-  if (code >= 0) return code;
-  ckpt_source *src = NULL;
-  if (status == ST_OK) status = ckpt_source_open(&src, argv[2]);
-  if (status == ST_OK) status = ckpt_reshard(src, argv[3], R, S, T, zero);
-  if (status == ST_OK)
-    printf("resharded %s -> %s (mesh %dx%dx%d, ZeRO-%d)\n", argv[2], argv[3], R, S, T, zero);
-  return finish("reshard", status, src);
+  const ckpt_command c = {"reshard",
+                          "shardtrain reshard SRC DST [flags]",
+                          "Writes checkpoint SRC (a step directory) for another mesh as the new "
+                          "step\ndirectory DST, on one process, memory bounded by one chunk.",
+                          2,
+                          "SRC and DST",
+                          flags,
+                          4,
+                          reshard,
+                          &t};
+  return run_command(argc, argv, &c);
+}
+
+static st_status export_hf(ckpt_source *src, char **argv, void *ctx) {
+  (void)ctx;
+  ST_CHECK(ckpt_export_hf(src, argv[3]));
+  printf("exported %s -> %s\n", argv[2], argv[3]);
+  return ST_OK;
 }
 
 int cmd_export(int argc, char **argv) {
-  st_status status = ST_OK;
-  int code = parse(argc, argv, 2, "shardtrain export CKPT OUT.safetensors",
-                   "Writes the checkpoint's fp32 weights as one Hugging Face GPT-2 safetensors\n"
-                   "file (the same file `shardtrain train --export` writes).",
-                   NULL, 0, "CKPT and OUT", &status);
-  if (code >= 0) return code;
-  ckpt_source *src = NULL;
-  if (status == ST_OK) status = ckpt_source_open(&src, argv[2]);
-  if (status == ST_OK) status = ckpt_export_hf(src, argv[3]);
-  if (status == ST_OK) printf("exported %s -> %s\n", argv[2], argv[3]);
-  return finish("export", status, src);
+  const ckpt_command c = {"export",
+                          "shardtrain export CKPT OUT.safetensors",
+                          "Writes the checkpoint's fp32 weights as one Hugging Face GPT-2 "
+                          "safetensors\nfile (the same file `shardtrain train --export` writes).",
+                          2,
+                          "CKPT and OUT",
+                          NULL,
+                          0,
+                          export_hf,
+                          NULL};
+  return run_command(argc, argv, &c);
+}
+
+static st_status describe(ckpt_source *src, char **argv, void *ctx) {
+  (void)argv;
+  (void)ctx;
+  return ckpt_describe(src, stdout);
 }
 
 int cmd_inspect(int argc, char **argv) {
-  st_status status = ST_OK;
-  int code = parse(argc, argv, 1, "shardtrain inspect CKPT",
-                   "Prints a checkpoint's manifest and sizes and verifies every file's SHA-256\n"
-                   "(exit 1 when one does not hold).",
-                   NULL, 0, "CKPT", &status);
-  if (code >= 0) return code;
-  ckpt_source *src = NULL;
-  if (status == ST_OK) status = ckpt_source_open(&src, argv[2]);
-  if (status == ST_OK) status = ckpt_describe(src, stdout);
-  return finish("inspect", status, src);
+  const ckpt_command c = {"inspect",
+                          "shardtrain inspect CKPT",
+                          "Prints a checkpoint's manifest and sizes and verifies every file's "
+                          "SHA-256\n(exit 1 when one does not hold).",
+                          1,
+                          "CKPT",
+                          NULL,
+                          0,
+                          describe,
+                          NULL};
+  return run_command(argc, argv, &c);
 }
