@@ -49,17 +49,19 @@ static st_status make_input(const simulate_options *o, int gpus, int stage, int 
                     T, R, S);
   }
   if (R == 0 && S == 0) R = 1;
-  const int fixed = (R ? R : 1) * (S ? S : 1) * T;
-  if (gpus % fixed != 0) {
-    return st_error(ST_ERR_INVALID_ARG, "mesh %sx%sx%d does not divide %d GPUs", R ? "R" : "?",
-                    S ? "S" : "?", T, gpus);
-  }
-  if (!R) R = gpus / fixed;
-  if (!S) S = gpus / fixed;
-  if (R * S * T != gpus) {
+  if (R && S && R * S * T != gpus) {
     return st_error(ST_ERR_INVALID_ARG, "mesh %dx%dx%d needs %d GPUs, the cluster has %d", R, S, T,
                     R * S * T, gpus);
   }
+  const int fixed = (R ? R : 1) * (S ? S : 1) * T;
+  if (gpus % fixed != 0) {
+    char r[16] = "?", sh[16] = "?";
+    if (R) snprintf(r, sizeof r, "%d", R);
+    if (S) snprintf(sh, sizeof sh, "%d", S);
+    return st_error(ST_ERR_INVALID_ARG, "mesh %sx%sx%d does not divide %d GPUs", r, sh, T, gpus);
+  }
+  if (!R) R = gpus / fixed;
+  if (!S) S = gpus / fixed;
   *in = (plan_input){.R = R,
                      .S = S,
                      .T = T,

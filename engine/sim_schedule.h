@@ -51,8 +51,32 @@ typedef struct sim_result {
   int world;
 } sim_result;
 
-/* The step of `in` (a finished config, mesh, stage, batch, precision) on `hw`. Checks that the
- * mesh can be laid out (T divides the heads; nothing else is allocated). */
+/* The step of `in` (a finished config, mesh, stage, batch, precision) on `hw`: sim_costs, then
+ * sim_replay, then throughput and MFU. */
 st_status sim_step(const sim_hardware *hw, const plan_input *in, sim_result *out);
+
+/* What the replay is made of, in seconds; index 0 is the embedding unit, 1 any block, 2 the
+ * final unit. Compute times are per micro-batch and do not include the slowdown. */
+typedef struct sim_costs {
+  double fwd[3], bwd[3];                                               /* a unit's compute */
+  double fwd_class[3][SIM_CLASS_COUNT], bwd_class[3][SIM_CLASS_COUNT]; /* the same per class */
+  double tp_all_reduce;                              /* one, of B x T x C activations */
+  double gather[3], reduce_scatter[3], replicate[3]; /* per unit */
+  double grad_gather[3], publish[3];                 /* stage 0, stages 1-2 */
+  double fill[3];                                    /* zeroing a unit's gradients */
+  double cast_params[3], cast_grads[3];              /* one compute copy (CPU, bf16) */
+  double sumsq[3], adamw[3];                         /* on the owned shard */
+  double scalars;                                    /* norm and loss all-reduces */
+  double slowdown;                                   /* compute stretch, >= 1 */
+  int overlap;                                       /* hardware overlap (sim_hw.h) */
+} sim_costs;
+
+/* The costs of `in` on `hw` (collectives placed on the mesh's groups). */
+st_status sim_costs_of(const sim_hardware *hw, const plan_input *in, sim_costs *out);
+
+/* Replays one step of `in` (its stage, mesh, layers, micro-batches, prefetch, resharding and
+ * compute copies) from `costs`: fills step_s, compute_s, optimizer_s, exposed_s, comm_s,
+ * class_s and slowdown of `out` (the rest stays 0). */
+st_status sim_replay(const plan_input *in, const sim_costs *costs, sim_result *out);
 
 #endif /* ST_ENGINE_SIM_SCHEDULE_H */
