@@ -28,6 +28,13 @@ const char *sim_op_class_name(sim_op_class c) {
   return c >= 0 && c < SIM_CLASS_COUNT ? class_names[c] : "?";
 }
 
+static const char *const collective_names[SIM_COLLECTIVE_COUNT] = {"all_gather", "reduce_scatter",
+                                                                   "all_reduce"};
+
+const char *sim_collective_name(sim_collective c) {
+  return c >= 0 && c < SIM_COLLECTIVE_COUNT ? collective_names[c] : "?";
+}
+
 /* A GPU row: peaks, the efficiency of the compute-bound and the memory-bound classes. */
 static sim_hardware gpu_row(const char *name, double bf16, double fp32, double hbm, double nvlink,
                             double network, double gib, double compute_eff, double memory_eff,
@@ -47,6 +54,7 @@ static sim_hardware gpu_row(const char *name, double bf16, double fp32, double h
                     .op_overhead = 0};
   snprintf(h.name, sizeof h.name, "%s", name);
   snprintf(h.calibration, sizeof h.calibration, "%s", calibration);
+  for (int c = 0; c < SIM_COLLECTIVE_COUNT; c++) h.comm_efficiency[c] = 1.0;
   for (int c = 0; c < SIM_CLASS_COUNT; c++) {
     h.efficiency[c] = c == SIM_MATMUL || c == SIM_ATTENTION_FWD || c == SIM_ATTENTION_BWD
                           ? compute_eff
@@ -108,6 +116,12 @@ st_status sim_hw_check(const sim_hardware *h) {
                       class_names[c], h->efficiency[c]);
     }
   }
+  for (int c = 0; c < SIM_COLLECTIVE_COUNT; c++) {
+    if (!isfinite(h->comm_efficiency[c]) || h->comm_efficiency[c] <= 0) {
+      return st_error(ST_ERR_INVALID_ARG, "hardware '%s': eff_%s = %g must be > 0", h->name,
+                      collective_names[c], h->comm_efficiency[c]);
+    }
+  }
   if (h->gpus_per_node < 1 || h->compute_slots < 0 || (h->overlap != 0 && h->overlap != 1)) {
     return st_error(ST_ERR_INVALID_ARG,
                     "hardware '%s': gpus_per_node %d must be >= 1, compute_slots %d >= 0, "
@@ -137,6 +151,11 @@ static double *double_field(sim_hardware *h, const char *key) {
   for (int c = 0; c < SIM_CLASS_COUNT; c++) {
     if (strncmp(key, "eff_", 4) == 0 && strcmp(key + 4, class_names[c]) == 0) {
       return &h->efficiency[c];
+    }
+  }
+  for (int c = 0; c < SIM_COLLECTIVE_COUNT; c++) {
+    if (strncmp(key, "eff_", 4) == 0 && strcmp(key + 4, collective_names[c]) == 0) {
+      return &h->comm_efficiency[c];
     }
   }
   return NULL;
@@ -212,6 +231,7 @@ st_status sim_hw_load(const char *path, sim_hardware *out) {
   snprintf(h.name, sizeof h.name, "%s", path);
   snprintf(h.calibration, sizeof h.calibration, "none (efficiency 1: the roofline itself)");
   for (int c = 0; c < SIM_CLASS_COUNT; c++) h.efficiency[c] = 1.0;
+  for (int c = 0; c < SIM_COLLECTIVE_COUNT; c++) h.comm_efficiency[c] = 1.0;
   int seen[REQUIRED] = {0}, number = 0;
   char buf[512];
   st_status status = ST_OK;

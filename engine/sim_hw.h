@@ -33,6 +33,16 @@ typedef enum sim_op_class {
 
 const char *sim_op_class_name(sim_op_class c);
 
+/* The collectives whose achieved fraction of the link bandwidth is calibrated separately. */
+typedef enum sim_collective {
+  SIM_ALL_GATHER,
+  SIM_REDUCE_SCATTER,
+  SIM_ALL_REDUCE,
+  SIM_COLLECTIVE_COUNT
+} sim_collective;
+
+const char *sim_collective_name(sim_collective c);
+
 /* Which kernels the device runs, and so which op list a step is made of. */
 typedef enum sim_kernels {
   SIM_KERNELS_CPU,  /* kernels/cpu: unfused ops in fp32, attention over dense T x T scores */
@@ -52,13 +62,16 @@ typedef struct sim_hardware {
   double inter_latency;   /* per message step between nodes (s) */
   double memory_gib;      /* per device; 0: unknown */
   int gpus_per_node;      /* devices (ranks) per node */
-  int compute_slots;      /* ranks of a node that compute at once (CPU cores); 0: all of them */
+  int compute_slots;      /* ranks of a node that run at once (CPU cores); 0: all of them. With
+                             more ranks than slots, compute and the CPU's copies for
+                             collectives both stretch by ranks / slots */
   int overlap;            /* 1: collectives progress while the device computes (NCCL streams);
                              0: only while the rank waits for them (MPI on the CPU) */
   sim_kernels kernels;
-  double efficiency[SIM_CLASS_COUNT]; /* achieved fraction of the roofline, per class */
-  double op_overhead;                 /* seconds added to every kernel call */
-  char calibration[160];              /* where the efficiencies come from */
+  double efficiency[SIM_CLASS_COUNT];           /* achieved fraction of the roofline, per class */
+  double comm_efficiency[SIM_COLLECTIVE_COUNT]; /* achieved fraction of the link bandwidth */
+  double op_overhead;                           /* seconds added to every kernel call */
+  char calibration[160];                        /* where the efficiencies come from */
 } sim_hardware;
 
 /* The built-in description `name` (h100, h200, a100). ST_ERR_INVALID_ARG naming the known

@@ -154,8 +154,8 @@ int sim_phase_ops(const sim_shape *s, sim_phase phase, sim_op *ops) {
       OP(SIM_K_MATMUL_FWD, "attproj", BT, C, CL, 0, 1);
       if (cpu) OP(SIM_K_RESIDUAL, "res2", BT, C, 0, 0, 0);
       OP(SIM_K_LN_FWD, "ln2", BT, C, 0, 0, 0);
-      OP(SIM_K_MATMUL_FWD, "fc", BT, 4 * CL, C, 1, 1); /* d = 1 marks the GELU epilogue */
-      if (cpu) OP(SIM_K_GELU_FWD, "gelu", BT, 4 * CL, 0, 0, 0);
+      OP(SIM_K_MATMUL_FWD, "fc", BT, 4 * CL, C, 1, 1);          /* d = 1 marks the GELU epilogue */
+      if (cpu) OP(SIM_K_GELU_FWD, "gelu", BT, 4 * CL, C, 0, 0); /* k: fan-in of its input */
       OP(SIM_K_MATMUL_FWD, "fcproj", BT, C, 4 * CL, 0, 1);
       if (cpu) OP(SIM_K_RESIDUAL, "res3", BT, C, 0, 0, 0);
       break;
@@ -178,7 +178,7 @@ int sim_phase_ops(const sim_shape *s, sim_phase phase, sim_op *ops) {
       OP(SIM_K_MATMUL_BWD, "fcproj", BT, C, 4 * CL, 1, 1); /* fused: dGELU epilogue */
       if (cpu) {
         OP(SIM_K_ZERO, "dfch", BT, 4 * CL, 0, 0, 0);
-        OP(SIM_K_GELU_BWD, "gelu", BT, 4 * CL, 0, 0, 0);
+        OP(SIM_K_GELU_BWD, "gelu", BT, 4 * CL, C, 0, 0);
         OP(SIM_K_ZERO, "dln", BT, C, 0, 0, 0);
       }
       OP(SIM_K_MATMUL_BWD, "fc", BT, 4 * CL, C, 0, 1);

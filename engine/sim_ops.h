@@ -26,7 +26,7 @@ typedef enum sim_kind {
   SIM_K_HEAD_BWD,
   SIM_K_LN_FWD, /* m rows of n channels */
   SIM_K_LN_BWD,
-  SIM_K_GELU_FWD, /* m x n elements */
+  SIM_K_GELU_FWD, /* m x n elements (k: the fan-in of the layer that produced them) */
   SIM_K_GELU_BWD,
   SIM_K_RESIDUAL,  /* m x n */
   SIM_K_ATTN_FWD,  /* batch m, heads n, sequence k, head size d */

@@ -62,6 +62,12 @@ st_status sim_costs_of(const sim_hardware *hw, const plan_input *in, sim_costs *
   const sim_link tp = sim_group_link(hw, in->T, 1), sh = sim_group_link(hw, in->S, in->T),
                  repl = sim_group_link(hw, in->R, in->S * in->T),
                  dp = sim_group_link(hw, in->R * in->S, in->T);
+  /* Each collective on its link at its calibrated fraction of the bandwidth; on a node with
+   * fewer compute slots than ranks (a CPU), the copies take turns too. */
+  const double *eff = hw->comm_efficiency, stretch = c->slowdown;
+#define AG(n, bytes, l) (stretch * sim_ring_all_gather(n, (bytes) / eff[SIM_ALL_GATHER], l))
+#define RS(n, bytes, l) (stretch * sim_ring_reduce_scatter(n, (bytes) / eff[SIM_REDUCE_SCATTER], l))
+#define AR(n, bytes, l) (stretch * sim_all_reduce(n, (bytes) / eff[SIM_ALL_REDUCE], l))
   const int pb = (int)dtype_size(in->precision.param), gb = (int)dtype_size(in->precision.reduce);
   const int cpu = hw->kernels == SIM_KERNELS_CPU;
   const sim_shape s = {.cfg = in->cfg,
@@ -78,16 +84,16 @@ st_status sim_costs_of(const sim_hardware *hw, const plan_input *in, sim_costs *
     c->bwd[k] = sim_phase_time(hw, &s, phases[1][k], peak, c->bwd_class[k]);
   }
   /* The tp sums are over B x T x C activations in the compute dtype (fp32 on the CPU). */
-  c->tp_all_reduce = sim_all_reduce(
-      in->T, (double)in->micro_batch * in->seq_len * in->cfg.n_embd * s.act_bytes, tp);
+  c->tp_all_reduce =
+      AR(in->T, (double)in->micro_batch * in->seq_len * in->cfg.n_embd * s.act_bytes, tp);
   const sim_shape flat = {.act_bytes = 4, .kernels = hw->kernels};
   for (int k = 0; k < 3; k++) {
     const double n = (double)numel[k], sn = (double)shard[k];
-    c->gather[k] = sim_ring_all_gather(in->S, n * pb, sh);
-    c->reduce_scatter[k] = sim_ring_reduce_scatter(in->S, n * gb, sh);
-    c->replicate[k] = sim_all_reduce(in->R, sn * gb, repl);
-    c->grad_gather[k] = in->stage == 0 ? sim_ring_all_gather(in->S, n * gb, sh) : 0;
-    c->publish[k] = in->stage == 1 || in->stage == 2 ? sim_ring_all_gather(in->S, n * pb, sh) : 0;
+    c->gather[k] = AG(in->S, n * pb, sh);
+    c->reduce_scatter[k] = RS(in->S, n * gb, sh);
+    c->replicate[k] = AR(in->R, sn * gb, repl);
+    c->grad_gather[k] = in->stage == 0 ? AG(in->S, n * gb, sh) : 0;
+    c->publish[k] = in->stage == 1 || in->stage == 2 ? AG(in->S, n * pb, sh) : 0;
     c->fill[k] = sim_bytes_time(hw, SIM_FILL, n * gb);
     c->cast_params[k] = sim_bytes_time(hw, SIM_CAST, n * (pb + 4));
     c->cast_grads[k] = sim_bytes_time(hw, SIM_CAST, n * (gb + 4));
@@ -98,8 +104,10 @@ st_status sim_costs_of(const sim_hardware *hw, const plan_input *in, sim_costs *
     c->adamw[k] = sim_op_time(hw, &op, hw->peak_flops_fp32);
   }
   /* The norm's sums over the shard and tp groups, the loss's mean over the dp group. */
-  c->scalars = sim_all_reduce(in->S, 4, sh) + sim_all_reduce(in->T, 4, tp) +
-               sim_all_reduce(in->R * in->S, 4, dp);
+  c->scalars = AR(in->S, 4, sh) + AR(in->T, 4, tp) + AR(in->R * in->S, 4, dp);
+#undef AG
+#undef RS
+#undef AR
   return ST_OK;
 }
 
