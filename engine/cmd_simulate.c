@@ -21,6 +21,7 @@ typedef struct simulate_options {
   int zero, dp_replicate, dp_shard, tp, micro_batch, grad_accum, prefetch, reshard;
   const char *param_dtype, *reduce_dtype;
   const char *csv, *sweep, *configs, *label;
+  double efficiency_scale;
 } simulate_options;
 
 /* The precision of the flags, refused where the simulated device cannot train with it. */
@@ -188,7 +189,8 @@ int cmd_simulate(int argc, char **argv) {
                         .param_dtype = "bf16",
                         .reduce_dtype = "bf16",
                         .configs = "zero0,zero1,zero2,zero3,hsdp3",
-                        .label = "run"};
+                        .label = "run",
+                        .efficiency_scale = 1.0};
   cli_flag flags[40];
   int nflags = 0, help = 0;
   sim_flags_add(&o.model, &o.cluster, flags, &nflags);
@@ -206,6 +208,8 @@ int cmd_simulate(int argc, char **argv) {
       {"reduce-dtype", FLAG_STRING, &o.reduce_dtype, "gradients: fp32 or bf16"},
       {"csv", FLAG_STRING, &o.csv, "write the result(s) as CSV to this file"},
       {"label", FLAG_STRING, &o.label, "the CSV row's label (single runs)"},
+      {"efficiency-scale", FLAG_DOUBLE, &o.efficiency_scale,
+       "what-if: multiply every kernel efficiency of the hardware by this"},
       {"sweep", FLAG_STRING, &o.sweep,
        "comma-separated GPU counts: simulate each of --configs on each"},
       {"configs", FLAG_STRING, &o.configs,
@@ -222,6 +226,16 @@ int cmd_simulate(int argc, char **argv) {
   }
   sim_hardware hw;
   if (status == ST_OK) status = sim_cluster_resolve(&o.cluster, &hw);
+  if (status == ST_OK && !(o.efficiency_scale > 0)) {
+    status =
+        st_error(ST_ERR_INVALID_ARG, "--efficiency-scale must be > 0, got %g", o.efficiency_scale);
+  }
+  if (status == ST_OK && o.efficiency_scale != 1.0) {
+    for (int c = 0; c < SIM_CLASS_COUNT; c++) hw.efficiency[c] *= o.efficiency_scale;
+    snprintf(hw.calibration, sizeof hw.calibration, "kernel efficiencies x %g (what-if)",
+             o.efficiency_scale);
+    status = sim_hw_check(&hw);
+  }
   if (status == ST_OK) status = o.sweep ? run_sweep(&o, &hw) : run_one(&o, &hw);
   if (status != ST_OK) fprintf(stderr, "shardtrain simulate: error: %s\n", st_last_error());
   return exit_code_for(status);

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(bazel-bootstrap bazel-rules-java libopenmpi-dev openmpi-bin libopenblas-dev
-          libcjson-dev fortunes python3)
+          libcjson-dev fortunes python3 python3-matplotlib)
 
 missing=()
 for p in "${packages[@]}"; do

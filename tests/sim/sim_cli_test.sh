@@ -62,6 +62,7 @@ expect 2 "--param-dtype fp16: h100 trains with fp32 or bf16" simulate --gpu h100
 expect 2 "--sweep: '12' is not a GPU count" simulate --gpu h100 --sweep 8,12
 expect 2 "--configs: 'zero7' is not zero0-zero3 or hsdp0-hsdp3" simulate --gpu h100 --sweep 8 \
   --configs zero7
+expect 2 "--efficiency-scale must be > 0, got 0" simulate --gpu h100 --efficiency-scale 0
 expect 2 "--gpu 'tpu' is not one of" plan --fit --gpu tpu
 expect 2 "missing required key 'mem_bw'" plan --fit --hardware "$work/missing.hw" --gpu-gib 8
 expect 2 "--global-batch 1000 tokens is not a whole number of 1024-token sequences" \
