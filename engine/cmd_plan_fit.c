@@ -114,7 +114,7 @@ static st_status run_fit(const fit_options *o) {
   printf("\nbest %d by predicted tokens/s (memory per rank in GiB from the planner):\n", found);
   print_table(best, found);
   printf("\nthe best, step by step:\n");
-  sim_print(stdout, &hw, &best[0].in, &best[0].r, &best[0].mp, best[0].mem);
+  sim_print(stdout, &hw, &best[0].r, &best[0].mp, best[0].mem);
   char flags[512];
   sim_train_flags(&best[0].in, flags, sizeof flags);
   printf("\nrun it with:\n  mpirun -np %d shardtrain train --model %s", req.gpus, o->model.model);

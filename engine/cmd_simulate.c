@@ -112,7 +112,7 @@ static st_status run_one(const simulate_options *o, const sim_hardware *hw) {
       in.seq_len, in.grad_accum, dtype_name(in.precision.param), dtype_name(in.precision.reduce),
       in.prefetch);
   printf("hardware %s: %s\n", hw->name, hw->calibration);
-  sim_print(stdout, hw, &in, &r, &mp, mem);
+  sim_print(stdout, hw, &r, &mp, mem);
   if (csv) {
     sim_csv_row(csv, o->label, o->model.model, hw, &in, &r, mem);
     fclose(csv);
@@ -126,7 +126,7 @@ static st_status sweep_input(const simulate_options *o, const char *config, int 
                              const sim_hardware *hw, plan_input *in) {
   int stage = -1, hybrid = strncmp(config, "hsdp", 4) == 0;
   char tail = 0;
-  if (sscanf(config + (hybrid ? 4 : 4), "%d%c", &stage, &tail) != 1 ||
+  if (sscanf(config + 4, "%d%c", &stage, &tail) != 1 ||
       (!hybrid && strncmp(config, "zero", 4) != 0) || stage < 0 || stage > 3) {
     return st_error(ST_ERR_INVALID_ARG, "--configs: '%s' is not zero0-zero3 or hsdp0-hsdp3",
                     config);

@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "engine/sim_report.h"
 
-enum { FIT_MAX_VALUES = 64 };
+enum { FIT_MAX_VALUES = 64, FIT_MAX_DIMS = 8 };
 
 typedef struct fit_ctx {
   const sim_hardware *hw;
@@ -83,7 +83,7 @@ static void add_divisors(fit_dim *d, int64_t n, int64_t cap) {
   }
 }
 
-/* The dimensions for this request, in the order they are applied. */
+/* The dimensions for this request, in the order they are applied (at most FIT_MAX_DIMS). */
 static int make_dims(const fit_ctx *x, fit_dim *dims) {
   const fit_request *r = x->req;
   int n = 0;
@@ -148,14 +148,14 @@ st_status sim_fit(const sim_hardware *hw, const fit_request *req, fit_candidate 
                     (long long)req->global_tokens, seq);
   }
   const fit_ctx x = {hw, req, req->global_tokens / seq};
-  fit_dim dims[8];
+  fit_dim dims[FIT_MAX_DIMS];
   const int nd = make_dims(&x, dims);
   plan_input base = {.cfg = req->cfg, .seq_len = seq, .precision = req->precision};
   base.compute_copies = sim_compute_copies(hw, req->precision);
   /* The odometer: idx[d] is dimension d's value; `cand[d]` the candidate with dimensions
    * 0..d applied, so a change at d re-applies only d and the ones after it. */
-  int idx[8] = {0};
-  plan_input cand[9];
+  int idx[FIT_MAX_DIMS] = {0};
+  plan_input cand[FIT_MAX_DIMS + 1];
   cand[0] = base;
   int d = 0;
   while (d >= 0) {

@@ -82,8 +82,8 @@ void sim_train_flags(const plan_input *in, char *out, size_t size) {
 
 static double gib(double bytes) { return bytes / 1073741824.0; }
 
-void sim_print(FILE *out, const sim_hardware *hw, const plan_input *in, const sim_result *r,
-               const memory_plan *mp, double mem_total) {
+void sim_print(FILE *out, const sim_hardware *hw, const sim_result *r, const memory_plan *mp,
+               double mem_total) {
   const double ms = 1e3;
   fprintf(out, "  step time      %10.2f ms\n", r->step_s * ms);
   fprintf(out, "  compute        %10.2f ms", r->compute_s * ms);
@@ -116,7 +116,6 @@ void sim_print(FILE *out, const sim_hardware *hw, const plan_input *in, const si
             gib(mem_total) <= hw->memory_gib ? "fits" : "does not fit");
   }
   fprintf(out, "\n");
-  (void)in;
 }
 
 void sim_csv_header(FILE *out) {

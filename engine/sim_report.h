@@ -42,8 +42,8 @@ st_status sim_memory(const sim_hardware *hw, const plan_input *in, memory_plan *
 void sim_train_flags(const plan_input *in, char *out, size_t size);
 
 /* The step's breakdown, memory and throughput, as lines of text. */
-void sim_print(FILE *out, const sim_hardware *hw, const plan_input *in, const sim_result *r,
-               const memory_plan *mp, double mem_total);
+void sim_print(FILE *out, const sim_hardware *hw, const sim_result *r, const memory_plan *mp,
+               double mem_total);
 
 /* CSV: the header line, and one row (label: a name for the configuration). */
 void sim_csv_header(FILE *out);

@@ -18,7 +18,7 @@
  * request progresses only inside MPI calls), it runs when the stream waits for it, after every
  * collective issued before it. Waiting on an unfinished collective is exposed communication.
  * Ranks of one node share its compute slots: with more ranks than slots, every compute time
- * stretches by ranks / slots. */
+ * and every collective (on a CPU the same cores do its copies) stretches by ranks / slots. */
 #ifndef ST_ENGINE_SIM_SCHEDULE_H
 #define ST_ENGINE_SIM_SCHEDULE_H
 
