@@ -105,13 +105,19 @@ static int make_dims(const fit_ctx *x, fit_dim *dims) {
   return n;
 }
 
-/* Keeps best[] sorted by step time (then memory), at most k entries. */
+/* Whether a ranks before b: faster, or as fast (within a part in a million: configurations
+ * that do the same work in a different order tie up to rounding) and smaller. */
+static int ranks_before(const fit_candidate *a, const fit_candidate *b) {
+  const double tie = 1e-6 * b->r.step_s;
+  if (a->r.step_s < b->r.step_s - tie) return 1;
+  if (a->r.step_s > b->r.step_s + tie) return 0;
+  return a->mem < b->mem;
+}
+
+/* Keeps best[] sorted (ranks_before), at most k entries. */
 static void consider(fit_candidate *best, int k, int *found, const fit_candidate *c) {
   int at = *found;
-  while (at > 0 && (best[at - 1].r.step_s > c->r.step_s ||
-                    (best[at - 1].r.step_s == c->r.step_s && best[at - 1].mem > c->mem))) {
-    at--;
-  }
+  while (at > 0 && ranks_before(c, &best[at - 1])) at--;
   if (at >= k) return;
   const int last = *found < k ? *found : k - 1;
   memmove(&best[at + 1], &best[at], (size_t)(last - at) * sizeof *best);
