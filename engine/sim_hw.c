@@ -189,6 +189,9 @@ static st_status parse_line(const char *path, int line, char *key, char *value, 
     if (strcmp(key, required_keys[i]) == 0) seen[i] = 1;
   }
   double *field = double_field(h, key);
+  if (field && strncmp(key, "eff_", 4) == 0 && strncmp(h->calibration, "none", 4) == 0) {
+    snprintf(h->calibration, sizeof h->calibration, "efficiencies from %s", path);
+  }
   if (field) return parse_number(path, line, key, value, field);
   if (strcmp(key, "name") == 0) {
     snprintf(h->name, sizeof h->name, "%s", value);
@@ -229,6 +232,7 @@ st_status sim_hw_load(const char *path, sim_hardware *out) {
   sim_hardware h = {
       .peak_flops_fp32 = -1, .gpus_per_node = 8, .overlap = 1, .kernels = SIM_KERNELS_FUSED};
   snprintf(h.name, sizeof h.name, "%s", path);
+  /* Without a calibration key: say whether the file sets any efficiency. */
   snprintf(h.calibration, sizeof h.calibration, "none (efficiency 1: the roofline itself)");
   for (int c = 0; c < SIM_CLASS_COUNT; c++) h.efficiency[c] = 1.0;
   for (int c = 0; c < SIM_COLLECTIVE_COUNT; c++) h.comm_efficiency[c] = 1.0;
