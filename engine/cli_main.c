@@ -21,6 +21,7 @@ static const subcommand subcommands[] = {
     {"reshard", cmd_reshard, "rewrite a checkpoint for another mesh and stage (one process)"},
     {"export", cmd_export, "write a checkpoint as a Hugging Face GPT-2 safetensors file"},
     {"inspect", cmd_inspect, "print a checkpoint's manifest and verify its checksums"},
+    {"simulate", cmd_simulate, "predict one step's time, MFU and memory on a described cluster"},
 };
 
 static void usage(FILE *out) {

@@ -1,7 +1,8 @@
 /* cmd_plan.c - `shardtrain plan`: for a model and a number of ranks, every data-parallel mesh
  * (R x S with R x S = ranks) and ZeRO stage, the memory per rank the planner predicts and the
  * bytes per step each rank sends, next to DESIGN.md's formulas, and whether it fits in the
- * given GPU memory. Computes everything from the config: nothing is allocated or run. */
+ * given GPU memory. Computes everything from the config: nothing is allocated or run.
+ * `plan --fit` chooses a configuration instead (cmd_plan_fit.c). */
 #include <stdio.h>
 #include <string.h>
 
@@ -117,6 +118,11 @@ static st_status run_plan(const plan_options *o) {
 }
 
 int cmd_plan(int argc, char **argv) {
+  for (int i = 2; i < argc; i++) {
+    if (strcmp(argv[i], "--fit") == 0 || strcmp(argv[i], "--fit=true") == 0) {
+      return cmd_plan_fit(argc, argv);
+    }
+  }
   plan_options o = {"d12", 8, 4, 0, 1, 1, 0.0, "fp32", "fp32", "cuda"};
   const cli_flag flags[] = {
       {"model", FLAG_STRING, &o.model, "named config: tiny, d6, d12, d24, d36, d48"},

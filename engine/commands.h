@@ -11,6 +11,9 @@ int cmd_reshard(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
+int cmd_simulate(int argc, char **argv);
+/* `plan --fit` (cmd_plan_fit.c); cmd_plan hands over when --fit is given. */
+int cmd_plan_fit(int argc, char **argv);
 
 /* Prints "shardtrain <command>: error: <st_last_error()>" and returns 2, after a barrier over
  * the job's ranks: a bad flag is seen by every rank, and without the barrier the launcher kills

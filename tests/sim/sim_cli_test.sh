@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# `shardtrain simulate` and `shardtrain plan --fit`: bad input gives one error line naming the
+# problem and exit code 2 (an unknown GPU, a hardware file with a missing or negative field, a
+# mesh that does not divide the GPUs, ...); good input prints the breakdown, a CSV, a sweep and
+# the train flags of the best fit.
+set -uo pipefail
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+shardtrain=$1
+work=${TEST_TMPDIR:-$(mktemp -d)}
+fail=0
+
+# expect CODE PATTERN ARGS...: exit CODE and exactly one stderr line matching PATTERN.
+expect() {
+  local code=$1 pattern=$2
+  shift 2
+  local err rc lines
+  err=$(timeout 60 "$shardtrain" "$@" 2>&1 >/dev/null)
+  rc=$?
+  lines=$(printf '%s\n' "$err" | grep -c .)
+  if [ "$rc" -ne "$code" ] || ! grep -q -- "$pattern" <<<"$err" || [ "$lines" -ne 1 ]; then
+    echo "FAIL: shardtrain $* -> exit $rc (want $code), $lines error lines:"
+    echo "$err"
+    fail=1
+  else
+    echo "ok: shardtrain $* -> $rc: $err"
+  fi
+}
+
+good="$work/good.hw"
+cat > "$good" <<'HW'
+# a small machine
+name = test-node
+peak_flops = 1e12
+mem_bw = 1e11
+intra_bw = 1e10
+intra_latency = 1e-6
+inter_bw = 1e9
+inter_latency = 1e-5
+gpus_per_node = 4
+HW
+grep -v '^mem_bw' "$good" > "$work/missing.hw"
+sed 's/^inter_bw = .*/inter_bw = -5/' "$good" > "$work/negative.hw"
+sed 's/^peak_flops = .*/peak_flops = fast/' "$good" > "$work/word.hw"
+printf 'peak_flops = 1\nfrobs = 2\n' > "$work/unknown.hw"
+
+expect 2 "--gpu 'v100' is not one of h100, h200, a100" simulate --gpu v100
+expect 2 "missing required key 'mem_bw'" simulate --hardware "$work/missing.hw"
+expect 2 "inter_bw = '-5' is not a finite number >= 0" simulate --hardware "$work/negative.hw"
+expect 2 "peak_flops = 'fast' is not a finite number" simulate --hardware "$work/word.hw"
+expect 2 "unknown key 'frobs'" simulate --hardware "$work/unknown.hw"
+expect 2 "$work/none.hw: cannot open" simulate --hardware "$work/none.hw"
+expect 2 "give one of --gpu NAME or --hardware FILE" simulate
+expect 2 "give one of --gpu NAME or --hardware FILE" simulate --gpu h100 --hardware "$good"
+expect 2 "mesh 3x?x1 does not divide 8 GPUs" simulate --gpu h100 --dp-replicate 3
+expect 2 "mesh 1x3x2 needs 6 GPUs, the cluster has 8" simulate --gpu h100 --dp-shard 3 --tp 2
+expect 2 "mesh ?x3x1 does not divide 16 GPUs" simulate --gpu h100 --nodes 2 --dp-replicate 0 \
+  --dp-shard 3
+expect 2 "tp 5 does not divide n_head 12" simulate --gpu h100 --tp 5 --gpus-per-node 5
+expect 2 "--zero 4 is not 0-3" simulate --gpu h100 --zero 4
+expect 2 "--nodes must be >= 1, got 0" simulate --gpu h100 --nodes 0
+expect 2 "--param-dtype fp16: h100 trains with fp32 or bf16" simulate --gpu h100 --param-dtype fp16
+expect 2 "--sweep: '12' is not a GPU count" simulate --gpu h100 --sweep 8,12
+expect 2 "--configs: 'zero7' is not zero0-zero3 or hsdp0-hsdp3" simulate --gpu h100 --sweep 8 \
+  --configs zero7
+expect 2 "--efficiency-scale must be > 0, got 0" simulate --gpu h100 --efficiency-scale 0
+expect 2 "--gpu 'tpu' is not one of" plan --fit --gpu tpu
+expect 2 "missing required key 'mem_bw'" plan --fit --hardware "$work/missing.hw" --gpu-gib 8
+expect 2 "--global-batch 1000 tokens is not a whole number of 1024-token sequences" \
+  plan --fit --gpu h100 --global-batch 1000
+expect 2 "no configuration of d48 fits in 1.0 GiB per GPU" plan --fit --gpu h100 --model d48 \
+  --gpu-gib 1
+expect 2 "--gpu-gib: the hardware 'test-node' does not say its memory" \
+  plan --fit --hardware "$good"
+
+# Good input: the breakdown, the CSV, a sweep, the fit's train flags.
+out=$("$shardtrain" simulate --hardware "$good" --nodes 2 --model tiny --zero 3 --csv "$work/run.csv")
+rc=$?
+for want in "step time" "exposed comm" "MFU" "tokens/s" "memory per rank" "mesh 1x8x1"; do
+  grep -q -- "$want" <<<"$out" || { echo "FAIL: simulate output lacks '$want' (exit $rc):"; echo "$out"; fail=1; }
+done
+[ "$(wc -l < "$work/run.csv")" -eq 2 ] && head -1 "$work/run.csv" | grep -q "^label,model,hardware,gpus" ||
+  { echo "FAIL: simulate --csv did not write a header and one row"; cat "$work/run.csv"; fail=1; }
+"$shardtrain" simulate --gpu h100 --model d12 --micro-batch 8 --sweep 8,16,64 \
+  --configs zero1,hsdp3 --csv "$work/sweep.csv" > "$work/sweep.txt" 2>&1 ||
+  { echo "FAIL: sweep exited $?"; cat "$work/sweep.txt"; fail=1; }
+[ "$(wc -l < "$work/sweep.csv")" -eq 7 ] ||
+  { echo "FAIL: a sweep of 3 GPU counts x 2 configs wrote $(wc -l < "$work/sweep.csv") lines"; fail=1; }
+fit=$("$shardtrain" plan --fit --gpu h100 --model d12 --gpus 16 --global-batch 524288 --top 3)
+grep -q -- "mpirun -np 16 shardtrain train --model d12 --zero [0-3] --dp-replicate" <<<"$fit" ||
+  { echo "FAIL: plan --fit printed no train command:"; echo "$fit"; fail=1; }
+[ "$(grep -cE '^ +[0-9]+ [0-9]+x[0-9]+x[0-9]+ ' <<<"$fit")" -eq 3 ] ||
+  { echo "FAIL: plan --fit --top 3 did not list 3 configurations:"; echo "$fit"; fail=1; }
+"$shardtrain" simulate --help | grep -q -- "--hardware " || { echo "FAIL: simulate --help"; fail=1; }
+
+[ $fail -eq 0 ] && echo "sim_cli_test: passed" || echo "sim_cli_test: FAILED"
+exit $fail

@@ -1,0 +1,180 @@
+/* sim_schedule_test.c - the step replay against timelines worked out by hand (the comments
+ * walk through each), the op list against the 6 N FLOPs-per-token rule, and plan --fit's
+ * search against its contract (sorted, fitting, runnable).
+ *
+ * The hand cases: 2 blocks (units: embedding, two blocks, final), every unit's forward 1 s and
+ * backward 2 s, stage 3 gathers of 0.5 s and reduce-scatters of 0.25 s, prefetch 1. */
+#include <string.h>
+
+#include "engine/sim_fit.h"
+#include "engine/sim_ops.h"
+#include "engine/sim_schedule.h"
+#include "tests/testing.h"
+
+static plan_input hand_input(int stage, int reshard) {
+  plan_input in = {.R = 1, .S = 2, .T = 1, .stage = stage, .micro_batch = 1, .seq_len = 1,
+                   .grad_accum = 1, .prefetch = 1, .reshard_after_forward = reshard};
+  in.cfg.n_layer = 2;
+  return in;
+}
+
+static sim_costs hand_costs(int overlap) {
+  sim_costs c;
+  memset(&c, 0, sizeof c);
+  for (int k = 0; k < 3; k++) {
+    c.fwd[k] = c.fwd_class[k][SIM_MATMUL] = 1.0;
+    c.bwd[k] = c.bwd_class[k][SIM_MATMUL] = 2.0;
+    c.gather[k] = 0.5;
+    c.reduce_scatter[k] = 0.25;
+  }
+  c.slowdown = 1;
+  c.overlap = overlap;
+  return c;
+}
+
+/* Stage 3, resharding, overlap. Forward: the embedding's gather is waited for in full (0.5 s
+ * exposed), each later gather runs under the previous unit's forward. Forward ends at 4.5.
+ * Backward: the final unit's backward ends at 6.5 and queues its reduce-scatter (6.5-6.75);
+ * block 2 was resharded, so its gather is queued behind that reduce-scatter (6.75-7.25): 0.75 s
+ * exposed. Block 1's gather runs under block 2's backward; the embedding stayed gathered. The
+ * last reduce-scatter (13.25-13.5) is waited for at the end: 0.25 s. Step 13.5 s, compute 12 s,
+ * exposed 1.5 s; gathers 6 x 0.5 s (blocks twice), reduce-scatters 4 x 0.25 s. */
+static void check_stage3_overlap(void) {
+  const plan_input in = hand_input(3, 1);
+  const sim_costs c = hand_costs(1);
+  sim_result r;
+  CHECK_OK(sim_replay(&in, &c, &r));
+  CHECK_NEAR(r.step_s, 13.5, 1e-12);
+  CHECK_NEAR(r.compute_s, 12.0, 1e-12);
+  CHECK_NEAR(r.exposed_s, 1.5, 1e-12);
+  CHECK_NEAR(r.comm_s[SIM_COMM_GATHER], 3.0, 1e-12);
+  CHECK_NEAR(r.comm_s[SIM_COMM_REDUCE], 1.0, 1e-12);
+  CHECK_NEAR(r.class_s[SIM_MATMUL], 12.0, 1e-12);
+}
+
+/* The same without resharding: blocks stay gathered into the backward, so only the first
+ * gather (0.5) and the last reduce-scatter (0.25) are exposed: 12.75 s, 4 gathers. */
+static void check_stage3_no_reshard(void) {
+  const plan_input in = hand_input(3, 0);
+  const sim_costs c = hand_costs(1);
+  sim_result r;
+  CHECK_OK(sim_replay(&in, &c, &r));
+  CHECK_NEAR(r.step_s, 12.75, 1e-12);
+  CHECK_NEAR(r.exposed_s, 0.75, 1e-12);
+  CHECK_NEAR(r.comm_s[SIM_COMM_GATHER], 2.0, 1e-12);
+}
+
+/* Without overlap (MPI on the CPU) every collective runs while the stream waits: 12 s of
+ * compute + 3 s of gathers + 1 s of reduce-scatters. */
+static void check_stage3_no_overlap(void) {
+  const plan_input in = hand_input(3, 1);
+  const sim_costs c = hand_costs(0);
+  sim_result r;
+  CHECK_OK(sim_replay(&in, &c, &r));
+  CHECK_NEAR(r.step_s, 16.0, 1e-12);
+  CHECK_NEAR(r.exposed_s, 4.0, 1e-12);
+}
+
+/* Stage 0 on 2 x 2 (hybrid): gradients zeroed first (4 x 0.1 s), no gathers; each unit's
+ * reduce-scatter runs under the next unit's backward, but finishing it is blocking: the
+ * replicate all-reduce (0.5 s) and the all-gather of the reduced gradients (0.25 s), 4 x 0.75 s
+ * exposed; then the scalars (0.05 s) and AdamW (4 x 0.2 s). Step: 0.4 + 12 + 3 + 0.05 + 0.8 =
+ * 16.25 s; the optimizer phase is its last 0.85 s. */
+static void check_stage0_hybrid(void) {
+  plan_input in = hand_input(0, 1);
+  in.R = 2;
+  sim_costs c = hand_costs(1);
+  for (int k = 0; k < 3; k++) {
+    c.gather[k] = 0; /* unused below stage 3 */
+    c.replicate[k] = 0.5;
+    c.grad_gather[k] = 0.25;
+    c.fill[k] = 0.1;
+    c.adamw[k] = 0.2;
+  }
+  c.scalars = 0.05;
+  sim_result r;
+  CHECK_OK(sim_replay(&in, &c, &r));
+  CHECK_NEAR(r.step_s, 16.25, 1e-12);
+  CHECK_NEAR(r.compute_s, 13.2, 1e-12);
+  CHECK_NEAR(r.exposed_s, 3.05, 1e-12);
+  CHECK_NEAR(r.optimizer_s, 0.85, 1e-12);
+  CHECK_NEAR(r.comm_s[SIM_COMM_REPLICATE], 2.0, 1e-12);
+  CHECK_NEAR(r.comm_s[SIM_COMM_PUBLISH], 1.0, 1e-12);
+  CHECK_NEAR(r.comm_s[SIM_COMM_REDUCE], 1.0, 1e-12);
+  /* Three ranks on two compute slots: all compute stretches by 1.5, communication does not. */
+  c.slowdown = 1.5;
+  CHECK_OK(sim_replay(&in, &c, &r));
+  CHECK_NEAR(r.step_s, 1.5 * 13.2 + 3.05, 1e-12);
+}
+
+/* Matmul FLOPs of a micro-batch, forward and backward: 6 x (12 C^2 per block + V C for the
+ * head) per token, divided by tp for the blocks. */
+static void check_op_flops(void) {
+  sim_shape s = {.cfg = {.n_layer = 1, .n_head = 4, .n_embd = 64, .vocab = 256, .max_seq = 32},
+                 .B = 3,
+                 .T = 32,
+                 .tp = 1,
+                 .act_bytes = 4,
+                 .kernels = SIM_KERNELS_CPU};
+  for (int tp = 1; tp <= 2; tp++) {
+    s.tp = tp;
+    CHECK_OK(gpt_config_finish(&s.cfg, tp));
+    double block = 0, head = 0;
+    for (int ph = 0; ph < SIM_PHASE_COUNT; ph++) {
+      sim_op ops[SIM_MAX_PHASE_OPS];
+      const int n = sim_phase_ops(&s, (sim_phase)ph, ops);
+      for (int i = 0; i < n; i++) {
+        if (ops[i].cls != SIM_MATMUL) continue;
+        if (ops[i].kind == SIM_K_HEAD_FWD || ops[i].kind == SIM_K_HEAD_BWD) {
+          head += ops[i].flops;
+        } else {
+          block += ops[i].flops;
+        }
+      }
+    }
+    const double tokens = 3.0 * 32, C = 64;
+    CHECK_NEAR(block, 6 * 12 * C * C * tokens / tp, 1e-6);
+    CHECK_NEAR(head, 6 * (double)s.cfg.vocab_padded * C * tokens, 1e-6);
+  }
+}
+
+/* plan --fit on 8 built-in H100s for d12: sorted by step time, every answer fits, divides the
+ * GPUs and the global batch; nothing fits in 0.01 GiB. */
+static void check_fit(void) {
+  sim_hardware hw;
+  CHECK_OK(sim_hw_builtin("h100", &hw));
+  fit_request req = {.gpus = 8, .gpu_gib = 80, .global_tokens = 524288,
+                     .precision = {ST_BF16, ST_BF16}, .max_grad_accum = 64};
+  CHECK_OK(gpt_config_named("d12", &req.cfg));
+  CHECK_OK(gpt_config_finish(&req.cfg, 1));
+  fit_candidate best[10];
+  int found = 0;
+  fit_stats stats;
+  CHECK_OK(sim_fit(&hw, &req, best, 10, &found, &stats));
+  CHECK_EQ_INT(found, 10);
+  CHECK(stats.fitting >= found && stats.enumerated >= stats.fitting);
+  for (int i = 0; i < found; i++) {
+    const plan_input *in = &best[i].in;
+    CHECK_EQ_INT(in->R * in->S * in->T, 8);
+    CHECK_EQ_INT((long long)in->micro_batch * in->R * in->S * in->grad_accum * in->seq_len,
+                 524288);
+    CHECK(best[i].mem <= 80.0 * 1073741824.0);
+    CHECK(in->grad_accum <= 64);
+    if (i) CHECK(best[i - 1].r.step_s <= best[i].r.step_s * (1 + 1e-6));
+  }
+  req.gpu_gib = 0.01;
+  CHECK_OK(sim_fit(&hw, &req, best, 10, &found, &stats));
+  CHECK_EQ_INT(found, 0);
+  req.global_tokens = 1000; /* not whole 1024-token sequences */
+  CHECK_STATUS(sim_fit(&hw, &req, best, 10, &found, &stats), ST_ERR_INVALID_ARG);
+}
+
+int main(void) {
+  check_stage3_overlap();
+  check_stage3_no_reshard();
+  check_stage3_no_overlap();
+  check_stage0_hybrid();
+  check_op_flops();
+  check_fit();
+  return test_finish("sim_schedule_test");
+}

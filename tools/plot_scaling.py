@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Draws a scaling plot from the CSV of `shardtrain simulate --sweep ... --csv FILE`.
+
+Two panels against the number of GPUs (log scale): predicted tokens/s per GPU and MFU, one
+line per configuration (the CSV's `label` column: zero1, hsdp3, ...). Points whose planned
+memory per rank exceeds --gpu-gib (when given) are drawn hollow: they would not fit.
+
+Usage: plot_scaling.py SWEEP.csv OUT.png [--title TEXT] [--gpu-gib GIB]
+Needs matplotlib (Debian: python3-matplotlib, installed by tools/setup.sh).
+"""
+import argparse
+import csv
+import sys
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("csv", help="CSV written by shardtrain simulate --sweep --csv")
+    parser.add_argument("png", help="the plot to write")
+    parser.add_argument("--title", default="", help="title above the panels")
+    parser.add_argument("--gpu-gib", type=float, default=0.0,
+                        help="memory per GPU: configurations above it are drawn hollow")
+    return parser.parse_args(argv)
+
+
+def read_rows(path):
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    need = {"label", "gpus", "tokens_per_s_per_gpu", "mfu", "mem_gib"}
+    if not rows or not need <= set(rows[0]):
+        raise SystemExit(f"plot_scaling: {path} is not a simulate --sweep CSV "
+                         f"(needs columns {sorted(need)})")
+    return rows
+
+
+def main(argv):
+    args = parse_args(argv)
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise SystemExit("plot_scaling: matplotlib is missing (apt-get install python3-matplotlib)")
+    rows = read_rows(args.csv)
+    labels = []
+    for r in rows:
+        if r["label"] not in labels:
+            labels.append(r["label"])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4), dpi=80)
+    for label in labels:
+        mine = sorted((r for r in rows if r["label"] == label), key=lambda r: int(r["gpus"]))
+        gpus = [int(r["gpus"]) for r in mine]
+        tps = [float(r["tokens_per_s_per_gpu"]) / 1e3 for r in mine]
+        mfu = [100 * float(r["mfu"]) for r in mine]
+        fits = [args.gpu_gib <= 0 or float(r["mem_gib"]) <= args.gpu_gib for r in mine]
+        for axis, values in ((left, tps), (right, mfu)):
+            line, = axis.plot(gpus, values, "-", label=label)
+            color = line.get_color()
+            for x, y, ok in zip(gpus, values, fits):
+                axis.plot([x], [y], "o", color=color, markerfacecolor=color if ok else "none")
+    for axis, name in ((left, "tokens/s per GPU (thousands)"), (right, "MFU (%)")):
+        axis.set_xscale("log", base=2)
+        axis.set_xlabel("GPUs")
+        axis.set_ylabel(name)
+        axis.set_ylim(bottom=0)
+        axis.grid(True, alpha=0.3)
+    left.legend(fontsize=8)
+    if args.title:
+        fig.suptitle(args.title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(args.png)
+    print(f"plot_scaling: wrote {args.png} ({len(rows)} points, {len(labels)} configurations)")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
