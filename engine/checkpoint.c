@@ -91,39 +91,32 @@ st_status ckpt_find_latest(const char *ckpt_dir, char *out, size_t size, int *fo
   return ST_OK;
 }
 
-/* Deletes the oldest complete checkpoints until `keep` remain, counting only those up to
- * `saved` (the step just written): checkpoints of later steps are left from a run that this
- * one, resumed from an earlier step, has branched off; counting them would delete the
- * checkpoint just written. */
-static st_status prune(const char *ckpt_dir, int keep, long long saved) {
+/* After step `saved` is in place: deletes the oldest complete checkpoints until `keep` remain
+ * (keep 0: none), counting only those up to `saved`. Checkpoints of later steps are left from a
+ * run that this one, resumed from an earlier step, has branched off: they are not this run's to
+ * delete (counting them would delete the one just written), but --resume would pick the newest,
+ * so a warning says so. */
+static st_status tidy_after_save(const char *ckpt_dir, int keep, long long saved) {
   long long *steps = NULL;
   ST_CHECK(mem_alloc((void **)&steps, MAX_LISTED * sizeof *steps, MEM_HOST, MEM_WORKSPACE, NULL));
-  int n = complete_steps(ckpt_dir, steps, MAX_LISTED);
+  const int listed = complete_steps(ckpt_dir, steps, MAX_LISTED);
+  if (listed > 0 && steps[listed - 1] > saved) {
+    st_log(ST_LOG_WARN,
+           "%s/step_%lld is newer than the step_%lld just saved (another run's): --resume "
+           "continues from the newest; remove it, or use --resume-from",
+           ckpt_dir, steps[listed - 1], saved);
+  }
+  int n = listed;
   while (n > 0 && steps[n - 1] > saved) n--;
   st_status status = ST_OK;
   char path[PATH_BYTES];
-  for (int i = 0; status == ST_OK && i + keep < n; i++) {
+  int removed = 0;
+  for (int i = 0; keep > 0 && status == ST_OK && i + keep < n; i++, removed++) {
     snprintf(path, sizeof path, "%s/step_%lld", ckpt_dir, steps[i]);
     status = file_remove_flat_dir(path);
   }
   mem_free(steps);
-  return status == ST_OK ? file_sync_directory(ckpt_dir, ckpt_dir) : status;
-}
-
-/* A run that continued from an older checkpoint leaves the newer ones of the run it branched
- * from in place (they are not this run's to delete), but --resume would pick the newest: say
- * so when a save lands below them. */
-static void warn_newer(const char *ckpt_dir, long long saved) {
-  long long *steps = NULL;
-  if (mem_alloc((void **)&steps, MAX_LISTED * sizeof *steps, MEM_HOST, MEM_WORKSPACE, NULL)) return;
-  const int n = complete_steps(ckpt_dir, steps, MAX_LISTED);
-  if (n > 0 && steps[n - 1] > saved) {
-    st_log(ST_LOG_WARN,
-           "%s/step_%lld is newer than the step_%lld just saved (another run's): --resume "
-           "continues from the newest; remove it, or use --resume-from",
-           ckpt_dir, steps[n - 1], saved);
-  }
-  mem_free(steps);
+  return status == ST_OK && removed ? file_sync_directory(ckpt_dir, ckpt_dir) : status;
 }
 
 /* Removes what crashed saves left (.step_*.tmp) and creates this save's temporary directory. */
@@ -153,77 +146,6 @@ static st_status prepare_dirs(const char *ckpt_dir, const char *temp) {
 }
 
 /* ---- saving ------------------------------------------------------------------------------- */
-
-/* This rank's file: its pieces of every unit, streamed in chunks through one host buffer. */
-typedef struct rank_file {
-  int n;                       /* pieces */
-  int *unit, *index, *param;   /* per piece: unit, parameter in the unit, manifest parameter */
-  int64_t *begin, *end;        /* per piece: range of the parameter's slice */
-  safetensors_tensor *tensors; /* 3 per piece */
-  safetensors_metadata *meta;  /* 1 per piece, plus the format key */
-  char (*names)[CKPT_NAME_MAX + 16];
-  char (*values)[512];
-} rank_file;
-
-static void rank_file_free(rank_file *f) {
-  mem_free(f->values);
-  mem_free(f->names);
-  mem_free(f->meta);
-  mem_free(f->tensors);
-  mem_free(f->end);
-  mem_free(f->begin);
-  mem_free(f->param);
-  mem_free(f->index);
-  mem_free(f->unit);
-}
-
-static st_status rank_file_alloc(rank_file *f, int capacity) {
-  const size_t n = (size_t)(capacity ? capacity : 1);
-  ST_CHECK(mem_alloc((void **)&f->unit, n * sizeof *f->unit, MEM_HOST, MEM_WORKSPACE, NULL));
-  ST_CHECK(mem_alloc((void **)&f->index, n * sizeof *f->index, MEM_HOST, MEM_WORKSPACE, NULL));
-  ST_CHECK(mem_alloc((void **)&f->param, n * sizeof *f->param, MEM_HOST, MEM_WORKSPACE, NULL));
-  ST_CHECK(mem_alloc((void **)&f->begin, n * sizeof *f->begin, MEM_HOST, MEM_WORKSPACE, NULL));
-  ST_CHECK(mem_alloc((void **)&f->end, n * sizeof *f->end, MEM_HOST, MEM_WORKSPACE, NULL));
-  ST_CHECK(
-      mem_alloc((void **)&f->tensors, 3 * n * sizeof *f->tensors, MEM_HOST, MEM_WORKSPACE, NULL));
-  ST_CHECK(mem_alloc((void **)&f->meta, (n + 1) * sizeof *f->meta, MEM_HOST, MEM_WORKSPACE, NULL));
-  ST_CHECK(mem_alloc((void **)&f->names, 3 * n * sizeof *f->names, MEM_HOST, MEM_WORKSPACE, NULL));
-  return mem_alloc((void **)&f->values, n * sizeof *f->values, MEM_HOST, MEM_WORKSPACE, NULL);
-}
-
-/* Lists this rank's pieces (shard rank s) and describes their tensors. */
-static st_status rank_file_build(rank_file *f, const gpt_model *m, const ckpt_manifest *plan,
-                                 int s) {
-  int capacity = 0;
-  for (int u = 0; u < m->n_units; u++) capacity += m->units[u].layout.count;
-  ST_CHECK(rank_file_alloc(f, capacity));
-  int param = 0;
-  for (int u = 0; u < m->n_units; u++) {
-    const unit_layout *l = &m->units[u].layout;
-    for (int k = 0; k < l->count; k++, param++) {
-      int64_t begin, end;
-      if (!ckpt_piece_range(l, k, s, &begin, &end)) continue;
-      const int i = f->n++;
-      f->unit[i] = u;
-      f->index[i] = k;
-      f->param[i] = param;
-      f->begin[i] = begin;
-      f->end[i] = end;
-      const ckpt_piece piece = {param, s * plan->T + l->t, l->t, begin, end};
-      ckpt_piece_describe(plan, &piece, f->values[i], sizeof f->values[i]);
-      f->meta[i] = (safetensors_metadata){plan->params[param].name, f->values[i]};
-      for (int st = 0; st < CKPT_STATE_COUNT; st++) {
-        char *name = f->names[3 * i + st];
-        snprintf(name, sizeof f->names[0], "%s/%s", ckpt_state_name((ckpt_state)st),
-                 plan->params[param].name);
-        f->tensors[3 * i + st] = (safetensors_tensor){
-            .name = name, .dtype = SAFETENSORS_F32, .ndim = 1, .shape = {end - begin}};
-      }
-    }
-  }
-  f->meta[f->n] = (safetensors_metadata){"format", "shardtrain-checkpoint-pieces"};
-  return ST_OK;
-}
 
 static double seconds_now(void) {
   struct timespec ts;
@@ -266,36 +188,42 @@ static st_status put_state(gpt_model *m, safetensors_stream *stream, size_t inde
   return ST_OK;
 }
 
-/* Writes this rank's file: each piece's master, m and v copied from the device and put. */
-static st_status write_rank_file(gpt_model *m, const ckpt_manifest *plan, int s, const char *path,
+/* Writes file f (this rank's): each piece's master, m and v copied from the device and put.
+ * Pieces come sorted by parameter, and the plan's parameters are the units' in order, so one
+ * cursor walks the units alongside. */
+static st_status write_rank_file(gpt_model *m, const ckpt_manifest *plan, int f, const char *path,
                                  int report) {
-  rank_file f = {0};
+  ckpt_file_layout fl;
   float *staging = NULL;
   safetensors_stream *stream = NULL;
   save_progress progress = {.report = report, .path = path, .start = seconds_now()};
   progress.last = progress.start;
-  st_status status = rank_file_build(&f, m, plan, s);
+  ST_CHECK(ckpt_file_layout_make(plan, f, &fl));
+  st_status status = mem_alloc((void **)&staging, (size_t)CKPT_CHUNK_ELEMENTS * sizeof(float),
+                               MEM_HOST, MEM_WORKSPACE, NULL);
   if (status == ST_OK) {
-    status = mem_alloc((void **)&staging, (size_t)CKPT_CHUNK_ELEMENTS * sizeof(float), MEM_HOST,
-                       MEM_WORKSPACE, NULL);
+    status = safetensors_stream_open(&stream, path, fl.tensors, 3 * (size_t)fl.n, fl.meta,
+                                     (size_t)fl.n + 1);
   }
-  if (status == ST_OK) {
-    status =
-        safetensors_stream_open(&stream, path, f.tensors, 3 * (size_t)f.n, f.meta, (size_t)f.n + 1);
+  for (int i = 0; i < fl.n; i++) {
+    progress.total += 3 * (uint64_t)(fl.pieces[i]->end - fl.pieces[i]->begin) * sizeof(float);
   }
-  for (int i = 0; i < f.n; i++) progress.total += 3 * (uint64_t)(f.end[i] - f.begin[i]) * 4;
-  for (int i = 0; status == ST_OK && i < f.n; i++) {
-    unit *u = &m->units[f.unit[i]];
-    const int64_t at = u->layout.params[f.index[i]].offset + f.begin[i] - u->owned_begin;
-    const float *state[CKPT_STATE_COUNT] = {u->master, u->adam_m, u->adam_v};
+  int u = 0, first = 0; /* unit u holds the plan's parameters [first, first + its count) */
+  for (int i = 0; status == ST_OK && i < fl.n; i++) {
+    const ckpt_piece *piece = fl.pieces[i];
+    while (piece->param >= first + m->units[u].layout.count) first += m->units[u++].layout.count;
+    const unit *un = &m->units[u];
+    const int64_t at =
+        un->layout.params[piece->param - first].offset + piece->begin - un->owned_begin;
+    const float *state[CKPT_STATE_COUNT] = {un->master, un->adam_m, un->adam_v};
     for (int st = 0; status == ST_OK && st < CKPT_STATE_COUNT; st++) {
-      status = put_state(m, stream, 3 * (size_t)i + st, state[st] + at, f.end[i] - f.begin[i],
+      status = put_state(m, stream, 3 * (size_t)i + st, state[st] + at, piece->end - piece->begin,
                          staging, &progress);
     }
   }
   status = safetensors_stream_finish(stream, status);
   mem_free(staging);
-  rank_file_free(&f);
+  ckpt_file_layout_free(&fl);
   return status;
 }
 
@@ -352,7 +280,6 @@ st_status ckpt_save(gpt_model *model, const ckpt_manifest *run, const char *ckpt
   m.data = NULL;
   st_status status = ckpt_manifest_plan(&m);
   if (status == ST_OK) status = ckpt_manifest_set_data(&m, run->dp_size, run->data[0]);
-  if (status == ST_OK) memcpy(m.data, run->data, (size_t)run->dp_size * sizeof *m.data);
   if (rank == 0 && status == ST_OK) status = prepare_dirs(ckpt_dir, temp);
   ST_CHECK_GOTO(job_agree(status), status, done);
 
@@ -360,7 +287,7 @@ st_status ckpt_save(gpt_model *model, const ckpt_manifest *run, const char *ckpt
   if (c.r == 0) {
     mine.file = c.s * c.T + c.t;
     snprintf(path, sizeof path, "%s/%s", temp, m.files[mine.file].name);
-    status = write_rank_file(model, &m, c.s, path, rank == 0);
+    status = write_rank_file(model, &m, mine.file, path, rank == 0);
     if (status == ST_OK) status = sha256_file(path, mine.sha256, &mine.bytes);
   }
   const int delay_ms = atoi(env_get_string(ENV_CKPT_TEST_DELAY_MS));
@@ -388,8 +315,7 @@ st_status ckpt_save(gpt_model *model, const ckpt_manifest *run, const char *ckpt
       total += f->bytes;
     }
     status = finish_save(&m, temp, final, ckpt_dir);
-    if (status == ST_OK && keep > 0) status = prune(ckpt_dir, keep, (long long)m.step);
-    if (status == ST_OK) warn_newer(ckpt_dir, (long long)m.step);
+    if (status == ST_OK) status = tidy_after_save(ckpt_dir, keep, (long long)m.step);
   }
   ST_CHECK_GOTO(job_agree(status), status, done);
   if (rank == 0) {

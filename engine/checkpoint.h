@@ -24,7 +24,9 @@
 
 /* Saves `model` as ckpt_dir/step_<run->step>. `run` holds the run's fields of the manifest
  * (step, model, cfg, mesh, zero, dtypes, loss scale, micro-batch, hyperparameters, seed,
- * data); the piece table and checksums are filled here. keep > 0 deletes the oldest complete
+ * dp_size and data); run->data[0] is recorded for every one of the dp_size ranks, since every
+ * dp rank's next global batch starts at the same position (token_data.h). The piece table and
+ * checksums are filled here. keep > 0 deletes the oldest complete
  * checkpoints until `keep` remain of those up to this step (later ones, left by a run that this
  * one branched off by resuming an earlier step, are not counted nor deleted). Rank 0 logs the
  * bytes written and the rate. `saved` receives the step directory's path. */

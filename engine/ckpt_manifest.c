@@ -151,6 +151,54 @@ void ckpt_piece_describe(const ckpt_manifest *m, const ckpt_piece *piece, char *
            (long long)piece->end);
 }
 
+void ckpt_file_layout_free(ckpt_file_layout *l) {
+  mem_free(l->values);
+  mem_free(l->names);
+  mem_free(l->meta);
+  mem_free(l->tensors);
+  mem_free(l->pieces);
+  *l = (ckpt_file_layout){0};
+}
+
+static st_status file_layout_alloc(ckpt_file_layout *l, size_t n) {
+  ST_CHECK(mem_alloc((void **)&l->pieces, n * sizeof *l->pieces, MEM_HOST, MEM_WORKSPACE, NULL));
+  ST_CHECK(
+      mem_alloc((void **)&l->tensors, 3 * n * sizeof *l->tensors, MEM_HOST, MEM_WORKSPACE, NULL));
+  ST_CHECK(mem_alloc((void **)&l->meta, (n + 1) * sizeof *l->meta, MEM_HOST, MEM_WORKSPACE, NULL));
+  ST_CHECK(mem_alloc((void **)&l->names, 3 * n * sizeof *l->names, MEM_HOST, MEM_WORKSPACE, NULL));
+  return mem_alloc((void **)&l->values, n * sizeof *l->values, MEM_HOST, MEM_WORKSPACE, NULL);
+}
+
+st_status ckpt_file_layout_make(const ckpt_manifest *m, int f, ckpt_file_layout *out) {
+  *out = (ckpt_file_layout){0};
+  int count = 0;
+  for (int i = 0; i < m->n_pieces; i++) count += m->pieces[i].file == f;
+  st_status status = file_layout_alloc(out, (size_t)(count ? count : 1));
+  if (status != ST_OK) {
+    ckpt_file_layout_free(out);
+    return status;
+  }
+  for (int i = 0; i < m->n_pieces; i++) {
+    const ckpt_piece *piece = &m->pieces[i];
+    if (piece->file != f) continue;
+    const int n = out->n++;
+    const char *name = m->params[piece->param].name;
+    out->pieces[n] = piece;
+    ckpt_piece_describe(m, piece, out->values[n], sizeof out->values[n]);
+    out->meta[n] = (safetensors_metadata){name, out->values[n]};
+    for (int st = 0; st < CKPT_STATE_COUNT; st++) {
+      char *tensor = out->names[3 * n + st];
+      snprintf(tensor, sizeof out->names[0], "%s/%s", ckpt_state_name((ckpt_state)st), name);
+      out->tensors[3 * n + st] = (safetensors_tensor){.name = tensor,
+                                                      .dtype = SAFETENSORS_F32,
+                                                      .ndim = 1,
+                                                      .shape = {piece->end - piece->begin}};
+    }
+  }
+  out->meta[out->n] = (safetensors_metadata){"format", "shardtrain-checkpoint-pieces"};
+  return ST_OK;
+}
+
 /* ---- writing ------------------------------------------------------------------------------ */
 
 static cJSON *exact_integer(int64_t value) {

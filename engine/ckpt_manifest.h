@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "engine/gpt_config.h"
+#include "engine/safetensors.h"
 #include "engine/sha256.h"
 #include "engine/token_data.h"
 #include "engine/train_step.h"
@@ -95,5 +96,20 @@ int ckpt_manifest_find(const ckpt_manifest *m, const char *name);
 
 /* The piece metadata stored in each file (JSON text of the piece and its parameter). */
 void ckpt_piece_describe(const ckpt_manifest *m, const ckpt_piece *piece, char *out, size_t size);
+
+/* File f's contents as the piece table fixes them: its pieces in table order and, for each,
+ * three F32 tensors "<state>/<name>" (ckpt_state order) and one metadata entry describing it
+ * (ckpt_piece_describe), then the format key. Training saves and reshard both write from it. */
+typedef struct ckpt_file_layout {
+  int n;                       /* pieces */
+  const ckpt_piece **pieces;   /* into the manifest */
+  safetensors_tensor *tensors; /* 3 n, data unset */
+  safetensors_metadata *meta;  /* n + 1 */
+  char (*names)[CKPT_NAME_MAX + 16];
+  char (*values)[512];
+} ckpt_file_layout;
+
+st_status ckpt_file_layout_make(const ckpt_manifest *m, int f, ckpt_file_layout *out);
+void ckpt_file_layout_free(ckpt_file_layout *l);
 
 #endif /* ST_ENGINE_CKPT_MANIFEST_H */

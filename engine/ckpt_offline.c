@@ -48,65 +48,23 @@ static st_status chunk_buffer(float **buf) {
 /* Writes the target's file f: its pieces' three states, described as a training save would. */
 static st_status reshard_file(ckpt_source *src, const ckpt_manifest *m, int f, const char *path,
                               float *buf) {
-  int n = 0;
-  for (int i = 0; i < m->n_pieces; i++) n += m->pieces[i].file == f;
-  safetensors_tensor *tensors = NULL;
-  safetensors_metadata *meta = NULL;
-  char(*names)[CKPT_NAME_MAX + 16] = NULL;
-  char(*values)[512] = NULL;
-  const ckpt_piece **pieces = NULL;
+  ckpt_file_layout fl;
   safetensors_stream *out = NULL;
-  const size_t count = (size_t)(n ? n : 1);
-  st_status status;
-  ST_CHECK_GOTO(
-      mem_alloc((void **)&tensors, 3 * count * sizeof *tensors, MEM_HOST, MEM_WORKSPACE, NULL),
-      status, done);
-  ST_CHECK_GOTO(
-      mem_alloc((void **)&meta, (count + 1) * sizeof *meta, MEM_HOST, MEM_WORKSPACE, NULL), status,
-      done);
-  ST_CHECK_GOTO(
-      mem_alloc((void **)&names, 3 * count * sizeof *names, MEM_HOST, MEM_WORKSPACE, NULL), status,
-      done);
-  ST_CHECK_GOTO(mem_alloc((void **)&values, count * sizeof *values, MEM_HOST, MEM_WORKSPACE, NULL),
-                status, done);
-  ST_CHECK_GOTO(mem_alloc((void **)&pieces, count * sizeof *pieces, MEM_HOST, MEM_WORKSPACE, NULL),
-                status, done);
-  n = 0;
-  for (int i = 0; i < m->n_pieces; i++) {
-    const ckpt_piece *piece = &m->pieces[i];
-    if (piece->file != f) continue;
-    const char *name = m->params[piece->param].name;
-    pieces[n] = piece;
-    ckpt_piece_describe(m, piece, values[n], sizeof values[n]);
-    meta[n] = (safetensors_metadata){name, values[n]};
-    for (int st = 0; st < CKPT_STATE_COUNT; st++) {
-      snprintf(names[3 * n + st], sizeof names[0], "%s/%s", ckpt_state_name((ckpt_state)st), name);
-      tensors[3 * n + st] = (safetensors_tensor){.name = names[3 * n + st],
-                                                 .dtype = SAFETENSORS_F32,
-                                                 .ndim = 1,
-                                                 .shape = {piece->end - piece->begin}};
-    }
-    n++;
-  }
-  meta[n] = (safetensors_metadata){"format", "shardtrain-checkpoint-pieces"};
-  ST_CHECK_GOTO(safetensors_stream_open(&out, path, tensors, 3 * (size_t)n, meta, (size_t)n + 1),
-                status, done);
-  for (int i = 0; i < n && status == ST_OK; i++) {
-    const ckpt_param *c = &m->params[pieces[i]->param];
+  ST_CHECK(ckpt_file_layout_make(m, f, &fl));
+  st_status status =
+      safetensors_stream_open(&out, path, fl.tensors, 3 * (size_t)fl.n, fl.meta, (size_t)fl.n + 1);
+  for (int i = 0; i < fl.n && status == ST_OK; i++) {
+    const ckpt_piece *piece = fl.pieces[i];
+    const ckpt_param *c = &m->params[piece->param];
     unit_param p;
     status = unit_param_init(&p, c->name, c->ndim, c->shape, c->split, c->blocks, m->T);
     for (int st = 0; st < CKPT_STATE_COUNT && status == ST_OK; st++) {
-      status = copy_range(src, (ckpt_state)st, c->name, &p, m->T, pieces[i]->t, pieces[i]->begin,
-                          pieces[i]->end, out, 3 * (size_t)i + st, buf);
+      status = copy_range(src, (ckpt_state)st, c->name, &p, m->T, piece->t, piece->begin,
+                          piece->end, out, 3 * (size_t)i + st, buf);
     }
   }
   status = safetensors_stream_finish(out, status);
-done:
-  mem_free(pieces);
-  mem_free(values);
-  mem_free(names);
-  mem_free(meta);
-  mem_free(tensors);
+  ckpt_file_layout_free(&fl);
   return status;
 }
 

@@ -32,8 +32,7 @@ static void print_row(const plan_input *in, const memory_plan *mp, const comm_pl
    * 1-2 parameters once, stage 3 parameters twice. */
   const double per_element[4] = {2 * g, p + g, p + g, 2 * p + g};
   const double comm_formula = per_element[in->stage] * psi * (S - 1) / S;
-  double total = 0;
-  for (int c = 0; c < MEM_CATEGORY_COUNT; c++) total += (double)mp->bytes[c];
+  const double total = (double)mp->total;
   double sent = (double)(cp->shard_all_gather + cp->shard_reduce_scatter);
   printf("%3d x %-3d %5d %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f | %9.3f %9.3f %9.3f %s\n",
          in->R, in->S, in->stage, gib((double)mp->bytes[MEM_PARAMS]),

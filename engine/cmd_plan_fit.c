@@ -74,8 +74,9 @@ static void print_table(const fit_candidate *best, int found) {
         "%4d %-10s %4d %5d %5d %4d %4d %10.2f %10.0f %6.1f %9.2f %8.3f %8.3f %8.3f %8.3f %8.3f\n",
         i + 1, mesh, c->in.stage, c->in.micro_batch, c->in.grad_accum, c->in.prefetch,
         c->in.reshard_after_forward, c->r.step_s * 1e3, c->r.tokens_per_s_per_gpu, 100 * c->r.mfu,
-        c->r.exposed_s * 1e3, gib(c->mem), gib(states), gib((double)c->mp.bytes[MEM_GATHERED]),
-        gib((double)c->mp.bytes[MEM_ACTIVATIONS]), gib((double)c->mp.bytes[MEM_WORKSPACE]));
+        c->r.exposed_s * 1e3, gib((double)c->mp.total), gib(states),
+        gib((double)c->mp.bytes[MEM_GATHERED]), gib((double)c->mp.bytes[MEM_ACTIVATIONS]),
+        gib((double)c->mp.bytes[MEM_WORKSPACE]));
   }
 }
 
@@ -114,7 +115,7 @@ static st_status run_fit(const fit_options *o) {
   printf("\nbest %d by predicted tokens/s (memory per rank in GiB from the planner):\n", found);
   print_table(best, found);
   printf("\nthe best, step by step:\n");
-  sim_print(stdout, &hw, &best[0].r, &best[0].mp, best[0].mem);
+  sim_print(stdout, &hw, &best[0].r, &best[0].mp);
   char flags[512];
   sim_train_flags(&best[0].in, flags, sizeof flags);
   printf("\nrun it with:\n  mpirun -np %d shardtrain train --model %s", req.gpus, o->model.model);

@@ -99,9 +99,8 @@ static st_status run_one(const simulate_options *o, const sim_hardware *hw) {
   ST_CHECK(make_input(o, gpus, o->zero, o->dp_replicate, o->dp_shard, hw, &in));
   sim_result r;
   memory_plan mp;
-  double mem = 0;
   ST_CHECK(sim_step(hw, &in, &r));
-  ST_CHECK(sim_memory(hw, &in, &mp, &mem));
+  ST_CHECK(sim_memory(hw, &in, &mp));
   FILE *csv = NULL;
   ST_CHECK(open_csv(o->csv, &csv));
   printf(
@@ -112,9 +111,9 @@ static st_status run_one(const simulate_options *o, const sim_hardware *hw) {
       in.seq_len, in.grad_accum, dtype_name(in.precision.param), dtype_name(in.precision.reduce),
       in.prefetch);
   printf("hardware %s: %s\n", hw->name, hw->calibration);
-  sim_print(stdout, hw, &r, &mp, mem);
+  sim_print(stdout, hw, &r, &mp);
   if (csv) {
-    sim_csv_row(csv, o->label, o->model.model, hw, &in, &r, mem);
+    sim_csv_row(csv, o->label, o->model.model, hw, &in, &r, (double)mp.total);
     fclose(csv);
   }
   return ST_OK;
@@ -161,16 +160,16 @@ static st_status run_sweep(const simulate_options *o, sim_hardware *hw) {
       plan_input in;
       sim_result r;
       memory_plan mp;
-      double mem = 0;
       status = sweep_input(o, c, (int)gpus, hw, &in);
       if (status == ST_OK) status = sim_step(hw, &in, &r);
-      if (status == ST_OK) status = sim_memory(hw, &in, &mp, &mem);
+      if (status == ST_OK) status = sim_memory(hw, &in, &mp);
       if (status != ST_OK) break;
       char mesh[32];
       snprintf(mesh, sizeof mesh, "%dx%dx%d", in.R, in.S, in.T);
       printf("%-8s %6ld %-10s %10.2f %12.0f %7.1f %10.2f %9.2f\n", c, gpus, mesh, r.step_s * 1e3,
-             r.tokens_per_s_per_gpu, 100 * r.mfu, r.exposed_s * 1e3, mem / 1073741824.0);
-      if (csv) sim_csv_row(csv, c, o->model.model, hw, &in, &r, mem);
+             r.tokens_per_s_per_gpu, 100 * r.mfu, r.exposed_s * 1e3,
+             (double)mp.total / 1073741824.0);
+      if (csv) sim_csv_row(csv, c, o->model.model, hw, &in, &r, (double)mp.total);
     }
   }
   if (csv) fclose(csv);

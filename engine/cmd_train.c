@@ -2,14 +2,12 @@
  * resumes from a checkpoint, trains on token shards (each data-parallel rank reading its slice
  * of every global batch), evaluates, writes metrics (rank 0), checkpoints and exports. Every
  * rank runs the same sequence of collectives. */
-#include <errno.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "core/alloc.h"
 #include "core/env.h"
@@ -113,20 +111,6 @@ static st_status open_resume(train_run *r) {
   return ST_OK;
 }
 
-/* The checkpoint directory exists (created if needed) and this process can write in it. */
-static st_status check_ckpt_dir(const train_run *r) {
-  const char *dir = r->o->ckpt_dir;
-  if (!dir || !is_writer(r)) return ST_OK;
-  if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-    return st_error(ST_ERR_INVALID_ARG, "--ckpt-dir %s: cannot create: %s", dir, strerror(errno));
-  }
-  struct stat st;
-  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) != 0) {
-    return st_error(ST_ERR_INVALID_ARG, "--ckpt-dir %s: not a writable directory", dir);
-  }
-  return ST_OK;
-}
-
 /* What each rank sets up on its own: the model and its parameters, the data, the files. */
 static st_status setup_local(train_run *r) {
   const train_options *o = r->o;
@@ -183,7 +167,6 @@ static st_status setup(train_run *r) {
   ST_CHECK(create_mesh(r));
   ST_CHECK(output_paths_check_train(r->o, 0));
   ST_CHECK(job_agree(train_fit_check(r->o, &r->cfg, r->mesh))); /* before anything large */
-  ST_CHECK(job_agree(check_ckpt_dir(r)));
   ST_CHECK(run_report_start(&r->report, r->o, &r->cfg, &r->h, r->mesh));
   ST_CHECK(job_agree(setup_local(r)));
   if (r->resume) ST_CHECK(resume(r));
@@ -302,14 +285,8 @@ static st_status maybe_save(train_run *r, int step) {
   snprintf(m.model, sizeof m.model, "%s", o->model);
   token_position at = token_loader_tell(r->train);
   m.dp_size = r->coords.R * r->coords.S;
-  token_position *each = NULL; /* the same position for every dp rank */
-  ST_CHECK(
-      mem_alloc((void **)&each, (size_t)m.dp_size * sizeof *each, MEM_HOST, MEM_WORKSPACE, NULL));
-  for (int d = 0; d < m.dp_size; d++) each[d] = at;
-  m.data = each;
-  st_status status = ckpt_save(r->model, &m, o->ckpt_dir, o->keep, r->saved, sizeof r->saved);
-  mem_free(each);
-  return status;
+  m.data = &at; /* every dp rank's: see ckpt_save */
+  return ckpt_save(r->model, &m, o->ckpt_dir, o->keep, r->saved, sizeof r->saved);
 }
 
 static st_status train(train_run *r) {

@@ -5,6 +5,17 @@
 
 #include "engine/gpt.h"
 
+/* A walk over buffers carved from one arena: with a base, each slot is pointed at its place in
+ * it; without, only the total (in floats) is counted, so one walk both measures and carves and
+ * the two cannot drift apart. Every buffer starts 64-byte aligned. */
+typedef struct gpt_carve {
+  float *base;
+  int64_t total; /* floats */
+} gpt_carve;
+
+/* Adds a buffer of len floats; slot may be NULL while measuring. */
+void gpt_carve_add(gpt_carve *c, float **slot, int64_t len);
+
 st_status gpt_acts_allocate(gpt_model *m);
 void gpt_acts_free(gpt_model *m);
 

@@ -23,32 +23,21 @@ struct gpt_kv {
   int32_t *tokens;
 };
 
-/* A walk over the scratch buffers: with a base, each slot is pointed at its place; without, only
- * the total is counted (as gpt_acts.c does). */
-typedef struct carve {
-  float *base;
-  int64_t total; /* floats */
-} carve;
-
-static void carve_add(carve *c, float **slot, int64_t len) {
-  if (c->base) *slot = c->base + c->total;
-  c->total += (len + 15) / 16 * 16; /* keep every buffer 64-byte aligned */
-}
-
-static void carve_scratch(carve *c, gpt_kv *kv) {
+/* The scratch buffers of one cached forward of up to max_tokens positions. */
+static void carve_scratch(gpt_carve *c, gpt_kv *kv) {
   const gpt_config *cfg = &kv->model->cfg;
   const int64_t n = kv->max_tokens, C = cfg->n_embd;
-  carve_add(c, &kv->x, n * C);
-  carve_add(c, &kv->ln, n * C);
-  carve_add(c, &kv->mean, n);
-  carve_add(c, &kv->rstd, n);
-  carve_add(c, &kv->qkv, n * 3 * C);
-  carve_add(c, &kv->atty, n * C);
-  carve_add(c, &kv->proj, n * C);
-  carve_add(c, &kv->fch, n * 4 * C);
-  carve_add(c, &kv->fch_gelu, n * 4 * C);
-  carve_add(c, &kv->logits, (int64_t)kv->max_logits * cfg->vocab_padded);
-  carve_add(c, (float **)&kv->tokens, n); /* int32, the size of a float */
+  gpt_carve_add(c, &kv->x, n * C);
+  gpt_carve_add(c, &kv->ln, n * C);
+  gpt_carve_add(c, &kv->mean, n);
+  gpt_carve_add(c, &kv->rstd, n);
+  gpt_carve_add(c, &kv->qkv, n * 3 * C);
+  gpt_carve_add(c, &kv->atty, n * C);
+  gpt_carve_add(c, &kv->proj, n * C);
+  gpt_carve_add(c, &kv->fch, n * 4 * C);
+  gpt_carve_add(c, &kv->fch_gelu, n * 4 * C);
+  gpt_carve_add(c, &kv->logits, (int64_t)kv->max_logits * cfg->vocab_padded);
+  gpt_carve_add(c, (float **)&kv->tokens, n); /* int32, the size of a float */
 }
 
 st_status gpt_kv_create(gpt_kv **out, gpt_model *m, int max_tokens, int max_logits) {
@@ -70,7 +59,7 @@ st_status gpt_kv_create(gpt_kv **out, gpt_model *m, int max_tokens, int max_logi
   *kv = (gpt_kv){.model = m, .max_tokens = max_tokens, .max_logits = max_logits};
   const size_t cache_bytes =
       (size_t)2 * cfg->n_layer * cfg->max_seq * (size_t)cfg->n_embd * sizeof(float);
-  carve measure = {0};
+  gpt_carve measure = {0};
   carve_scratch(&measure, kv);
   st_status status;
   ST_CHECK_GOTO(mem_alloc((void **)&kv->cache, cache_bytes, MEM_DEVICE, MEM_ACTIVATIONS, m->dev),
@@ -78,7 +67,7 @@ st_status gpt_kv_create(gpt_kv **out, gpt_model *m, int max_tokens, int max_logi
   ST_CHECK_GOTO(mem_alloc((void **)&kv->scratch, (size_t)measure.total * sizeof(float), MEM_DEVICE,
                           MEM_WORKSPACE, m->dev),
                 status, fail);
-  carve place = {.base = kv->scratch};
+  gpt_carve place = {.base = kv->scratch};
   carve_scratch(&place, kv);
   *out = kv;
   return ST_OK;

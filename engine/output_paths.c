@@ -1,5 +1,5 @@
-/* output_paths.c - start-up checks of the paths `shardtrain train` writes. Looks, never
- * touches: stat and access only. */
+/* output_paths.c - start-up checks of the paths `shardtrain train` writes: stat and access
+ * for the files, mkdir for the checkpoint directory. */
 #include "engine/output_paths.h"
 
 #include <errno.h>
@@ -11,6 +11,7 @@
 
 #include "core/check_mpi.h"
 #include "core/error.h"
+#include "engine/job_agree.h"
 
 st_status output_path_check(const char *flag, const char *path, int appends) {
   const size_t len = strlen(path);
@@ -57,28 +58,28 @@ st_status output_path_check(const char *flag, const char *path, int appends) {
   return ST_OK;
 }
 
+/* The checkpoint directory exists (created if needed) and this process can write in it. */
+static st_status ckpt_dir_check(const char *dir) {
+  if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+    return st_error(ST_ERR_INVALID_ARG, "--ckpt-dir %s: cannot create: %s", dir, strerror(errno));
+  }
+  struct stat st;
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) != 0) {
+    return st_error(ST_ERR_INVALID_ARG, "--ckpt-dir %s: not a writable directory", dir);
+  }
+  return ST_OK;
+}
+
 static st_status check_train_outputs(const train_options *o) {
   if (o->export_path) ST_CHECK(output_path_check("export", o->export_path, 0));
   if (o->metrics) ST_CHECK(output_path_check("metrics", o->metrics, 1));
   if (o->save_init) ST_CHECK(output_path_check("save-init", o->save_init, 0));
+  if (o->ckpt_dir) ST_CHECK(ckpt_dir_check(o->ckpt_dir));
   return ST_OK;
 }
 
 st_status output_paths_check_train(const train_options *o, int writer) {
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-  struct {
-    int status;
-    char detail[512];
-  } verdict = {ST_OK, ""};
-  if (rank == writer) {
-    verdict.status = check_train_outputs(o);
-    if (verdict.status != ST_OK) {
-      snprintf(verdict.detail, sizeof verdict.detail, "%s", st_last_error());
-    }
-  }
-  MPI_CHECK(MPI_Bcast(&verdict, (int)sizeof verdict, MPI_BYTE, writer, MPI_COMM_WORLD));
-  if (verdict.status == ST_OK) return ST_OK;
-  if (rank == writer) return (st_status)verdict.status; /* its own, untruncated message */
-  return st_error((st_status)verdict.status, "%s", verdict.detail);
+  return job_agree(rank == writer ? check_train_outputs(o) : ST_OK);
 }

@@ -1,7 +1,8 @@
-/* output_paths.h - the files `shardtrain train` will write, checked before anything is built or
- * trained, so that a path the run cannot write fails in seconds rather than after the last
- * step. A check only looks (stat, access): it never creates, opens or truncates a file, so an
- * existing export stays byte for byte what it was until the run replaces it. */
+/* output_paths.h - the files and the checkpoint directory `shardtrain train` will write,
+ * checked before anything is built or trained, so that a path the run cannot write fails in
+ * seconds rather than after the last step. A file check only looks (stat, access): it never
+ * creates, opens or truncates a file, so an existing export stays byte for byte what it was
+ * until the run replaces it. The checkpoint directory is created (empty) when missing. */
 #ifndef ST_ENGINE_OUTPUT_PATHS_H
 #define ST_ENGINE_OUTPUT_PATHS_H
 
@@ -14,8 +15,8 @@
  * are ST_ERR_INVALID_ARG with a message naming the flag (without "--") and the path. */
 st_status output_path_check(const char *flag, const char *path, int appends);
 
-/* Checks --export, --metrics and --save-init on world rank `writer` (the rank that writes
- * them; on a cluster the others may not even see its file system) and gives its verdict to
+/* Checks --export, --metrics, --save-init and --ckpt-dir on world rank `writer` (the rank that
+ * writes them; on a cluster the others may not even see its file system) and gives its verdict to
  * every rank, so that each fails with the same message. Collective over MPI_COMM_WORLD. */
 st_status output_paths_check_train(const train_options *o, int writer);
 

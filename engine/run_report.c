@@ -8,6 +8,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "engine/fit.h"
 #include "engine/planner.h"
 #include "engine/train_fit.h"
 #include "sharding/mesh.h"
@@ -22,17 +23,11 @@ typedef struct text {
   char s[32];
 } text;
 
-/* 1536 -> "1.5 KiB": memory as people compare it with a device's. */
+/* Memory as people compare it with a device's: "18.4 MiB", in fit_format_bytes's format, the one
+ * every memory figure of a run prints in. */
 static text bytes_text(uint64_t bytes) {
-  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = (double)bytes;
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    u++;
-  }
   text t;
-  snprintf(t.s, sizeof t.s, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+  fit_format_bytes(bytes, t.s, sizeof t.s);
   return t;
 }
 
@@ -131,8 +126,6 @@ static uint64_t print_prediction(FILE *out, const train_options *o, const gpt_co
     st_error_clear();
     return 0;
   }
-  uint64_t total = 0;
-  for (int k = 0; k < MEM_CATEGORY_COUNT; k++) total += mp.bytes[k];
   if (out) {
     fprintf(out, "  memory per rank, predicted:");
     for (int k = 0; k < MEM_CATEGORY_COUNT; k++) {
@@ -140,9 +133,9 @@ static uint64_t print_prediction(FILE *out, const train_options *o, const gpt_co
         fprintf(out, " %s %s,", mem_category_name((mem_category)k), bytes_text(mp.bytes[k]).s);
       }
     }
-    fprintf(out, " total %s\n", bytes_text(total).s);
+    fprintf(out, " total %s\n", bytes_text(mp.total).s);
   }
-  return total;
+  return mp.total;
 }
 
 /* The device's memory next to the prediction for the ranks that share it; a warning on stderr

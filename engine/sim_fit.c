@@ -111,7 +111,7 @@ static int ranks_before(const fit_candidate *a, const fit_candidate *b) {
   const double tie = 1e-6 * b->r.step_s;
   if (a->r.step_s < b->r.step_s - tie) return 1;
   if (a->r.step_s > b->r.step_s + tie) return 0;
-  return a->mem < b->mem;
+  return a->mp.total < b->mp.total;
 }
 
 /* Keeps best[] sorted (ranks_before), at most k entries. */
@@ -129,8 +129,8 @@ static st_status evaluate(const fit_ctx *x, const plan_input *in, fit_candidate 
                           int *found, fit_stats *stats) {
   fit_candidate c = {.in = *in};
   stats->enumerated++;
-  ST_CHECK(sim_memory(x->hw, &c.in, &c.mp, &c.mem));
-  if (c.mem > x->req->gpu_gib * 1073741824.0) return ST_OK;
+  ST_CHECK(sim_memory(x->hw, &c.in, &c.mp));
+  if ((double)c.mp.total > x->req->gpu_gib * 1073741824.0) return ST_OK;
   stats->fitting++;
   ST_CHECK(sim_step(x->hw, &c.in, &c.r));
   consider(best, k, found, &c);

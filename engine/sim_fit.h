@@ -30,7 +30,6 @@ typedef struct fit_candidate {
   plan_input in;
   sim_result r;
   memory_plan mp;
-  double mem; /* bytes per rank, all categories */
 } fit_candidate;
 
 typedef struct fit_stats {

@@ -62,13 +62,10 @@ int sim_compute_copies(const sim_hardware *hw, unit_precision precision) {
          (precision.param != ST_FP32 || precision.reduce != ST_FP32);
 }
 
-st_status sim_memory(const sim_hardware *hw, const plan_input *in, memory_plan *mp, double *total) {
+st_status sim_memory(const sim_hardware *hw, const plan_input *in, memory_plan *mp) {
   plan_input p = *in;
   p.compute_copies = sim_compute_copies(hw, in->precision);
-  ST_CHECK(plan_memory(&p, mp));
-  *total = 0;
-  for (int c = 0; c < MEM_CATEGORY_COUNT; c++) *total += (double)mp->bytes[c];
-  return ST_OK;
+  return plan_memory(&p, mp);
 }
 
 void sim_train_flags(const plan_input *in, char *out, size_t size) {
@@ -82,8 +79,7 @@ void sim_train_flags(const plan_input *in, char *out, size_t size) {
 
 static double gib(double bytes) { return bytes / 1073741824.0; }
 
-void sim_print(FILE *out, const sim_hardware *hw, const sim_result *r, const memory_plan *mp,
-               double mem_total) {
+void sim_print(FILE *out, const sim_hardware *hw, const sim_result *r, const memory_plan *mp) {
   const double ms = 1e3;
   fprintf(out, "  step time      %10.2f ms\n", r->step_s * ms);
   fprintf(out, "  compute        %10.2f ms", r->compute_s * ms);
@@ -108,12 +104,13 @@ void sim_print(FILE *out, const sim_hardware *hw, const sim_result *r, const mem
   fprintf(out,
           "  memory per rank %9.3f GiB (params %.3f, grads %.3f, optimizer %.3f, gathered "
           "%.3f, activations %.3f, workspace %.3f)",
-          gib(mem_total), gib((double)mp->bytes[MEM_PARAMS]), gib((double)mp->bytes[MEM_GRADS]),
-          gib((double)mp->bytes[MEM_OPTIMIZER]), gib((double)mp->bytes[MEM_GATHERED]),
-          gib((double)mp->bytes[MEM_ACTIVATIONS]), gib((double)mp->bytes[MEM_WORKSPACE]));
+          gib((double)mp->total), gib((double)mp->bytes[MEM_PARAMS]),
+          gib((double)mp->bytes[MEM_GRADS]), gib((double)mp->bytes[MEM_OPTIMIZER]),
+          gib((double)mp->bytes[MEM_GATHERED]), gib((double)mp->bytes[MEM_ACTIVATIONS]),
+          gib((double)mp->bytes[MEM_WORKSPACE]));
   if (hw->memory_gib > 0) {
     fprintf(out, " of %.1f: %s", hw->memory_gib,
-            gib(mem_total) <= hw->memory_gib ? "fits" : "does not fit");
+            gib((double)mp->total) <= hw->memory_gib ? "fits" : "does not fit");
   }
   fprintf(out, "\n");
 }

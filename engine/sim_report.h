@@ -35,15 +35,14 @@ st_status sim_cluster_resolve(const sim_cluster_flags *c, sim_hardware *out);
 /* Whether the device keeps fp32 compute copies of low-precision buffers (the CPU's kernels). */
 int sim_compute_copies(const sim_hardware *hw, unit_precision precision);
 
-/* The planner's memory for `in` (compute copies set from the hardware), total in bytes. */
-st_status sim_memory(const sim_hardware *hw, const plan_input *in, memory_plan *mp, double *total);
+/* The planner's memory for `in` (compute copies set from the hardware; mp->total: all of it). */
+st_status sim_memory(const sim_hardware *hw, const plan_input *in, memory_plan *mp);
 
 /* `--zero 3 --dp-replicate 2 ...`: the train flags that run `in` (model flags apart). */
 void sim_train_flags(const plan_input *in, char *out, size_t size);
 
 /* The step's breakdown, memory and throughput, as lines of text. */
-void sim_print(FILE *out, const sim_hardware *hw, const sim_result *r, const memory_plan *mp,
-               double mem_total);
+void sim_print(FILE *out, const sim_hardware *hw, const sim_result *r, const memory_plan *mp);
 
 /* CSV: the header line, and one row (label: a name for the configuration). */
 void sim_csv_header(FILE *out);

@@ -4,16 +4,24 @@
  *
  * The hand cases: 2 blocks (units: embedding, two blocks, final), every unit's forward 1 s and
  * backward 2 s, stage 3 gathers of 0.5 s and reduce-scatters of 0.25 s, prefetch 1. */
+#include "engine/sim_schedule.h"
+
 #include <string.h>
 
 #include "engine/sim_fit.h"
 #include "engine/sim_ops.h"
-#include "engine/sim_schedule.h"
 #include "tests/testing.h"
 
 static plan_input hand_input(int stage, int reshard) {
-  plan_input in = {.R = 1, .S = 2, .T = 1, .stage = stage, .micro_batch = 1, .seq_len = 1,
-                   .grad_accum = 1, .prefetch = 1, .reshard_after_forward = reshard};
+  plan_input in = {.R = 1,
+                   .S = 2,
+                   .T = 1,
+                   .stage = stage,
+                   .micro_batch = 1,
+                   .seq_len = 1,
+                   .grad_accum = 1,
+                   .prefetch = 1,
+                   .reshard_after_forward = reshard};
   in.cfg.n_layer = 2;
   return in;
 }
@@ -143,8 +151,11 @@ static void check_op_flops(void) {
 static void check_fit(void) {
   sim_hardware hw;
   CHECK_OK(sim_hw_builtin("h100", &hw));
-  fit_request req = {.gpus = 8, .gpu_gib = 80, .global_tokens = 524288,
-                     .precision = {ST_BF16, ST_BF16}, .max_grad_accum = 64};
+  fit_request req = {.gpus = 8,
+                     .gpu_gib = 80,
+                     .global_tokens = 524288,
+                     .precision = {ST_BF16, ST_BF16},
+                     .max_grad_accum = 64};
   CHECK_OK(gpt_config_named("d12", &req.cfg));
   CHECK_OK(gpt_config_finish(&req.cfg, 1));
   fit_candidate best[10];
@@ -156,9 +167,8 @@ static void check_fit(void) {
   for (int i = 0; i < found; i++) {
     const plan_input *in = &best[i].in;
     CHECK_EQ_INT(in->R * in->S * in->T, 8);
-    CHECK_EQ_INT((long long)in->micro_batch * in->R * in->S * in->grad_accum * in->seq_len,
-                 524288);
-    CHECK(best[i].mem <= 80.0 * 1073741824.0);
+    CHECK_EQ_INT((long long)in->micro_batch * in->R * in->S * in->grad_accum * in->seq_len, 524288);
+    CHECK((double)best[i].mp.total <= 80.0 * 1073741824.0);
     CHECK(in->grad_accum <= 64);
     if (i) CHECK(best[i - 1].r.step_s <= best[i].r.step_s * (1 + 1e-6));
   }
