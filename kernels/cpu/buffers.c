@@ -7,7 +7,9 @@
  * number of threads (an OpenMP reduction would combine partials in an unspecified order). */
 #define SUM_SQUARES_SLICES 64
 
-st_status kernel_cpu_cast(const st_tensor *dst, const st_tensor *src, const st_stream *stream) {
+st_status kernel_cpu_cast(void *ctx, const st_tensor *dst, const st_tensor *src,
+                          const st_stream *stream) {
+  (void)ctx;
   (void)stream;
   dtype_convert(dst->data, dst->dtype, src->data, src->dtype, (size_t)tensor_numel(src));
   return ST_OK;
@@ -25,7 +27,9 @@ static double slice_sum_squares(const st_tensor *x, int64_t begin, int64_t end) 
   return sum;
 }
 
-st_status kernel_cpu_sum_squares(double *out, const st_tensor *x, const st_stream *stream) {
+st_status kernel_cpu_sum_squares(void *ctx, const st_tensor *out, const st_tensor *x,
+                                 const st_stream *stream) {
+  (void)ctx;
   (void)stream;
   int64_t count = tensor_numel(x);
   double partial[SUM_SQUARES_SLICES];
@@ -36,6 +40,6 @@ st_status kernel_cpu_sum_squares(double *out, const st_tensor *x, const st_strea
   }
   double sum = 0.0;
   for (int s = 0; s < SUM_SQUARES_SLICES; s++) sum += partial[s];
-  *out = sum;
+  *(float *)out->data += (float)sum;
   return ST_OK;
 }

@@ -131,17 +131,27 @@ static void check_sum_squares(test_backend *tb, int64_t count) {
   }
   tbuf_upload(&x32);
   tbuf_upload(&x16);
-  double got[2][2];
+  /* got[threads - 1] = {x32's sum, x16's sum, both added into one scalar} */
+  int64_t one = 1;
+  test_buf sum = tbuf_tensor(tb, ST_FP32, 1, &one);
+  float got[2][3];
   for (int threads = 1; threads <= 2; threads++) {
     test_set_threads(threads);
-    CHECK_OK(kernel_sum_squares(tb->kb, &got[threads - 1][0], &x32.t, &tb->stream));
-    CHECK_OK(kernel_sum_squares(tb->kb, &got[threads - 1][1], &x16.t, &tb->stream));
+    for (int k = 0; k < 3; k++) {
+      tbuf_zero(&sum);
+      if (k != 1) CHECK_OK(kernel_sum_squares(tb->kb, &sum.t, &x32.t, &tb->stream));
+      if (k != 0) CHECK_OK(kernel_sum_squares(tb->kb, &sum.t, &x16.t, &tb->stream));
+      tbuf_download(&sum);
+      got[threads - 1][k] = *(const float *)sum.host;
+    }
   }
   test_set_threads(1);
-  CHECK_NEAR(got[0][0], want32, TOL_DOUBLE.rel * want32);
-  CHECK_NEAR(got[0][1], want16, TOL_DOUBLE.rel * want16);
+  CHECK_NEAR(got[0][0], want32, TOL_SCALAR.rel * want32);
+  CHECK_NEAR(got[0][1], want16, TOL_SCALAR.rel * want16);
+  CHECK_NEAR(got[0][2], want32 + want16, TOL_SCALAR.rel * (want32 + want16));
   CHECK_MSG(memcmp(got[0], got[1], sizeof got[0]) == 0,
             "sum of squares is bit-identical with 1 and 2 threads (%lld values)", (long long)count);
+  tbuf_free(&sum);
   tbuf_free(&x16);
   tbuf_free(&x32);
 }
