@@ -71,6 +71,7 @@ typedef struct kernel_ops {
   st_status (*scale)(void *ctx, const st_tensor *x, float factor, const st_stream *stream);
   st_status (*sum_squares)(void *ctx, const st_tensor *out, const st_tensor *x,
                            const st_stream *stream);
+  st_status (*sum)(void *ctx, const st_tensor *out, const st_tensor *x, const st_stream *stream);
   st_status (*finite_check)(void *ctx, const st_tensor *flag, const st_tensor *x,
                             const st_stream *stream);
   st_status (*adamw)(void *ctx, const st_tensor *param, const st_tensor *master, const st_tensor *m,

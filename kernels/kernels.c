@@ -51,13 +51,21 @@ void kernel_backend_destroy(kernel_backend *kb) {
 const char *kernel_backend_name(const kernel_backend *kb) { return kb->ops->name; }
 
 static const char *const op_names[KERNEL_OP_COUNT] = {
-    [KERNEL_OP_MATMUL] = "matmul",         [KERNEL_OP_MATMUL_GELU] = "matmul_gelu",
-    [KERNEL_OP_LAYERNORM] = "layernorm",   [KERNEL_OP_GELU] = "gelu",
-    [KERNEL_OP_ATTENTION] = "attention",   [KERNEL_OP_ATTENTION_CACHED] = "attention_cached",
-    [KERNEL_OP_RESIDUAL] = "residual",     [KERNEL_OP_EMBEDDING] = "embedding",
-    [KERNEL_OP_CLASSIFIER] = "classifier", [KERNEL_OP_CAST] = "cast",
-    [KERNEL_OP_ADAMW] = "adamw",           [KERNEL_OP_SUM_SQUARES] = "sum_squares",
-    [KERNEL_OP_SCALE] = "scale",           [KERNEL_OP_FINITE_CHECK] = "finite_check",
+    [KERNEL_OP_MATMUL] = "matmul",
+    [KERNEL_OP_MATMUL_GELU] = "matmul_gelu",
+    [KERNEL_OP_LAYERNORM] = "layernorm",
+    [KERNEL_OP_GELU] = "gelu",
+    [KERNEL_OP_ATTENTION] = "attention",
+    [KERNEL_OP_ATTENTION_CACHED] = "attention_cached",
+    [KERNEL_OP_RESIDUAL] = "residual",
+    [KERNEL_OP_EMBEDDING] = "embedding",
+    [KERNEL_OP_CLASSIFIER] = "classifier",
+    [KERNEL_OP_CAST] = "cast",
+    [KERNEL_OP_ADAMW] = "adamw",
+    [KERNEL_OP_SUM_SQUARES] = "sum_squares",
+    [KERNEL_OP_SUM] = "sum",
+    [KERNEL_OP_SCALE] = "scale",
+    [KERNEL_OP_FINITE_CHECK] = "finite_check",
 };
 
 const char *kernel_op_name(kernel_op op) {
@@ -80,6 +88,7 @@ int kernel_backend_has(const kernel_backend *kb, kernel_op op) {
     case KERNEL_OP_CAST: return o->cast != NULL;
     case KERNEL_OP_ADAMW: return o->adamw != NULL;
     case KERNEL_OP_SUM_SQUARES: return o->sum_squares != NULL;
+    case KERNEL_OP_SUM: return o->sum != NULL;
     case KERNEL_OP_SCALE: return o->scale != NULL;
     case KERNEL_OP_FINITE_CHECK: return o->finite_check != NULL;
     case KERNEL_OP_COUNT: break;
@@ -478,6 +487,15 @@ st_status kernel_sum_squares(const kernel_backend *kb, const st_tensor *out, con
   ST_CHECK(kernel_check_compute(&c, "x", x));
   ST_CHECK(check_scalar(&c, "out", out));
   return kb->ops->sum_squares(kb->ctx, out, x, stream);
+}
+
+st_status kernel_sum(const kernel_backend *kb, const st_tensor *out, const st_tensor *x,
+                     const st_stream *stream) {
+  kernel_check c;
+  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_SUM, kb, stream));
+  ST_CHECK(kernel_check_compute(&c, "x", x));
+  ST_CHECK(check_scalar(&c, "out", out));
+  return kb->ops->sum(kb->ctx, out, x, stream);
 }
 
 st_status kernel_finite_check(const kernel_backend *kb, const st_tensor *flag, const st_tensor *x,

@@ -88,6 +88,7 @@ typedef enum kernel_op {
   KERNEL_OP_CAST,             /* fp32 <-> the dtype asked about */
   KERNEL_OP_ADAMW,            /* AdamW writing parameters in the dtype asked about */
   KERNEL_OP_SUM_SQUARES,      /* sum of squares into a device scalar */
+  KERNEL_OP_SUM,              /* sum into a device scalar (the loss) */
   KERNEL_OP_SCALE,            /* x *= factor */
   KERNEL_OP_FINITE_CHECK,     /* overflow flag for loss scaling */
   KERNEL_OP_COUNT
@@ -278,6 +279,12 @@ st_status kernel_scale(const kernel_backend *kb, const st_tensor *x, float facto
  * by x's length alone (the same bits for the same buffer, whatever the threads). */
 st_status kernel_sum_squares(const kernel_backend *kb, const st_tensor *out, const st_tensor *x,
                              const st_stream *stream);
+
+/* out[0] += sum of x[i] over an fp32 buffer, out an fp32 scalar in device memory as for
+ * kernel_sum_squares, with the same fixed summation order: the step's per-token losses summed
+ * where they are, so the host reads one number per step. */
+st_status kernel_sum(const kernel_backend *kb, const st_tensor *out, const st_tensor *x,
+                     const st_stream *stream);
 
 /* Sets flag[0] (an fp32 tensor of one element in device memory) to 1 when x (fp32, bf16 or
  * fp16) holds an inf or a NaN, and leaves it unchanged otherwise, so one flag collects a whole

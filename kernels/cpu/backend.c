@@ -35,4 +35,5 @@ const kernel_ops kernel_ops_cpu = {
     .classifier = kernel_cpu_classifier,
     .cast = kernel_cpu_cast,
     .sum_squares = kernel_cpu_sum_squares,
+    .sum = kernel_cpu_sum,
 };

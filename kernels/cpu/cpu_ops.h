@@ -71,6 +71,8 @@ st_status kernel_cpu_cast(void *ctx, const st_tensor *dst, const st_tensor *src,
                           const st_stream *stream);
 st_status kernel_cpu_sum_squares(void *ctx, const st_tensor *out, const st_tensor *x,
                                  const st_stream *stream);
+st_status kernel_cpu_sum(void *ctx, const st_tensor *out, const st_tensor *x,
+                         const st_stream *stream);
 
 /* ST_ERR_INVALID_ARG naming the first of ids[0..count) outside [0, limit): an id indexes
  * memory, and host memory is cheap to check before it is trusted. `what` names the ids. */

@@ -1,7 +1,8 @@
 /* buffers_test.c - the whole-buffer ops. Casts: fp32 -> bf16 against a float64 model of
  * round-to-nearest-even (ties, subnormals, overflow to infinity, signed zero, NaN) and within
  * half a bf16 ulp on random values; bf16 -> fp32 against a float64 decoding of the bits. Sum of
- * squares: fp32 and bf16 against float64 sums, and the same bits with 1 and 2 threads. */
+ * squares into a device scalar: fp32 and bf16 against float64 sums, added to what the scalar
+ * holds, and the same bits with 1 and 2 threads. Sum: against a float64 sum. */
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -156,11 +157,32 @@ static void check_sum_squares(test_backend *tb, int64_t count) {
   tbuf_free(&x32);
 }
 
+/* kernel_sum of `count` fp32 values of both signs into a scalar that already holds 1.5. */
+static void check_sum(test_backend *tb, int64_t count) {
+  test_rng rng = {93};
+  test_buf x = tbuf_tensor(tb, ST_FP32, 1, &count);
+  int64_t one = 1;
+  test_buf sum = tbuf_tensor(tb, ST_FP32, 1, &one);
+  rng_fill(&rng, x.host, count, -1.0, 3.0);
+  double want = 1.5;
+  for (int64_t i = 0; i < count; i++) want += ((const float *)x.host)[i];
+  *(float *)sum.host = 1.5f;
+  tbuf_upload(&x);
+  tbuf_upload(&sum);
+  CHECK_OK(kernel_sum(tb->kb, &sum.t, &x.t, &tb->stream));
+  tbuf_download(&sum);
+  CHECK_NEAR(*(const float *)sum.host, want, TOL_SCALAR.rel * fabs(want));
+  tbuf_free(&sum);
+  tbuf_free(&x);
+}
+
 static void body(test_backend *tb) {
   check_cast_to_bf16(tb);
   check_cast_to_fp32(tb);
   check_sum_squares(tb, 5);
   check_sum_squares(tb, 100003);
+  check_sum(tb, 7);
+  check_sum(tb, 100003);
 }
 
 int main(void) { return test_on_backends("buffers_test", body); }
