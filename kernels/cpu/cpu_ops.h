@@ -35,6 +35,11 @@ st_status kernel_cpu_layernorm_backward(void *ctx, const st_tensor *dinp, const 
                                         const st_tensor *mean, const st_tensor *rstd,
                                         const st_stream *stream);
 
+/* y = gelu(x) over count elements; y may be x. */
+void kernel_cpu_gelu(float *y, const float *x, int64_t count);
+/* dx = dy * gelu'(x) (accumulate 0; dx may then be dy) or dx += dy * gelu'(x) (accumulate 1). */
+void kernel_cpu_gelu_grad(float *dx, const float *dy, const float *x, int64_t count,
+                          int accumulate);
 st_status kernel_cpu_gelu_forward(void *ctx, const st_tensor *out, const st_tensor *inp,
                                   const st_stream *stream);
 st_status kernel_cpu_gelu_backward(void *ctx, const st_tensor *dinp, const st_tensor *dout,
@@ -73,6 +78,11 @@ st_status kernel_cpu_sum_squares(void *ctx, const st_tensor *out, const st_tenso
                                  const st_stream *stream);
 st_status kernel_cpu_sum(void *ctx, const st_tensor *out, const st_tensor *x,
                          const st_stream *stream);
+
+st_status kernel_cpu_adamw(void *ctx, const st_tensor *param, const st_tensor *master,
+                           const st_tensor *m, const st_tensor *v, const st_tensor *grad,
+                           const kernel_adamw_step *step, const kernel_adamw_segment *segments,
+                           int segment_count, const st_stream *stream);
 
 /* ST_ERR_INVALID_ARG naming the first of ids[0..count) outside [0, limit): an id indexes
  * memory, and host memory is cheap to check before it is trusted. `what` names the ids. */

@@ -2,7 +2,11 @@
  * GPT-2's Conv1D, or [out, in] for the tied LM head (the same products with the weight's
  * transpose flag flipped). Every product goes through OpenBLAS's cblas_sgemm, which threads itself;
  * the bias broadcast and the bias gradient's column sums are the only loops here. sgemm is never
- * called from inside an OpenMP region, so OpenBLAS's threads and OpenMP's do not compete. */
+ * called from inside an OpenMP region, so OpenBLAS's threads and OpenMP's do not compete.
+ *
+ * The GELU epilogue is not fused on the CPU: the product is written to pre_gelu and gelu.c's
+ * loop then makes out from it (backward: dGELU in place over dout before the products), which
+ * gives exactly the bits of a matmul followed by kernel_gelu_forward. */
 #include <cblas.h>
 #include <string.h>
 
@@ -29,11 +33,10 @@ st_status kernel_cpu_matmul_forward(void *ctx, const st_tensor *out, const st_te
                                     const st_stream *stream) {
   (void)ctx;
   (void)stream;
-  (void)pre_gelu; /* cpu_supports refuses KERNEL_OP_MATMUL_GELU for now */
   int out_in = layout == KERNEL_WEIGHT_OUT_IN;
   int rows = (int)kernel_rows(inp), in = (int)weight->shape[out_in],
       outs = (int)weight->shape[1 - out_in];
-  float *y = out->data;
+  float *y = pre_gelu ? pre_gelu->data : out->data;
   float beta = 0.0f;
   if (bias) {
     /* Start every row at the bias and let sgemm add the product (beta = 1): one pass over
@@ -44,6 +47,7 @@ st_status kernel_cpu_matmul_forward(void *ctx, const st_tensor *out, const st_te
   }
   cblas_sgemm(CblasRowMajor, CblasNoTrans, out_in ? CblasTrans : CblasNoTrans, rows, outs, in, 1.0f,
               inp->data, in, weight->data, out_in ? in : outs, beta, y, outs);
+  if (pre_gelu) kernel_cpu_gelu(out->data, y, (int64_t)rows * outs);
   return ST_OK;
 }
 
@@ -54,10 +58,12 @@ st_status kernel_cpu_matmul_backward(void *ctx, const st_tensor *dinp, const st_
                                      const st_stream *stream) {
   (void)ctx;
   (void)stream;
-  (void)pre_gelu; /* cpu_supports refuses KERNEL_OP_MATMUL_GELU for now */
   int out_in = layout == KERNEL_WEIGHT_OUT_IN;
   int rows = (int)kernel_rows(inp), in = (int)weight->shape[out_in],
       outs = (int)weight->shape[1 - out_in];
+  /* dout becomes the pre-activation's gradient, which the products below read. */
+  if (pre_gelu)
+    kernel_cpu_gelu_grad(dout->data, dout->data, pre_gelu->data, (int64_t)rows * outs, 0);
   if (out_in) {
     /* dinp[N, C] += dout[N, OC] @ weight[OC, C];  dweight[OC, C] += dout^T @ inp[N, C] */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, in, outs, 1.0f, dout->data, outs,
