@@ -120,7 +120,6 @@ const device_backend device_backend_cpu = {
     .stream_wait_event = cpu_event_record,
     .event_query = cpu_event_query,
     .holds_params_in = cpu_holds_params_in,
-    .computes_in_fp32_only = 1,
     .memory_info = cpu_memory_info,
     .device_memory_is_host = 1,
 };

@@ -49,9 +49,6 @@ typedef struct device_backend {
   st_status (*event_query)(void *event, int *done);
   /* Whether GPU `ordinal` (0 on the CPU) can train with parameters held in `dtype`. */
   int (*holds_params_in)(int ordinal, st_dtype dtype);
-  /* 1 when the kernels compute in fp32 only (the CPU): a unit keeps fp32 copies of its
-   * low-precision buffers while they are in use, and bf16 is a storage format there. */
-  int computes_in_fp32_only;
   /* The memory of GPU `ordinal` (0 on the CPU: the host's). NULL: the backend cannot say. */
   st_status (*memory_info)(int ordinal, device_memory *out);
   /* 1 when device memory is host RAM that host code reads and writes in place (the CPU): host

@@ -139,7 +139,6 @@ const device_backend device_backend_cuda = {
     .stream_wait_event = cuda_stream_wait_event,
     .event_query = cuda_event_query,
     .holds_params_in = cuda_holds_params_in,
-    .computes_in_fp32_only = 0,
     .memory_info = cuda_memory_info,
     .device_memory_is_host = 0,
 };

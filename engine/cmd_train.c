@@ -185,22 +185,28 @@ static void teardown(train_run *r) {
 }
 
 /* Mean loss over the first eval_batches global batches of the validation data (the same ones
- * each time, so evaluations are comparable), averaged over the data-parallel ranks. */
+ * each time, so evaluations are comparable), over every token of every data-parallel rank: the
+ * per-token losses are summed in a device scalar, added over the dp group there, and read
+ * once. */
 static st_status evaluate(train_run *r, double *val_loss) {
   size_t per_batch = (size_t)r->o->micro_batch * r->cfg.max_seq;
   int32_t *inputs = r->tokens, *targets = r->tokens + per_batch;
   ST_CHECK(token_loader_seek(r->val, (token_position){0, 0}));
-  double sum = 0;
+  gpt_model *m = r->model;
+  const st_tensor sum = gpt_scalar(m, GPT_LOSS_SUM);
+  ST_CHECK(stream_memset(&m->stream, sum.data, 0, sizeof(float)));
   for (int i = 0; i < r->o->eval_batches; i++) {
-    float loss = 0;
     ST_CHECK(token_loader_next(r->val, inputs, targets));
-    ST_CHECK(gpt_forward(r->model, inputs, targets, &loss));
-    sum += loss;
+    ST_CHECK(gpt_forward(m, inputs, targets, 0.0f));
+    ST_CHECK(gpt_loss_sum(m, &sum));
   }
-  float mean = (float)(sum / r->o->eval_batches);
   comm *dp = mesh_comm(r->mesh, ST_GROUP_DP);
-  ST_CHECK(comm_all_reduce(dp, &mean, &mean, 1, ST_FP32, COMM_SUM, NULL));
-  *val_loss = (double)mean / comm_size(dp);
+  ST_CHECK(comm_all_reduce(dp, sum.data, sum.data, 1, ST_FP32, COMM_SUM, NULL));
+  float host_sum = 0;
+  ST_CHECK(stream_memcpy(&m->stream, &host_sum, sum.data, sizeof host_sum));
+  ST_CHECK(stream_sync(&m->stream));
+  const double tokens = (double)m->B * m->T * r->o->eval_batches * comm_size(dp);
+  *val_loss = (double)host_sum / tokens;
   return ST_OK;
 }
 

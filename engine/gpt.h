@@ -56,18 +56,26 @@ typedef struct gpt_parallel {
   int offload_optimizer;     /* master, m, v in host memory (unit_offload_optimizer) */
 } gpt_parallel;
 
+/* Layer l's activations kept for the backward: res2 and res3 are the residual stream after the
+ * attention and the MLP (res3 is written by the next LayerNorm's fused add); fch is the MLP's
+ * pre-activation, saved by the GELU epilogue; att_state is what the backend keeps between the
+ * attention's forward and backward (kernel_attention_state_numel). */
 typedef struct gpt_layer_acts {
-  float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *probs, *attproj, *res2;
+  float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *att_state, *attproj, *res2;
   float *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu, *fcproj, *res3;
 } gpt_layer_acts;
+
+/* The step's device scalars (gpt_acts.scalars): train_step sums into them and reads them once. */
+enum gpt_scalar { GPT_LOSS_SUM = 0, GPT_GRAD_SUMSQ = 1, GPT_SCALARS };
 
 typedef struct gpt_acts {
   float *arena;   /* one MEM_ACTIVATIONS block holding everything below */
   float *scratch; /* one MEM_WORKSPACE block for the backward's gradient buffers */
   float *encoded, *lnf, *lnf_mean, *lnf_rstd, *logits, *losses;
   gpt_layer_acts *layers;
-  float *dres, *dln, *datty, *dqkv, *dfch, *dfch_gelu;
+  float *dres, *dln, *datty, *dqkv, *dfch_gelu;
   int32_t *inputs, *targets; /* the micro-batch's tokens in device memory (in the scratch) */
+  float *scalars;            /* GPT_SCALARS fp32 values in device memory (in the scratch) */
 } gpt_acts;
 
 typedef struct gpt_model {
@@ -101,24 +109,37 @@ st_status gpt_declare_unit(const gpt_config *cfg, int index, unit_layout *layout
 void gpt_unit_prefix(const gpt_config *cfg, int index, char *out, size_t size);
 
 /* Bytes of activations (forward, kept for backward) and of backward scratch for a micro-batch
- * on a rank of a tensor-parallel group of tp: what gpt_create will allocate, for the memory
- * planner. */
-void gpt_activation_bytes(const gpt_config *cfg, int B, int T, int tp, int64_t *activations,
-                          int64_t *scratch);
+ * on a rank of a tensor-parallel group of tp, on a device of `device` kind (whose kernels size
+ * the attention state): what gpt_create will allocate, for the memory planner. */
+void gpt_activation_bytes(const gpt_config *cfg, st_device_kind device, int B, int T, int tp,
+                          int64_t *activations, int64_t *scratch);
 
 /* GPT-2 initialisation: N(0, 0.02), residual projections N(0, 0.02 / sqrt(2 n_layer)), biases
  * 0, norm weights 1. Values depend only on (seed, parameter name, element), not on the mesh.
  * Padding rows of wte are zero. */
 st_status gpt_init_params(gpt_model *model, uint64_t seed);
 
-/* Forward over a micro-batch; tokens are host int32 [B * T]. *loss = mean over its tokens. */
-st_status gpt_forward(gpt_model *model, const int32_t *inputs, const int32_t *targets, float *loss);
+/* Forward over a micro-batch; tokens are host int32 [B * T]. Its per-token losses stay in
+ * device memory (acts.losses; gpt_loss_sum adds them up there). In training, dloss_scale > 0:
+ * the fused classifier also overwrites the logits with the gradient of dloss_scale * (sum of
+ * the losses), where gpt_backward starts; dloss_scale is 1 / (tokens of the global batch), so
+ * the gradients sum to those of the global mean loss. In evaluation, dloss_scale = 0: the
+ * logits are kept. */
+st_status gpt_forward(gpt_model *model, const int32_t *inputs, const int32_t *targets,
+                      float dloss_scale);
 
-/* Backward of the last forward (its tokens are still on the device); adds into every parameter
- * gradient. dloss_scale is 1 / (tokens of the global batch), so the gradients sum to those of
- * the global mean loss. On the last micro-batch of a step (`reduce`), each unit's gradient
- * reduction starts as soon as its backward is done; train_step waits for them. */
-st_status gpt_backward(gpt_model *model, float dloss_scale, int reduce);
+/* out[0] += the sum of the last forward's per-token losses; out is an fp32 scalar in device
+ * memory (kernel_sum), so a step's or an evaluation's loss is read by the host once. */
+st_status gpt_loss_sum(gpt_model *model, const st_tensor *out);
+
+/* Step scalar `which` (acts.scalars) as a one-element fp32 tensor in device memory. */
+st_tensor gpt_scalar(const gpt_model *model, enum gpt_scalar which);
+
+/* Backward of the last training forward (its tokens and the logits' gradient are still on the
+ * device); adds into every parameter gradient. On the last micro-batch of a step (`reduce`),
+ * each unit's gradient reduction starts as soon as its backward is done; train_step waits for
+ * them. */
+st_status gpt_backward(gpt_model *model, int reduce);
 
 /* Sets every gradient to zero (start of a step; see unit_grads_zero). */
 st_status gpt_zero_grads(gpt_model *model);

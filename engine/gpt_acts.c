@@ -14,9 +14,12 @@ void gpt_carve_add(gpt_carve *c, float **slot, int64_t len) {
 
 /* Forward buffers kept for backward, on a tensor-parallel rank of tp: the attention and MLP
  * inner activations hold this rank's heads (C / tp wide) and MLP columns (4C / tp); the
- * residual stream is full width. With a == NULL (measuring) there are no slots. */
-static void plan_forward(gpt_carve *p, gpt_acts *a, const gpt_config *c, int B, int T, int tp) {
+ * residual stream is full width; the attention state has the size the device's kernels ask
+ * for. With a == NULL (measuring) there are no slots. */
+static void plan_forward(gpt_carve *p, gpt_acts *a, const gpt_config *c, st_device_kind device,
+                         int B, int T, int tp) {
   const int64_t BT = (int64_t)B * T, C = c->n_embd, NH = c->n_head / tp, CL = C / tp;
+  const int64_t att_state = kernel_kind_attention_state_numel(device, B, NH, T);
 #define SLOT(field) (a ? &(field) : NULL)
   gpt_carve_add(p, SLOT(a->encoded), BT * C);
   for (int l = 0; l < c->n_layer; l++) {
@@ -26,7 +29,7 @@ static void plan_forward(gpt_carve *p, gpt_acts *a, const gpt_config *c, int B, 
     gpt_carve_add(p, L ? &L->ln1_rstd : NULL, BT);
     gpt_carve_add(p, L ? &L->qkv : NULL, BT * 3 * CL);
     gpt_carve_add(p, L ? &L->atty : NULL, BT * CL);
-    gpt_carve_add(p, L ? &L->probs : NULL, (int64_t)B * NH * T * T);
+    gpt_carve_add(p, L ? &L->att_state : NULL, att_state);
     gpt_carve_add(p, L ? &L->attproj : NULL, BT * C);
     gpt_carve_add(p, L ? &L->res2 : NULL, BT * C);
     gpt_carve_add(p, L ? &L->ln2 : NULL, BT * C);
@@ -44,24 +47,25 @@ static void plan_forward(gpt_carve *p, gpt_acts *a, const gpt_config *c, int B, 
   gpt_carve_add(p, SLOT(a->losses), BT);
 }
 
-/* Backward gradient buffers, and the device copies of the tokens (int32, same size as fp32). */
+/* Backward gradient buffers (the MLP's pre-activation gradient overwrites dfch_gelu in place),
+ * the device copies of the tokens (int32, same size as fp32) and the step's scalars. */
 static void plan_scratch(gpt_carve *p, gpt_acts *a, const gpt_config *c, int B, int T, int tp) {
   const int64_t BT = (int64_t)B * T, C = c->n_embd, CL = C / tp;
   gpt_carve_add(p, SLOT(a->dres), BT * C);
   gpt_carve_add(p, SLOT(a->dln), BT * C);
   gpt_carve_add(p, SLOT(a->datty), BT * CL);
   gpt_carve_add(p, SLOT(a->dqkv), BT * 3 * CL);
-  gpt_carve_add(p, SLOT(a->dfch), BT * 4 * CL);
   gpt_carve_add(p, SLOT(a->dfch_gelu), BT * 4 * CL);
   gpt_carve_add(p, a ? (float **)&a->inputs : NULL, BT);
   gpt_carve_add(p, a ? (float **)&a->targets : NULL, BT);
+  gpt_carve_add(p, SLOT(a->scalars), GPT_SCALARS);
 #undef SLOT
 }
 
-void gpt_activation_bytes(const gpt_config *cfg, int B, int T, int tp, int64_t *activations,
-                          int64_t *scratch) {
+void gpt_activation_bytes(const gpt_config *cfg, st_device_kind device, int B, int T, int tp,
+                          int64_t *activations, int64_t *scratch) {
   gpt_carve fwd = {0}, bwd = {0};
-  plan_forward(&fwd, NULL, cfg, B, T, tp);
+  plan_forward(&fwd, NULL, cfg, device, B, T, tp);
   plan_scratch(&bwd, NULL, cfg, B, T, tp);
   *activations = fwd.total * (int64_t)sizeof(float);
   *scratch = bwd.total * (int64_t)sizeof(float);
@@ -72,11 +76,12 @@ st_status gpt_acts_allocate(gpt_model *m) {
   ST_CHECK(mem_alloc_zeroed((void **)&a->layers, (size_t)m->cfg.n_layer * sizeof *a->layers,
                             MEM_HOST, MEM_WORKSPACE, NULL));
   int64_t activations = 0, scratch = 0;
-  gpt_activation_bytes(&m->cfg, m->B, m->T, m->tp_size, &activations, &scratch);
+  const st_device_kind device = m->dev->backend->kind;
+  gpt_activation_bytes(&m->cfg, device, m->B, m->T, m->tp_size, &activations, &scratch);
   ST_CHECK(mem_alloc((void **)&a->arena, (size_t)activations, MEM_DEVICE, MEM_ACTIVATIONS, m->dev));
   ST_CHECK(mem_alloc((void **)&a->scratch, (size_t)scratch, MEM_DEVICE, MEM_WORKSPACE, m->dev));
   gpt_carve fwd = {.base = a->arena}, bwd = {.base = a->scratch};
-  plan_forward(&fwd, a, &m->cfg, m->B, m->T, m->tp_size);
+  plan_forward(&fwd, a, &m->cfg, device, m->B, m->T, m->tp_size);
   plan_scratch(&bwd, a, &m->cfg, m->B, m->T, m->tp_size);
   return ST_OK;
 }
@@ -103,11 +108,8 @@ st_tensor gpt_t2(const gpt_model *m, float *data, int64_t d0, int64_t d1) {
   return t;
 }
 
-st_tensor gpt_t4(const gpt_model *m, float *data, int64_t d0, int64_t d1, int64_t d2, int64_t d3) {
-  const int64_t shape[4] = {d0, d1, d2, d3};
-  st_tensor t;
-  tensor_make(&t, data, ST_FP32, m->dev->backend->kind, 4, shape);
-  return t;
+st_tensor gpt_scalar(const gpt_model *m, enum gpt_scalar which) {
+  return gpt_t1(m, m->acts.scalars + which, 1);
 }
 
 st_status gpt_tp_sum(gpt_model *m, float *buf) {
@@ -136,7 +138,8 @@ void gpt_layer_views_make(const gpt_model *m, int l, float *x_in, gpt_layer_view
       .qkv3 = t3(m, a->qkv, 3 * CL),
       .atty = gpt_t2(m, a->atty, BT, CL),
       .atty3 = t3(m, a->atty, CL),
-      .probs = gpt_t4(m, a->probs, m->B, gpt_local_heads(m), m->T, m->T),
+      .att_state = gpt_t1(m, a->att_state,
+                          kernel_attention_state_numel(m->kb, m->B, gpt_local_heads(m), m->T)),
       .attproj = gpt_t2(m, a->attproj, BT, C),
       .res2 = gpt_t2(m, a->res2, BT, C),
       .ln2 = gpt_t2(m, a->ln2, BT, C),
@@ -152,7 +155,6 @@ void gpt_layer_views_make(const gpt_model *m, int l, float *x_in, gpt_layer_view
       .datty3 = t3(m, g->datty, CL),
       .dqkv = gpt_t2(m, g->dqkv, BT, 3 * CL),
       .dqkv3 = t3(m, g->dqkv, 3 * CL),
-      .dfch = gpt_t2(m, g->dfch, BT, 4 * CL),
       .dfch_gelu = gpt_t2(m, g->dfch_gelu, BT, 4 * CL),
   };
 }

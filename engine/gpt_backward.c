@@ -40,11 +40,13 @@ static st_status block_backward(gpt_model *m, int l, float *x_in) {
   gpt_layer_views v;
   gpt_layer_views_make(m, l, x_in, &v);
 
-  /* MLP: res3 = res2 + fcproj(gelu(fc(ln2(res2)))); d fcproj = dres. */
+  /* MLP: res3 = res2 + fcproj(gelu(fc(ln2(res2)))); d fcproj = dres. The GELU epilogue's
+   * backward turns d gelu (dfch_gelu) into d fch in place before fc's products. */
   ST_CHECK(linear_backward(m, u, GPT_FCPROJ_W, GPT_FCPROJ_B, &v.dfch_gelu, &v.dres, &v.fch_gelu));
-  ST_CHECK(zero_view(m, &v.dfch));
-  ST_CHECK(kernel_gelu_backward(m->kb, &v.dfch, &v.dfch_gelu, &v.fch, &m->stream));
-  ST_CHECK(linear_backward(m, u, GPT_FC_W, GPT_FC_B, &v.dln, &v.dfch, &v.ln2));
+  st_tensor w = GPT_P(m, u, GPT_FC_W), dw = GPT_G(m, u, GPT_FC_W), db = GPT_G(m, u, GPT_FC_B);
+  ST_CHECK(zero_view(m, &v.dln));
+  ST_CHECK(kernel_matmul_gelu_backward(m->kb, &v.dln, &dw, &db, &v.dfch_gelu, &v.fch, &v.ln2, &w,
+                                       &m->stream));
   ST_CHECK(gpt_tp_sum(m, v.dln.data));
   ST_CHECK(norm_backward(m, u, GPT_LN2_W, GPT_LN2_B, &v.dres, &v.dln, &v.res2, &v.ln2_mean,
                          &v.ln2_rstd));
@@ -52,7 +54,7 @@ static st_status block_backward(gpt_model *m, int l, float *x_in) {
   /* Attention: res2 = x + attproj(attn(qkv(ln1(x)))); d attproj = dres (now d res2). */
   ST_CHECK(linear_backward(m, u, GPT_ATTPROJ_W, GPT_ATTPROJ_B, &v.datty, &v.dres, &v.atty));
   ST_CHECK(zero_view(m, &v.dqkv));
-  ST_CHECK(kernel_attention_backward(m->kb, &v.dqkv3, &v.datty3, &v.qkv3, &v.atty3, &v.probs,
+  ST_CHECK(kernel_attention_backward(m->kb, &v.dqkv3, &v.datty3, &v.qkv3, &v.atty3, &v.att_state,
                                      gpt_local_heads(m), &m->stream));
   ST_CHECK(linear_backward(m, u, GPT_QKV_W, GPT_QKV_B, &v.dln, &v.dqkv, &v.ln1));
   ST_CHECK(gpt_tp_sum(m, v.dln.data));
@@ -73,7 +75,7 @@ static st_status finish_unit(gpt_model *m, int u, int reduce) {
   return ST_OK;
 }
 
-st_status gpt_backward(gpt_model *m, float dloss_scale, int reduce) {
+st_status gpt_backward(gpt_model *m, int reduce) {
   const kernel_backend *kb = m->kb;
   const st_stream *s = &m->stream;
   const gpt_config *c = &m->cfg;
@@ -84,13 +86,11 @@ st_status gpt_backward(gpt_model *m, float dloss_scale, int reduce) {
   ST_CHECK(unit_grads_begin(&m->units[0]));
   ST_CHECK(unit_grads_begin(&m->units[final_unit]));
 
-  /* Loss and tied head: the logits buffer is reused in place for its own gradient. */
+  /* Tied head, from the logits' gradient the forward's classifier left in their place. */
   st_tensor logits = gpt_t2(m, g->logits, BT, c->vocab_padded), lnf = gpt_t2(m, g->lnf, BT, C),
             dln = gpt_t2(m, g->dln, BT, C), dres = gpt_t2(m, g->dres, BT, C),
             x = gpt_t2(m, x_last, BT, C), mean = gpt_t1(m, g->lnf_mean, BT),
             rstd = gpt_t1(m, g->lnf_rstd, BT);
-  st_tensor losses = gpt_t1(m, g->losses, BT);
-  ST_CHECK(kernel_classifier(kb, &losses, &logits, &logits, g->targets, c->vocab, dloss_scale, s));
   st_tensor wte = GPT_P(m, 0, GPT_WTE), dwte = GPT_G(m, 0, GPT_WTE), dwpe = GPT_G(m, 0, GPT_WPE);
   ST_CHECK(zero_view(m, &dln));
   ST_CHECK(kernel_matmul_wt_backward(kb, &dln, &dwte, &logits, &lnf, &wte, s));

@@ -23,21 +23,20 @@ void gpt_acts_free(gpt_model *m);
 int64_t gpt_largest_param(const gpt_model *m);
 st_status gpt_param_scratch(const gpt_model *m, float **out);
 
-/* A contiguous fp32 descriptor on the model's device: [d0], [d0, d1] or [d0, d1, d2, d3]. The
- * extents come from a validated config, so building them cannot fail. */
 /* The attention heads of this tp rank: n_head / tp. */
 int64_t gpt_local_heads(const gpt_model *m);
+/* A contiguous fp32 descriptor on the model's device: [d0] or [d0, d1]. The extents come from a
+ * validated config, so building them cannot fail. */
 st_tensor gpt_t1(const gpt_model *m, float *data, int64_t d0);
 st_tensor gpt_t2(const gpt_model *m, float *data, int64_t d0, int64_t d1);
-st_tensor gpt_t4(const gpt_model *m, float *data, int64_t d0, int64_t d1, int64_t d2, int64_t d3);
 
 /* Descriptors of layer l's activations and of the backward's gradient buffers, on this tp rank
  * (the attention and MLP inner buffers are C/tp and 4C/tp wide); x is the block's input. The
  * "3" variants are the [B, T, width] views the attention kernel reads. */
 typedef struct gpt_layer_views {
-  st_tensor x, ln1, ln1_mean, ln1_rstd, qkv, qkv3, atty, atty3, probs, attproj, res2;
+  st_tensor x, ln1, ln1_mean, ln1_rstd, qkv, qkv3, atty, atty3, att_state, attproj, res2;
   st_tensor ln2, ln2_mean, ln2_rstd, fch, fch_gelu, fcproj, res3;
-  st_tensor dres, dln, datty, datty3, dqkv, dqkv3, dfch, dfch_gelu;
+  st_tensor dres, dln, datty, datty3, dqkv, dqkv3, dfch_gelu;
 } gpt_layer_views;
 
 void gpt_layer_views_make(const gpt_model *m, int l, float *x_in, gpt_layer_views *v);

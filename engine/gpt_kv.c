@@ -1,5 +1,6 @@
 /* gpt_kv.c - the cached generation forward (gpt_kv.h). Each call runs its n new tokens through
- * the blocks as gpt_forward's block_forward does, with one set of n-row buffers shared by every
+ * the blocks as gpt_forward's block_forward does (each residual add fused into the norm after
+ * it), with one set of n-row buffers shared by every
  * layer (nothing is kept for a backward) and kernel_attention_cached_forward in place of the
  * full-sequence attention; only the rows whose logits are asked for go through the final
  * LayerNorm and the tied head.
@@ -135,6 +136,23 @@ static st_status embed(gpt_kv *kv, int n) {
   return kernel_embedding_forward(m->kb, &x, kv->tokens, &wte, &wpe, &m->stream);
 }
 
+/* ln, mean and rstd of rows [first, first + rows) of the residual stream x, with unit u's norm
+ * (w_index, b_index). With `add`, the branch output in proj is first added into x in place
+ * (fused with the norm): the residual add that closes the sublayer before it. */
+static st_status norm(gpt_kv *kv, int u, int w_index, int b_index, int first, int rows, int add) {
+  gpt_model *m = kv->model;
+  const int64_t C = m->cfg.n_embd;
+  st_tensor x = gpt_t2(m, kv->x + (int64_t)first * C, rows, C), ln = gpt_t2(m, kv->ln, rows, C),
+            mean = gpt_t1(m, kv->mean, rows), rstd = gpt_t1(m, kv->rstd, rows),
+            proj = gpt_t2(m, kv->proj + (int64_t)first * C, rows, C);
+  st_tensor w = GPT_P(m, u, w_index), b = GPT_P(m, u, b_index);
+  if (!add) return kernel_layernorm_forward(m->kb, &ln, &mean, &rstd, &x, &w, &b, &m->stream);
+  return kernel_layernorm_residual_forward(m->kb, &x, &ln, &mean, &rstd, &x, &proj, &w, &b,
+                                           &m->stream);
+}
+
+/* Block l up to its MLP's output in proj; the residual add after it is fused into the next
+ * norm. */
 static st_status block(gpt_kv *kv, int l, int n) {
   gpt_model *m = kv->model;
   const kernel_backend *kb = m->kb;
@@ -142,47 +160,37 @@ static st_status block(gpt_kv *kv, int l, int n) {
   const int u = 1 + l;
   const int64_t C = m->cfg.n_embd, S = m->cfg.max_seq;
   float *keys = layer_keys(kv, l);
-  st_tensor x = gpt_t2(m, kv->x, n, C), ln = gpt_t2(m, kv->ln, n, C), mean = gpt_t1(m, kv->mean, n),
-            rstd = gpt_t1(m, kv->rstd, n), qkv = gpt_t2(m, kv->qkv, n, 3 * C),
+  st_tensor ln = gpt_t2(m, kv->ln, n, C), qkv = gpt_t2(m, kv->qkv, n, 3 * C),
             atty = gpt_t2(m, kv->atty, n, C), proj = gpt_t2(m, kv->proj, n, C),
             fch = gpt_t2(m, kv->fch, n, 4 * C), fch_gelu = gpt_t2(m, kv->fch_gelu, n, 4 * C),
             k_cache = gpt_t2(m, keys, S, C), v_cache = gpt_t2(m, keys + S * C, S, C);
-  st_tensor w = GPT_P(m, u, GPT_LN1_W), b = GPT_P(m, u, GPT_LN1_B);
-  ST_CHECK(kernel_layernorm_forward(kb, &ln, &mean, &rstd, &x, &w, &b, s));
-  w = GPT_P(m, u, GPT_QKV_W);
-  b = GPT_P(m, u, GPT_QKV_B);
+  ST_CHECK(norm(kv, u, GPT_LN1_W, GPT_LN1_B, 0, n, l > 0));
+  st_tensor w = GPT_P(m, u, GPT_QKV_W), b = GPT_P(m, u, GPT_QKV_B);
   ST_CHECK(kernel_matmul_forward(kb, &qkv, &ln, &w, &b, s));
   ST_CHECK(kernel_attention_cached_forward(kb, &atty, &k_cache, &v_cache, &qkv, kv->length,
                                            m->cfg.n_head, s));
   w = GPT_P(m, u, GPT_ATTPROJ_W);
   b = GPT_P(m, u, GPT_ATTPROJ_B);
   ST_CHECK(kernel_matmul_forward(kb, &proj, &atty, &w, &b, s));
-  ST_CHECK(kernel_residual_forward(kb, &x, &x, &proj, s));
-  w = GPT_P(m, u, GPT_LN2_W);
-  b = GPT_P(m, u, GPT_LN2_B);
-  ST_CHECK(kernel_layernorm_forward(kb, &ln, &mean, &rstd, &x, &w, &b, s));
+  ST_CHECK(norm(kv, u, GPT_LN2_W, GPT_LN2_B, 0, n, 1));
   w = GPT_P(m, u, GPT_FC_W);
   b = GPT_P(m, u, GPT_FC_B);
-  ST_CHECK(kernel_matmul_forward(kb, &fch, &ln, &w, &b, s));
-  ST_CHECK(kernel_gelu_forward(kb, &fch_gelu, &fch, s));
+  ST_CHECK(kernel_matmul_gelu_forward(kb, &fch_gelu, &fch, &ln, &w, &b, s));
   w = GPT_P(m, u, GPT_FCPROJ_W);
   b = GPT_P(m, u, GPT_FCPROJ_B);
-  ST_CHECK(kernel_matmul_forward(kb, &proj, &fch_gelu, &w, &b, s));
-  return kernel_residual_forward(kb, &x, &x, &proj, s);
+  return kernel_matmul_forward(kb, &proj, &fch_gelu, &w, &b, s);
 }
 
-/* Logits of the last n_logits of the n rows: final LayerNorm, then the tied head. */
+/* Logits of the last n_logits of the n rows: the final LayerNorm (closing the last block's
+ * residual add on those rows only), then the tied head. */
 static st_status head(gpt_kv *kv, int n, int n_logits) {
   gpt_model *m = kv->model;
   const int64_t C = m->cfg.n_embd;
   const int final_unit = m->n_units - 1;
-  st_tensor x = gpt_t2(m, kv->x + (int64_t)(n - n_logits) * C, n_logits, C),
-            ln = gpt_t2(m, kv->ln, n_logits, C), mean = gpt_t1(m, kv->mean, n_logits),
-            rstd = gpt_t1(m, kv->rstd, n_logits),
-            logits = gpt_t2(m, kv->logits, n_logits, m->cfg.vocab_padded);
-  st_tensor w = GPT_P(m, final_unit, GPT_LNF_W), b = GPT_P(m, final_unit, GPT_LNF_B),
+  ST_CHECK(norm(kv, final_unit, GPT_LNF_W, GPT_LNF_B, n - n_logits, n_logits, m->cfg.n_layer > 0));
+  st_tensor ln = gpt_t2(m, kv->ln, n_logits, C),
+            logits = gpt_t2(m, kv->logits, n_logits, m->cfg.vocab_padded),
             wte = GPT_P(m, 0, GPT_WTE);
-  ST_CHECK(kernel_layernorm_forward(m->kb, &ln, &mean, &rstd, &x, &w, &b, &m->stream));
   return kernel_matmul_wt_forward(m->kb, &logits, &ln, &wte, &m->stream);
 }
 

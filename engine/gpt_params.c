@@ -83,6 +83,7 @@ static st_status create_units(gpt_model *m) {
     unit *u = &m->units[i];
     ST_CHECK(unit_init(u, name, m->dev, m->par.stage, &m->par.precision, mesh ? &groups : NULL,
                        m->tp_size, m->tp_rank));
+    unit_use_kernels(u, m->kb);
     ST_CHECK(gpt_declare_unit(c, i, &u->layout));
     if (m->par.offload_optimizer) ST_CHECK(unit_offload_optimizer(u));
     ST_CHECK(unit_allocate(u));

@@ -9,9 +9,10 @@
  *   gathered: the largest set of full-unit buffers alive at once, found by walking the
  *     engine's schedule (forward gathers with prefetch, releases, the backward's re-gathers,
  *     its gradient lifetimes and, on a device computing in fp32 only, the compute copies);
- *   activations: the forward activations kept for the backward;
- *   workspace: the backward's gradient buffers, the micro-batches' tokens and the largest
- *     transient of a step (attention backward's T x T scores, the host copy of the losses);
+ *   activations: the forward activations kept for the backward (the attention state as the
+ *     device's kernels size it: kernel_kind_attention_state_numel);
+ *   workspace: the backward's gradient buffers, the micro-batches' tokens, the step's device
+ *     scalars and the largest transient of a step (the attention backward's T x T scores);
  *   comm: collective staging buffers (none on the CPU);
  *   optimizer_host: with the optimizer offloaded, the master, m and v instead of `optimizer`,
  *     plus, where the device has its own memory, the pinned staging of the largest unit's
@@ -35,7 +36,8 @@ typedef struct plan_input {
   int prefetch;
   int reshard_after_forward;
   unit_precision precision; /* param and reduce dtypes ({0}: fp32) */
-  int compute_copies;       /* the device computes in fp32 only (the CPU): see unit.h */
+  st_device_kind device;    /* whose kernels size the attention state ({0}: the CPU) */
+  int compute_copies;       /* the kernels lack the param dtype (the CPU): see unit.h */
   int offload_optimizer;    /* master, m, v in host memory (--offload optimizer) */
   int device_is_host;       /* device memory is host RAM (the CPU): offload stages nothing */
 } plan_input;

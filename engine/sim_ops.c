@@ -100,14 +100,15 @@ sim_op sim_op_make(const sim_shape *s, sim_kind kind, const char *label, int64_t
       op.bytes = a * 5 * mn;
       break;
     case SIM_K_CE_FWD:
-      /* CPU: a max pass and an exp pass over the real vocabulary. Fused: the classifier
-       * reads the logits once and writes their gradient (forward and backward in one). */
+      /* CPU: a max pass and an exp pass over the real vocabulary (losses only, as evaluation
+       * runs it). Fused: the classifier reads the logits once and writes their gradient. */
       op.cls = SIM_LOSS_FWD;
       op.flops = cpu ? 3.0 * (double)m * (double)d : 6.0 * (double)m * (double)d;
       op.bytes = a * 2 * (cpu ? (double)m * (double)d : mn);
       break;
     case SIM_K_CE_BWD:
-      /* CPU: the statistics again, then exp, scale and write per element. */
+      /* CPU, the training forward's one classifier call: the statistics and the losses, then
+       * exp, scale and write the gradient per element. */
       op.cls = SIM_LOSS_BWD;
       op.flops = 6.0 * (double)m * (double)d;
       op.bytes = a * (3 * (double)m * (double)d + mn);
@@ -160,15 +161,13 @@ int sim_phase_ops(const sim_shape *s, sim_phase phase, sim_op *ops) {
       if (cpu) OP(SIM_K_RESIDUAL, "res3", BT, C, 0, 0, 0);
       break;
     case SIM_FINAL_FWD:
+      /* The training forward's classifier leaves the logits' gradient for the backward. */
       OP(SIM_K_LN_FWD, "ln_f", BT, C, 0, 0, 0);
       OP(SIM_K_HEAD_FWD, "head", BT, V, C, 0, 0);
-      OP(SIM_K_CE_FWD, "loss", BT, V, 0, c->vocab, 0);
+      OP(cpu ? SIM_K_CE_BWD : SIM_K_CE_FWD, "loss", BT, V, 0, c->vocab, 0);
       break;
     case SIM_FINAL_BWD:
-      if (cpu) {
-        OP(SIM_K_CE_BWD, "loss", BT, V, 0, c->vocab, 0);
-        OP(SIM_K_ZERO, "dln", BT, C, 0, 0, 0);
-      }
+      if (cpu) OP(SIM_K_ZERO, "dln", BT, C, 0, 0, 0);
       OP(SIM_K_HEAD_BWD, "head", BT, V, C, 0, 0);
       if (cpu) OP(SIM_K_ZERO, "dres", BT, C, 0, 0, 0);
       OP(SIM_K_LN_BWD, "ln_f", BT, C, 0, 0, 0);
@@ -177,8 +176,7 @@ int sim_phase_ops(const sim_shape *s, sim_phase phase, sim_op *ops) {
       if (cpu) OP(SIM_K_ZERO, "dfch_gelu", BT, 4 * CL, 0, 0, 0);
       OP(SIM_K_MATMUL_BWD, "fcproj", BT, C, 4 * CL, 1, 1); /* fused: dGELU epilogue */
       if (cpu) {
-        OP(SIM_K_ZERO, "dfch", BT, 4 * CL, 0, 0, 0);
-        OP(SIM_K_GELU_BWD, "gelu", BT, 4 * CL, C, 0, 0);
+        OP(SIM_K_GELU_BWD, "gelu", BT, 4 * CL, C, 0, 0); /* the dGELU epilogue, in place */
         OP(SIM_K_ZERO, "dln", BT, C, 0, 0, 0);
       }
       OP(SIM_K_MATMUL_BWD, "fc", BT, 4 * CL, C, 0, 1);

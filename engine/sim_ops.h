@@ -33,12 +33,12 @@ typedef enum sim_kind {
   SIM_K_ATTN_BWD,  /* same dims */
   SIM_K_EMBED_FWD, /* m rows of n channels */
   SIM_K_EMBED_BWD,
-  SIM_K_CE_FWD, /* m rows, n padded vocabulary, d real vocabulary */
-  SIM_K_CE_BWD,
-  SIM_K_ZERO,  /* m x n elements zero-filled */
-  SIM_K_ADAMW, /* m elements of the owned shard: gradients of n bytes, params of k bytes */
-  SIM_K_SUMSQ, /* m gradient elements of n bytes: the squared norm's sum */
-  SIM_K_CAST,  /* m elements from n bytes to k bytes each */
+  SIM_K_CE_FWD, /* classifier losses; m rows, n padded vocabulary, d real vocabulary */
+  SIM_K_CE_BWD, /* classifier losses and gradient in one call (same dims) */
+  SIM_K_ZERO,   /* m x n elements zero-filled */
+  SIM_K_ADAMW,  /* m elements of the owned shard: gradients of n bytes, params of k bytes */
+  SIM_K_SUMSQ,  /* m gradient elements of n bytes: the squared norm's sum */
+  SIM_K_CAST,   /* m elements from n bytes to k bytes each */
   SIM_K_COUNT
 } sim_kind;
 

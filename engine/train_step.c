@@ -1,11 +1,11 @@
 /* train_step.c - gradients, norm, clipping and AdamW for one step, on any mesh and ZeRO stage:
- * the optimizer only ever touches each unit's owned range (unit.h). */
+ * the optimizer only ever touches each unit's owned range (unit.h). The loss and the squared
+ * gradient norm are summed and reduced in device scalars (gpt_scalar), and the host reads the
+ * two once per step. */
 #include "engine/train_step.h"
 
 #include <math.h>
-#include <string.h>
 
-#include "core/alloc.h"
 #include "core/error.h"
 #include "optim/clip.h"
 #include "optim/unit_optim.h"
@@ -15,66 +15,52 @@ st_status train_state_reset(gpt_model *m) {
   return ST_OK;
 }
 
-/* The global gradient norm's square: each rank sums its shard of every unit, then the sums are
- * added over the shard group and the tp group. Every stage sums exactly this way (stage 0 too,
- * though it holds the full gradients), so equal meshes give bit-identical norms at every stage.
- * The replicate group holds copies of the same shards and takes no part. fp32 is enough for
- * the collective: the norm only scales the step (relative error ~1e-7). */
-static st_status sum_units_and_groups(gpt_model *m, float *sum) {
-  st_tensor scalar;
-  ST_CHECK(tensor_make(&scalar, sum, ST_FP32, m->dev->backend->kind, 1, (int64_t[]){1}));
-  ST_CHECK(stream_memset(&m->stream, sum, 0, sizeof *sum));
+/* The global gradient norm's square into its device scalar: each rank sums its shard of every
+ * unit, then the sums are added over the shard group and the tp group. Every stage sums exactly
+ * this way (stage 0 too, though it holds the full gradients), so equal meshes give
+ * bit-identical norms at every stage. The replicate group holds copies of the same shards and
+ * takes no part. fp32 is enough for the collective: the norm only scales the step (relative
+ * error ~1e-7). */
+static st_status grad_sumsq(gpt_model *m, const st_tensor *sumsq) {
   for (int u = 0; u < m->n_units; u++) {
-    ST_CHECK(unit_optim_grad_sumsq(&m->units[u], m->kb, &m->stream, &scalar));
+    ST_CHECK(unit_optim_grad_sumsq(&m->units[u], m->kb, &m->stream, sumsq));
   }
   comm *groups[2] = {m->units[0].groups.shard, m->tp};
   for (int g = 0; g < 2; g++) {
     if (groups[g] && comm_size(groups[g]) > 1) {
-      ST_CHECK(comm_all_reduce(groups[g], sum, sum, 1, ST_FP32, COMM_SUM, NULL));
+      ST_CHECK(comm_all_reduce(groups[g], sumsq->data, sumsq->data, 1, ST_FP32, COMM_SUM, NULL));
     }
   }
   return ST_OK;
 }
 
-/* The squared global gradient norm, summed in a device scalar and reduced from device memory;
- * the host reads it once. */
-static st_status global_grad_sumsq(gpt_model *m, double *out) {
-  float *sum = NULL, host_sum = 0;
-  ST_CHECK(mem_alloc((void **)&sum, sizeof *sum, MEM_DEVICE, MEM_WORKSPACE, m->dev));
-  st_status status = sum_units_and_groups(m, sum);
-  if (status == ST_OK) status = stream_memcpy(&m->stream, &host_sum, sum, sizeof *sum);
-  if (status == ST_OK) status = stream_sync(&m->stream);
-  mem_free(sum);
-  *out = host_sum;
-  return status;
-}
-
-/* Mean of the ranks' losses over the data-parallel group (each rank's is over its own slice). */
-static st_status mean_over_dp(const gpt_model *m, double *loss) {
+/* The step's loss sum, added over the data-parallel group (each rank's is over its own slice;
+ * the tp ranks of a group hold the same one). */
+static st_status loss_over_dp(const gpt_model *m, const st_tensor *loss_sum) {
   if (!m->dp || comm_size(m->dp) == 1) return ST_OK;
-  float total = (float)*loss;
-  ST_CHECK(comm_all_reduce(m->dp, &total, &total, 1, ST_FP32, COMM_SUM, NULL));
-  *loss = (double)total / comm_size(m->dp);
-  return ST_OK;
+  return comm_all_reduce(m->dp, loss_sum->data, loss_sum->data, 1, ST_FP32, COMM_SUM, NULL);
 }
 
 st_status train_step(gpt_model *m, const train_hparams *h, int step, const int32_t *const *inputs,
                      const int32_t *const *targets, step_stats *out) {
   ST_CHECK(gpt_zero_grads(m));
   const float dloss_scale = (float)(1.0 / (double)h->global_tokens);
-  double loss_sum = 0;
+  const st_tensor loss_sum = gpt_scalar(m, GPT_LOSS_SUM), sumsq = gpt_scalar(m, GPT_GRAD_SUMSQ);
+  ST_CHECK(stream_memset(&m->stream, m->acts.scalars, 0, GPT_SCALARS * sizeof(float)));
   for (int i = 0; i < h->grad_accum; i++) {
-    float loss = 0;
-    ST_CHECK(gpt_forward(m, inputs[i], targets[i], &loss));
-    ST_CHECK(gpt_backward(m, dloss_scale, i == h->grad_accum - 1));
-    loss_sum += loss;
+    ST_CHECK(gpt_forward(m, inputs[i], targets[i], dloss_scale));
+    ST_CHECK(gpt_loss_sum(m, &loss_sum));
+    ST_CHECK(gpt_backward(m, i == h->grad_accum - 1));
   }
   ST_CHECK(unit_reduce_wait(&m->units[0])); /* the backward finished all the others */
-  double sumsq = 0;
-  ST_CHECK(global_grad_sumsq(m, &sumsq));
-  out->loss = loss_sum / h->grad_accum;
-  ST_CHECK(mean_over_dp(m, &out->loss));
-  out->grad_norm = sqrt(sumsq);
+  ST_CHECK(grad_sumsq(m, &sumsq));
+  ST_CHECK(loss_over_dp(m, &loss_sum));
+  /* The one point of the step where the host waits for the device: both scalars at once. */
+  float host[GPT_SCALARS];
+  ST_CHECK(stream_memcpy(&m->stream, host, m->acts.scalars, sizeof host));
+  ST_CHECK(stream_sync(&m->stream));
+  out->loss = (double)host[GPT_LOSS_SUM] / (double)h->global_tokens;
+  out->grad_norm = sqrt((double)host[GPT_GRAD_SUMSQ]);
   if (!isfinite(out->loss) || !isfinite(out->grad_norm)) {
     /* Every rank sees the same reduced values, so every rank stops here together. */
     return st_error(ST_ERR_INTERNAL, "step %d: loss %g, gradient norm %g: training diverged", step,

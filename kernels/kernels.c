@@ -72,8 +72,8 @@ const char *kernel_op_name(kernel_op op) {
   return (unsigned)op < KERNEL_OP_COUNT ? op_names[op] : "unknown";
 }
 
-int kernel_backend_has(const kernel_backend *kb, kernel_op op) {
-  const kernel_ops *o = kb->ops;
+/* Whether table `o` has every entry of vocabulary op `op`. */
+static int ops_have(const kernel_ops *o, kernel_op op) {
   switch (op) {
     case KERNEL_OP_MATMUL:
     case KERNEL_OP_MATMUL_GELU: return o->matmul_forward && o->matmul_backward;
@@ -96,9 +96,19 @@ int kernel_backend_has(const kernel_backend *kb, kernel_op op) {
   return 0;
 }
 
+int kernel_backend_has(const kernel_backend *kb, kernel_op op) { return ops_have(kb->ops, op); }
+
+static int ops_support(const kernel_ops *o, kernel_op op, st_dtype dtype) {
+  if (!o || (unsigned)op >= KERNEL_OP_COUNT || (unsigned)dtype >= ST_DTYPE_COUNT) return 0;
+  return ops_have(o, op) && o->supports(op, dtype);
+}
+
 int kernel_supports(const kernel_backend *kb, kernel_op op, st_dtype dtype) {
-  if (!kb || (unsigned)op >= KERNEL_OP_COUNT || (unsigned)dtype >= ST_DTYPE_COUNT) return 0;
-  return kernel_backend_has(kb, op) && kb->ops->supports(op, dtype);
+  return kb ? ops_support(kb->ops, op, dtype) : 0;
+}
+
+int kernel_kind_supports(st_device_kind kind, kernel_op op, st_dtype dtype) {
+  return ops_support(ops_for(kind), op, dtype);
 }
 
 /* The shapes of a linear layer: inp [N, C], weight [C, OC] (or [OC, C]), out [N, OC], bias
@@ -285,10 +295,20 @@ st_status kernel_gelu_backward(const kernel_backend *kb, const st_tensor *dinp,
   return kb->ops->gelu_backward(kb->ctx, dinp, dout, inp, stream);
 }
 
+static int64_t ops_attention_state_numel(const kernel_ops *o, int64_t batch, int64_t n_head,
+                                         int64_t seq) {
+  if (!o || !ops_have(o, KERNEL_OP_ATTENTION)) return 0;
+  return o->attention_state_numel(batch, n_head, seq);
+}
+
 int64_t kernel_attention_state_numel(const kernel_backend *kb, int64_t batch, int64_t n_head,
                                      int64_t seq) {
-  if (!kb || !kernel_backend_has(kb, KERNEL_OP_ATTENTION)) return 0;
-  return kb->ops->attention_state_numel(batch, n_head, seq);
+  return ops_attention_state_numel(kb ? kb->ops : NULL, batch, n_head, seq);
+}
+
+int64_t kernel_kind_attention_state_numel(st_device_kind kind, int64_t batch, int64_t n_head,
+                                          int64_t seq) {
+  return ops_attention_state_numel(ops_for(kind), batch, n_head, seq);
 }
 
 /* The shapes of an attention: qkv [B, T, 3C] with n_head dividing C, out [B, T, C], and an

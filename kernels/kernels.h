@@ -105,6 +105,10 @@ const char *kernel_op_name(kernel_op op);
  * support. */
 int kernel_supports(const kernel_backend *kb, kernel_op op, st_dtype dtype);
 
+/* kernel_supports for the backend this build has for devices of `kind`, answered without a
+ * backend (the memory planner asks before any device exists); 0 where the build has none. */
+int kernel_kind_supports(st_device_kind kind, kernel_op op, st_dtype dtype);
+
 /* ---- Linear layers ------------------------------------------------------------------------- */
 
 /* out[N, OC] = inp[N, C] @ weight[C, OC] + bias[OC]. The weight is stored [in, out] like
@@ -194,6 +198,11 @@ st_status kernel_gelu_backward(const kernel_backend *kb, const st_tensor *dinp,
  * engine allocates the state with this size and never reads it. */
 int64_t kernel_attention_state_numel(const kernel_backend *kb, int64_t batch, int64_t n_head,
                                      int64_t seq);
+
+/* The same size for the backend this build has for devices of `kind`, without a backend (the
+ * memory planner's prediction); 0 where the build has no attention for that kind. */
+int64_t kernel_kind_attention_state_numel(st_device_kind kind, int64_t batch, int64_t n_head,
+                                          int64_t seq);
 
 /* Causal multi-head self-attention. qkv[B, T, 3C] holds q, k, v side by side in that order
  * (Hugging Face GPT-2's c_attn output); head h owns features [h*hs, (h+1)*hs) of each, with

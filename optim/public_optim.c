@@ -12,19 +12,16 @@
 st_status st_unit_grad_sumsq(st_unit *unit, double *local) {
   ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED | UNIT_NEEDS_REDUCED));
   if (!local) return st_error(ST_ERR_INVALID_ARG, "%s: local is NULL", __func__);
-  kernel_backend *kb = NULL;
-  ST_CHECK(kernel_backend_create(unit->u.dev, &kb));
   float *sum = NULL, host_sum = 0;
   st_tensor scalar;
   st_status status = mem_alloc((void **)&sum, sizeof *sum, MEM_DEVICE, MEM_WORKSPACE, unit->u.dev);
   if (status == ST_OK)
     status = tensor_make(&scalar, sum, ST_FP32, unit->u.dev->backend->kind, 1, (int64_t[]){1});
   if (status == ST_OK) status = stream_memset(&unit->u.stream, sum, 0, sizeof *sum);
-  if (status == ST_OK) status = unit_optim_grad_sumsq(&unit->u, kb, &unit->u.stream, &scalar);
+  if (status == ST_OK) status = unit_optim_grad_sumsq(&unit->u, unit->kb, &unit->u.stream, &scalar);
   if (status == ST_OK) status = stream_memcpy(&unit->u.stream, &host_sum, sum, sizeof *sum);
   if (status == ST_OK) status = stream_sync(&unit->u.stream);
   mem_free(sum);
-  kernel_backend_destroy(kb);
   *local = host_sum;
   return status;
 }
@@ -55,8 +52,8 @@ st_status st_unit_adamw_step(st_unit *unit, const st_adamw_config *config, int s
   adamw_hparams h;
   float weight_decay = 0;
   ST_CHECK(read_adamw_config(config, &h, &weight_decay));
-  /* Checked here, not only by adamw_update: a rank whose owned range holds only padding never
-   * calls it, and every rank must agree. */
+  /* Checked here too, before kernel_adamw would: with the optimizer offloaded the update could
+   * copy gradients down first, and every rank must refuse alike. */
   if (step < 1)
     return st_error(ST_ERR_INVALID_ARG, "%s: step %d; steps count from 1", __func__, step);
   return unit_optim_adamw(&unit->u, &h, weight_decay, step, lr, grad_scale);

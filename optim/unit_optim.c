@@ -24,11 +24,12 @@ st_status unit_optim_grad_sumsq(const unit *u, const kernel_backend *kb, const s
   return ST_OK;
 }
 
-/* The owned gradients and parameters where the host can reach them: the unit's own buffers
- * where device memory is host RAM; else pinned copies (category OPTIMIZER_HOST, like the state
- * they serve), the gradients copied in here and the parameters copied back by host_end. */
+/* The owned gradients and parameters where the host can reach them (optimizer offload): the
+ * unit's own buffers where device memory is host RAM; else pinned copies (category OPTIMIZER_HOST,
+ * like the state they serve), the gradients copied in here and the parameters copied back by
+ * host_end. */
 typedef struct host_view {
-  char *grads, *params;
+  void *grads, *params;
   void *staged_grads, *staged_params;
 } host_view;
 
@@ -64,29 +65,75 @@ static st_status host_end(unit *u, host_view *h, st_status status) {
   return status;
 }
 
-st_status unit_optim_adamw(unit *u, const adamw_hparams *h, float weight_decay, int step, float lr,
-                           float grad_scale) {
+/* One segment per parameter that meets the owned range, at its offset inside the range, with
+ * weight_decay for the tensors of rank >= 2: *count of them in *out (freed by the caller). */
+static st_status owned_segments(const unit *u, float weight_decay, kernel_adamw_segment **out,
+                                int *count) {
   const int64_t begin = u->owned_begin, end = begin + u->owned_numel;
-  const st_dtype g = u->precision.reduce, p = u->precision.param;
+  *count = 0;
+  ST_CHECK(mem_alloc((void **)out, (size_t)u->layout.count * sizeof **out, MEM_HOST, MEM_WORKSPACE,
+                     NULL));
+  for (int k = 0; k < u->layout.count; k++) {
+    const unit_param *p = &u->layout.params[k];
+    const int64_t lo = p->offset > begin ? p->offset : begin;
+    const int64_t hi = p->offset + p->numel < end ? p->offset + p->numel : end;
+    if (lo >= hi) continue;
+    (*out)[(*count)++] =
+        (kernel_adamw_segment){lo - begin, hi - lo, p->ndim >= 2 ? weight_decay : 0.0f};
+  }
+  return ST_OK;
+}
+
+/* kernel_adamw over the owned range, every buffer a flat tensor of owned_numel elements of
+ * `kind` memory. */
+static st_status run_adamw(const unit *u, const kernel_backend *kb, const st_stream *stream,
+                           st_device_kind kind, void *params, void *grads,
+                           const kernel_adamw_step *step, const kernel_adamw_segment *segments,
+                           int count) {
+  const int64_t n = u->owned_numel;
+  st_tensor param, master, m, v, grad;
+  ST_CHECK(tensor_make(&param, params, u->precision.param, kind, 1, &n));
+  ST_CHECK(tensor_make(&master, u->master, ST_FP32, kind, 1, &n));
+  ST_CHECK(tensor_make(&m, u->adam_m, ST_FP32, kind, 1, &n));
+  ST_CHECK(tensor_make(&v, u->adam_v, ST_FP32, kind, 1, &n));
+  ST_CHECK(tensor_make(&grad, grads, u->precision.reduce, kind, 1, &n));
+  return kernel_adamw(kb, &param, &master, &m, &v, &grad, step, segments, count, stream);
+}
+
+/* The update where the offloaded state lives: the host, through the CPU backend, on the staged
+ * copies of the owned gradients and parameters. */
+static st_status adamw_on_host(unit *u, const kernel_adamw_step *step,
+                               const kernel_adamw_segment *segments, int count) {
   host_view view;
   ST_CHECK(host_begin(u, &view));
-  st_status status = ST_OK;
-  for (int k = 0; status == ST_OK && k < u->layout.count; k++) {
-    const unit_param *param = &u->layout.params[k];
-    int64_t lo = param->offset > begin ? param->offset : begin;
-    int64_t hi = param->offset + param->numel < end ? param->offset + param->numel : end;
-    if (lo >= hi) continue;
-    const size_t at = (size_t)(lo - begin);
-    const adamw_range range = {.master = u->master + at,
-                               .m = u->adam_m + at,
-                               .v = u->adam_v + at,
-                               .grad = view.grads + at * dtype_size(g),
-                               .grad_dtype = g,
-                               .param = view.params + at * dtype_size(p),
-                               .param_dtype = p,
-                               .n = (size_t)(hi - lo)};
-    status = adamw_update(h, step, lr, param->ndim >= 2 ? weight_decay : 0.0f, grad_scale, &range);
+  const st_device cpu = device_cpu();
+  kernel_backend *kb = NULL;
+  st_stream stream = {0};
+  st_status status = kernel_backend_create(&cpu, &kb);
+  if (status == ST_OK) status = stream_create(&cpu, &stream);
+  if (status == ST_OK) {
+    status =
+        run_adamw(u, kb, &stream, ST_DEVICE_CPU, view.params, view.grads, step, segments, count);
   }
-  ST_CHECK(host_end(u, &view, status));
+  stream_destroy(&stream);
+  kernel_backend_destroy(kb);
+  return host_end(u, &view, status);
+}
+
+st_status unit_optim_adamw(unit *u, const adamw_hparams *h, float weight_decay, int step, float lr,
+                           float grad_scale) {
+  const kernel_adamw_step s = {lr, h->beta1, h->beta2, h->eps, grad_scale, step};
+  kernel_adamw_segment *segments = NULL;
+  int count = 0;
+  ST_CHECK(owned_segments(u, weight_decay, &segments, &count));
+  st_status status;
+  if (u->offload_optimizer) {
+    status = adamw_on_host(u, &s, segments, count);
+  } else {
+    status = run_adamw(u, u->kb, &u->stream, u->dev->backend->kind, unit_owned_params(u),
+                       unit_owned_grads(u), &s, segments, count);
+  }
+  mem_free(segments);
+  ST_CHECK(status);
   return unit_publish(u);
 }

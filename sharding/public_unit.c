@@ -68,17 +68,24 @@ static st_status check_pointer(const void *p, const char *caller, const char *wh
   return ST_OK;
 }
 
+/* The unit, then the kernel backend of its device, which the unit borrows. */
 static st_status init_unit(st_unit *h, const st_mesh *mesh, const char *name,
                            const st_unit_config *cfg) {
   const unit_precision precision = {cfg->param_dtype, cfg->reduce_dtype};
   if (!mesh) {
     h->cpu = device_cpu();
-    return unit_init(&h->u, name, &h->cpu, cfg->zero_stage, &precision, NULL, 1, 0);
+    ST_CHECK(unit_init(&h->u, name, &h->cpu, cfg->zero_stage, &precision, NULL, 1, 0));
+  } else {
+    st_mesh_coords c;
+    ST_CHECK(st_mesh_get_coords(mesh, &c));
+    const unit_groups groups = {mesh_comm(mesh, ST_GROUP_SHARD),
+                                mesh_comm(mesh, ST_GROUP_REPLICATE)};
+    ST_CHECK(
+        unit_init(&h->u, name, mesh_device(mesh), cfg->zero_stage, &precision, &groups, c.T, c.t));
   }
-  st_mesh_coords c;
-  ST_CHECK(st_mesh_get_coords(mesh, &c));
-  const unit_groups groups = {mesh_comm(mesh, ST_GROUP_SHARD), mesh_comm(mesh, ST_GROUP_REPLICATE)};
-  return unit_init(&h->u, name, mesh_device(mesh), cfg->zero_stage, &precision, &groups, c.T, c.t);
+  ST_CHECK(kernel_backend_create(h->u.dev, &h->kb));
+  unit_use_kernels(&h->u, h->kb);
+  return ST_OK;
 }
 
 /* The fp32 data of parameter `index`'s descriptor (unit_param_tensor or unit_grad_tensor); a
@@ -120,6 +127,7 @@ st_status st_unit_create(st_unit **out, const st_mesh *mesh, const char *name,
 void st_unit_destroy(st_unit *unit) {
   if (!unit) return;
   unit_free(&unit->u);
+  kernel_backend_destroy(unit->kb);
   mem_free(unit);
 }
 

@@ -24,7 +24,8 @@ typedef enum unit_grad_state {
 
 struct st_unit {
   unit u;
-  st_device cpu; /* the device of a unit created without a mesh (u.dev points here) */
+  st_device cpu;      /* the device of a unit created without a mesh (u.dev points here) */
+  kernel_backend *kb; /* the unit's kernels (unit_use_kernels), owned by the handle */
   unit_phase phase;
   int gathered; /* between st_unit_gather and st_unit_release, at every stage */
   unit_grad_state grads;

@@ -33,6 +33,11 @@ static st_status check_precision(const char *name, const st_device *dev, unit_pr
   return ST_OK;
 }
 
+/* Whether a buffer of `dtype` needs an fp32 compute copy on `dev` (unit.h). */
+static int needs_copy(const st_device *dev, st_dtype dtype) {
+  return dtype != ST_FP32 && !kernel_kind_supports(dev->backend->kind, KERNEL_OP_MATMUL, dtype);
+}
+
 st_status unit_init(unit *u, const char *name, const st_device *dev, int stage,
                     const unit_precision *precision, const unit_groups *groups, int T, int t) {
   memset(u, 0, sizeof *u);
@@ -44,9 +49,8 @@ st_status unit_init(unit *u, const char *name, const st_device *dev, int stage,
   }
   if (precision) u->precision = *precision;
   ST_CHECK(check_precision(u->name, dev, u->precision));
-  const int fp32_kernels = dev->backend->computes_in_fp32_only;
-  u->copies_params = fp32_kernels && u->precision.param != ST_FP32;
-  u->copies_grads = fp32_kernels && u->precision.reduce != ST_FP32;
+  u->copies_params = needs_copy(dev, u->precision.param);
+  u->copies_grads = needs_copy(dev, u->precision.reduce);
   int S = 1;
   if (!groups && stage != 0) {
     return st_error(ST_ERR_INVALID_ARG, "unit %s: ZeRO stage %d needs a mesh", name, stage);
@@ -58,6 +62,8 @@ st_status unit_init(unit *u, const char *name, const st_device *dev, int stage,
   }
   return unit_layout_init(&u->layout, S, T, t);
 }
+
+void unit_use_kernels(unit *u, const kernel_backend *kb) { u->kb = kb; }
 
 st_status unit_declare(unit *u, const char *name, int ndim, const int64_t *shape, tp_split split,
                        int blocks, int *index) {
@@ -108,6 +114,7 @@ st_status unit_allocate(unit *u) {
   const st_dtype p = u->precision.param, g = u->precision.reduce;
   u->owned_begin = u->stage == 0 ? 0 : (int64_t)u->shard_rank * shard;
   u->owned_numel = u->stage == 0 ? numel : shard;
+  if (!u->kb) return st_error(ST_ERR_INVALID_ARG, "unit %s: no kernel backend", u->name);
   ST_CHECK(stream_create(u->dev, &u->stream));
   st_status status;
   if (u->stage == 3) {
@@ -147,23 +154,32 @@ void unit_free(unit *u) {
   unit_layout_free(&u->layout);
 }
 
-/* ---- fp32 compute copies (devices that compute in fp32 only: the CPU, whose device memory is
- * host memory, so the copies are converted directly, without staging) ---------------------- */
+/* ---- fp32 compute copies (where the kernels lack the dtype: the CPU). The casts run on the
+ * unit's stream and are waited for, since the model computes on its own stream; where copies
+ * exist the device is the CPU, whose ops are synchronous, so the wait costs nothing. ---------- */
+
+/* dst = src converted, both the unit's full flat length. */
+static st_status cast_all(const unit *u, void *dst, st_dtype dst_dtype, const void *src,
+                          st_dtype src_dtype) {
+  const int64_t n = u->layout.numel;
+  st_tensor to, from;
+  ST_CHECK(tensor_make(&to, dst, dst_dtype, u->dev->backend->kind, 1, &n));
+  ST_CHECK(tensor_make(&from, (void *)src, src_dtype, u->dev->backend->kind, 1, &n));
+  ST_CHECK(kernel_cast(u->kb, &to, &from, &u->stream));
+  return stream_sync(&u->stream);
+}
 
 static st_status copy_in(float **copy, const void *from, st_dtype dtype, const unit *u) {
   const int64_t n = u->layout.numel;
   if (!*copy) {
     ST_CHECK(mem_alloc((void **)copy, bytes_of(ST_FP32, n), MEM_DEVICE, MEM_GATHERED, u->dev));
   }
-  dtype_convert(*copy, ST_FP32, from, dtype, (size_t)n);
-  return ST_OK;
+  return cast_all(u, *copy, ST_FP32, from, dtype);
 }
 
-static void refresh_compute_params(unit *u) {
-  if (u->compute_params) {
-    dtype_convert(u->compute_params, ST_FP32, u->params, u->precision.param,
-                  (size_t)u->layout.numel);
-  }
+static st_status refresh_compute_params(unit *u) {
+  if (!u->compute_params) return ST_OK;
+  return cast_all(u, u->compute_params, ST_FP32, u->params, u->precision.param);
 }
 
 /* ---- parameters ------------------------------------------------------------------------- */
@@ -199,8 +215,7 @@ st_status unit_set_params(unit *u, int64_t first, const float *values, int64_t c
   }
   if (u->params) ST_CHECK(upload(u, element(u->params, p, first), p, values, count));
   ST_CHECK(stream_sync(&u->stream));
-  refresh_compute_params(u);
-  return ST_OK;
+  return refresh_compute_params(u);
 }
 
 st_status unit_gather_start(unit *u) {
@@ -249,7 +264,7 @@ st_status unit_grads_begin(unit *u) {
 
 st_status unit_grads_end(unit *u) {
   if (!u->compute_grads) return ST_OK;
-  dtype_convert(u->grads, u->precision.reduce, u->compute_grads, ST_FP32, (size_t)u->layout.numel);
+  ST_CHECK(cast_all(u, u->grads, u->precision.reduce, u->compute_grads, ST_FP32));
   mem_free(u->compute_grads);
   u->compute_grads = NULL;
   return ST_OK;
@@ -258,9 +273,10 @@ st_status unit_grads_end(unit *u) {
 st_status unit_grads_zero(unit *u) {
   if (!u->grads) return ST_OK;
   ST_CHECK(stream_memset(&u->stream, u->grads, 0, bytes_of(u->precision.reduce, u->layout.numel)));
-  ST_CHECK(stream_sync(&u->stream));
-  if (u->compute_grads) memset(u->compute_grads, 0, bytes_of(ST_FP32, u->layout.numel));
-  return ST_OK;
+  if (u->compute_grads) {
+    ST_CHECK(stream_memset(&u->stream, u->compute_grads, 0, bytes_of(ST_FP32, u->layout.numel)));
+  }
+  return stream_sync(&u->stream);
 }
 
 st_status unit_reduce_start(unit *u) {
@@ -334,8 +350,7 @@ st_status unit_publish(unit *u) {
     ST_CHECK(comm_all_gather(u->groups.shard, u->param_shard, u->params,
                              (size_t)u->layout.shard_numel, u->precision.param, NULL));
   }
-  refresh_compute_params(u);
-  return ST_OK;
+  return refresh_compute_params(u);
 }
 
 st_status unit_gather_master(unit *u, float *out) {

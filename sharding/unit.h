@@ -18,11 +18,13 @@
  * backward of a step until its reduction). Gradients are stored in g, not fp32: that is what
  * the ZeRO memory formulas count (docs/SHARDING.md, "Mixed precision").
  *
- * On a device whose kernels compute in fp32 only (the CPU), a low-precision buffer in use has
- * an fp32 compute copy (GATHERED): compute_params from gather_wait to release (filled from the
- * params), compute_grads from grads_begin to grads_end (filled from the grads, which hold the
- * earlier micro-batches' sum, and written back rounded). The descriptors below point at these
- * copies where they exist, else at the buffers themselves.
+ * Where the device's kernels do not compute in a low-precision dtype (kernel_supports: the CPU
+ * with bf16), a buffer of that dtype in use has an fp32 compute copy (GATHERED): compute_params
+ * from gather_wait to release (filled from the params), compute_grads from grads_begin to
+ * grads_end (filled from the grads, which hold the earlier micro-batches' sum, and written back
+ * rounded). The descriptors below point at these copies where they exist, else at the buffers
+ * themselves. The copies are converted and the buffers zeroed by the unit's kernel backend
+ * (kernel_cast, stream_memset) on the unit's stream, where the buffers live.
  *
  * Reduction (last micro-batch, after the unit's backward), the same arithmetic at every stage:
  * reduce-scatter over the shard group in g (in place at stages 0-1), then, with R > 1,
@@ -44,6 +46,7 @@
 
 #include "core/device.h"
 #include "core/tensor.h"
+#include "kernels/kernels.h"
 #include "sharding/comm.h"
 #include "sharding/unit_layout.h"
 
@@ -63,7 +66,8 @@ typedef struct unit {
   char name[64];
   unit_layout layout;
   const st_device *dev;
-  st_stream stream; /* copies and fills of this unit's buffers */
+  const kernel_backend *kb; /* borrowed (unit_use_kernels): casts, and the optimizer's ops */
+  st_stream stream;         /* copies, casts and fills of this unit's buffers */
   int stage;
   unit_precision precision;
   int copies_params, copies_grads; /* keeps fp32 compute copies (see above) */
@@ -87,6 +91,11 @@ typedef struct unit {
  * other than fp32 or bf16 ST_ERR_INVALID_ARG. */
 st_status unit_init(unit *u, const char *name, const st_device *dev, int stage,
                     const unit_precision *precision, const unit_groups *groups, int T, int t);
+
+/* The kernel backend of the unit's device that converts and zeroes its buffers and runs its
+ * optimizer: borrowed from the unit's owner, which keeps it until unit_free. Call before
+ * unit_allocate. */
+void unit_use_kernels(unit *u, const kernel_backend *kb);
 
 /* Declares a parameter (see unit_layout_add); *index receives its position in the unit. */
 st_status unit_declare(unit *u, const char *name, int ndim, const int64_t *shape, tp_split split,

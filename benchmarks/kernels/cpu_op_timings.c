@@ -152,14 +152,21 @@ static st_status run_op(bench *b, const sim_op *op, int seq) {
     case SIM_K_ZERO: return stream_memset(s, f[0], 0, (size_t)(m * n) * sizeof(float));
     case SIM_K_ADAMW: {
       const adamw_hparams h = ADAMW_HPARAMS_DEFAULT;
-      const adamw_range r = {f[0], f[1], f[ONES], f[3], ST_FP32, f[4], ST_FP32, (size_t)m};
-      return adamw_update(&h, 3, 1e-4f, 0.1f, 1.0f, &r);
+      const kernel_adamw_step step = {1e-4f, h.beta1, h.beta2, h.eps, 1.0f, 3};
+      const kernel_adamw_segment all = {0, m, 0.1f};
+      st_tensor master = t1(f[0], m), mom = t1(f[1], m), v = t1(f[ONES], m), grad = t1(f[3], m),
+                param = t1(f[4], m);
+      return kernel_adamw(kb, &param, &master, &mom, &v, &grad, &step, &all, 1, s);
     }
     case SIM_K_SUMSQ: {
       st_tensor x = t1(f[0], m), sum = t1(f[1], 1);
       return kernel_sum_squares(kb, &sum, &x, s);
     }
-    case SIM_K_CAST: dtype_convert(f[1], ST_BF16, f[0], ST_FP32, (size_t)m); return ST_OK;
+    case SIM_K_CAST: {
+      st_tensor src = t1(f[0], m), dst;
+      ST_CHECK(tensor_make(&dst, f[1], ST_BF16, ST_DEVICE_CPU, 1, &m));
+      return kernel_cast(kb, &dst, &src, s);
+    }
     default: return st_error(ST_ERR_INTERNAL, "op kind %d has no kernel here", (int)op->kind);
   }
 }

@@ -53,9 +53,16 @@ static st_status steps(unit *u, offload_result *out) {
 st_status offload_run(const st_device *dev, unit_precision precision, int offload,
                       offload_result *out) {
   memset(out, 0, sizeof *out);
+  kernel_backend *kb = NULL;
+  ST_CHECK(kernel_backend_create(dev, &kb));
   unit u;
-  ST_CHECK(unit_init(&u, "offload", dev, 0, &precision, NULL, 1, 0));
-  st_status status = declare(&u);
+  st_status status = unit_init(&u, "offload", dev, 0, &precision, NULL, 1, 0);
+  if (status != ST_OK) {
+    kernel_backend_destroy(kb);
+    return status;
+  }
+  unit_use_kernels(&u, kb);
+  status = declare(&u);
   if (status == ST_OK && u.layout.numel != OFFLOAD_RUN_NUMEL) {
     status = st_error(ST_ERR_INTERNAL, "the unit has %lld elements", (long long)u.layout.numel);
   }
@@ -64,5 +71,6 @@ st_status offload_run(const st_device *dev, unit_precision precision, int offloa
   if (status == ST_OK) status = unit_allocate(&u);
   if (status == ST_OK) status = steps(&u, out);
   unit_free(&u);
+  kernel_backend_destroy(kb);
   return status;
 }
