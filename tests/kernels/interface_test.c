@@ -44,7 +44,21 @@ static void check_lookup(void) {
   CHECK(!kernel_supports(kb, KERNEL_OP_MATMUL, ST_BF16));
   CHECK(kernel_supports(kb, KERNEL_OP_CAST, ST_BF16));
   CHECK(!kernel_supports(kb, KERNEL_OP_COUNT, ST_FP32));
+  CHECK(kernel_supports(kb, KERNEL_OP_MATMUL_GELU, ST_FP32));
+  CHECK(kernel_supports(kb, KERNEL_OP_ADAMW, ST_BF16));
+  CHECK(!kernel_supports(kb, KERNEL_OP_ADAMW, ST_FP16));
   CHECK(kernel_attention_state_numel(kb, B, NH, T) == (int64_t)B * NH * T * T);
+  /* Asked by device kind, without a backend (the planner), the answers are the backend's. */
+  int same = 1;
+  for (int op = 0; op < KERNEL_OP_COUNT; op++) {
+    for (int d = 0; d < ST_DTYPE_COUNT; d++) {
+      same &= kernel_kind_supports(ST_DEVICE_CPU, (kernel_op)op, (st_dtype)d) ==
+              kernel_supports(kb, (kernel_op)op, (st_dtype)d);
+    }
+  }
+  CHECK_MSG(same, "kernel_kind_supports answers for the CPU as its backend does");
+  CHECK(kernel_kind_attention_state_numel(ST_DEVICE_CPU, B, NH, T) ==
+        kernel_attention_state_numel(kb, B, NH, T));
   kernel_backend_destroy(kb);
   kernel_backend_destroy(NULL);
   /* A CUDA device where this build has no CUDA kernels. */
@@ -53,6 +67,8 @@ static void check_lookup(void) {
     st_device gpu = {.backend = &fake_cuda, .ordinal = 0};
     CHECK_REFUSED(kernel_backend_create(&gpu, &kb), ST_ERR_UNSUPPORTED, "fake-cuda");
     CHECK(kb == NULL);
+    CHECK(!kernel_kind_supports(ST_DEVICE_CUDA, KERNEL_OP_CAST, ST_BF16));
+    CHECK(kernel_kind_attention_state_numel(ST_DEVICE_CUDA, B, NH, T) == 0);
   }
 }
 
