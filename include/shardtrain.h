@@ -117,8 +117,9 @@ st_status st_memory_live_bytes(uint64_t *bytes);
  * of the caller's own model, computed by the caller's own code. Its buffers live on the mesh's
  * device (st_mesh_device_name; the CPU without a mesh). Parameters are held in the config's
  * param dtype and gradients in its reduce dtype (fp32 or bf16), with fp32 master weights and
- * Adam moments; the caller computes on fp32 data either way (on the CPU, a bf16 unit in use
- * keeps fp32 copies). A program's calls:
+ * Adam moments; the caller computes in the dtype the device's kernels compute in (the _typed
+ * data calls say which), fp32 where they lack the unit's (on the CPU, a bf16 unit in use keeps
+ * fp32 copies). A program's calls:
  *
  *   st_unit_create; st_unit_add_param for each parameter; st_unit_finalize;
  *   st_unit_set_param for each parameter; st_unit_optimizer_reset; then every step:
@@ -177,8 +178,12 @@ st_status st_unit_gather(st_unit *unit);
 /* Ends their use: stage 3 frees them; pointers from st_unit_param_data become invalid. */
 st_status st_unit_release(st_unit *unit);
 
-/* Parameter `index` in the full buffer (the unit's device memory, fp32: for a bf16 unit its
- * compute copy), valid between gather and release. */
+/* Parameter `index` in the full buffer (the unit's device memory), valid between gather and
+ * release, in the dtype the device computes with: the param dtype where its kernels compute in
+ * it (a GPU with bf16), else fp32 (on the CPU, a bf16 unit's compute copy); *dtype says which. */
+st_status st_unit_param_data_typed(st_unit *unit, int index, void **data, st_dtype *dtype);
+/* The same for a caller that computes in fp32 only: ST_ERR_UNSUPPORTED where the data is not
+ * fp32. */
 st_status st_unit_param_data(st_unit *unit, int index, float **data);
 
 /* Starts a step: the gradients are zero. */
@@ -186,9 +191,13 @@ st_status st_unit_zero_grads(st_unit *unit);
 /* Makes the full gradients exist (stages 2-3 allocate them for the backward); the caller adds
  * its gradients into them through st_unit_grad_data, over as many micro-batches as it likes. */
 st_status st_unit_begin_backward(st_unit *unit);
-/* Gradient of parameter `index` (the unit's device memory, fp32: for a bf16 unit its compute
- * copy, rounded into the bf16 gradients at the reduce), valid between begin_backward and
- * reduce. */
+/* Gradient of parameter `index` (the unit's device memory), valid between begin_backward and
+ * reduce, in the dtype the device computes with: the reduce dtype where its kernels compute in
+ * it, else fp32 (for a bf16 unit on the CPU its compute copy, rounded into the bf16 gradients
+ * at the reduce); *dtype says which. */
+st_status st_unit_grad_data_typed(st_unit *unit, int index, void **data, st_dtype *dtype);
+/* The same for a caller that computes in fp32 only: ST_ERR_UNSUPPORTED where the data is not
+ * fp32. */
 st_status st_unit_grad_data(st_unit *unit, int index, float **data);
 /* Sums the gradients over the data-parallel ranks; each rank then holds its owned part
  * (stages 2-3 free the full gradients). */

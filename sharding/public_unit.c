@@ -88,19 +88,35 @@ static st_status init_unit(st_unit *h, const st_mesh *mesh, const char *name,
   return ST_OK;
 }
 
-/* The fp32 data of parameter `index`'s descriptor (unit_param_tensor or unit_grad_tensor); a
- * device that computes in the low-precision dtype itself has no fp32 copy to hand out (no such
- * device has kernels yet). */
-static st_status fp32_data(const st_unit *h, const char *caller, int index, float **data,
-                           st_tensor (*describe)(const unit *, int)) {
+/* The data and dtype of parameter `index`'s descriptor (unit_param_tensor or
+ * unit_grad_tensor): the buffer in the dtype the device's kernels compute in, or its fp32
+ * compute copy. */
+static st_status typed_data(const st_unit *h, const char *caller, int index, void **data,
+                            st_dtype *dtype, st_tensor (*describe)(const unit *, int)) {
   ST_CHECK(check_index(h, caller, index));
   ST_CHECK(check_pointer(data, caller, "data"));
+  ST_CHECK(check_pointer(dtype, caller, "dtype"));
   const st_tensor t = describe(&h->u, index);
-  if (t.dtype != ST_FP32) {
-    return st_error(ST_ERR_UNSUPPORTED, "%s: unit '%s' holds %s data on the %s device, not fp32",
-                    caller, h->u.name, dtype_name(t.dtype), h->u.dev->backend->name);
-  }
   *data = t.data;
+  *dtype = t.dtype;
+  return ST_OK;
+}
+
+/* typed_data for a caller that computes in fp32 only: a device whose kernels compute in the
+ * low-precision dtype itself has no fp32 copy to hand out (the _typed calls give its data). */
+static st_status fp32_data(const st_unit *h, const char *caller, int index, float **data,
+                           st_tensor (*describe)(const unit *, int)) {
+  ST_CHECK(check_pointer(data, caller, "data"));
+  void *typed = NULL;
+  st_dtype dtype = ST_FP32;
+  ST_CHECK(typed_data(h, caller, index, &typed, &dtype, describe));
+  if (dtype != ST_FP32) {
+    return st_error(ST_ERR_UNSUPPORTED,
+                    "%s: unit '%s' holds %s data on the %s device, not fp32 (the _typed call "
+                    "gives it)",
+                    caller, h->u.name, dtype_name(dtype), h->u.dev->backend->name);
+  }
+  *data = typed;
   return ST_OK;
 }
 
@@ -187,6 +203,11 @@ st_status st_unit_param_data(st_unit *unit, int index, float **data) {
   return fp32_data(unit, __func__, index, data, unit_param_tensor);
 }
 
+st_status st_unit_param_data_typed(st_unit *unit, int index, void **data, st_dtype *dtype) {
+  ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED | UNIT_NEEDS_GATHERED));
+  return typed_data(unit, __func__, index, data, dtype, unit_param_tensor);
+}
+
 st_status st_unit_zero_grads(st_unit *unit) {
   ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED));
   ST_CHECK(unit_grads_zero(&unit->u));
@@ -204,6 +225,11 @@ st_status st_unit_begin_backward(st_unit *unit) {
 st_status st_unit_grad_data(st_unit *unit, int index, float **data) {
   ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED | UNIT_NEEDS_BACKWARD));
   return fp32_data(unit, __func__, index, data, unit_grad_tensor);
+}
+
+st_status st_unit_grad_data_typed(st_unit *unit, int index, void **data, st_dtype *dtype) {
+  ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED | UNIT_NEEDS_BACKWARD));
+  return typed_data(unit, __func__, index, data, dtype, unit_grad_tensor);
 }
 
 st_status st_unit_reduce_grads(st_unit *unit) {

@@ -143,6 +143,12 @@ static void test_bad_order(void) {
   CHECK_OK(st_unit_gather(u));
   CHECK_REFUSED(st_unit_param_data(u, 2, &data), "st_unit_param_data", "no index 2");
   CHECK_REFUSED(st_unit_param_data(u, 0, NULL), "st_unit_param_data", "data is NULL");
+  void *typed = NULL;
+  st_dtype dtype = ST_FP32;
+  CHECK_REFUSED(st_unit_param_data_typed(u, 0, &typed, NULL), "st_unit_param_data_typed",
+                "dtype is NULL");
+  CHECK_REFUSED(st_unit_grad_data_typed(u, 0, &typed, &dtype), "st_unit_grad_data_typed",
+                "st_unit_begin_backward");
   CHECK_OK(st_unit_release(u));
   CHECK_REFUSED(st_unit_param_data(u, 0, &data), "st_unit_param_data", "is released");
 
@@ -200,16 +206,24 @@ static void test_correct_sequence(st_dtype dtype) {
   CHECK_OK(st_unit_set_param(u, 1, b0));
   CHECK_OK(st_unit_optimizer_reset(u));
   float *w = NULL, *b = NULL, *gw = NULL, *gb = NULL;
+  void *typed = NULL;
+  st_dtype typed_dtype = ST_FP16;
   CHECK_OK(st_unit_gather(u));
   CHECK_OK(st_unit_param_data(u, 0, &w));
   CHECK_OK(st_unit_param_data(u, 1, &b));
   if (w && b) CHECK(w[5] == held(dtype, 1.003) && b[0] == 2.0f && b[2] == 2.0f);
+  /* The CPU computes in fp32: the typed form hands out the same fp32 data (a bf16 unit's copy). */
+  CHECK_OK(st_unit_param_data_typed(u, 1, &typed, &typed_dtype));
+  CHECK(typed == (void *)b && typed_dtype == ST_FP32);
   CHECK_OK(st_unit_release(u));
 
   CHECK_OK(st_unit_zero_grads(u));
   CHECK_OK(st_unit_begin_backward(u));
   CHECK_OK(st_unit_grad_data(u, 0, &gw));
   CHECK_OK(st_unit_grad_data(u, 1, &gb));
+  typed_dtype = ST_FP16;
+  CHECK_OK(st_unit_grad_data_typed(u, 0, &typed, &typed_dtype));
+  CHECK(typed == (void *)gw && typed_dtype == ST_FP32);
   if (gw && gb) {
     for (int i = 0; i < 6; i++) gw[i] += 0.3f;
     for (int i = 0; i < 3; i++) gb[i] += 0.3f;
