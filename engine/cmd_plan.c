@@ -56,7 +56,7 @@ static st_status plan_precision(const plan_options *o, unit_precision *precision
     if (device_check_param_dtype(&cpu, precision->param) != ST_OK) {
       return st_error(ST_ERR_INVALID_ARG, "--param-dtype %s: %s", o->param_dtype, st_last_error());
     }
-    *copies = !kernel_kind_supports(ST_DEVICE_CPU, KERNEL_OP_MATMUL, ST_BF16);
+    *copies = !kernel_kind_computes_in(ST_DEVICE_CPU, ST_BF16);
     return ST_OK;
   }
   if (strcmp(o->device, "cuda") != 0) {

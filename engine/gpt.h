@@ -56,24 +56,28 @@ typedef struct gpt_parallel {
   int offload_optimizer;     /* master, m, v in host memory (unit_offload_optimizer) */
 } gpt_parallel;
 
-/* Layer l's activations kept for the backward: res2 and res3 are the residual stream after the
- * attention and the MLP (res3 is written by the next LayerNorm's fused add); fch is the MLP's
+/* Layer l's activations kept for the backward, in the model's activation dtype (gpt_model.act;
+ * the statistics, float *, in fp32): res2 and res3 are the residual stream after the attention
+ * and the MLP (res3 is written by the next LayerNorm's fused add); fch is the MLP's
  * pre-activation, saved by the GELU epilogue; att_state is what the backend keeps between the
  * attention's forward and backward (kernel_attention_state_numel). */
 typedef struct gpt_layer_acts {
-  float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *att_state, *attproj, *res2;
-  float *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu, *fcproj, *res3;
+  void *ln1, *qkv, *atty, *attproj, *res2, *ln2, *fch, *fch_gelu, *fcproj, *res3;
+  float *ln1_mean, *ln1_rstd, *att_state, *ln2_mean, *ln2_rstd;
 } gpt_layer_acts;
 
 /* The step's device scalars (gpt_acts.scalars): train_step sums into them and reads them once. */
 enum gpt_scalar { GPT_LOSS_SUM = 0, GPT_GRAD_SUMSQ = 1, GPT_SCALARS };
 
+/* Activations and the backward's gradient buffers (void *: the activation dtype) and the
+ * statistics (float *: fp32). */
 typedef struct gpt_acts {
-  float *arena;   /* one MEM_ACTIVATIONS block holding everything below */
-  float *scratch; /* one MEM_WORKSPACE block for the backward's gradient buffers */
-  float *encoded, *lnf, *lnf_mean, *lnf_rstd, *logits, *losses;
+  void *arena;   /* one MEM_ACTIVATIONS block holding everything below */
+  void *scratch; /* one MEM_WORKSPACE block for the backward's gradient buffers */
+  void *encoded, *lnf, *logits;
+  float *lnf_mean, *lnf_rstd, *losses;
   gpt_layer_acts *layers;
-  float *dres, *dln, *datty, *dqkv, *dfch_gelu;
+  void *dres, *dln, *datty, *dqkv, *dfch_gelu;
   int32_t *inputs, *targets; /* the micro-batch's tokens in device memory (in the scratch) */
   float *scalars;            /* GPT_SCALARS fp32 values in device memory (in the scratch) */
 } gpt_acts;
@@ -86,6 +90,7 @@ typedef struct gpt_model {
   int tp_size, tp_rank;
   const st_device *dev;
   kernel_backend *kb;
+  st_dtype act; /* activations and their gradients (gpt_activation_dtype) */
   st_stream stream;
   int B, T;             /* micro-batch: sequences and tokens per sequence */
   int n_units;          /* n_layer + 2 */
@@ -108,11 +113,17 @@ st_status gpt_declare_unit(const gpt_config *cfg, int index, unit_layout *layout
  * final norm, "h.<l>." for block l. */
 void gpt_unit_prefix(const gpt_config *cfg, int index, char *out, size_t size);
 
+/* The dtype of the activations on a device of `device` kind with parameters in `param`: the
+ * param dtype where the device's kernels compute in it (kernel_kind_computes_in: bf16 on a GPU),
+ * else fp32 (the CPU, which computes from fp32 copies of bf16 parameters). */
+st_dtype gpt_activation_dtype(st_device_kind device, st_dtype param);
+
 /* Bytes of activations (forward, kept for backward) and of backward scratch for a micro-batch
  * on a rank of a tensor-parallel group of tp, on a device of `device` kind (whose kernels size
- * the attention state): what gpt_create will allocate, for the memory planner. */
-void gpt_activation_bytes(const gpt_config *cfg, st_device_kind device, int B, int T, int tp,
-                          int64_t *activations, int64_t *scratch);
+ * the attention state and choose the activation dtype) with parameters in `param`: what
+ * gpt_create will allocate, for the memory planner. */
+void gpt_activation_bytes(const gpt_config *cfg, st_device_kind device, st_dtype param, int B,
+                          int T, int tp, int64_t *activations, int64_t *scratch);
 
 /* GPT-2 initialisation: N(0, 0.02), residual projections N(0, 0.02 / sqrt(2 n_layer)), biases
  * 0, norm weights 1. Values depend only on (seed, parameter name, element), not on the mesh.

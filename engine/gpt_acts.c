@@ -1,88 +1,118 @@
 /* gpt_acts.c - the activation plan: one walk over the buffers both measures what
  * gpt_activation_bytes reports to the memory planner and carves the arenas, so the prediction
- * and the allocation cannot drift apart. */
+ * and the allocation cannot drift apart. Activations and their gradients are in the model's
+ * activation dtype, statistics in fp32; also the descriptors the forward and backward read. */
 #include <string.h>
 
 #include "core/alloc.h"
 #include "core/error.h"
 #include "engine/gpt_internal.h"
 
-void gpt_carve_add(gpt_carve *c, float **slot, int64_t len) {
-  if (c->base) *slot = c->base + c->total;
-  c->total += (len + 15) / 16 * 16;
+void *gpt_carve_add(gpt_carve *c, int64_t len, size_t elem_bytes) {
+  void *at = c->base ? c->base + c->total : NULL;
+  c->total += ((int64_t)elem_bytes * len + 63) / 64 * 64;
+  return at;
 }
+
+st_dtype gpt_activation_dtype(st_device_kind device, st_dtype param) {
+  return kernel_kind_computes_in(device, param) ? param : ST_FP32;
+}
+
+/* The sizes one walk needs: activation elements (act bytes) and fp32 statistics. */
+typedef struct acts_shape {
+  int64_t BT, C, CL, vocab_padded, att_state;
+  size_t act, f32;
+} acts_shape;
+
+static acts_shape shape_of(const gpt_config *c, st_device_kind device, st_dtype param, int B, int T,
+                           int tp) {
+  return (acts_shape){.BT = (int64_t)B * T,
+                      .C = c->n_embd,
+                      .CL = c->n_embd / tp,
+                      .vocab_padded = c->vocab_padded,
+                      .att_state = kernel_kind_attention_state_numel(device, B, c->n_head / tp, T),
+                      .act = dtype_size(gpt_activation_dtype(device, param)),
+                      .f32 = sizeof(float)};
+}
+
+/* Carves `len` elements of `bytes` each for `field`; while measuring (a == NULL) only counts. */
+#define CARVE(field, len, bytes)                  \
+  do {                                            \
+    void *at_ = gpt_carve_add(p, (len), (bytes)); \
+    if (a) (field) = at_;                         \
+  } while (0)
 
 /* Forward buffers kept for backward, on a tensor-parallel rank of tp: the attention and MLP
  * inner activations hold this rank's heads (C / tp wide) and MLP columns (4C / tp); the
  * residual stream is full width; the attention state has the size the device's kernels ask
- * for. With a == NULL (measuring) there are no slots. */
-static void plan_forward(gpt_carve *p, gpt_acts *a, const gpt_config *c, st_device_kind device,
-                         int B, int T, int tp) {
-  const int64_t BT = (int64_t)B * T, C = c->n_embd, NH = c->n_head / tp, CL = C / tp;
-  const int64_t att_state = kernel_kind_attention_state_numel(device, B, NH, T);
-#define SLOT(field) (a ? &(field) : NULL)
-  gpt_carve_add(p, SLOT(a->encoded), BT * C);
-  for (int l = 0; l < c->n_layer; l++) {
-    gpt_layer_acts *L = a ? &a->layers[l] : NULL;
-    gpt_carve_add(p, L ? &L->ln1 : NULL, BT * C);
-    gpt_carve_add(p, L ? &L->ln1_mean : NULL, BT);
-    gpt_carve_add(p, L ? &L->ln1_rstd : NULL, BT);
-    gpt_carve_add(p, L ? &L->qkv : NULL, BT * 3 * CL);
-    gpt_carve_add(p, L ? &L->atty : NULL, BT * CL);
-    gpt_carve_add(p, L ? &L->att_state : NULL, att_state);
-    gpt_carve_add(p, L ? &L->attproj : NULL, BT * C);
-    gpt_carve_add(p, L ? &L->res2 : NULL, BT * C);
-    gpt_carve_add(p, L ? &L->ln2 : NULL, BT * C);
-    gpt_carve_add(p, L ? &L->ln2_mean : NULL, BT);
-    gpt_carve_add(p, L ? &L->ln2_rstd : NULL, BT);
-    gpt_carve_add(p, L ? &L->fch : NULL, BT * 4 * CL);
-    gpt_carve_add(p, L ? &L->fch_gelu : NULL, BT * 4 * CL);
-    gpt_carve_add(p, L ? &L->fcproj : NULL, BT * C);
-    gpt_carve_add(p, L ? &L->res3 : NULL, BT * C);
+ * for. */
+static void plan_forward(gpt_carve *p, gpt_acts *a, int n_layer, const acts_shape *s) {
+  const int64_t BT = s->BT, C = s->C, CL = s->CL;
+  CARVE(a->encoded, BT * C, s->act);
+  for (int l = 0; l < n_layer; l++) {
+    CARVE(a->layers[l].ln1, BT * C, s->act);
+    CARVE(a->layers[l].ln1_mean, BT, s->f32);
+    CARVE(a->layers[l].ln1_rstd, BT, s->f32);
+    CARVE(a->layers[l].qkv, BT * 3 * CL, s->act);
+    CARVE(a->layers[l].atty, BT * CL, s->act);
+    CARVE(a->layers[l].att_state, s->att_state, s->f32);
+    CARVE(a->layers[l].attproj, BT * C, s->act);
+    CARVE(a->layers[l].res2, BT * C, s->act);
+    CARVE(a->layers[l].ln2, BT * C, s->act);
+    CARVE(a->layers[l].ln2_mean, BT, s->f32);
+    CARVE(a->layers[l].ln2_rstd, BT, s->f32);
+    CARVE(a->layers[l].fch, BT * 4 * CL, s->act);
+    CARVE(a->layers[l].fch_gelu, BT * 4 * CL, s->act);
+    CARVE(a->layers[l].fcproj, BT * C, s->act);
+    CARVE(a->layers[l].res3, BT * C, s->act);
   }
-  gpt_carve_add(p, SLOT(a->lnf), BT * C);
-  gpt_carve_add(p, SLOT(a->lnf_mean), BT);
-  gpt_carve_add(p, SLOT(a->lnf_rstd), BT);
-  gpt_carve_add(p, SLOT(a->logits), BT * c->vocab_padded);
-  gpt_carve_add(p, SLOT(a->losses), BT);
+  CARVE(a->lnf, BT * C, s->act);
+  CARVE(a->lnf_mean, BT, s->f32);
+  CARVE(a->lnf_rstd, BT, s->f32);
+  CARVE(a->logits, BT * s->vocab_padded, s->act);
+  CARVE(a->losses, BT, s->f32);
 }
 
 /* Backward gradient buffers (the MLP's pre-activation gradient overwrites dfch_gelu in place),
- * the device copies of the tokens (int32, same size as fp32) and the step's scalars. */
-static void plan_scratch(gpt_carve *p, gpt_acts *a, const gpt_config *c, int B, int T, int tp) {
-  const int64_t BT = (int64_t)B * T, C = c->n_embd, CL = C / tp;
-  gpt_carve_add(p, SLOT(a->dres), BT * C);
-  gpt_carve_add(p, SLOT(a->dln), BT * C);
-  gpt_carve_add(p, SLOT(a->datty), BT * CL);
-  gpt_carve_add(p, SLOT(a->dqkv), BT * 3 * CL);
-  gpt_carve_add(p, SLOT(a->dfch_gelu), BT * 4 * CL);
-  gpt_carve_add(p, a ? (float **)&a->inputs : NULL, BT);
-  gpt_carve_add(p, a ? (float **)&a->targets : NULL, BT);
-  gpt_carve_add(p, SLOT(a->scalars), GPT_SCALARS);
-#undef SLOT
+ * the device copies of the tokens and the step's scalars. */
+static void plan_scratch(gpt_carve *p, gpt_acts *a, const acts_shape *s) {
+  const int64_t BT = s->BT, C = s->C, CL = s->CL;
+  CARVE(a->dres, BT * C, s->act);
+  CARVE(a->dln, BT * C, s->act);
+  CARVE(a->datty, BT * CL, s->act);
+  CARVE(a->dqkv, BT * 3 * CL, s->act);
+  CARVE(a->dfch_gelu, BT * 4 * CL, s->act);
+  CARVE(a->inputs, BT, sizeof(int32_t));
+  CARVE(a->targets, BT, sizeof(int32_t));
+  CARVE(a->scalars, GPT_SCALARS, s->f32);
 }
+#undef CARVE
 
-void gpt_activation_bytes(const gpt_config *cfg, st_device_kind device, int B, int T, int tp,
-                          int64_t *activations, int64_t *scratch) {
+void gpt_activation_bytes(const gpt_config *cfg, st_device_kind device, st_dtype param, int B,
+                          int T, int tp, int64_t *activations, int64_t *scratch) {
+  const acts_shape s = shape_of(cfg, device, param, B, T, tp);
   gpt_carve fwd = {0}, bwd = {0};
-  plan_forward(&fwd, NULL, cfg, device, B, T, tp);
-  plan_scratch(&bwd, NULL, cfg, B, T, tp);
-  *activations = fwd.total * (int64_t)sizeof(float);
-  *scratch = bwd.total * (int64_t)sizeof(float);
+  plan_forward(&fwd, NULL, cfg->n_layer, &s);
+  plan_scratch(&bwd, NULL, &s);
+  *activations = fwd.total;
+  *scratch = bwd.total;
 }
 
 st_status gpt_acts_allocate(gpt_model *m) {
   gpt_acts *a = &m->acts;
   ST_CHECK(mem_alloc_zeroed((void **)&a->layers, (size_t)m->cfg.n_layer * sizeof *a->layers,
                             MEM_HOST, MEM_WORKSPACE, NULL));
-  int64_t activations = 0, scratch = 0;
-  const st_device_kind device = m->dev->backend->kind;
-  gpt_activation_bytes(&m->cfg, device, m->B, m->T, m->tp_size, &activations, &scratch);
-  ST_CHECK(mem_alloc((void **)&a->arena, (size_t)activations, MEM_DEVICE, MEM_ACTIVATIONS, m->dev));
-  ST_CHECK(mem_alloc((void **)&a->scratch, (size_t)scratch, MEM_DEVICE, MEM_WORKSPACE, m->dev));
-  gpt_carve fwd = {.base = a->arena}, bwd = {.base = a->scratch};
-  plan_forward(&fwd, a, &m->cfg, device, m->B, m->T, m->tp_size);
-  plan_scratch(&bwd, a, &m->cfg, m->B, m->T, m->tp_size);
+  const acts_shape s =
+      shape_of(&m->cfg, m->dev->backend->kind, m->par.precision.param, m->B, m->T, m->tp_size);
+  gpt_carve fwd = {0}, bwd = {0};
+  plan_forward(&fwd, NULL, m->cfg.n_layer, &s);
+  plan_scratch(&bwd, NULL, &s);
+  ST_CHECK(mem_alloc(&a->arena, (size_t)fwd.total, MEM_DEVICE, MEM_ACTIVATIONS, m->dev));
+  ST_CHECK(mem_alloc(&a->scratch, (size_t)bwd.total, MEM_DEVICE, MEM_WORKSPACE, m->dev));
+  fwd = (gpt_carve){.base = a->arena};
+  bwd = (gpt_carve){.base = a->scratch};
+  plan_forward(&fwd, a, m->cfg.n_layer, &s);
+  plan_scratch(&bwd, a, &s);
   return ST_OK;
 }
 
@@ -95,66 +125,69 @@ void gpt_acts_free(gpt_model *m) {
 
 int64_t gpt_local_heads(const gpt_model *m) { return m->cfg.n_head / m->tp_size; }
 
-st_tensor gpt_t1(const gpt_model *m, float *data, int64_t d0) {
+static st_tensor describe(const gpt_model *m, void *data, st_dtype dtype, int ndim,
+                          const int64_t *shape) {
   st_tensor t;
-  tensor_make(&t, data, ST_FP32, m->dev->backend->kind, 1, &d0);
+  tensor_make(&t, data, dtype, m->dev->backend->kind, ndim, shape);
   return t;
 }
 
+st_tensor gpt_t1(const gpt_model *m, float *data, int64_t d0) {
+  return describe(m, data, ST_FP32, 1, &d0);
+}
+
 st_tensor gpt_t2(const gpt_model *m, float *data, int64_t d0, int64_t d1) {
-  const int64_t shape[2] = {d0, d1};
-  st_tensor t;
-  tensor_make(&t, data, ST_FP32, m->dev->backend->kind, 2, shape);
-  return t;
+  return describe(m, data, ST_FP32, 2, (const int64_t[]){d0, d1});
+}
+
+st_tensor gpt_a2(const gpt_model *m, void *data, int64_t d0, int64_t d1) {
+  return describe(m, data, m->act, 2, (const int64_t[]){d0, d1});
+}
+
+st_tensor gpt_a3(const gpt_model *m, void *data, int64_t width) {
+  return describe(m, data, m->act, 3, (const int64_t[]){m->B, m->T, width});
 }
 
 st_tensor gpt_scalar(const gpt_model *m, enum gpt_scalar which) {
   return gpt_t1(m, m->acts.scalars + which, 1);
 }
 
-st_status gpt_tp_sum(gpt_model *m, float *buf) {
+st_status gpt_tp_sum(gpt_model *m, void *buf) {
   if (m->tp_size == 1) return ST_OK;
-  return comm_all_reduce(m->tp, buf, buf, (size_t)m->B * m->T * m->cfg.n_embd, ST_FP32, COMM_SUM,
+  return comm_all_reduce(m->tp, buf, buf, (size_t)m->B * m->T * m->cfg.n_embd, m->act, COMM_SUM,
                          NULL);
 }
 
-static st_tensor t3(const gpt_model *m, float *data, int64_t width) {
-  const int64_t shape[3] = {m->B, m->T, width};
-  st_tensor t;
-  tensor_make(&t, data, ST_FP32, m->dev->backend->kind, 3, shape);
-  return t;
-}
-
-void gpt_layer_views_make(const gpt_model *m, int l, float *x_in, gpt_layer_views *v) {
+void gpt_layer_views_make(const gpt_model *m, int l, void *x_in, gpt_layer_views *v) {
   const int64_t BT = (int64_t)m->B * m->T, C = m->cfg.n_embd, CL = C / m->tp_size;
   const gpt_layer_acts *a = &m->acts.layers[l];
   const gpt_acts *g = &m->acts;
   *v = (gpt_layer_views){
-      .x = gpt_t2(m, x_in, BT, C),
-      .ln1 = gpt_t2(m, a->ln1, BT, C),
+      .x = gpt_a2(m, x_in, BT, C),
+      .ln1 = gpt_a2(m, a->ln1, BT, C),
       .ln1_mean = gpt_t1(m, a->ln1_mean, BT),
       .ln1_rstd = gpt_t1(m, a->ln1_rstd, BT),
-      .qkv = gpt_t2(m, a->qkv, BT, 3 * CL),
-      .qkv3 = t3(m, a->qkv, 3 * CL),
-      .atty = gpt_t2(m, a->atty, BT, CL),
-      .atty3 = t3(m, a->atty, CL),
+      .qkv = gpt_a2(m, a->qkv, BT, 3 * CL),
+      .qkv3 = gpt_a3(m, a->qkv, 3 * CL),
+      .atty = gpt_a2(m, a->atty, BT, CL),
+      .atty3 = gpt_a3(m, a->atty, CL),
       .att_state = gpt_t1(m, a->att_state,
                           kernel_attention_state_numel(m->kb, m->B, gpt_local_heads(m), m->T)),
-      .attproj = gpt_t2(m, a->attproj, BT, C),
-      .res2 = gpt_t2(m, a->res2, BT, C),
-      .ln2 = gpt_t2(m, a->ln2, BT, C),
+      .attproj = gpt_a2(m, a->attproj, BT, C),
+      .res2 = gpt_a2(m, a->res2, BT, C),
+      .ln2 = gpt_a2(m, a->ln2, BT, C),
       .ln2_mean = gpt_t1(m, a->ln2_mean, BT),
       .ln2_rstd = gpt_t1(m, a->ln2_rstd, BT),
-      .fch = gpt_t2(m, a->fch, BT, 4 * CL),
-      .fch_gelu = gpt_t2(m, a->fch_gelu, BT, 4 * CL),
-      .fcproj = gpt_t2(m, a->fcproj, BT, C),
-      .res3 = gpt_t2(m, a->res3, BT, C),
-      .dres = gpt_t2(m, g->dres, BT, C),
-      .dln = gpt_t2(m, g->dln, BT, C),
-      .datty = gpt_t2(m, g->datty, BT, CL),
-      .datty3 = t3(m, g->datty, CL),
-      .dqkv = gpt_t2(m, g->dqkv, BT, 3 * CL),
-      .dqkv3 = t3(m, g->dqkv, 3 * CL),
-      .dfch_gelu = gpt_t2(m, g->dfch_gelu, BT, 4 * CL),
+      .fch = gpt_a2(m, a->fch, BT, 4 * CL),
+      .fch_gelu = gpt_a2(m, a->fch_gelu, BT, 4 * CL),
+      .fcproj = gpt_a2(m, a->fcproj, BT, C),
+      .res3 = gpt_a2(m, a->res3, BT, C),
+      .dres = gpt_a2(m, g->dres, BT, C),
+      .dln = gpt_a2(m, g->dln, BT, C),
+      .datty = gpt_a2(m, g->datty, BT, CL),
+      .datty3 = gpt_a3(m, g->datty, CL),
+      .dqkv = gpt_a2(m, g->dqkv, BT, 3 * CL),
+      .dqkv3 = gpt_a3(m, g->dqkv, 3 * CL),
+      .dfch_gelu = gpt_a2(m, g->dfch_gelu, BT, 4 * CL),
   };
 }

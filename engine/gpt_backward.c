@@ -35,7 +35,7 @@ static st_status norm_backward(gpt_model *m, int u, int w_index, int b_index, co
 }
 
 /* On entry dres holds d(block output); on exit d(block input). */
-static st_status block_backward(gpt_model *m, int l, float *x_in) {
+static st_status block_backward(gpt_model *m, int l, void *x_in) {
   const int u = 1 + l;
   gpt_layer_views v;
   gpt_layer_views_make(m, l, x_in, &v);
@@ -82,14 +82,14 @@ st_status gpt_backward(gpt_model *m, int reduce) {
   const int64_t BT = (int64_t)m->B * m->T, C = c->n_embd;
   const int final_unit = m->n_units - 1;
   gpt_acts *g = &m->acts;
-  float *x_last = c->n_layer ? g->layers[c->n_layer - 1].res3 : g->encoded;
+  void *x_last = c->n_layer ? g->layers[c->n_layer - 1].res3 : g->encoded;
   ST_CHECK(unit_grads_begin(&m->units[0]));
   ST_CHECK(unit_grads_begin(&m->units[final_unit]));
 
   /* Tied head, from the logits' gradient the forward's classifier left in their place. */
-  st_tensor logits = gpt_t2(m, g->logits, BT, c->vocab_padded), lnf = gpt_t2(m, g->lnf, BT, C),
-            dln = gpt_t2(m, g->dln, BT, C), dres = gpt_t2(m, g->dres, BT, C),
-            x = gpt_t2(m, x_last, BT, C), mean = gpt_t1(m, g->lnf_mean, BT),
+  st_tensor logits = gpt_a2(m, g->logits, BT, c->vocab_padded), lnf = gpt_a2(m, g->lnf, BT, C),
+            dln = gpt_a2(m, g->dln, BT, C), dres = gpt_a2(m, g->dres, BT, C),
+            x = gpt_a2(m, x_last, BT, C), mean = gpt_t1(m, g->lnf_mean, BT),
             rstd = gpt_t1(m, g->lnf_rstd, BT);
   st_tensor wte = GPT_P(m, 0, GPT_WTE), dwte = GPT_G(m, 0, GPT_WTE), dwpe = GPT_G(m, 0, GPT_WPE);
   ST_CHECK(zero_view(m, &dln));
@@ -105,9 +105,7 @@ st_status gpt_backward(gpt_model *m, int reduce) {
     ST_CHECK(finish_unit(m, 1 + l, reduce));
   }
 
-  const int64_t enc_shape[3] = {m->B, m->T, C};
-  st_tensor denc;
-  ST_CHECK(tensor_make(&denc, g->dres, ST_FP32, m->dev->backend->kind, 3, enc_shape));
+  st_tensor denc = gpt_a3(m, g->dres, C);
   ST_CHECK(kernel_embedding_backward(kb, &dwte, &dwpe, &denc, g->inputs, s));
   return finish_unit(m, 0, reduce);
 }

@@ -14,7 +14,7 @@
 
 /* out = inp @ W (+ b once): a row-parallel layer. Its bias is replicated, so only tp rank 0
  * adds it before the partial outputs are summed. */
-static st_status row_parallel(gpt_model *m, float *out_data, const st_tensor *out,
+static st_status row_parallel(gpt_model *m, void *out_data, const st_tensor *out,
                               const st_tensor *inp, int u, int w_index, int b_index) {
   st_tensor w = GPT_P(m, u, w_index), b = GPT_P(m, u, b_index);
   ST_CHECK(kernel_matmul_forward(m->kb, out, inp, &w, m->tp_rank == 0 ? &b : NULL, &m->stream));
@@ -29,19 +29,19 @@ static st_status open_norm(gpt_model *m, int l, int u, int w_index, int b_index,
   const int64_t BT = (int64_t)m->B * m->T, C = m->cfg.n_embd;
   st_tensor w = GPT_P(m, u, w_index), b = GPT_P(m, u, b_index);
   if (l == 0) {
-    st_tensor x = gpt_t2(m, m->acts.encoded, BT, C);
+    st_tensor x = gpt_a2(m, m->acts.encoded, BT, C);
     return kernel_layernorm_forward(m->kb, out, mean, rstd, &x, &w, &b, &m->stream);
   }
   const gpt_layer_acts *prev = &m->acts.layers[l - 1];
-  st_tensor res3 = gpt_t2(m, prev->res3, BT, C), res2 = gpt_t2(m, prev->res2, BT, C),
-            fcproj = gpt_t2(m, prev->fcproj, BT, C);
+  st_tensor res3 = gpt_a2(m, prev->res3, BT, C), res2 = gpt_a2(m, prev->res2, BT, C),
+            fcproj = gpt_a2(m, prev->fcproj, BT, C);
   return kernel_layernorm_residual_forward(m->kb, &res3, out, mean, rstd, &res2, &fcproj, &w, &b,
                                            &m->stream);
 }
 
 /* Block l up to its MLP's output fcproj; the residual add after it is fused into the next
  * norm (open_norm). */
-static st_status block_forward(gpt_model *m, int l, float *x_in) {
+static st_status block_forward(gpt_model *m, int l, void *x_in) {
   const kernel_backend *kb = m->kb;
   const st_stream *s = &m->stream;
   const int u = 1 + l;
@@ -82,13 +82,11 @@ st_status gpt_forward(gpt_model *m, const int32_t *inputs, const int32_t *target
   const int depth = m->par.prefetch;
   ST_CHECK(prefetch_acquire(m->units, m->n_units, 0, +1, depth));
 
-  const int64_t enc_shape[3] = {m->B, m->T, C};
-  st_tensor encoded;
-  ST_CHECK(tensor_make(&encoded, a->encoded, ST_FP32, m->dev->backend->kind, 3, enc_shape));
+  st_tensor encoded = gpt_a3(m, a->encoded, C);
   st_tensor wte = GPT_P(m, 0, GPT_WTE), wpe = GPT_P(m, 0, GPT_WPE);
   ST_CHECK(kernel_embedding_forward(kb, &encoded, a->inputs, &wte, &wpe, s));
 
-  float *x = a->encoded;
+  void *x = a->encoded;
   for (int l = 0; l < c->n_layer; l++) {
     ST_CHECK(prefetch_acquire(m->units, m->n_units, 1 + l, +1, depth));
     ST_CHECK(block_forward(m, l, x));
@@ -97,8 +95,8 @@ st_status gpt_forward(gpt_model *m, const int32_t *inputs, const int32_t *target
   }
   ST_CHECK(prefetch_acquire(m->units, m->n_units, final_unit, +1, depth));
 
-  st_tensor lnf = gpt_t2(m, a->lnf, BT, C), mean = gpt_t1(m, a->lnf_mean, BT),
-            rstd = gpt_t1(m, a->lnf_rstd, BT), logits = gpt_t2(m, a->logits, BT, c->vocab_padded),
+  st_tensor lnf = gpt_a2(m, a->lnf, BT, C), mean = gpt_t1(m, a->lnf_mean, BT),
+            rstd = gpt_t1(m, a->lnf_rstd, BT), logits = gpt_a2(m, a->logits, BT, c->vocab_padded),
             losses = gpt_t1(m, a->losses, BT);
   ST_CHECK(open_norm(m, c->n_layer, final_unit, GPT_LNF_W, GPT_LNF_B, &lnf, &mean, &rstd));
   ST_CHECK(kernel_matmul_wt_forward(kb, &logits, &lnf, &wte, s));

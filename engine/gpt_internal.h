@@ -5,16 +5,16 @@
 
 #include "engine/gpt.h"
 
-/* A walk over buffers carved from one arena: with a base, each slot is pointed at its place in
- * it; without, only the total (in floats) is counted, so one walk both measures and carves and
- * the two cannot drift apart. Every buffer starts 64-byte aligned. */
+/* A walk over buffers carved from one arena: with a base, each buffer is placed in it; without,
+ * only the total is counted, so one walk both measures and carves and the two cannot drift
+ * apart. Every buffer starts 64-byte aligned. */
 typedef struct gpt_carve {
-  float *base;
-  int64_t total; /* floats */
+  char *base;
+  int64_t total; /* bytes */
 } gpt_carve;
 
-/* Adds a buffer of len floats; slot may be NULL while measuring. */
-void gpt_carve_add(gpt_carve *c, float **slot, int64_t len);
+/* Adds a buffer of len elements of elem_bytes each: where it starts, or NULL while measuring. */
+void *gpt_carve_add(gpt_carve *c, int64_t len, size_t elem_bytes);
 
 st_status gpt_acts_allocate(gpt_model *m);
 void gpt_acts_free(gpt_model *m);
@@ -25,10 +25,13 @@ st_status gpt_param_scratch(const gpt_model *m, float **out);
 
 /* The attention heads of this tp rank: n_head / tp. */
 int64_t gpt_local_heads(const gpt_model *m);
-/* A contiguous fp32 descriptor on the model's device: [d0] or [d0, d1]. The extents come from a
- * validated config, so building them cannot fail. */
+/* Contiguous descriptors on the model's device. The extents come from a validated config, so
+ * building them cannot fail. fp32 (statistics, host-facing buffers): [d0] or [d0, d1]. */
 st_tensor gpt_t1(const gpt_model *m, float *data, int64_t d0);
 st_tensor gpt_t2(const gpt_model *m, float *data, int64_t d0, int64_t d1);
+/* Activations in the model's activation dtype: [d0, d1], or [B, T, width]. */
+st_tensor gpt_a2(const gpt_model *m, void *data, int64_t d0, int64_t d1);
+st_tensor gpt_a3(const gpt_model *m, void *data, int64_t width);
 
 /* Descriptors of layer l's activations and of the backward's gradient buffers, on this tp rank
  * (the attention and MLP inner buffers are C/tp and 4C/tp wide); x is the block's input. The
@@ -39,12 +42,12 @@ typedef struct gpt_layer_views {
   st_tensor dres, dln, datty, datty3, dqkv, dqkv3, dfch_gelu;
 } gpt_layer_views;
 
-void gpt_layer_views_make(const gpt_model *m, int l, float *x_in, gpt_layer_views *v);
+void gpt_layer_views_make(const gpt_model *m, int l, void *x_in, gpt_layer_views *v);
 
 /* Sums a [B*T, C] buffer over the tensor-parallel group, in place (nothing on one tp rank):
  * g after the row-parallel layers in the forward, f's backward before the column-parallel
  * layers' input gradient reaches the LayerNorm. */
-st_status gpt_tp_sum(gpt_model *m, float *buf);
+st_status gpt_tp_sum(gpt_model *m, void *buf);
 
 /* Parameter and gradient descriptors of unit `u`'s parameter k. */
 #define GPT_P(m, u, k) unit_param_tensor(&(m)->units[(u)], (k))

@@ -116,6 +116,7 @@ st_status gpt_create(gpt_model **out, const gpt_config *cfg, const st_device *de
   m->B = B;
   m->T = T;
   st_status status;
+  m->act = gpt_activation_dtype(dev->backend->kind, m->par.precision.param);
   ST_CHECK_GOTO(kernel_backend_create(dev, &m->kb), status, fail);
   ST_CHECK_GOTO(stream_create(dev, &m->stream), status, fail);
   ST_CHECK_GOTO(create_units(m), status, fail);

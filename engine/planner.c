@@ -145,7 +145,8 @@ static int64_t host_token_bytes(const plan_input *in) {
  * backward's T x T scores. */
 static int64_t workspace_bytes(const plan_input *in) {
   int64_t acts = 0, scratch = 0;
-  gpt_activation_bytes(&in->cfg, in->device, in->micro_batch, in->seq_len, in->T, &acts, &scratch);
+  gpt_activation_bytes(&in->cfg, in->device, in->precision.param, in->micro_batch, in->seq_len,
+                       in->T, &acts, &scratch);
   int64_t tokens = host_token_bytes(in);
   int64_t attention = (int64_t)in->seq_len * in->seq_len * (int64_t)sizeof(float);
   return scratch + tokens + attention;
@@ -181,7 +182,8 @@ st_status plan_memory(const plan_input *in, memory_plan *out) {
   ST_CHECK(status);
   out->bytes[MEM_GATHERED] = (uint64_t)gathered;
   int64_t acts = 0, scratch = 0;
-  gpt_activation_bytes(&in->cfg, in->device, in->micro_batch, in->seq_len, in->T, &acts, &scratch);
+  gpt_activation_bytes(&in->cfg, in->device, in->precision.param, in->micro_batch, in->seq_len,
+                       in->T, &acts, &scratch);
   out->bytes[MEM_ACTIVATIONS] = (uint64_t)acts;
   out->bytes[MEM_WORKSPACE] = (uint64_t)workspace_bytes(in);
   out->bytes[MEM_COMM] = 0;

@@ -4,7 +4,8 @@
  * side (and are tested against each other).
  *
  * What is predicted (Psi_u = unit u's padded flat length; params in the param dtype, grads in
- * the reduce dtype, optimizer states and activations in fp32):
+ * the reduce dtype, optimizer states in fp32, activations in gpt_activation_dtype: fp32 on the
+ * CPU):
  *   params, grads, optimizer: the stage's resident buffers (sharding/unit.h's table);
  *   gathered: the largest set of full-unit buffers alive at once, found by walking the
  *     engine's schedule (forward gathers with prefetch, releases, the backward's re-gathers,

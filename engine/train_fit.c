@@ -66,20 +66,19 @@ st_status train_fit_plan_input(const train_options *o, const gpt_config *cfg, co
   st_mesh_coords c;
   ST_CHECK(st_mesh_get_coords(mesh, &c));
   const st_device *dev = mesh_device(mesh);
-  *in = (plan_input){
-      .cfg = *cfg,
-      .R = c.R,
-      .S = c.S,
-      .T = c.T,
-      .stage = o->zero,
-      .micro_batch = o->micro_batch,
-      .seq_len = cfg->max_seq,
-      .grad_accum = o->grad_accum,
-      .prefetch = o->prefetch,
-      .reshard_after_forward = o->reshard_after_forward,
-      .device = dev->backend->kind,
-      .compute_copies = !kernel_kind_supports(dev->backend->kind, KERNEL_OP_MATMUL, ST_BF16),
-      .device_is_host = dev->backend->device_memory_is_host};
+  *in = (plan_input){.cfg = *cfg,
+                     .R = c.R,
+                     .S = c.S,
+                     .T = c.T,
+                     .stage = o->zero,
+                     .micro_batch = o->micro_batch,
+                     .seq_len = cfg->max_seq,
+                     .grad_accum = o->grad_accum,
+                     .prefetch = o->prefetch,
+                     .reshard_after_forward = o->reshard_after_forward,
+                     .device = dev->backend->kind,
+                     .compute_copies = !kernel_kind_computes_in(dev->backend->kind, ST_BF16),
+                     .device_is_host = dev->backend->device_memory_is_host};
   ST_CHECK(train_options_precision(o, &in->precision));
   return train_options_offload(o, &in->offload_optimizer);
 }

@@ -35,7 +35,7 @@ static st_status check_precision(const char *name, const st_device *dev, unit_pr
 
 /* Whether a buffer of `dtype` needs an fp32 compute copy on `dev` (unit.h). */
 static int needs_copy(const st_device *dev, st_dtype dtype) {
-  return dtype != ST_FP32 && !kernel_kind_supports(dev->backend->kind, KERNEL_OP_MATMUL, dtype);
+  return dtype != ST_FP32 && !kernel_kind_computes_in(dev->backend->kind, dtype);
 }
 
 st_status unit_init(unit *u, const char *name, const st_device *dev, int stage,

@@ -18,8 +18,8 @@
  * backward of a step until its reduction). Gradients are stored in g, not fp32: that is what
  * the ZeRO memory formulas count (docs/SHARDING.md, "Mixed precision").
  *
- * Where the device's kernels do not compute in a low-precision dtype (kernel_supports: the CPU
- * with bf16), a buffer of that dtype in use has an fp32 compute copy (GATHERED): compute_params
+ * Where the device's kernels do not compute in a low-precision dtype (kernel_kind_computes_in: the
+ * CPU with bf16), a buffer of that dtype in use has an fp32 compute copy (GATHERED): compute_params
  * from gather_wait to release (filled from the params), compute_grads from grads_begin to
  * grads_end (filled from the grads, which hold the earlier micro-batches' sum, and written back
  * rounded). The descriptors below point at these copies where they exist, else at the buffers

@@ -57,6 +57,8 @@ static void check_lookup(void) {
     }
   }
   CHECK_MSG(same, "kernel_kind_supports answers for the CPU as its backend does");
+  CHECK(kernel_kind_computes_in(ST_DEVICE_CPU, ST_FP32));
+  CHECK(!kernel_kind_computes_in(ST_DEVICE_CPU, ST_BF16));
   CHECK(kernel_kind_attention_state_numel(ST_DEVICE_CPU, B, NH, T) ==
         kernel_attention_state_numel(kb, B, NH, T));
   kernel_backend_destroy(kb);
@@ -68,6 +70,7 @@ static void check_lookup(void) {
     CHECK_REFUSED(kernel_backend_create(&gpu, &kb), ST_ERR_UNSUPPORTED, "fake-cuda");
     CHECK(kb == NULL);
     CHECK(!kernel_kind_supports(ST_DEVICE_CUDA, KERNEL_OP_CAST, ST_BF16));
+    CHECK(!kernel_kind_computes_in(ST_DEVICE_CUDA, ST_FP32));
     CHECK(kernel_kind_attention_state_numel(ST_DEVICE_CUDA, B, NH, T) == 0);
   }
 }
