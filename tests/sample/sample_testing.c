@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/rng.h"
 
@@ -54,10 +55,15 @@ void test_full_logits(gpt_model *m, const int32_t *tokens, float *out) {
   int32_t *targets = calloc((size_t)rows, sizeof *targets);
   if (!targets) exit(1);
   if (gpt_forward(m, tokens, targets, 0.0f) != ST_OK) fatal("gpt_forward");
-  size_t bytes = (size_t)rows * m->cfg.vocab_padded * sizeof(float);
-  if (stream_memcpy(&m->stream, out, m->acts.logits, bytes) != ST_OK ||
+  /* The logits are in the model's activation dtype, converted to fp32 here on the host. */
+  const size_t count = (size_t)rows * m->cfg.vocab_padded;
+  void *held = malloc(count * dtype_size(m->act));
+  if (!held) exit(1);
+  if (stream_memcpy(&m->stream, held, m->acts.logits, count * dtype_size(m->act)) != ST_OK ||
       stream_sync(&m->stream) != ST_OK) {
     fatal("copying the logits");
   }
+  dtype_convert(out, ST_FP32, held, m->act, count);
+  free(held);
   free(targets);
 }
