@@ -55,7 +55,7 @@ st_status train_step(gpt_model *m, const train_hparams *h, int step, const int32
   ST_CHECK(unit_reduce_wait(&m->units[0])); /* the backward finished all the others */
   ST_CHECK(grad_sumsq(m, &sumsq));
   ST_CHECK(loss_over_dp(m, &loss_sum));
-  /* The one point of the step where the host waits for the device: both scalars at once. */
+  /* The host reads the two scalars together, once per step. */
   float host[GPT_SCALARS];
   ST_CHECK(stream_memcpy(&m->stream, host, m->acts.scalars, sizeof host));
   ST_CHECK(stream_sync(&m->stream));

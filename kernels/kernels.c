@@ -112,10 +112,9 @@ int kernel_kind_supports(st_device_kind kind, kernel_op op, st_dtype dtype) {
 }
 
 int kernel_kind_computes_in(st_device_kind kind, st_dtype dtype) {
-  static const kernel_op compute_ops[] = {
-      KERNEL_OP_MATMUL,   KERNEL_OP_MATMUL_GELU, KERNEL_OP_LAYERNORM,
-      KERNEL_OP_GELU,     KERNEL_OP_ATTENTION,   KERNEL_OP_ATTENTION_CACHED,
-      KERNEL_OP_RESIDUAL, KERNEL_OP_EMBEDDING,   KERNEL_OP_CLASSIFIER};
+  static const kernel_op compute_ops[] = {KERNEL_OP_MATMUL,    KERNEL_OP_MATMUL_GELU,
+                                          KERNEL_OP_LAYERNORM, KERNEL_OP_ATTENTION,
+                                          KERNEL_OP_EMBEDDING, KERNEL_OP_CLASSIFIER};
   const kernel_ops *o = ops_for(kind);
   int all = o != NULL;
   for (size_t i = 0; all && i < sizeof compute_ops / sizeof *compute_ops; i++) {

@@ -109,10 +109,10 @@ int kernel_supports(const kernel_backend *kb, kernel_op op, st_dtype dtype);
  * backend (the memory planner asks before any device exists); 0 where the build has none. */
 int kernel_kind_supports(st_device_kind kind, kernel_op op, st_dtype dtype);
 
-/* 1 when that backend runs every op on activations and weights (matmul and its GELU epilogue,
- * LayerNorm, GELU, both attentions, residual, embedding, classifier) in `dtype`: a model can
- * then compute in it, with its activations in it; else it computes in fp32 from fp32 copies of
- * its low-precision parameters (the CPU with bf16). */
+/* 1 when that backend runs every op of a training step on activations and weights (DESIGN.md's
+ * vocabulary: matmul and its GELU epilogue, LayerNorm, attention, embedding, classifier) in
+ * `dtype`: a model can then compute in it, with its activations in it; else it computes in fp32
+ * from fp32 copies of its low-precision parameters (the CPU with bf16). */
 int kernel_kind_computes_in(st_device_kind kind, st_dtype dtype);
 
 /* ---- Linear layers ------------------------------------------------------------------------- */
