@@ -9,6 +9,7 @@ extern "C" {
 #include "core/alloc.h"
 #include "core/check_cuda.h"
 #include "core/error.h"
+#include "core/log.h"
 }
 
 namespace {
@@ -28,13 +29,15 @@ size_t workspace_bytes() {
 }
 
 void plan_release(cuda_matmul_plan *p) {
-  if (!p->used) return;
-  cublasLtMatrixLayoutDestroy(p->c);
-  cublasLtMatrixLayoutDestroy(p->b);
-  cublasLtMatrixLayoutDestroy(p->a);
-  cublasLtMatmulDescDestroy(p->desc);
+  if (p->c) cublasLtMatrixLayoutDestroy(p->c);
+  if (p->b) cublasLtMatrixLayoutDestroy(p->b);
+  if (p->a) cublasLtMatrixLayoutDestroy(p->a);
+  if (p->desc) cublasLtMatmulDescDestroy(p->desc);
   memset(p, 0, sizeof *p);
 }
+
+// The key in words, for messages.
+void key_text(char *buf, size_t size, const cuda_matmul_key *key);
 
 cudaDataType_t cuda_type(int64_t dtype) {
   return dtype == ST_BF16 ? CUDA_R_16BF : dtype == ST_FP16 ? CUDA_R_16F : CUDA_R_32F;
@@ -75,8 +78,7 @@ st_status plan_make(cuda_context *cx, const cuda_matmul_key *key, const void *bi
   LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
                                         sizeof epilogue));
   if (epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
-    LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type,
-                                          sizeof type));
+    // The bias has D's type, cuBLASLt's default (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE unset).
     LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                           sizeof bias));
   }
@@ -119,17 +121,16 @@ st_status plan_make(cuda_context *cx, const cuda_matmul_key *key, const void *bi
     LT_TRY(cublasLtMatmulAlgoGetHeuristic(cx->lt, p->desc, p->a, p->b, p->c, p->c, pref, 1, &result,
                                           &found));
     if (found < 1) {
-      status = st_error(ST_ERR_UNSUPPORTED,
-                        "%s: cuBLASLt has no algorithm for %s m=%lld n=%lld k=%lld op(A)=%c "
-                        "op(B)=%c lda=%lld ldb=%lld ldc=%lld epilogue %s (alignments %lld/%lld/"
-                        "%lld bytes)",
-                        op, dtype_name((st_dtype)key->dtype), (long long)key->m, (long long)key->n,
-                        (long long)key->k, ta == CUBLAS_OP_N ? 'N' : 'T',
-                        tb == CUBLAS_OP_N ? 'N' : 'T', (long long)key->lda, (long long)key->ldb,
-                        (long long)key->ldc, epilogue_name(key->epilogue),
-                        (long long)key->align[0], (long long)key->align[1],
-                        (long long)key->align[2]);
-      goto fail;
+      // Remembered, so the heuristic is asked once and the warning printed once per key.
+      char text[256];
+      key_text(text, sizeof text, key);
+      st_log(ST_LOG_WARN, "%s: cuBLASLt has no algorithm for %s", op, text);
+      cublasLtMatmulPreferenceDestroy(pref);
+      plan_release(p);
+      p->key = *key;
+      p->used = 1;
+      p->missing = 1;
+      return st_error(ST_ERR_UNSUPPORTED, "%s: cuBLASLt has no algorithm for %s", op, text);
     }
     p->algo = result.algo;
   }
@@ -147,6 +148,18 @@ fail:
   return status;
 }
 
+void key_text(char *buf, size_t size, const cuda_matmul_key *key) {
+  snprintf(buf, size,
+           "%s m=%lld n=%lld k=%lld op(A)=%c op(B)=%c lda=%lld ldb=%lld ldc=%lld epilogue %s "
+           "(alignments A %lld, B %lld, C/D %lld, bias %lld, aux %lld bytes)",
+           dtype_name((st_dtype)key->dtype), (long long)key->m, (long long)key->n,
+           (long long)key->k, key->transa == CUBLAS_OP_N ? 'N' : 'T',
+           key->transb == CUBLAS_OP_N ? 'N' : 'T', (long long)key->lda, (long long)key->ldb,
+           (long long)key->ldc, epilogue_name(key->epilogue), (long long)key->align[0],
+           (long long)key->align[1], (long long)key->align[2], (long long)key->align[3],
+           (long long)key->align[4]);
+}
+
 }  // namespace
 
 extern "C" st_status cuda_lt_status(cublasStatus_t status, const char *op, const char *call) {
@@ -161,6 +174,11 @@ extern "C" st_status cuda_matmul_plan_get(cuda_context *cx, const cuda_matmul_ke
   for (int i = 0; i < CUDA_MATMUL_PLANS; i++) {
     cuda_matmul_plan *p = &cx->plans[i];
     if (p->used && memcmp(&p->key, key, sizeof *key) == 0) {
+      if (p->missing) {
+        char text[256];
+        key_text(text, sizeof text, key);
+        return st_error(ST_ERR_UNSUPPORTED, "%s: cuBLASLt has no algorithm for %s", op, text);
+      }
       *out = p;
       return ST_OK;
     }

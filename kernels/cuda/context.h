@@ -48,6 +48,7 @@ typedef struct cuda_matmul_key {
 typedef struct cuda_matmul_plan {
   cuda_matmul_key key;
   int used;
+  int missing; /* the heuristic found no algorithm for this key: remembered, asked once */
   cublasLtMatmulDesc_t desc;
   cublasLtMatrixLayout_t a, b, c; /* c serves C and D (same matrix) */
   cublasLtMatmulAlgo_t algo;
@@ -73,7 +74,8 @@ void cuda_context_destroy(void *ctx);
 
 /* The plan for `key`, from the cache or made now (descriptors, layouts, heuristic), with the
  * epilogue's bias and pre-GELU pointers set on its descriptor (the heuristic reads their
- * alignment). `op` names the calling op in messages. */
+ * alignment). `op` names the calling op in messages. ST_ERR_UNSUPPORTED when cuBLASLt has no
+ * algorithm for the key (logged as a warning the first time; the answer is cached). */
 st_status cuda_matmul_plan_get(cuda_context *cx, const cuda_matmul_key *key, const void *bias,
                                void *aux, const char *op, cuda_matmul_plan **out);
 

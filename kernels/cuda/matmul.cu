@@ -132,11 +132,17 @@ extern "C" st_status cuda_matmul_forward(void *ctx, const st_tensor *out, const 
   if (d.outs % 8 == 0) {
     // cuBLASLt writes gelu(x) to out and x (the product plus bias) to pre_gelu in one pass; it
     // needs the pre-GELU leading dimension divisible by 8.
-    g.epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-    g.aux = pre_gelu->data;
-    return run_gemm(cx, op, inp->dtype, g, stream);
+    Gemm fused = g;
+    fused.epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    fused.aux = pre_gelu->data;
+    const st_status status = run_gemm(cx, op, inp->dtype, fused, stream);
+    // Any failure but "no algorithm for this epilogue" (warned once by the plan cache) is an
+    // error; that one falls through to the two-step path below.
+    if (status != ST_ERR_UNSUPPORTED) return status;
+    st_error_clear();
   }
-  // A width the epilogue cannot take: the product plus bias into pre_gelu, then GELU from it.
+  // A width (or dtype) the epilogue cannot take: the product plus bias into pre_gelu, then
+  // GELU from it (elementwise.cu).
   g.d = pre_gelu->data;
   ST_CHECK(run_gemm(cx, op, inp->dtype, g, stream));
   return cuda_gelu_forward(ctx, out, pre_gelu, stream);
