@@ -34,7 +34,7 @@ struct AttnArgs {
   int64_t kv_batch, kv_row;
   void *out;
   int64_t o_batch, o_row;
-  float *lse;          // [batch, heads, rows] or NULL
+  float *lse;  // [batch, heads, rows] or NULL
   int64_t batch, heads, rows, hs;
   int64_t key_offset;  // query i sees keys [0, key_offset + i]
   float scale;
@@ -215,9 +215,9 @@ extern "C" int64_t cuda_attention_state_numel(int64_t batch, int64_t n_head, int
   return batch * n_head * seq;
 }
 
-extern "C" st_status cuda_attention_forward(void *ctx, const st_tensor *out,
-                                            const st_tensor *state, const st_tensor *qkv,
-                                            int64_t n_head, const st_stream *stream) {
+extern "C" st_status cuda_attention_forward(void *ctx, const st_tensor *out, const st_tensor *state,
+                                            const st_tensor *qkv, int64_t n_head,
+                                            const st_stream *stream) {
   (void)ctx;
   const int64_t B = qkv->shape[0], T = qkv->shape[1], C = qkv->shape[2] / 3, hs = C / n_head;
   ST_CHECK(check_head_size("attention_forward", hs));
@@ -239,9 +239,10 @@ extern "C" st_status cuda_attention_forward(void *ctx, const st_tensor *out,
   a.hs = hs;
   a.key_offset = 0;
   a.scale = 1.0f / sqrtf((float)hs);
-  STK_DISPATCH_DT(qkv->dtype, (attention_forward_kernel<DT>
-                               <<<blocks_for_warps(B * n_head * T), kWarps * 32, 0,
-                                  stk::stream_of(stream)>>>(a)));
+  STK_DISPATCH_DT(
+      qkv->dtype,
+      (attention_forward_kernel<DT>
+       <<<blocks_for_warps(B * n_head * T), kWarps * 32, 0, stk::stream_of(stream)>>>(a)));
   return stk::launched("attention_forward", "attention_forward_kernel");
 }
 

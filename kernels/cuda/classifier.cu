@@ -37,12 +37,15 @@ __global__ void classifier_kernel(float *losses, void *dlogits, const void *logi
   float at_target = 0.0f;
   if (threadIdx.x == 0 && valid) at_target = stk::load<D>(logits, base + target);
   float m = -INFINITY;
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) m = fmaxf(m, stk::load<D>(logits, base + v));
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)
+    m = fmaxf(m, stk::load<D>(logits, base + v));
   m = block_max(m, scratch);
   float s = 0.0f;
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) s += expf(stk::load<D>(logits, base + v) - m);
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)
+    s += expf(stk::load<D>(logits, base + v) - m);
   s = stk::block_sum(s, scratch);
-  if (threadIdx.x == 0) losses[row] = valid ? logf(s) + m - at_target : __uint_as_float(0x7fc00000u);
+  if (threadIdx.x == 0)
+    losses[row] = valid ? logf(s) + m - at_target : __uint_as_float(0x7fc00000u);
   if (!dlogits) return;
   const float inv = 1.0f / s;
   for (int64_t v = threadIdx.x; v < padded; v += blockDim.x) {
@@ -58,8 +61,8 @@ __global__ void classifier_kernel(float *losses, void *dlogits, const void *logi
 }  // namespace
 
 extern "C" st_status cuda_classifier(void *ctx, const st_tensor *losses, const st_tensor *dlogits,
-                                     const st_tensor *logits, const int32_t *targets,
-                                     int64_t vocab, float dloss_scale, const st_stream *stream) {
+                                     const st_tensor *logits, const int32_t *targets, int64_t vocab,
+                                     float dloss_scale, const st_stream *stream) {
   (void)ctx;
   const int64_t rows = kernel_rows(logits), padded = kernel_cols(logits);
   STK_DISPATCH_DT(logits->dtype,

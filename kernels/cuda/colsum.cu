@@ -114,14 +114,12 @@ extern "C" st_status cuda_colsum(void *ctx, const char *op, cuda_colsum_mode mod
   STK_DISPATCH_DT(dtype, {
     switch (mode) {
       case CUDA_COLSUM_PLAIN:
-        colsum_partial<DT, CUDA_COLSUM_PLAIN><<<grid, block, 0, s>>>(x, aux, mean, rstd, rows, cols,
-                                                                     rows_per_chunk, chunks,
-                                                                     partials);
+        colsum_partial<DT, CUDA_COLSUM_PLAIN><<<grid, block, 0, s>>>(
+            x, aux, mean, rstd, rows, cols, rows_per_chunk, chunks, partials);
         break;
       case CUDA_COLSUM_DGELU:
-        colsum_partial<DT, CUDA_COLSUM_DGELU><<<grid, block, 0, s>>>(x, aux, mean, rstd, rows, cols,
-                                                                     rows_per_chunk, chunks,
-                                                                     partials);
+        colsum_partial<DT, CUDA_COLSUM_DGELU><<<grid, block, 0, s>>>(
+            x, aux, mean, rstd, rows, cols, rows_per_chunk, chunks, partials);
         break;
       case CUDA_COLSUM_LAYERNORM:
         colsum_partial<DT, CUDA_COLSUM_LAYERNORM><<<grid, block, 0, s>>>(
@@ -130,8 +128,8 @@ extern "C" st_status cuda_colsum(void *ctx, const char *op, cuda_colsum_mode mod
     }
     ST_CHECK(stk::launched(op, "colsum_partial"));
     if (out0 || out1) {
-      colsum_finish<DT><<<stk::grid_for(cols, 256, 1 << 30), 256, 0, s>>>(partials, chunks, cols,
-                                                                          out0, out1);
+      colsum_finish<DT>
+          <<<stk::grid_for(cols, 256, 1 << 30), 256, 0, s>>>(partials, chunks, cols, out0, out1);
       ST_CHECK(stk::launched(op, "colsum_finish"));
     }
   });

@@ -128,7 +128,8 @@ __device__ __forceinline__ void store_pack(void *p, int64_t i, const float (&in)
     int4 raw;
     T *v = reinterpret_cast<T *>(&raw);
 #pragma unroll
-    for (int e = 0; e < 16 / (int)sizeof(T); e++) v[e] = from_float<D>(in[l * (16 / sizeof(T)) + e]);
+    for (int e = 0; e < 16 / (int)sizeof(T); e++)
+      v[e] = from_float<D>(in[l * (16 / sizeof(T)) + e]);
     dst[l] = raw;
   }
 }
@@ -200,22 +201,22 @@ inline cudaStream_t stream_of(const st_stream *s) { return static_cast<cudaStrea
 }  // namespace stk
 
 // Calls BODY with `constexpr stk::Dt DT` bound to the runtime st_dtype `dtype`.
-#define STK_DISPATCH_DT(dtype, ...)       \
-  do {                                    \
-    switch (dtype) {                      \
-      case ST_BF16: {                     \
+#define STK_DISPATCH_DT(dtype, ...)           \
+  do {                                        \
+    switch (dtype) {                          \
+      case ST_BF16: {                         \
         constexpr stk::Dt DT = stk::Dt::BF16; \
-        __VA_ARGS__;                      \
-      } break;                            \
-      case ST_FP16: {                     \
-        constexpr stk::Dt DT = stk::Dt::F16; \
-        __VA_ARGS__;                      \
-      } break;                            \
-      default: {                          \
-        constexpr stk::Dt DT = stk::Dt::F32; \
-        __VA_ARGS__;                      \
-      } break;                            \
-    }                                     \
+        __VA_ARGS__;                          \
+      } break;                                \
+      case ST_FP16: {                         \
+        constexpr stk::Dt DT = stk::Dt::F16;  \
+        __VA_ARGS__;                          \
+      } break;                                \
+      default: {                              \
+        constexpr stk::Dt DT = stk::Dt::F32;  \
+        __VA_ARGS__;                          \
+      } break;                                \
+    }                                         \
   } while (0)
 
 #endif  // ST_KERNELS_CUDA_COMMON_CUH

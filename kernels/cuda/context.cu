@@ -52,13 +52,13 @@ const char *epilogue_name(int64_t e) {
   }
 }
 
-#define LT_TRY(call)                                                  \
-  do {                                                                \
-    cublasStatus_t lt_try_status_ = (call);                           \
-    if (lt_try_status_ != CUBLAS_STATUS_SUCCESS) {                    \
-      status = cuda_lt_status(lt_try_status_, op, #call);             \
-      goto fail;                                                      \
-    }                                                                 \
+#define LT_TRY(call)                                      \
+  do {                                                    \
+    cublasStatus_t lt_try_status_ = (call);               \
+    if (lt_try_status_ != CUBLAS_STATUS_SUCCESS) {        \
+      status = cuda_lt_status(lt_try_status_, op, #call); \
+      goto fail;                                          \
+    }                                                     \
   } while (0)
 
 // Descriptors, layouts and the heuristic's first choice for `key`, into *p.
@@ -227,8 +227,8 @@ extern "C" st_status cuda_context_create(const st_device *dev, void **ctx) {
   cx->device = *dev;
   cx->sm_count = sms;
   st_status status = ST_OK;
-  ST_CHECK_GOTO(mem_alloc(&cx->workspace, workspace_bytes(), MEM_DEVICE, MEM_WORKSPACE, dev), status,
-                fail);
+  ST_CHECK_GOTO(mem_alloc(&cx->workspace, workspace_bytes(), MEM_DEVICE, MEM_WORKSPACE, dev),
+                status, fail);
   ST_CHECK_GOTO(mem_alloc(&cx->segments_host, (size_t)CUDA_SEGMENT_CAPACITY * kSegmentBytes,
                           MEM_HOST, MEM_WORKSPACE, NULL),
                 status, fail);

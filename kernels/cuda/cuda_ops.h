@@ -41,8 +41,8 @@ st_status cuda_colsum(void *ctx, const char *op, cuda_colsum_mode mode, st_dtype
 /* layernorm.cu */
 st_status cuda_layernorm_forward(void *ctx, const st_tensor *residual, const st_tensor *out,
                                  const st_tensor *mean, const st_tensor *rstd, const st_tensor *a,
-                                 const st_tensor *b, const st_tensor *weight,
-                                 const st_tensor *bias, const st_stream *stream);
+                                 const st_tensor *b, const st_tensor *weight, const st_tensor *bias,
+                                 const st_stream *stream);
 st_status cuda_layernorm_backward(void *ctx, const st_tensor *dinp, const st_tensor *dweight,
                                   const st_tensor *dbias, const st_tensor *dout,
                                   const st_tensor *inp, const st_tensor *weight,
@@ -56,8 +56,7 @@ st_status cuda_gelu_backward(void *ctx, const st_tensor *dinp, const st_tensor *
                              const st_tensor *inp, const st_stream *stream);
 st_status cuda_residual_forward(void *ctx, const st_tensor *out, const st_tensor *a,
                                 const st_tensor *b, const st_stream *stream);
-st_status cuda_cast(void *ctx, const st_tensor *dst, const st_tensor *src,
-                    const st_stream *stream);
+st_status cuda_cast(void *ctx, const st_tensor *dst, const st_tensor *src, const st_stream *stream);
 st_status cuda_scale(void *ctx, const st_tensor *x, float factor, const st_stream *stream);
 st_status cuda_finite_check(void *ctx, const st_tensor *flag, const st_tensor *x,
                             const st_stream *stream);
@@ -73,8 +72,7 @@ st_status cuda_attention_forward(void *ctx, const st_tensor *out, const st_tenso
                                  const st_tensor *qkv, int64_t n_head, const st_stream *stream);
 st_status cuda_attention_backward(void *ctx, const st_tensor *dqkv, const st_tensor *dout,
                                   const st_tensor *qkv, const st_tensor *out,
-                                  const st_tensor *state, int64_t n_head,
-                                  const st_stream *stream);
+                                  const st_tensor *state, int64_t n_head, const st_stream *stream);
 st_status cuda_attention_cached_forward(void *ctx, const st_tensor *out, const st_tensor *k_cache,
                                         const st_tensor *v_cache, const st_tensor *qkv,
                                         int64_t past, int64_t n_head, const st_stream *stream);
@@ -93,10 +91,10 @@ st_status cuda_classifier(void *ctx, const st_tensor *losses, const st_tensor *d
                           float dloss_scale, const st_stream *stream);
 
 /* adamw.cu */
-st_status cuda_adamw(void *ctx, const st_tensor *param, const st_tensor *master,
-                     const st_tensor *m, const st_tensor *v, const st_tensor *grad,
-                     const kernel_adamw_step *step, const kernel_adamw_segment *segments,
-                     int segment_count, const st_stream *stream);
+st_status cuda_adamw(void *ctx, const st_tensor *param, const st_tensor *master, const st_tensor *m,
+                     const st_tensor *v, const st_tensor *grad, const kernel_adamw_step *step,
+                     const kernel_adamw_segment *segments, int segment_count,
+                     const st_stream *stream);
 
 #ifdef __cplusplus
 }

@@ -70,11 +70,11 @@ struct Scale {
 template <class F>
 st_status map(const char *op, st_dtype dtype, void *out, const void *a, const void *b, int64_t n,
               F f, const st_stream *stream) {
-  const bool vec = stk::aligned16(out) && (!F::kA || stk::aligned16(a)) &&
-                   (!F::kB || stk::aligned16(b));
+  const bool vec =
+      stk::aligned16(out) && (!F::kA || stk::aligned16(a)) && (!F::kB || stk::aligned16(b));
   const unsigned grid = stk::grid_for(vec ? (n + stk::kPack - 1) / stk::kPack : n, kThreads);
-  STK_DISPATCH_DT(dtype, (map_kernel<DT, F><<<grid, kThreads, 0, stk::stream_of(stream)>>>(
-                             out, a, b, n, vec, f)));
+  STK_DISPATCH_DT(dtype, (map_kernel<DT, F>
+                          <<<grid, kThreads, 0, stk::stream_of(stream)>>>(out, a, b, n, vec, f)));
   return stk::launched(op, "map_kernel");
 }
 
@@ -143,18 +143,18 @@ extern "C" st_status cuda_cast(void *ctx, const st_tensor *dst, const st_tensor 
   const int64_t n = tensor_numel(src);
   const cudaStream_t s = stk::stream_of(stream);
   if (dst->dtype == src->dtype) {
-    CUDA_CHECK(cudaMemcpyAsync(dst->data, src->data, tensor_nbytes(src), cudaMemcpyDeviceToDevice,
-                               s));
+    CUDA_CHECK(
+        cudaMemcpyAsync(dst->data, src->data, tensor_nbytes(src), cudaMemcpyDeviceToDevice, s));
     return ST_OK;
   }
   const bool vec = stk::aligned16(dst->data) && stk::aligned16(src->data);
   const unsigned grid = stk::grid_for(vec ? (n + stk::kPack - 1) / stk::kPack : n, kThreads);
   if (src->dtype == ST_FP32) {
-    STK_DISPATCH_DT(dst->dtype, (cast_kernel<stk::Dt::F32, DT><<<grid, kThreads, 0, s>>>(
-                                    dst->data, src->data, n, vec)));
+    STK_DISPATCH_DT(dst->dtype, (cast_kernel<stk::Dt::F32, DT>
+                                 <<<grid, kThreads, 0, s>>>(dst->data, src->data, n, vec)));
   } else {
-    STK_DISPATCH_DT(src->dtype, (cast_kernel<DT, stk::Dt::F32><<<grid, kThreads, 0, s>>>(
-                                    dst->data, src->data, n, vec)));
+    STK_DISPATCH_DT(src->dtype, (cast_kernel<DT, stk::Dt::F32>
+                                 <<<grid, kThreads, 0, s>>>(dst->data, src->data, n, vec)));
   }
   return stk::launched("cast", "cast_kernel");
 }
@@ -163,8 +163,8 @@ extern "C" st_status cuda_finite_check(void *ctx, const st_tensor *flag, const s
                                        const st_stream *stream) {
   (void)ctx;
   const int64_t n = tensor_numel(x);
-  STK_DISPATCH_DT(x->dtype, (finite_kernel<DT><<<stk::grid_for(n, kThreads), kThreads, 0,
-                                                 stk::stream_of(stream)>>>(
-                                static_cast<float *>(flag->data), x->data, n)));
+  STK_DISPATCH_DT(x->dtype, (finite_kernel<DT>
+                             <<<stk::grid_for(n, kThreads), kThreads, 0, stk::stream_of(stream)>>>(
+                                 static_cast<float *>(flag->data), x->data, n)));
   return stk::launched("finite_check", "finite_kernel");
 }

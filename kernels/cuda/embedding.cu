@@ -32,10 +32,9 @@ __global__ void embedding_forward_kernel(void *out, const int32_t *tokens, const
        e += stride) {
     const int64_t r = e / channels, c = e % channels;
     const int32_t tok = tokens[r];
-    const float v = tok >= 0 && tok < vocab
-                        ? stk::load<D>(wte, (int64_t)tok * channels + c) +
-                              stk::load<D>(wpe, (r % seq) * channels + c)
-                        : __uint_as_float(0x7fc00000u);
+    const float v = tok >= 0 && tok < vocab ? stk::load<D>(wte, (int64_t)tok * channels + c) +
+                                                  stk::load<D>(wpe, (r % seq) * channels + c)
+                                            : __uint_as_float(0x7fc00000u);
     stk::store<D>(out, e, v);
   }
 }
@@ -80,16 +79,16 @@ size_t align256(size_t x) { return (x + 255) / 256 * 256; }
 
 }  // namespace
 
-extern "C" st_status cuda_embedding_forward(void *ctx, const st_tensor *out,
-                                            const int32_t *tokens, const st_tensor *wte,
-                                            const st_tensor *wpe, const st_stream *stream) {
+extern "C" st_status cuda_embedding_forward(void *ctx, const st_tensor *out, const int32_t *tokens,
+                                            const st_tensor *wte, const st_tensor *wpe,
+                                            const st_stream *stream) {
   (void)ctx;
   const int64_t seq = out->shape[1], channels = out->shape[2], rows = kernel_rows(out);
-  STK_DISPATCH_DT(out->dtype, (embedding_forward_kernel<DT>
-                               <<<stk::grid_for(rows * channels, 256), 256, 0,
-                                  stk::stream_of(stream)>>>(out->data, tokens, wte->data,
-                                                            wpe->data, rows, seq, channels,
-                                                            wte->shape[0])));
+  STK_DISPATCH_DT(
+      out->dtype,
+      (embedding_forward_kernel<DT>
+       <<<stk::grid_for(rows * channels, 256), 256, 0, stk::stream_of(stream)>>>(
+           out->data, tokens, wte->data, wpe->data, rows, seq, channels, wte->shape[0])));
   return stk::launched("embedding_forward", "embedding_forward_kernel");
 }
 
@@ -105,9 +104,9 @@ extern "C" st_status cuda_embedding_backward(void *ctx, const st_tensor *dwte,
     return st_error(ST_ERR_UNSUPPORTED, "%s: %lld tokens in one call (at most 2^31 - 1)", op,
                     (long long)n);
   }
-  STK_DISPATCH_DT(dout->dtype, (embedding_dwpe_kernel<DT>
-                                <<<stk::grid_for(seq * channels, 256), 256, 0, s>>>(
-                                    dwpe->data, dout->data, batch, seq, channels)));
+  STK_DISPATCH_DT(dout->dtype,
+                  (embedding_dwpe_kernel<DT><<<stk::grid_for(seq * channels, 256), 256, 0, s>>>(
+                      dwpe->data, dout->data, batch, seq, channels)));
   ST_CHECK(stk::launched(op, "embedding_dwpe_kernel"));
 
   // Carve the sort region: sorted keys, row ids before and after, CUB's temporary storage.
@@ -133,14 +132,14 @@ extern "C" st_status cuda_embedding_backward(void *ctx, const st_tensor *dwte,
   void *temp = at + 3 * ids_bytes;
   iota_kernel<<<stk::grid_for(n, 256), 256, 0, s>>>(rows_in, n);
   ST_CHECK(stk::launched(op, "iota_kernel"));
-  err = cub::DeviceRadixSort::SortPairs(temp, temp_bytes,
-                                        reinterpret_cast<const uint32_t *>(tokens), keys, rows_in,
-                                        rows_sorted, (int)n, 0, 32, s);
+  err =
+      cub::DeviceRadixSort::SortPairs(temp, temp_bytes, reinterpret_cast<const uint32_t *>(tokens),
+                                      keys, rows_in, rows_sorted, (int)n, 0, 32, s);
   if (err != cudaSuccess) {
     return st_error(ST_ERR_CUDA, "%s: the token sort failed: %s", op, cudaGetErrorString(err));
   }
-  STK_DISPATCH_DT(dout->dtype, (embedding_dwte_kernel<DT><<<(unsigned)n, 256, 0, s>>>(
-                                   dwte->data, dout->data, keys, rows_sorted, n, channels,
-                                   dwte->shape[0])));
+  STK_DISPATCH_DT(dout->dtype,
+                  (embedding_dwte_kernel<DT><<<(unsigned)n, 256, 0, s>>>(
+                      dwte->data, dout->data, keys, rows_sorted, n, channels, dwte->shape[0])));
   return stk::launched(op, "embedding_dwte_kernel");
 }

@@ -96,15 +96,15 @@ extern "C" st_status cuda_layernorm_forward(void *ctx, const st_tensor *residual
   const cudaStream_t s = stk::stream_of(stream);
   float *mu = static_cast<float *>(mean->data), *rs = static_cast<float *>(rstd->data);
   if (residual) {
-    STK_DISPATCH_DT(a->dtype, (layernorm_forward_kernel<DT, true>
-                               <<<blocks_for_rows(rows), kWarps * 32, 0, s>>>(
-                                   residual->data, out->data, mu, rs, a->data, b->data,
-                                   weight->data, bias->data, rows, channels)));
+    STK_DISPATCH_DT(
+        a->dtype, (layernorm_forward_kernel<DT, true><<<blocks_for_rows(rows), kWarps * 32, 0, s>>>(
+                      residual->data, out->data, mu, rs, a->data, b->data, weight->data, bias->data,
+                      rows, channels)));
   } else {
-    STK_DISPATCH_DT(a->dtype, (layernorm_forward_kernel<DT, false>
-                               <<<blocks_for_rows(rows), kWarps * 32, 0, s>>>(
-                                   NULL, out->data, mu, rs, a->data, NULL, weight->data,
-                                   bias->data, rows, channels)));
+    STK_DISPATCH_DT(
+        a->dtype,
+        (layernorm_forward_kernel<DT, false><<<blocks_for_rows(rows), kWarps * 32, 0, s>>>(
+            NULL, out->data, mu, rs, a->data, NULL, weight->data, bias->data, rows, channels)));
   }
   return stk::launched(residual ? "layernorm_residual_forward" : "layernorm_forward",
                        "layernorm_forward_kernel");
@@ -118,10 +118,10 @@ extern "C" st_status cuda_layernorm_backward(void *ctx, const st_tensor *dinp,
   const int64_t rows = kernel_rows(inp), channels = kernel_cols(inp);
   const float *mu = static_cast<const float *>(mean->data);
   const float *rs = static_cast<const float *>(rstd->data);
-  STK_DISPATCH_DT(inp->dtype, (layernorm_dinp_kernel<DT>
-                               <<<blocks_for_rows(rows), kWarps * 32, 0, stk::stream_of(stream)>>>(
-                                   dinp->data, dout->data, inp->data, weight->data, mu, rs, rows,
-                                   channels)));
+  STK_DISPATCH_DT(
+      inp->dtype,
+      (layernorm_dinp_kernel<DT><<<blocks_for_rows(rows), kWarps * 32, 0, stk::stream_of(stream)>>>(
+          dinp->data, dout->data, inp->data, weight->data, mu, rs, rows, channels)));
   ST_CHECK(stk::launched("layernorm_backward", "layernorm_dinp_kernel"));
   return cuda_colsum(ctx, "layernorm_backward", CUDA_COLSUM_LAYERNORM, inp->dtype, rows, channels,
                      dout->data, inp->data, mu, rs, dweight->data, dbias->data, stream);

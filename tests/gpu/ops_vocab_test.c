@@ -114,8 +114,10 @@ static void matmul_layer(pair_env *e, st_dtype dt, int64_t outs, int out_in, int
         pair_compare_f(label(op, names[g], dt), dt, got, grads[g]->host, grads[g]->n);
         first[g] = got;
       } else {
-        CHECK_MSG(same_bits(first[g], got, grads[g]->n), "%s: backward gradient %d is not "
-                  "bit-identical on a second run [%s]", op, g, dt_name(dt));
+        CHECK_MSG(same_bits(first[g], got, grads[g]->n),
+                  "%s: backward gradient %d is not "
+                  "bit-identical on a second run [%s]",
+                  op, g, dt_name(dt));
         free(got);
         free(first[g]);
       }
@@ -128,7 +130,7 @@ static void matmul_layer(pair_env *e, st_dtype dt, int64_t outs, int out_in, int
 static void case_matmul(pair_env *e, st_dtype dt) {
   matmul_layer(e, dt, 3 * C, 0, 1);
   matmul_layer(e, dt, 3 * C, 0, 0);
-  matmul_layer(e, dt, 84, 0, 1);  /* a width not a multiple of 8 */
+  matmul_layer(e, dt, 84, 0, 1); /* a width not a multiple of 8 */
   matmul_layer(e, dt, VP, 1, 0); /* the tied LM head */
 }
 
@@ -234,10 +236,10 @@ static void case_layernorm(pair_env *e, st_dtype dt) {
   pair_check(e, label(op, "forward rstd", dt), &rstd);
 
   /* The residual variant, updating the residual stream in place (residual aliases a). */
-  CHECK_OK(kernel_layernorm_residual_forward(e->cpu, &a.cpu, &out.cpu, &mean.cpu, &rstd.cpu,
-                                             &a.cpu, &b.cpu, &w.cpu, &bias.cpu, &e->cpu_stream));
-  CHECK_OK(kernel_layernorm_residual_forward(e->gpu, &a.gpu, &out.gpu, &mean.gpu, &rstd.gpu,
-                                             &a.gpu, &b.gpu, &w.gpu, &bias.gpu, &e->gpu_stream));
+  CHECK_OK(kernel_layernorm_residual_forward(e->cpu, &a.cpu, &out.cpu, &mean.cpu, &rstd.cpu, &a.cpu,
+                                             &b.cpu, &w.cpu, &bias.cpu, &e->cpu_stream));
+  CHECK_OK(kernel_layernorm_residual_forward(e->gpu, &a.gpu, &out.gpu, &mean.gpu, &rstd.gpu, &a.gpu,
+                                             &b.gpu, &w.gpu, &bias.gpu, &e->gpu_stream));
   pair_check(e, label(op, "residual forward residual (in place)", dt), &a);
   pair_check(e, label(op, "residual forward out", dt), &out);
   pair_check(e, label(op, "residual forward mean", dt), &mean);
@@ -252,8 +254,8 @@ static void case_layernorm(pair_env *e, st_dtype dt) {
                                     &bias.gpu, &e->gpu_stream));
   pair dout = pair_make(e, dt, 3, act, -1, 1), dinp = pair_make(e, dt, 3, act, -1, 1);
   pair dw = pair_make(e, dt, 1, &ch, -1, 1), db = pair_make(e, dt, 1, &ch, -1, 1);
-  CHECK_OK(kernel_layernorm_backward(e->cpu, &dinp.cpu, &dw.cpu, &db.cpu, &dout.cpu, &x.cpu,
-                                     &w.cpu, &mean.cpu, &rstd.cpu, &e->cpu_stream));
+  CHECK_OK(kernel_layernorm_backward(e->cpu, &dinp.cpu, &dw.cpu, &db.cpu, &dout.cpu, &x.cpu, &w.cpu,
+                                     &mean.cpu, &rstd.cpu, &e->cpu_stream));
   float *first[3];
   pair *grads[3] = {&dinp, &dw, &db};
   static const char *names[3] = {"backward dinp", "backward dweight", "backward dbias"};
@@ -267,8 +269,10 @@ static void case_layernorm(pair_env *e, st_dtype dt) {
         pair_compare_f(label(op, names[g], dt), dt, got, grads[g]->host, grads[g]->n);
         first[g] = got;
       } else {
-        CHECK_MSG(same_bits(first[g], got, grads[g]->n), "%s: %s is not bit-identical on a "
-                  "second run [%s]", op, names[g], dt_name(dt));
+        CHECK_MSG(same_bits(first[g], got, grads[g]->n),
+                  "%s: %s is not bit-identical on a "
+                  "second run [%s]",
+                  op, names[g], dt_name(dt));
         free(got);
         free(first[g]);
       }
@@ -328,16 +332,17 @@ static void case_attention(pair_env *e, st_dtype dt) {
   int64_t qkv_shape[] = {B, T, 3 * C}, act[] = {B, T, C};
   int64_t cpu_state = kernel_attention_state_numel(e->cpu, B, NH, T);
   int64_t gpu_state = kernel_attention_state_numel(e->gpu, B, NH, T);
-  CHECK_MSG(gpu_state == (int64_t)B * NH * T, "attention: CUDA keeps one statistic per row, "
-            "%lld values for B=%d NH=%d T=%d, not %lld", (long long)B * NH * T, B, NH, T,
-            (long long)gpu_state);
+  CHECK_MSG(gpu_state == (int64_t)B * NH * T,
+            "attention: CUDA keeps one statistic per row, "
+            "%lld values for B=%d NH=%d T=%d, not %lld",
+            (long long)B * NH * T, B, NH, T, (long long)gpu_state);
   pair qkv = pair_make(e, dt, 3, qkv_shape, -1.5, 1.5), out = pair_make(e, dt, 3, act, 7, 7);
   pair state_cpu = pair_make(e, ST_FP32, 1, &cpu_state, 7, 7);
   pair state_gpu = pair_make(e, ST_FP32, 1, &gpu_state, 7, 7);
-  CHECK_OK(kernel_attention_forward(e->cpu, &out.cpu, &state_cpu.cpu, &qkv.cpu, NH,
-                                    &e->cpu_stream));
-  CHECK_OK(kernel_attention_forward(e->gpu, &out.gpu, &state_gpu.gpu, &qkv.gpu, NH,
-                                    &e->gpu_stream));
+  CHECK_OK(
+      kernel_attention_forward(e->cpu, &out.cpu, &state_cpu.cpu, &qkv.cpu, NH, &e->cpu_stream));
+  CHECK_OK(
+      kernel_attention_forward(e->gpu, &out.gpu, &state_gpu.gpu, &qkv.gpu, NH, &e->gpu_stream));
   pair_check(e, label(op, "forward out", dt), &out);
   /* The CUDA state is the log-sum-exp of each row's scaled scores: check it against the CPU's
    * probabilities, lse = s_ij - log p_ij for any visible j (j = 0 here). */
@@ -369,8 +374,10 @@ static void case_attention(pair_env *e, st_dtype dt) {
   CHECK_OK(kernel_attention_backward(e->gpu, &dqkv.gpu, &dout.gpu, &qkv.gpu, &out.gpu,
                                      &state_gpu.gpu, NH, &e->gpu_stream));
   float *second = pair_fetch_new(e, &dqkv);
-  CHECK_MSG(same_bits(first, second, dqkv.n), "attention: backward is not bit-identical on a "
-            "second run [%s]", dt_name(dt));
+  CHECK_MSG(same_bits(first, second, dqkv.n),
+            "attention: backward is not bit-identical on a "
+            "second run [%s]",
+            dt_name(dt));
   free(first);
   free(second);
   pair *all[] = {&qkv, &out, &state_cpu, &state_gpu, &dout, &dqkv};
@@ -387,7 +394,8 @@ static void case_attention_cached(pair_env *e, st_dtype dt) {
   for (int s = 0; s < 3; s++) {
     const int64_t past = steps[s][0], n = steps[s][1];
     int64_t qkv_shape[] = {n, 3 * C}, out_shape[] = {n, C};
-    pair qkv = pair_make(e, dt, 2, qkv_shape, -1.5, 1.5), out = pair_make(e, dt, 2, out_shape, 7, 7);
+    pair qkv = pair_make(e, dt, 2, qkv_shape, -1.5, 1.5),
+         out = pair_make(e, dt, 2, out_shape, 7, 7);
     CHECK_OK(kernel_attention_cached_forward(e->cpu, &out.cpu, &kc.cpu, &vc.cpu, &qkv.cpu, past, NH,
                                              &e->cpu_stream));
     CHECK_OK(kernel_attention_cached_forward(e->gpu, &out.gpu, &kc.gpu, &vc.gpu, &qkv.gpu, past, NH,
@@ -416,13 +424,12 @@ static void case_embedding(pair_env *e, st_dtype dt) {
   pair wte = pair_make(e, dt, 2, wte_shape, -1, 1), wpe = pair_make(e, dt, 2, wpe_shape, -1, 1);
   pair out = pair_make(e, dt, 3, act, 7, 7), dout = pair_make(e, dt, 3, act, -1, 1);
   pair dwte = pair_make(e, dt, 2, wte_shape, -1, 1), dwpe = pair_make(e, dt, 2, wpe_shape, -1, 1);
-  CHECK_OK(kernel_embedding_forward(e->cpu, &out.cpu, ids.host, &wte.cpu, &wpe.cpu,
-                                    &e->cpu_stream));
-  CHECK_OK(kernel_embedding_forward(e->gpu, &out.gpu, ids.dev, &wte.gpu, &wpe.gpu,
-                                    &e->gpu_stream));
+  CHECK_OK(
+      kernel_embedding_forward(e->cpu, &out.cpu, ids.host, &wte.cpu, &wpe.cpu, &e->cpu_stream));
+  CHECK_OK(kernel_embedding_forward(e->gpu, &out.gpu, ids.dev, &wte.gpu, &wpe.gpu, &e->gpu_stream));
   pair_check(e, label(op, "forward", dt), &out);
-  CHECK_OK(kernel_embedding_backward(e->cpu, &dwte.cpu, &dwpe.cpu, &dout.cpu, ids.host,
-                                     &e->cpu_stream));
+  CHECK_OK(
+      kernel_embedding_backward(e->cpu, &dwte.cpu, &dwpe.cpu, &dout.cpu, ids.host, &e->cpu_stream));
   float *first[2];
   pair *grads[2] = {&dwte, &dwpe};
   for (int run = 0; run < 2; run++) {
@@ -439,8 +446,10 @@ static void case_embedding(pair_env *e, st_dtype dt) {
                        grads[g]->host, grads[g]->n);
         first[g] = got;
       } else {
-        CHECK_MSG(same_bits(first[g], got, grads[g]->n), "embedding: backward gradient %d is "
-                  "not bit-identical on a second run [%s]", g, dt_name(dt));
+        CHECK_MSG(same_bits(first[g], got, grads[g]->n),
+                  "embedding: backward gradient %d is "
+                  "not bit-identical on a second run [%s]",
+                  g, dt_name(dt));
         free(got);
         free(first[g]);
       }
@@ -475,8 +484,8 @@ static void case_classifier(pair_env *e, st_dtype dt) {
   pair_check(e, label(op, "dlogits (padding 0)", dt), &dlogits);
   /* losses only (evaluation), then dlogits in place of the logits */
   pair_reset(e, &losses);
-  CHECK_OK(kernel_classifier(e->gpu, &losses.gpu, NULL, &logits.gpu, ids.dev, V, scale,
-                             &e->gpu_stream));
+  CHECK_OK(
+      kernel_classifier(e->gpu, &losses.gpu, NULL, &logits.gpu, ids.dev, V, scale, &e->gpu_stream));
   pair_check(e, label(op, "losses without dlogits", dt), &losses);
   CHECK_OK(kernel_classifier(e->gpu, &losses.gpu, &logits.gpu, &logits.gpu, ids.dev, V, scale,
                              &e->gpu_stream));
@@ -539,8 +548,10 @@ static void case_cast(pair_env *e, st_dtype dt) {
   float *up = malloc(ALL * 4), *up_want = malloc(ALL * 4);
   pair_download(e, up, d_dst, ALL * 4);
   dtype_convert(up_want, ST_FP32, bits, dt, ALL);
-  CHECK_MSG(memcmp(up, up_want, ALL * 4) == 0, "cast: %s -> fp32 differs from core/dtype.h on "
-            "some of the 65536 patterns", dt_name(dt));
+  CHECK_MSG(memcmp(up, up_want, ALL * 4) == 0,
+            "cast: %s -> fp32 differs from core/dtype.h on "
+            "some of the 65536 patterns",
+            dt_name(dt));
   mem_free(d_dst);
   mem_free(d_src);
   free(bits);
@@ -608,7 +619,8 @@ static void case_finite_check(pair_env *e, st_dtype dt) {
 static void check_sum(pair_env *e, st_dtype dt, int square) {
   const char *op = square ? "sum_squares" : "sum";
   int64_t n = 100003, one = 1;
-  pair x = pair_make(e, dt, 1, &n, -1, square ? 1 : 3), out = pair_make(e, ST_FP32, 1, &one, 1.5, 1.5);
+  pair x = pair_make(e, dt, 1, &n, -1, square ? 1 : 3),
+       out = pair_make(e, ST_FP32, 1, &one, 1.5, 1.5);
   double want = 1.5;
   for (int64_t i = 0; i < n; i++) want += square ? (double)x.init[i] * x.init[i] : x.init[i];
   float got[2];
@@ -659,8 +671,8 @@ static void adamw_run(pair_env *e, st_dtype dt, st_dtype param_dt, int with_para
   pair master = pair_make(e, ST_FP32, 1, &n, -1, 1), m = pair_make(e, ST_FP32, 1, &n, -0.1, 0.1);
   pair v = pair_make(e, ST_FP32, 1, &n, 0, 0.01), grad = pair_make(e, dt, 1, &n, -2, 2);
   pair param = pair_make(e, param_dt, 1, &n, 9, 9);
-  const kernel_adamw_step step = {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
-                                  .grad_scale = 0.5f, .step = 3};
+  const kernel_adamw_step step = {
+      .lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .grad_scale = 0.5f, .step = 3};
   CHECK_OK(kernel_adamw(e->gpu, with_param ? &param.gpu : NULL, &master.gpu, &m.gpu, &v.gpu,
                         &grad.gpu, &step, segs, count, &e->gpu_stream));
   double *wp = malloc((size_t)n * sizeof *wp), *wm = malloc((size_t)n * sizeof *wm);
@@ -709,9 +721,9 @@ static void adamw_run(pair_env *e, st_dtype dt, st_dtype param_dt, int with_para
 }
 
 static void case_adamw(pair_env *e, st_dtype dt) {
-  adamw_run(e, dt, dt, 1, 5);         /* the table in the launch's parameters */
-  adamw_run(e, dt, ST_FP32, 0, 5);    /* no param written */
-  adamw_run(e, dt, ST_BF16, 1, 300);  /* the table through device memory */
+  adamw_run(e, dt, dt, 1, 5);        /* the table in the launch's parameters */
+  adamw_run(e, dt, ST_FP32, 0, 5);   /* no param written */
+  adamw_run(e, dt, ST_BF16, 1, 300); /* the table through device memory */
 }
 
 /* ---- the walk ------------------------------------------------------------------------------ */

@@ -138,8 +138,10 @@ static void check_refusals(cache_state *cs) {
                                                      &qkv.t, 0, NH, s);
   mem_fail_nth(0);
   const int allocates = strcmp(kernel_backend_name(kb), "cpu") == 0;
-  CHECK_MSG(status == (allocates ? ST_ERR_OOM : ST_OK), "cached forward with the next allocation "
-            "failing -> %s on %s", st_status_string(status), kernel_backend_name(kb));
+  CHECK_MSG(status == (allocates ? ST_ERR_OOM : ST_OK),
+            "cached forward with the next allocation "
+            "failing -> %s on %s",
+            st_status_string(status), kernel_backend_name(kb));
   tbuf_free(&out);
   tbuf_free(&qkv);
 }
