@@ -15,6 +15,9 @@
 // layer had the GELU epilogue (the backward receives dout ready-made, so cuBLASLt's DGELU
 // epilogue, which applies to a product's result, has no product to attach to).
 //
+// The GELU epilogue (GELU_AUX_BIAS) serves bf16 when the width is a multiple of 8; fp32 and other
+// widths run the matmul with the bias epilogue into pre_gelu and then elementwise.cu's GELU.
+//
 // fp32 computes in fp32 (CUBLAS_COMPUTE_32F, never TF32); bf16 reads and writes bf16 and
 // accumulates in fp32. Determinism: one cached algorithm per shape, split-K reduced in fp32 in
 // the workspace (never atomics), so the same call gives the same bits.
@@ -129,9 +132,11 @@ extern "C" st_status cuda_matmul_forward(void *ctx, const st_tensor *out, const 
   g.bias = bias ? bias->data : NULL;
   g.aux = NULL;
   if (!pre_gelu) return run_gemm(cx, op, inp->dtype, g, stream);
-  if (d.outs % 8 == 0) {
+  if (inp->dtype != ST_FP32 && d.outs % 8 == 0) {
     // cuBLASLt writes gelu(x) to out and x (the product plus bias) to pre_gelu in one pass; it
-    // needs the pre-GELU leading dimension divisible by 8.
+    // needs the pre-GELU leading dimension divisible by 8. Only for 16-bit outputs: cuBLASLt's
+    // GELU is the tanh form but not documented to fp32 precision, and fp32 (the precision
+    // path, checked against the CPU at 1e-4) keeps kernel_gelu_forward's formula exactly.
     Gemm fused = g;
     fused.epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
     fused.aux = pre_gelu->data;

@@ -137,7 +137,8 @@ static void case_matmul(pair_env *e, st_dtype dt) {
 /* ---- matmul with the GELU epilogue (float64 reference: no CPU op yet) ---------------------- */
 
 static void matmul_gelu_layer(pair_env *e, st_dtype dt, int64_t outs) {
-  const char *op = outs % 8 ? "matmul_gelu (composite width)" : "matmul_gelu";
+  const char *op = outs % 8 || dt == ST_FP32 ? "matmul_gelu (matmul + GELU kernel)"
+                                             : "matmul_gelu (GELU_AUX_BIAS epilogue)";
   int64_t act[] = {B, T, C}, out_shape[] = {B, T, outs}, wshape[] = {C, outs};
   const int64_t N = ROWS, n_out = N * outs;
   pair inp = pair_make(e, dt, 3, act, -1, 1), w = pair_make(e, dt, 2, wshape, -0.5, 0.5);
@@ -214,7 +215,7 @@ static void matmul_gelu_layer(pair_env *e, st_dtype dt, int64_t outs) {
 }
 
 static void case_matmul_gelu(pair_env *e, st_dtype dt) {
-  matmul_gelu_layer(e, dt, 4 * C); /* cuBLASLt's GELU_AUX_BIAS epilogue */
+  matmul_gelu_layer(e, dt, 4 * C); /* bf16: cuBLASLt's GELU_AUX_BIAS epilogue */
   matmul_gelu_layer(e, dt, 84);    /* a width the epilogue refuses: matmul + GELU kernel */
 }
 
