@@ -121,6 +121,15 @@ st_status plan_make(cuda_context *cx, const cuda_matmul_key *key, const void *bi
     LT_TRY(cublasLtMatmulAlgoGetHeuristic(cx->lt, p->desc, p->a, p->b, p->c, p->c, pref, 1, &result,
                                           &found));
     if (found < 1) {
+      // The fp32-only split-K preference is one of precision, not correctness (every scheme is
+      // deterministic): without an algorithm under it, any scheme will do.
+      const uint32_t any = CUBLASLT_REDUCTION_SCHEME_MASK;
+      LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                  &any, sizeof any));
+      LT_TRY(cublasLtMatmulAlgoGetHeuristic(cx->lt, p->desc, p->a, p->b, p->c, p->c, pref, 1,
+                                            &result, &found));
+    }
+    if (found < 1) {
       // Remembered, so the heuristic is asked once and the warning printed once per key.
       char text[256];
       key_text(text, sizeof text, key);
