@@ -162,8 +162,12 @@ void pair_compare_f(const char *what, st_dtype dtype, const float *got, const fl
   free(w);
 }
 
-void pair_check(pair_env *e, const char *what, const pair *p) {
+void pair_check_as(pair_env *e, const char *what, const pair *p, st_dtype tolerance_of) {
   float *got = pair_fetch_new(e, p);
-  pair_compare_f(what, p->dtype, got, p->host, p->n);
+  pair_compare_f(what, tolerance_of, got, p->host, p->n);
   free(got);
+}
+
+void pair_check(pair_env *e, const char *what, const pair *p) {
+  pair_check_as(e, what, p, p->dtype);
 }

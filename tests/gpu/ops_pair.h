@@ -65,7 +65,9 @@ void pair_compare(const char *what, st_dtype dtype, const float *got, const doub
 /* The same with an fp32 reference (the CPU backend's result). */
 void pair_compare_f(const char *what, st_dtype dtype, const float *got, const float *want,
                     int64_t n);
-/* Fetches p's device side and compares it with its CPU side. */
+/* Fetches p's device side and compares it with its CPU side, under p's dtype's tolerance or
+ * (pair_check_as) another's. */
 void pair_check(pair_env *e, const char *what, const pair *p);
+void pair_check_as(pair_env *e, const char *what, const pair *p, st_dtype tolerance_of);
 
 #endif /* ST_TESTS_GPU_OPS_PAIR_H */

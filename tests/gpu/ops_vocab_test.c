@@ -243,8 +243,10 @@ static void case_layernorm(pair_env *e, st_dtype dt) {
                                              &b.gpu, &w.gpu, &bias.gpu, &e->gpu_stream));
   pair_check(e, label(op, "residual forward residual (in place)", dt), &a);
   pair_check(e, label(op, "residual forward out", dt), &out);
-  pair_check(e, label(op, "residual forward mean", dt), &mean);
-  pair_check(e, label(op, "residual forward rstd", dt), &rstd);
+  /* CUDA normalises the residual it stored (rounded to bf16), the CPU its fp32 sum: the
+   * statistics differ by the residual's rounding, so they take the case's tolerance */
+  pair_check_as(e, label(op, "residual forward mean", dt), &mean, dt);
+  pair_check_as(e, label(op, "residual forward rstd", dt), &rstd, dt);
 
   /* Backward from a fresh input (rounded to the dtype on both sides) and each backend's own
    * saved statistics of it. */
