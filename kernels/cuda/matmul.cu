@@ -19,8 +19,9 @@
 // widths run the matmul with the bias epilogue into pre_gelu and then elementwise.cu's GELU.
 //
 // fp32 computes in fp32 (CUBLAS_COMPUTE_32F, never TF32); bf16 reads and writes bf16 and
-// accumulates in fp32. Determinism: one cached algorithm per shape, split-K reduced in fp32 in
-// the workspace (never atomics), so the same call gives the same bits.
+// accumulates in fp32. Determinism: one cached algorithm per shape, and split-K (preferably
+// reduced in fp32, context.cu) only through cuBLASLt's reduction schemes, which are ordered
+// (no atomics), so the same call gives the same bits.
 #include <string.h>
 
 #include "kernels/cuda/common.cuh"
