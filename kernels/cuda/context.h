@@ -44,7 +44,7 @@ typedef struct cuda_matmul_key {
   int64_t dtype;          /* st_dtype of A, B, C, D and the bias */
   int64_t epilogue;       /* cublasLtEpilogue_t */
   int64_t aux_ld;         /* pre-GELU leading dimension (GELU_AUX_BIAS), else 0 */
-  int64_t align[5];       /* alignment in bytes (capped at 256) of A, B, C/D, bias, aux */
+  int64_t align[5];       /* alignment in bytes (capped at 16) of A, B, C/D, bias, aux */
 } cuda_matmul_key;
 
 typedef struct cuda_matmul_plan {
