@@ -115,9 +115,8 @@ static void matmul_layer(pair_env *e, st_dtype dt, int64_t outs, int out_in, int
         first[g] = got;
       } else {
         CHECK_MSG(same_bits(first[g], got, grads[g]->n),
-                  "%s: backward gradient %d is not "
-                  "bit-identical on a second run [%s]",
-                  op, g, dt_name(dt));
+                  "%s: backward gradient %d is not bit-identical on a second run [%s]", op, g,
+                  dt_name(dt));
         free(got);
         free(first[g]);
       }
@@ -273,9 +272,7 @@ static void case_layernorm(pair_env *e, st_dtype dt) {
         first[g] = got;
       } else {
         CHECK_MSG(same_bits(first[g], got, grads[g]->n),
-                  "%s: %s is not bit-identical on a "
-                  "second run [%s]",
-                  op, names[g], dt_name(dt));
+                  "%s: %s is not bit-identical on a second run [%s]", op, names[g], dt_name(dt));
         free(got);
         free(first[g]);
       }
@@ -335,10 +332,10 @@ static void case_attention(pair_env *e, st_dtype dt) {
   int64_t qkv_shape[] = {B, T, 3 * C}, act[] = {B, T, C};
   int64_t cpu_state = kernel_attention_state_numel(e->cpu, B, NH, T);
   int64_t gpu_state = kernel_attention_state_numel(e->gpu, B, NH, T);
-  CHECK_MSG(gpu_state == (int64_t)B * NH * T,
-            "attention: CUDA keeps one statistic per row, "
-            "%lld values for B=%d NH=%d T=%d, not %lld",
-            (long long)B * NH * T, B, NH, T, (long long)gpu_state);
+  CHECK_MSG(
+      gpu_state == (int64_t)B * NH * T,
+      "attention: CUDA keeps one statistic per row, %lld values for B=%d NH=%d T=%d, not %lld",
+      (long long)B * NH * T, B, NH, T, (long long)gpu_state);
   pair qkv = pair_make(e, dt, 3, qkv_shape, -1.5, 1.5), out = pair_make(e, dt, 3, act, 7, 7);
   pair state_cpu = pair_make(e, ST_FP32, 1, &cpu_state, 7, 7);
   pair state_gpu = pair_make(e, ST_FP32, 1, &gpu_state, 7, 7);
@@ -378,9 +375,7 @@ static void case_attention(pair_env *e, st_dtype dt) {
                                      &state_gpu.gpu, NH, &e->gpu_stream));
   float *second = pair_fetch_new(e, &dqkv);
   CHECK_MSG(same_bits(first, second, dqkv.n),
-            "attention: backward is not bit-identical on a "
-            "second run [%s]",
-            dt_name(dt));
+            "attention: backward is not bit-identical on a second run [%s]", dt_name(dt));
   free(first);
   free(second);
   pair *all[] = {&qkv, &out, &state_cpu, &state_gpu, &dout, &dqkv};
@@ -450,9 +445,8 @@ static void case_embedding(pair_env *e, st_dtype dt) {
         first[g] = got;
       } else {
         CHECK_MSG(same_bits(first[g], got, grads[g]->n),
-                  "embedding: backward gradient %d is "
-                  "not bit-identical on a second run [%s]",
-                  g, dt_name(dt));
+                  "embedding: backward gradient %d is not bit-identical on a second run [%s]", g,
+                  dt_name(dt));
         free(got);
         free(first[g]);
       }
@@ -558,8 +552,7 @@ static void case_cast(pair_env *e, st_dtype dt) {
   pair_download(e, up, d_dst, ALL * 4);
   dtype_convert(up_want, ST_FP32, bits, dt, ALL);
   CHECK_MSG(memcmp(up, up_want, ALL * 4) == 0,
-            "cast: %s -> fp32 differs from core/dtype.h on "
-            "some of the 65536 patterns",
+            "cast: %s -> fp32 differs from core/dtype.h on some of the 65536 patterns",
             dt_name(dt));
   mem_free(d_dst);
   mem_free(d_src);

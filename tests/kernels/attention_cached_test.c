@@ -139,9 +139,8 @@ static void check_refusals(cache_state *cs) {
   mem_fail_nth(0);
   const int allocates = strcmp(kernel_backend_name(kb), "cpu") == 0;
   CHECK_MSG(status == (allocates ? ST_ERR_OOM : ST_OK),
-            "cached forward with the next allocation "
-            "failing -> %s on %s",
-            st_status_string(status), kernel_backend_name(kb));
+            "cached forward with the next allocation failing -> %s on %s", st_status_string(status),
+            kernel_backend_name(kb));
   tbuf_free(&out);
   tbuf_free(&qkv);
 }
