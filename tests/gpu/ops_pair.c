@@ -171,3 +171,11 @@ void pair_check_as(pair_env *e, const char *what, const pair *p, st_dtype tolera
 void pair_check(pair_env *e, const char *what, const pair *p) {
   pair_check_as(e, what, p, p->dtype);
 }
+
+const char *ops_label(const char *op, const char *what, st_dtype dtype) {
+  static char buf[4][160];
+  static int next;
+  char *b = buf[next++ % 4];
+  snprintf(b, sizeof buf[0], "%s: %s [%s]", op, what, dtype_name(dtype));
+  return b;
+}

@@ -70,4 +70,15 @@ void pair_compare_f(const char *what, st_dtype dtype, const float *got, const fl
 void pair_check(pair_env *e, const char *what, const pair *p);
 void pair_check_as(pair_env *e, const char *what, const pair *p, st_dtype tolerance_of);
 
+/* "<op>: <what> [<dtype>]" for messages, in one of 4 rotating buffers (valid for 4 calls). */
+const char *ops_label(const char *op, const char *what, st_dtype dtype);
+
+/* The cases of ops_vocab_buffers.c, one per op (ops_vocab_test.c has the others). */
+void ops_case_cast(pair_env *e, st_dtype dt);
+void ops_case_scale(pair_env *e, st_dtype dt);
+void ops_case_finite_check(pair_env *e, st_dtype dt);
+void ops_case_sum_squares(pair_env *e, st_dtype dt);
+void ops_case_sum(pair_env *e, st_dtype dt);
+void ops_case_adamw(pair_env *e, st_dtype dt);
+
 #endif /* ST_TESTS_GPU_OPS_PAIR_H */

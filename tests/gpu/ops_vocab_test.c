@@ -26,6 +26,9 @@
  * gradients are sums over rows (matmul bias, LayerNorm, attention, embedding) and the scalar
  * sums are run twice from the same start and must give the same bits.
  *
+ * The cases of the whole-buffer ops and AdamW live in ops_vocab_buffers.c, the operands on both
+ * backends and the comparisons in ops_pair.c.
+ *
  * Without a GPU (or in a CPU-only build) it prints SKIP and passes after the completeness walk.
  * Under compute-sanitizer: see tests/gpu/BUILD. */
 #include <math.h>
@@ -42,15 +45,6 @@ enum { B = 3, T = 37, C = 80, NH = 5, V = 251, VP = 256, MAXT = 40 };
 #define ROWS ((int64_t)B * T)
 
 static const char *dt_name(st_dtype dt) { return dtype_name(dt); }
-
-/* "<op> <what> (<dtype>)" for messages. */
-static const char *label(const char *op, const char *what, st_dtype dt) {
-  static char buf[4][160];
-  static int next;
-  char *b = buf[next++ % 4];
-  snprintf(b, sizeof buf[0], "%s: %s [%s]", op, what, dt_name(dt));
-  return b;
-}
 
 static int same_bits(const float *a, const float *b, int64_t n) {
   return memcmp(a, b, (size_t)n * sizeof *a) == 0;
@@ -85,7 +79,7 @@ static void matmul_layer(pair_env *e, st_dtype dt, int64_t outs, int out_in, int
     CHECK_OK(kernel_matmul_forward(e->cpu, &out.cpu, &inp.cpu, &w.cpu, bc, &e->cpu_stream));
     CHECK_OK(kernel_matmul_forward(e->gpu, &out.gpu, &inp.gpu, &w.gpu, bg, &e->gpu_stream));
   }
-  pair_check(e, label(op, "forward out", dt), &out);
+  pair_check(e, ops_label(op, "forward out", dt), &out);
   float *first[3] = {NULL, NULL, NULL};
   for (int run = 0; run < 2; run++) {
     pair_reset(e, &dinp);
@@ -111,7 +105,7 @@ static void matmul_layer(pair_env *e, st_dtype dt, int64_t outs, int out_in, int
       float *got = pair_fetch_new(e, grads[g]);
       if (run == 0) {
         static const char *names[3] = {"backward dinp", "backward dweight", "backward dbias"};
-        pair_compare_f(label(op, names[g], dt), dt, got, grads[g]->host, grads[g]->n);
+        pair_compare_f(ops_label(op, names[g], dt), dt, got, grads[g]->host, grads[g]->n);
         first[g] = got;
       } else {
         CHECK_MSG(same_bits(first[g], got, grads[g]->n),
@@ -156,9 +150,9 @@ static void matmul_gelu_layer(pair_env *e, st_dtype dt, int64_t outs) {
   CHECK_OK(kernel_matmul_gelu_forward(e->gpu, &out.gpu, &pre.gpu, &inp.gpu, &w.gpu, &bias.gpu,
                                       &e->gpu_stream));
   float *got = pair_fetch_new(e, &pre);
-  pair_compare(label(op, "forward pre_gelu", dt), dt, got, want_pre, n_out);
+  pair_compare(ops_label(op, "forward pre_gelu", dt), dt, got, want_pre, n_out);
   pair_fetch(e, &out, got);
-  pair_compare(label(op, "forward out", dt), dt, got, want_out, n_out);
+  pair_compare(ops_label(op, "forward out", dt), dt, got, want_out, n_out);
   free(got);
 
   /* Backward from a given pre_gelu and dout: dout becomes dpre = dout gelu'(pre). */
@@ -192,16 +186,16 @@ static void matmul_gelu_layer(pair_env *e, st_dtype dt, int64_t outs) {
   CHECK_OK(kernel_matmul_gelu_backward(e->gpu, &dinp.gpu, &dw.gpu, &db.gpu, &dout.gpu, &pre_in.gpu,
                                        &inp.gpu, &w.gpu, &e->gpu_stream));
   got = pair_fetch_new(e, &dout);
-  pair_compare(label(op, "backward dout := dpre", dt), dt, got, dpre, n_out);
+  pair_compare(ops_label(op, "backward dout := dpre", dt), dt, got, dpre, n_out);
   free(got);
   got = pair_fetch_new(e, &dinp);
-  pair_compare(label(op, "backward dinp", dt), dt, got, want_dinp, N * C);
+  pair_compare(ops_label(op, "backward dinp", dt), dt, got, want_dinp, N * C);
   free(got);
   got = pair_fetch_new(e, &dw);
-  pair_compare(label(op, "backward dweight", dt), dt, got, want_dw, C * outs);
+  pair_compare(ops_label(op, "backward dweight", dt), dt, got, want_dw, C * outs);
   free(got);
   got = pair_fetch_new(e, &db);
-  pair_compare(label(op, "backward dbias", dt), dt, got, want_db, outs);
+  pair_compare(ops_label(op, "backward dbias", dt), dt, got, want_db, outs);
   free(got);
   free(want_pre);
   free(want_out);
@@ -231,21 +225,21 @@ static void case_layernorm(pair_env *e, st_dtype dt) {
                                     &bias.cpu, &e->cpu_stream));
   CHECK_OK(kernel_layernorm_forward(e->gpu, &out.gpu, &mean.gpu, &rstd.gpu, &a.gpu, &w.gpu,
                                     &bias.gpu, &e->gpu_stream));
-  pair_check(e, label(op, "forward out", dt), &out);
-  pair_check(e, label(op, "forward mean", dt), &mean);
-  pair_check(e, label(op, "forward rstd", dt), &rstd);
+  pair_check(e, ops_label(op, "forward out", dt), &out);
+  pair_check(e, ops_label(op, "forward mean", dt), &mean);
+  pair_check(e, ops_label(op, "forward rstd", dt), &rstd);
 
   /* The residual variant, updating the residual stream in place (residual aliases a). */
   CHECK_OK(kernel_layernorm_residual_forward(e->cpu, &a.cpu, &out.cpu, &mean.cpu, &rstd.cpu, &a.cpu,
                                              &b.cpu, &w.cpu, &bias.cpu, &e->cpu_stream));
   CHECK_OK(kernel_layernorm_residual_forward(e->gpu, &a.gpu, &out.gpu, &mean.gpu, &rstd.gpu, &a.gpu,
                                              &b.gpu, &w.gpu, &bias.gpu, &e->gpu_stream));
-  pair_check(e, label(op, "residual forward residual (in place)", dt), &a);
-  pair_check(e, label(op, "residual forward out", dt), &out);
+  pair_check(e, ops_label(op, "residual forward residual (in place)", dt), &a);
+  pair_check(e, ops_label(op, "residual forward out", dt), &out);
   /* CUDA normalises the residual it stored (rounded to bf16), the CPU its fp32 sum: the
    * statistics differ by the residual's rounding, so they take the case's tolerance */
-  pair_check_as(e, label(op, "residual forward mean", dt), &mean, dt);
-  pair_check_as(e, label(op, "residual forward rstd", dt), &rstd, dt);
+  pair_check_as(e, ops_label(op, "residual forward mean", dt), &mean, dt);
+  pair_check_as(e, ops_label(op, "residual forward rstd", dt), &rstd, dt);
 
   /* Backward from a fresh input (rounded to the dtype on both sides) and each backend's own
    * saved statistics of it. */
@@ -268,7 +262,7 @@ static void case_layernorm(pair_env *e, st_dtype dt) {
     for (int g = 0; g < 3; g++) {
       float *got = pair_fetch_new(e, grads[g]);
       if (run == 0) {
-        pair_compare_f(label(op, names[g], dt), dt, got, grads[g]->host, grads[g]->n);
+        pair_compare_f(ops_label(op, names[g], dt), dt, got, grads[g]->host, grads[g]->n);
         first[g] = got;
       } else {
         CHECK_MSG(same_bits(first[g], got, grads[g]->n),
@@ -290,10 +284,10 @@ static void case_gelu(pair_env *e, st_dtype dt) {
   pair dout = pair_make(e, dt, 3, shape, -1, 1), dinp = pair_make(e, dt, 3, shape, -1, 1);
   CHECK_OK(kernel_gelu_forward(e->cpu, &out.cpu, &inp.cpu, &e->cpu_stream));
   CHECK_OK(kernel_gelu_forward(e->gpu, &out.gpu, &inp.gpu, &e->gpu_stream));
-  pair_check(e, label("gelu", "forward", dt), &out);
+  pair_check(e, ops_label("gelu", "forward", dt), &out);
   CHECK_OK(kernel_gelu_backward(e->cpu, &dinp.cpu, &dout.cpu, &inp.cpu, &e->cpu_stream));
   CHECK_OK(kernel_gelu_backward(e->gpu, &dinp.gpu, &dout.gpu, &inp.gpu, &e->gpu_stream));
-  pair_check(e, label("gelu", "backward dinp", dt), &dinp);
+  pair_check(e, ops_label("gelu", "backward dinp", dt), &dinp);
   pair *all[] = {&inp, &out, &dout, &dinp};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) pair_free(all[i]);
 }
@@ -304,7 +298,7 @@ static void case_residual(pair_env *e, st_dtype dt) {
   pair out = pair_make(e, dt, 3, shape, 7, 7);
   CHECK_OK(kernel_residual_forward(e->cpu, &out.cpu, &a.cpu, &b.cpu, &e->cpu_stream));
   CHECK_OK(kernel_residual_forward(e->gpu, &out.gpu, &a.gpu, &b.gpu, &e->gpu_stream));
-  pair_check(e, label("residual", "out", dt), &out);
+  pair_check(e, ops_label("residual", "out", dt), &out);
   /* in place: a += b; one rounded add, so bf16 matches the rounded fp32 sum */
   CHECK_OK(kernel_residual_forward(e->gpu, &a.gpu, &a.gpu, &b.gpu, &e->gpu_stream));
   float *got = pair_fetch_new(e, &a);
@@ -343,7 +337,7 @@ static void case_attention(pair_env *e, st_dtype dt) {
       kernel_attention_forward(e->cpu, &out.cpu, &state_cpu.cpu, &qkv.cpu, NH, &e->cpu_stream));
   CHECK_OK(
       kernel_attention_forward(e->gpu, &out.gpu, &state_gpu.gpu, &qkv.gpu, NH, &e->gpu_stream));
-  pair_check(e, label(op, "forward out", dt), &out);
+  pair_check(e, ops_label(op, "forward out", dt), &out);
   /* The CUDA state is the log-sum-exp of each row's scaled scores: check it against the CPU's
    * probabilities, lse = s_ij - log p_ij for any visible j (j = 0 here). */
   {
@@ -359,7 +353,7 @@ static void case_attention(pair_env *e, st_dtype dt) {
       }
       want[r] = s * scale - log((double)state_cpu.host[r * T + 0]);
     }
-    pair_compare(label(op, "forward state (log-sum-exp)", dt), ST_FP32, lse, want, gpu_state);
+    pair_compare(ops_label(op, "forward state (log-sum-exp)", dt), ST_FP32, lse, want, gpu_state);
     free(lse);
     free(want);
   }
@@ -369,7 +363,7 @@ static void case_attention(pair_env *e, st_dtype dt) {
   CHECK_OK(kernel_attention_backward(e->gpu, &dqkv.gpu, &dout.gpu, &qkv.gpu, &out.gpu,
                                      &state_gpu.gpu, NH, &e->gpu_stream));
   float *first = pair_fetch_new(e, &dqkv);
-  pair_compare_f(label(op, "backward dqkv", dt), dt, first, dqkv.host, dqkv.n);
+  pair_compare_f(ops_label(op, "backward dqkv", dt), dt, first, dqkv.host, dqkv.n);
   pair_reset(e, &dqkv);
   CHECK_OK(kernel_attention_backward(e->gpu, &dqkv.gpu, &dout.gpu, &qkv.gpu, &out.gpu,
                                      &state_gpu.gpu, NH, &e->gpu_stream));
@@ -400,12 +394,12 @@ static void case_attention_cached(pair_env *e, st_dtype dt) {
                                              &e->gpu_stream));
     char what[64];
     snprintf(what, sizeof what, "out after %lld cached, %lld new", (long long)past, (long long)n);
-    pair_check(e, label(op, what, dt), &out);
+    pair_check(e, ops_label(op, what, dt), &out);
     pair_free(&qkv);
     pair_free(&out);
   }
-  pair_check(e, label(op, "k cache", dt), &kc);
-  pair_check(e, label(op, "v cache", dt), &vc);
+  pair_check(e, ops_label(op, "k cache", dt), &kc);
+  pair_check(e, ops_label(op, "v cache", dt), &vc);
   pair_free(&kc);
   pair_free(&vc);
 }
@@ -425,7 +419,7 @@ static void case_embedding(pair_env *e, st_dtype dt) {
   CHECK_OK(
       kernel_embedding_forward(e->cpu, &out.cpu, ids.host, &wte.cpu, &wpe.cpu, &e->cpu_stream));
   CHECK_OK(kernel_embedding_forward(e->gpu, &out.gpu, ids.dev, &wte.gpu, &wpe.gpu, &e->gpu_stream));
-  pair_check(e, label(op, "forward", dt), &out);
+  pair_check(e, ops_label(op, "forward", dt), &out);
   CHECK_OK(
       kernel_embedding_backward(e->cpu, &dwte.cpu, &dwpe.cpu, &dout.cpu, ids.host, &e->cpu_stream));
   float *first[2];
@@ -440,7 +434,7 @@ static void case_embedding(pair_env *e, st_dtype dt) {
     for (int g = 0; g < 2; g++) {
       float *got = pair_fetch_new(e, grads[g]);
       if (run == 0) {
-        pair_compare_f(label(op, g ? "backward dwpe" : "backward dwte", dt), dt, got,
+        pair_compare_f(ops_label(op, g ? "backward dwpe" : "backward dwte", dt), dt, got,
                        grads[g]->host, grads[g]->n);
         first[g] = got;
       } else {
@@ -477,8 +471,8 @@ static void case_classifier(pair_env *e, st_dtype dt) {
                              &e->cpu_stream));
   CHECK_OK(kernel_classifier(e->gpu, &losses.gpu, &dlogits.gpu, &logits.gpu, ids.dev, V, scale,
                              &e->gpu_stream));
-  pair_check(e, label(op, "losses", dt), &losses);
-  pair_check(e, label(op, "dlogits (padding 0)", dt), &dlogits);
+  pair_check(e, ops_label(op, "losses", dt), &losses);
+  pair_check(e, ops_label(op, "dlogits (padding 0)", dt), &dlogits);
   /* losses only (evaluation), then dlogits in place of the logits */
   /* resetting the device side puts the initial values back on the host side too: keep the
    * CPU's losses there */
@@ -489,252 +483,17 @@ static void case_classifier(pair_env *e, st_dtype dt) {
   free(cpu_losses);
   CHECK_OK(
       kernel_classifier(e->gpu, &losses.gpu, NULL, &logits.gpu, ids.dev, V, scale, &e->gpu_stream));
-  pair_check(e, label(op, "losses without dlogits", dt), &losses);
+  pair_check(e, ops_label(op, "losses without dlogits", dt), &losses);
   CHECK_OK(kernel_classifier(e->gpu, &losses.gpu, &logits.gpu, &logits.gpu, ids.dev, V, scale,
                              &e->gpu_stream));
   float *got = pair_fetch_new(e, &logits);
-  pair_compare_f(label(op, "dlogits in place of logits", dt), dt, got, dlogits.host, logits.n);
+  pair_compare_f(ops_label(op, "dlogits in place of logits", dt), dt, got, dlogits.host, logits.n);
   free(got);
-  pair_check(e, label(op, "losses with dlogits in place", dt), &losses);
+  pair_check(e, ops_label(op, "losses with dlogits in place", dt), &losses);
   pair_free(&logits);
   pair_free(&dlogits);
   pair_free(&losses);
   pair_ids_free(&ids);
-}
-
-/* ---- whole buffers ------------------------------------------------------------------------- */
-
-/* fp32 -> dt on edge cases and random values, and dt -> fp32 on all 65536 bit patterns, bit for
- * bit against core/dtype.h (the CPU backend's conversion); fp32 -> fp32 is a copy. */
-static void case_cast(pair_env *e, st_dtype dt) {
-  enum { RANDOM = 4093, ALL = 65536 };
-  static const uint32_t edges[] = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u,
-                                   0x7fc00000u, 0xffc00001u, 0x3f808000u, 0x3f818000u,
-                                   0x00000001u, 0x007fffffu, 0x7f7fffffu, 0x477ff000u,
-                                   0x477fefffu, 0x33800000u, 0x33000001u, 0x38800000u};
-  const int64_t n = RANDOM + (int64_t)(sizeof edges / sizeof *edges);
-  uint32_t *src = malloc((size_t)n * 4);
-  memcpy(src, edges, sizeof edges);
-  for (int64_t i = (int64_t)(sizeof edges / sizeof *edges); i < n; i++) {
-    float f = (float)(ldexp(pair_uniform(e, 1.0, 2.0), pair_below(e, 60) - 30) *
-                      (pair_below(e, 2) ? 1.0 : -1.0));
-    memcpy(&src[i], &f, 4);
-  }
-  const size_t low = dtype_size(dt);
-  void *d_src = pair_dev_alloc(e, (size_t)n * 4), *d_dst = pair_dev_alloc(e, (size_t)n * low);
-  pair_upload(e, d_src, src, (size_t)n * 4);
-  st_tensor ts, td;
-  CHECK_OK(tensor_make(&ts, d_src, ST_FP32, ST_DEVICE_CUDA, 1, &n));
-  CHECK_OK(tensor_make(&td, d_dst, dt, ST_DEVICE_CUDA, 1, &n));
-  CHECK_OK(kernel_cast(e->gpu, &td, &ts, &e->gpu_stream));
-  void *got = malloc((size_t)n * low), *want = malloc((size_t)n * low);
-  pair_download(e, got, d_dst, (size_t)n * low);
-  dtype_convert(want, dt, src, ST_FP32, (size_t)n);
-  CHECK_MSG(memcmp(got, want, (size_t)n * low) == 0, "cast: fp32 -> %s differs from core/dtype.h",
-            dt_name(dt));
-  mem_free(d_dst);
-  mem_free(d_src);
-  free(got);
-  free(want);
-  free(src);
-  if (dt == ST_FP32) return;
-  /* every 16-bit pattern back to fp32 */
-  const int64_t all = ALL;
-  uint16_t *bits = malloc(ALL * 2);
-  for (int i = 0; i < ALL; i++) bits[i] = (uint16_t)i;
-  d_src = pair_dev_alloc(e, ALL * 2);
-  d_dst = pair_dev_alloc(e, ALL * 4);
-  pair_upload(e, d_src, bits, ALL * 2);
-  CHECK_OK(tensor_make(&ts, d_src, dt, ST_DEVICE_CUDA, 1, &all));
-  CHECK_OK(tensor_make(&td, d_dst, ST_FP32, ST_DEVICE_CUDA, 1, &all));
-  CHECK_OK(kernel_cast(e->gpu, &td, &ts, &e->gpu_stream));
-  float *up = malloc(ALL * 4), *up_want = malloc(ALL * 4);
-  pair_download(e, up, d_dst, ALL * 4);
-  dtype_convert(up_want, ST_FP32, bits, dt, ALL);
-  CHECK_MSG(memcmp(up, up_want, ALL * 4) == 0,
-            "cast: %s -> fp32 differs from core/dtype.h on some of the 65536 patterns",
-            dt_name(dt));
-  mem_free(d_dst);
-  mem_free(d_src);
-  free(bits);
-  free(up);
-  free(up_want);
-}
-
-/* x *= 0.37 in place on an odd length, through a view one element into the buffer (not 16-byte
- * aligned: the scalar path) and through the aligned buffer; exact against fp32 arithmetic. */
-static void case_scale(pair_env *e, st_dtype dt) {
-  int64_t n = 1003, view_n = n - 1;
-  pair x = pair_make(e, dt, 1, &n, -3, 3);
-  const float factor = 0.37f;
-  st_tensor view;
-  CHECK_OK(tensor_make(&view, (char *)x.dev + dtype_size(dt), dt, ST_DEVICE_CUDA, 1, &view_n));
-  CHECK_OK(kernel_scale(e->gpu, &x.gpu, factor, &e->gpu_stream));
-  CHECK_OK(kernel_scale(e->gpu, &view, factor, &e->gpu_stream));
-  float *got = pair_fetch_new(e, &x);
-  int exact = 1;
-  for (int64_t i = 0; i < n; i++) {
-    uint32_t w = 0;
-    dtype_store_f32(&w, dt, 0, x.init[i] * factor);
-    float once = dtype_load_f32(&w, dt, 0);
-    if (i > 0) {
-      dtype_store_f32(&w, dt, 0, once * factor);
-      once = dtype_load_f32(&w, dt, 0);
-    }
-    exact &= got[i] == once;
-  }
-  CHECK_MSG(exact, "scale: x *= %g is fp32 arithmetic rounded to %s", (double)factor, dt_name(dt));
-  free(got);
-  pair_free(&x);
-}
-
-static void case_finite_check(pair_env *e, st_dtype dt) {
-  int64_t n = 5001, one = 1;
-  pair x = pair_make(e, dt, 1, &n, -1000, 1000), flag = pair_make(e, ST_FP32, 1, &one, 0, 0);
-  float f = -1;
-  CHECK_OK(kernel_finite_check(e->gpu, &flag.gpu, &x.gpu, &e->gpu_stream));
-  pair_fetch(e, &flag, &f);
-  CHECK_MSG(f == 0.0f, "finite_check: finite values leave the flag at 0, got %g [%s]", (double)f,
-            dt_name(dt));
-  const float bad[] = {INFINITY, -INFINITY, NAN};
-  for (int k = 0; k < 3; k++) {
-    x.init[4999] = bad[k];
-    pair_reset(e, &x);
-    pair_reset(e, &flag);
-    CHECK_OK(kernel_finite_check(e->gpu, &flag.gpu, &x.gpu, &e->gpu_stream));
-    pair_fetch(e, &flag, &f);
-    CHECK_MSG(f == 1.0f, "finite_check: %g at element 4999 sets the flag, got %g [%s]",
-              (double)bad[k], (double)f, dt_name(dt));
-  }
-  /* a set flag stays set over finite values */
-  x.init[4999] = 1.0f;
-  pair_reset(e, &x);
-  CHECK_OK(kernel_finite_check(e->gpu, &flag.gpu, &x.gpu, &e->gpu_stream));
-  pair_fetch(e, &flag, &f);
-  CHECK_MSG(f == 1.0f, "finite_check: a set flag stays set [%s]", dt_name(dt));
-  pair_free(&x);
-  pair_free(&flag);
-}
-
-/* out = 1.5, then out += sum (of squares) twice from the same start: float64 reference (the CPU
- * has no fp16 sum), the same bits both times. */
-static void check_sum(pair_env *e, st_dtype dt, int square) {
-  const char *op = square ? "sum_squares" : "sum";
-  int64_t n = 100003, one = 1;
-  pair x = pair_make(e, dt, 1, &n, -1, square ? 1 : 3),
-       out = pair_make(e, ST_FP32, 1, &one, 1.5, 1.5);
-  double want = 1.5;
-  for (int64_t i = 0; i < n; i++) want += square ? (double)x.init[i] * x.init[i] : x.init[i];
-  float got[2];
-  for (int run = 0; run < 2; run++) {
-    pair_reset(e, &out);
-    if (square) {
-      CHECK_OK(kernel_sum_squares(e->gpu, &out.gpu, &x.gpu, &e->gpu_stream));
-    } else {
-      CHECK_OK(kernel_sum(e->gpu, &out.gpu, &x.gpu, &e->gpu_stream));
-    }
-    pair_fetch(e, &out, &got[run]);
-  }
-  CHECK_MSG(fabs(got[0] - want) <= 2e-6 * fabs(want), "%s: %.9g, expected %.9g [%s]", op,
-            (double)got[0], want, dt_name(dt));
-  CHECK_MSG(memcmp(&got[0], &got[1], sizeof got[0]) == 0, "%s: not bit-identical on a second run",
-            op);
-  /* the CPU backend agrees where it has the dtype */
-  if (kernel_supports(e->cpu, square ? KERNEL_OP_SUM_SQUARES : KERNEL_OP_SUM, dt)) {
-    pair_reset(e, &out);
-    if (square) {
-      CHECK_OK(kernel_sum_squares(e->cpu, &out.cpu, &x.cpu, &e->cpu_stream));
-    } else {
-      CHECK_OK(kernel_sum(e->cpu, &out.cpu, &x.cpu, &e->cpu_stream));
-    }
-    CHECK_MSG(fabs(got[0] - out.host[0]) <= 4e-6 * fabs(want), "%s: CUDA %.9g, CPU %.9g [%s]", op,
-              (double)got[0], (double)out.host[0], dt_name(dt));
-  }
-  pair_free(&x);
-  pair_free(&out);
-}
-
-static void case_sum_squares(pair_env *e, st_dtype dt) { check_sum(e, dt, 1); }
-static void case_sum(pair_env *e, st_dtype dt) { check_sum(e, dt, 0); }
-
-/* ---- AdamW (float64 reference: no CPU op yet) ----------------------------------------------- */
-
-/* One step over n elements covered by `count` segments with gaps; grads in dt, params in
- * param_dt (or none). Untouched elements must keep their values. */
-static void adamw_run(pair_env *e, st_dtype dt, st_dtype param_dt, int with_param, int count) {
-  const int64_t n = 7 * (int64_t)count + 5;
-  kernel_adamw_segment *segs = malloc((size_t)count * sizeof *segs);
-  int64_t at = 1;
-  for (int s = 0; s < count; s++) {
-    const int64_t len = 3 + s % 4; /* segments of 3..6 elements, gaps of 4..1 */
-    segs[s] = (kernel_adamw_segment){at, len, s % 3 ? 0.1f : 0.0f};
-    at += 7;
-  }
-  pair master = pair_make(e, ST_FP32, 1, &n, -1, 1), m = pair_make(e, ST_FP32, 1, &n, -0.1, 0.1);
-  pair v = pair_make(e, ST_FP32, 1, &n, 0, 0.01), grad = pair_make(e, dt, 1, &n, -2, 2);
-  pair param = pair_make(e, param_dt, 1, &n, 9, 9);
-  const kernel_adamw_step step = {
-      .lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .grad_scale = 0.5f, .step = 3};
-  CHECK_OK(kernel_adamw(e->gpu, with_param ? &param.gpu : NULL, &master.gpu, &m.gpu, &v.gpu,
-                        &grad.gpu, &step, segs, count, &e->gpu_stream));
-  double *wp = malloc((size_t)n * sizeof *wp), *wm = malloc((size_t)n * sizeof *wm);
-  double *wv = malloc((size_t)n * sizeof *wv), *wparam = malloc((size_t)n * sizeof *wparam);
-  for (int64_t i = 0; i < n; i++) {
-    wp[i] = master.init[i];
-    wm[i] = m.init[i];
-    wv[i] = v.init[i];
-    wparam[i] = param.init[i];
-  }
-  const double bc1 = 1.0 - pow(0.9, 3), bc2 = 1.0 - pow(0.95, 3);
-  for (int s = 0; s < count; s++) {
-    for (int64_t i = segs[s].begin; i < segs[s].begin + segs[s].count; i++) {
-      const double g = (double)grad.init[i] * 0.5;
-      double p = wp[i];
-      p -= 1e-2 * segs[s].weight_decay * p;
-      wm[i] = 0.9 * wm[i] + 0.1 * g;
-      wv[i] = 0.95 * wv[i] + 0.05 * g * g;
-      p -= 1e-2 * (wm[i] / bc1) / (sqrt(wv[i] / bc2) + 1e-8);
-      wp[i] = p;
-      wparam[i] = NAN; /* inside a segment: the updated master, rounded (below) */
-    }
-  }
-  char what[96];
-  snprintf(what, sizeof what, "%d segments, grad %s, param %s", count, dt_name(dt),
-           with_param ? dt_name(param_dt) : "none");
-  float *got = pair_fetch_new(e, &master);
-  pair_compare(label("adamw", what, ST_FP32), ST_FP32, got, wp, n);
-  pair_fetch(e, &m, got);
-  pair_compare(label("adamw m", what, ST_FP32), ST_FP32, got, wm, n);
-  pair_fetch(e, &v, got);
-  pair_compare(label("adamw v", what, ST_FP32), ST_FP32, got, wv, n);
-  /* param is exactly CUDA's updated master rounded to the param dtype inside the segments, and
-   * untouched (9) outside them or when no param is given */
-  float *master_got = pair_fetch_new(e, &master);
-  pair_fetch(e, &param, got);
-  int param_ok = 1;
-  for (int64_t i = 0; i < n; i++) {
-    uint32_t r = 0;
-    dtype_store_f32(&r, param_dt, 0, master_got[i]);
-    const float want = with_param && isnan(wparam[i]) ? dtype_load_f32(&r, param_dt, 0) : 9.0f;
-    param_ok &= got[i] == want;
-  }
-  CHECK_MSG(param_ok, "adamw: param is the updated master rounded to %s, untouched elsewhere (%s)",
-            dt_name(param_dt), what);
-  free(master_got);
-  free(got);
-  free(wp);
-  free(wm);
-  free(wv);
-  free(wparam);
-  free(segs);
-  pair *all[] = {&master, &m, &v, &grad, &param};
-  for (size_t i = 0; i < sizeof all / sizeof *all; i++) pair_free(all[i]);
-}
-
-static void case_adamw(pair_env *e, st_dtype dt) {
-  adamw_run(e, dt, dt, 1, 5);        /* the table in the launch's parameters */
-  adamw_run(e, dt, ST_FP32, 0, 5);   /* no param written */
-  adamw_run(e, dt, ST_BF16, 1, 300); /* the table through device memory */
 }
 
 /* ---- the walk ------------------------------------------------------------------------------ */
@@ -752,12 +511,12 @@ static op_case case_for(kernel_op op) {
     case KERNEL_OP_RESIDUAL: return case_residual;
     case KERNEL_OP_EMBEDDING: return case_embedding;
     case KERNEL_OP_CLASSIFIER: return case_classifier;
-    case KERNEL_OP_CAST: return case_cast;
-    case KERNEL_OP_ADAMW: return case_adamw;
-    case KERNEL_OP_SUM_SQUARES: return case_sum_squares;
-    case KERNEL_OP_SUM: return case_sum;
-    case KERNEL_OP_SCALE: return case_scale;
-    case KERNEL_OP_FINITE_CHECK: return case_finite_check;
+    case KERNEL_OP_CAST: return ops_case_cast;
+    case KERNEL_OP_ADAMW: return ops_case_adamw;
+    case KERNEL_OP_SUM_SQUARES: return ops_case_sum_squares;
+    case KERNEL_OP_SUM: return ops_case_sum;
+    case KERNEL_OP_SCALE: return ops_case_scale;
+    case KERNEL_OP_FINITE_CHECK: return ops_case_finite_check;
     case KERNEL_OP_COUNT: break;
   }
   return NULL;
