@@ -44,8 +44,10 @@ static void print_row(const plan_input *in, const memory_plan *mp, const comm_pl
          gpu_gib > 0 ? (gib(total) <= gpu_gib ? "fits" : "too big") : "");
 }
 
-/* The precision of the flags, and whether the planned device keeps fp32 compute copies. */
-static st_status plan_precision(const plan_options *o, unit_precision *precision, int *copies) {
+/* The precision of the flags, the planned device's kind (whose kernels size the attention state
+ * and choose the activation dtype) and whether it keeps fp32 compute copies. */
+static st_status plan_precision(const plan_options *o, unit_precision *precision,
+                                st_device_kind *device, int *copies) {
   train_options t;
   train_options_defaults(&t);
   t.param_dtype = o->param_dtype;
@@ -56,6 +58,7 @@ static st_status plan_precision(const plan_options *o, unit_precision *precision
     if (device_check_param_dtype(&cpu, precision->param) != ST_OK) {
       return st_error(ST_ERR_INVALID_ARG, "--param-dtype %s: %s", o->param_dtype, st_last_error());
     }
+    *device = ST_DEVICE_CPU;
     *copies = !kernel_kind_computes_in(ST_DEVICE_CPU, ST_BF16);
     return ST_OK;
   }
@@ -67,6 +70,7 @@ static st_status plan_precision(const plan_options *o, unit_precision *precision
     return st_error(ST_ERR_INVALID_ARG, "--param-dtype %s: GPUs train with fp32 or bf16 parameters",
                     o->param_dtype);
   }
+  *device = ST_DEVICE_CUDA;
   *copies = 0;
   return ST_OK;
 }
@@ -74,8 +78,9 @@ static st_status plan_precision(const plan_options *o, unit_precision *precision
 static st_status run_plan(const plan_options *o) {
   gpt_config cfg;
   unit_precision precision;
+  st_device_kind device = ST_DEVICE_CPU;
   int copies = 0;
-  ST_CHECK(plan_precision(o, &precision, &copies));
+  ST_CHECK(plan_precision(o, &precision, &device, &copies));
   ST_CHECK(gpt_config_named(o->model, &cfg));
   if (o->seq_len) cfg.max_seq = o->seq_len;
   ST_CHECK(gpt_config_finish(&cfg, 1));
@@ -106,6 +111,7 @@ static st_status run_plan(const plan_options *o) {
                              .prefetch = o->prefetch,
                              .reshard_after_forward = 1,
                              .precision = precision,
+                             .device = device,
                              .compute_copies = copies};
       memory_plan mp;
       comm_plan cp;
