@@ -38,9 +38,8 @@ st_status unit_init(unit *u, const char *name, const st_device *dev, int stage,
   memset(u, 0, sizeof *u);
   snprintf(u->name, sizeof u->name, "%s", name);
   u->dev = dev;
-  u->stage = stage;
-  if (stage < 0 || stage > 3) {
-    return st_error(ST_ERR_INVALID_ARG, "unit %s: ZeRO stage %d is not 0, 1, 2 or 3", name, stage);
+  if (unit_policy_for_stage(stage, &u->policy) != ST_OK) {
+    return st_error(ST_ERR_INVALID_ARG, "unit %s: %s", name, st_last_error());
   }
   if (precision) u->precision = *precision;
   ST_CHECK(check_precision(u->name, dev, u->precision));
@@ -48,7 +47,7 @@ st_status unit_init(unit *u, const char *name, const st_device *dev, int stage,
   u->copies_params = fp32_kernels && u->precision.param != ST_FP32;
   u->copies_grads = fp32_kernels && u->precision.reduce != ST_FP32;
   int S = 1;
-  if (!groups && stage != 0) {
+  if (!groups && u->policy.shard_optimizer) {
     return st_error(ST_ERR_INVALID_ARG, "unit %s: ZeRO stage %d needs a mesh", name, stage);
   }
   if (groups) {
@@ -106,17 +105,18 @@ static st_status zero_state(float *state, const unit *u) {
 st_status unit_allocate(unit *u) {
   const int64_t numel = u->layout.numel, shard = u->layout.shard_numel;
   const st_dtype p = u->precision.param, g = u->precision.reduce;
-  u->owned_begin = u->stage == 0 ? 0 : (int64_t)u->shard_rank * shard;
-  u->owned_numel = u->stage == 0 ? numel : shard;
+  const unit_policy *pol = &u->policy;
+  u->owned_begin = pol->shard_optimizer ? (int64_t)u->shard_rank * shard : 0;
+  u->owned_numel = pol->shard_optimizer ? shard : numel;
   ST_CHECK(stream_create(u->dev, &u->stream));
   st_status status;
-  if (u->stage == 3) {
+  if (pol->shard_params) {
     ST_CHECK_GOTO(alloc_zeroed(&u->param_shard, bytes_of(p, shard), MEM_PARAMS, u), status, fail);
   } else {
     ST_CHECK_GOTO(alloc_zeroed(&u->params, bytes_of(p, numel), MEM_PARAMS, u), status, fail);
     u->param_shard = element(u->params, p, u->owned_begin);
   }
-  if (u->stage <= 1) {
+  if (!pol->shard_grads) {
     ST_CHECK_GOTO(alloc_zeroed(&u->grads, bytes_of(g, numel), MEM_GRADS, u), status, fail);
     u->grad_shard = element(u->grads, g, (int64_t)u->shard_rank * shard);
   } else {
@@ -137,9 +137,9 @@ void unit_free(unit *u) {
   mem_free(u->master);
   mem_free(u->compute_grads);
   mem_free(u->compute_params);
-  if (u->stage >= 2) mem_free(u->grad_shard);
+  if (u->policy.shard_grads) mem_free(u->grad_shard);
   mem_free(u->grads);
-  if (u->stage == 3) mem_free(u->param_shard);
+  if (u->policy.shard_params) mem_free(u->param_shard);
   mem_free(u->params);
   u->adam_v = u->adam_m = u->master = u->compute_grads = u->compute_params = NULL;
   u->grad_shard = u->grads = u->param_shard = u->params = NULL;
@@ -192,7 +192,7 @@ st_status unit_set_params(unit *u, int64_t first, const float *values, int64_t c
   if (lo < hi) {
     ST_CHECK(stream_memcpy(&u->stream, u->master + (lo - u->owned_begin), values + (lo - first),
                            bytes_of(ST_FP32, hi - lo)));
-    if (u->stage == 3) {
+    if (u->policy.shard_params) {
       ST_CHECK(upload(u, element(u->param_shard, p, lo - u->owned_begin), p, values + (lo - first),
                       hi - lo));
     }
@@ -204,7 +204,7 @@ st_status unit_set_params(unit *u, int64_t first, const float *values, int64_t c
 }
 
 st_status unit_gather_start(unit *u) {
-  if (u->stage != 3 || u->params || u->gather_pending) return ST_OK;
+  if (u->policy.gather_params == UNIT_PARAMS_KEPT || u->params || u->gather_pending) return ST_OK;
   const st_dtype p = u->precision.param;
   ST_CHECK(mem_alloc(&u->params, bytes_of(p, u->layout.numel), MEM_DEVICE, MEM_GATHERED, u->dev));
   st_status status = comm_all_gather(u->groups.shard, u->param_shard, u->params,
@@ -233,7 +233,7 @@ st_status unit_gather_wait(unit *u) {
 void unit_release(unit *u) {
   mem_free(u->compute_params);
   u->compute_params = NULL;
-  if (u->stage != 3 || u->gather_pending) return;
+  if (u->policy.gather_params == UNIT_PARAMS_KEPT || u->gather_pending) return;
   mem_free(u->params);
   u->params = NULL;
 }
@@ -286,10 +286,10 @@ st_status unit_reduce_wait(unit *u) {
     ST_CHECK(comm_all_reduce(u->groups.replicate, u->grad_shard, u->grad_shard, shard, g, COMM_SUM,
                              NULL));
   }
-  if (u->stage == 0 && shards_of(u) > 1) {
+  if (u->policy.gather_grads && shards_of(u) > 1) {
     ST_CHECK(comm_all_gather(u->groups.shard, u->grad_shard, u->grads, shard, g, NULL));
   }
-  if (u->stage >= 2) {
+  if (u->policy.transient_grads) {
     mem_free(u->grads);
     u->grads = NULL;
   }
@@ -298,7 +298,9 @@ st_status unit_reduce_wait(unit *u) {
 
 /* ---- optimizer -------------------------------------------------------------------------- */
 
-void *unit_owned_grads(const unit *u) { return u->stage == 0 ? u->grads : u->grad_shard; }
+void *unit_owned_grads(const unit *u) {
+  return u->policy.shard_optimizer ? u->grad_shard : u->grads;
+}
 
 void *unit_owned_params(const unit *u) { return u->param_shard; }
 
@@ -330,7 +332,7 @@ st_status unit_restore_owned(unit *u, int64_t first, int64_t count, const float 
 
 st_status unit_publish(unit *u) {
   ST_CHECK(stream_sync(&u->stream));
-  if ((u->stage == 1 || u->stage == 2) && shards_of(u) > 1) {
+  if (u->policy.publish_params && shards_of(u) > 1) {
     ST_CHECK(comm_all_gather(u->groups.shard, u->param_shard, u->params,
                              (size_t)u->layout.shard_numel, u->precision.param, NULL));
   }
@@ -339,7 +341,7 @@ st_status unit_publish(unit *u) {
 }
 
 st_status unit_gather_master(unit *u, float *out) {
-  if (u->stage == 0) {
+  if (!u->policy.shard_optimizer) {
     ST_CHECK(stream_memcpy(&u->stream, out, u->master, bytes_of(ST_FP32, u->layout.numel)));
     return stream_sync(&u->stream);
   }

@@ -46,6 +46,7 @@
 #include "core/tensor.h"
 #include "sharding/comm.h"
 #include "sharding/unit_layout.h"
+#include "sharding/unit_policy.h"
 
 /* The groups a unit talks on; each may have size 1. */
 typedef struct unit_groups {
@@ -63,8 +64,8 @@ typedef struct unit {
   char name[64];
   unit_layout layout;
   const st_device *dev;
-  st_stream stream; /* copies and fills of this unit's buffers */
-  int stage;
+  st_stream stream;   /* copies and fills of this unit's buffers */
+  unit_policy policy; /* the ZeRO stage, as data (unit_policy.h) */
   unit_precision precision;
   int copies_params, copies_grads; /* keeps fp32 compute copies (see above) */
   unit_groups groups;
