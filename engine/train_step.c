@@ -74,5 +74,5 @@ st_status train_step(gpt_model *m, const train_hparams *h, int step, const int32
     ST_CHECK(
         unit_optim_adamw(&m->units[u], &h->adam, h->weight_decay, step + 1, (float)out->lr, scale));
   }
-  return stream_sync(&m->stream);
+  return gpt_step_end(m);
 }
