@@ -31,7 +31,8 @@
  * exactly those of the sharded stages: equal meshes give bit-identical results at every stage).
  * The optimizer updates the master and writes the owned range of the params in p; publishing
  * then all-gathers the params at stages 1-2. Every rank of a group calls these in the same
- * order.
+ * order. Gathers and reductions are ordered on the streams of unit_streams.h by events (the
+ * schedule is in unit_policy.h); transient full-unit buffers come from its buffer pool.
  *
  * Optimizer offload (unit_offload_optimizer): master, m and v live in host memory (MEM_PINNED,
  * category OPTIMIZER_HOST) and AdamW runs on the host. Where device memory is host RAM (the
