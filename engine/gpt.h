@@ -77,7 +77,7 @@ typedef struct gpt_model {
   comm *tp; /* tensor-parallel group (NULL on one rank) */
   int tp_size, tp_rank;
   const st_device *dev;
-  const kernel_backend *kb;
+  kernel_backend *kb;
   st_stream stream;     /* C: every kernel of the model; the units' compute stream */
   unit_streams streams; /* the units' gather and reduce streams and their buffer pool */
   st_stream tp_stream;  /* the tp group's f/g all-reduces, ordered after C by tp_ready */

@@ -25,6 +25,8 @@ st_status gpt_param_scratch(const gpt_model *m, float **out);
 
 /* A contiguous fp32 descriptor on the model's device: [d0], [d0, d1] or [d0, d1, d2, d3]. The
  * extents come from a validated config, so building them cannot fail. */
+/* The attention heads of this tp rank: n_head / tp. */
+int64_t gpt_local_heads(const gpt_model *m);
 st_tensor gpt_t1(const gpt_model *m, float *data, int64_t d0);
 st_tensor gpt_t2(const gpt_model *m, float *data, int64_t d0, int64_t d1);
 st_tensor gpt_t4(const gpt_model *m, float *data, int64_t d0, int64_t d1, int64_t d2, int64_t d3);

@@ -117,7 +117,7 @@ st_status gpt_create(gpt_model **out, const gpt_config *cfg, const st_device *de
   m->B = B;
   m->T = T;
   st_status status;
-  ST_CHECK_GOTO(kernel_backend_for(dev, &m->kb), status, fail);
+  ST_CHECK_GOTO(kernel_backend_create(dev, &m->kb), status, fail);
   ST_CHECK_GOTO(stream_create(dev, &m->stream), status, fail);
   ST_CHECK_GOTO(stream_create(dev, &m->tp_stream), status, fail);
   ST_CHECK_GOTO(event_create(dev, &m->tp_ready), status, fail);
@@ -140,6 +140,7 @@ void gpt_destroy(gpt_model *m) {
   event_destroy(&m->tp_ready);
   stream_destroy(&m->tp_stream);
   stream_destroy(&m->stream);
+  kernel_backend_destroy(m->kb);
   mem_free(m);
 }
 
