@@ -5,7 +5,8 @@
  * C waits gathered(u) before the unit's compute; R waits grads-ready(u), recorded on C, before
  * the reduce-scatter; the replicate all-reduce follows on R; C waits reduced(u); the full
  * gradients go back to the pool after R's work; the watchdog drains every collective. Stage 0
- * adds the all-gather of the reduced shards on R. Nothing leaks. */
+ * adds the all-gather of the reduced shards on R. Nothing leaks, also when any one allocation
+ * fails. */
 #include <string.h>
 
 #include "core/alloc.h"
@@ -242,9 +243,69 @@ static void test_stage0(void) {
   rig_close(&k);
 }
 
+/* A stage-3 unit's life on the fake device, as test_stage3 runs it; the first error returns. */
+static st_status life(void) {
+  const st_device dev = fake_device();
+  st_stream compute = {0};
+  comm *shard = NULL, *replicate = NULL;
+  unit_streams streams;
+  unit u;
+  memset(&streams, 0, sizeof streams);
+  memset(&u, 0, sizeof u);
+  st_status status;
+  ST_CHECK_GOTO(stream_create(&dev, &compute), status, done);
+  ST_CHECK_GOTO(fake_comm_create(&shard, &dev, "shard"), status, done);
+  ST_CHECK_GOTO(fake_comm_create(&replicate, &dev, "replicate"), status, done);
+  const unit_groups groups = {shard, replicate};
+  ST_CHECK_GOTO(unit_streams_create(&streams, &dev, &compute, &groups), status, done);
+  ST_CHECK_GOTO(unit_init(&u, "u", &dev, 3, NULL, &groups, 1, 0), status, done);
+  ST_CHECK_GOTO(unit_share_streams(&u, &streams), status, done);
+  const int64_t shape[2] = {8, 8};
+  ST_CHECK_GOTO(unit_declare(&u, "w", 2, shape, TP_REPLICATED, 1, NULL), status, done);
+  ST_CHECK_GOTO(unit_allocate(&u), status, done);
+  ST_CHECK_GOTO(unit_gather_wait(&u), status, done);
+  unit_release(&u);
+  ST_CHECK_GOTO(unit_gather_wait(&u), status, done);
+  ST_CHECK_GOTO(unit_grads_begin(&u), status, done);
+  ST_CHECK_GOTO(unit_reduce_start(&u), status, done);
+  ST_CHECK_GOTO(unit_reduce_wait(&u), status, done);
+  unit_release(&u);
+  fake_complete_all();
+  status = unit_streams_step_end(&streams);
+done:
+  fake_complete_all();
+  unit_free(&u);
+  unit_streams_destroy(&streams);
+  comm_destroy(replicate);
+  comm_destroy(shard);
+  stream_destroy(&compute);
+  return status;
+}
+
+/* Every allocation of that life fails in turn (the pool's bookkeeping included, since the fake
+ * device's events stay incomplete and buffers are kept): each run ends in ST_ERR_OOM, or goes
+ * on where the pool frees a buffer it cannot keep, and leaves no block allocated. */
+static void test_out_of_memory(void) {
+  const uint64_t blocks = live_blocks();
+  int failed = 0;
+  for (long n = 1; n <= 120; n++) {
+    mem_fail_nth(n);
+    const st_status status = life();
+    mem_fail_nth(0);
+    CHECK_MSG(status == ST_OK || status == ST_ERR_OOM, "allocation %ld: %s (%s)", n,
+              st_status_string(status), st_last_error());
+    failed += status == ST_ERR_OOM;
+    CHECK_MSG(live_blocks() == blocks, "allocation %ld failed: %llu blocks leaked", n,
+              (unsigned long long)(live_blocks() - blocks));
+  }
+  CHECK_MSG(failed >= 10, "only %d allocations failed the life", failed);
+  CHECK_OK(life());
+}
+
 int main(void) {
   test_stage3();
   test_stage0();
+  test_out_of_memory();
   if (test_checks_failed()) fake_log_print();
   return test_finish("unit_streams_test");
 }
