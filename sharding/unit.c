@@ -91,7 +91,7 @@ st_status unit_share_streams(unit *u, unit_streams *streams) {
 
 st_status unit_host_wait(unit *u) { return unit_streams_step_end(u->streams); }
 
-/* The unit's own streams when none are shared, and its two events. */
+/* The unit's own streams when none are shared, and its events. */
 static st_status create_streams(unit *u) {
   if (!u->streams) {
     ST_CHECK(unit_streams_create(&u->private_streams, u->dev, &u->stream,
@@ -99,7 +99,8 @@ static st_status create_streams(unit *u) {
     u->streams = &u->private_streams;
   }
   ST_CHECK(event_create(u->dev, &u->grads_ready));
-  return event_create(u->dev, &u->reduced);
+  ST_CHECK(event_create(u->dev, &u->reduced));
+  return event_create(u->dev, &u->params_read);
 }
 
 st_status unit_offload_optimizer(unit *u) {
@@ -171,6 +172,7 @@ void unit_free(unit *u) {
   mem_free(u->params);
   u->adam_v = u->adam_m = u->master = u->compute_grads = u->compute_params = NULL;
   u->grad_shard = u->grads = u->param_shard = u->params = NULL;
+  event_destroy(&u->params_read);
   event_destroy(&u->reduced);
   event_destroy(&u->grads_ready);
   if (u->streams == &u->private_streams) unit_streams_destroy(&u->private_streams);
@@ -395,10 +397,16 @@ st_status unit_restore_owned(unit *u, int64_t first, int64_t count, const float 
 }
 
 st_status unit_publish(unit *u) {
-  ST_CHECK(stream_sync(&u->stream));
+  ST_CHECK(stream_sync(&u->stream)); /* the owned parameters' writes through it are done */
   if (u->policy.publish_params && shards_of(u) > 1) {
-    ST_CHECK(comm_all_gather(u->groups.shard, u->param_shard, u->params,
-                             (size_t)u->layout.shard_numel, u->precision.param, NULL));
+    /* On G after C's reads of the full parameters so far; C reads the new ones after it. */
+    unit_streams *s = u->streams;
+    ST_CHECK(event_record(&u->params_read, s->compute));
+    ST_CHECK(stream_wait_event(&s->gather, &u->params_read));
+    comm_work work;
+    ST_CHECK(comm_all_gather_on(s->gather_comm, &s->gather, u->param_shard, u->params,
+                                (size_t)u->layout.shard_numel, u->precision.param, &work));
+    ST_CHECK(comm_order_after(&work, s->compute));
   }
   refresh_compute_params(u);
   return ST_OK;

@@ -64,6 +64,7 @@ typedef struct unit {
   unit_streams *streams;        /* C, G, R and the pool: shared, or private_streams */
   unit_streams private_streams; /* a unit's own, C = stream, when none is shared */
   st_event grads_ready, reduced; /* recorded on C before the reduction, on R after it */
+  st_event params_read;          /* recorded on C before publishing overwrites the params */
   unit_policy policy;            /* the ZeRO stage, as data (unit_policy.h) */
   unit_precision precision;
   int copies_params, copies_grads; /* keeps fp32 compute copies (see above) */
@@ -159,7 +160,8 @@ st_status unit_restore_owned(unit *u, int64_t first, int64_t count, const float 
                              const float *adam_m, const float *adam_v);
 
 /* After the optimizer wrote the owned parameters: make every rank's params reflect them
- * (stages 1-2 all-gather them; a compute copy in use is refreshed). */
+ * (stages 1-2 all-gather them on G, after C's reads so far, and C is ordered after it; a
+ * compute copy in use is refreshed). */
 st_status unit_publish(unit *u);
 
 /* Writes the full fp32 master weights (layout.numel elements of device memory) into `out`:

@@ -31,7 +31,8 @@
  *                              R       all-gather the shards back into the grads gather_grads
  *                              C       wait reduced(u); full grads to the pool   transient_grads
  *   optimizer                  C       norm and AdamW on the owned range         all
- *   after the optimizer        -       all-gather the updated params             publish_params
+ *   after the optimizer        G, C    G waits C's reads; all-gather the updated publish_params
+ *                                      params; C waits published(u)
  */
 #ifndef ST_SHARDING_UNIT_POLICY_H
 #define ST_SHARDING_UNIT_POLICY_H

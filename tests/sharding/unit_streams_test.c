@@ -5,8 +5,8 @@
  * C waits gathered(u) before the unit's compute; R waits grads-ready(u), recorded on C, before
  * the reduce-scatter; the replicate all-reduce follows on R; C waits reduced(u); the full
  * gradients go back to the pool after R's work; the watchdog drains every collective. Stage 0
- * adds the all-gather of the reduced shards on R. Nothing leaks, also when any one allocation
- * fails. */
+ * adds the all-gather of the reduced shards on R; stage 1 publishes on G after C's reads.
+ * Nothing leaks, also when any one allocation fails. */
 #include <string.h>
 
 #include "core/alloc.h"
@@ -243,6 +243,24 @@ static void test_stage0(void) {
   rig_close(&k);
 }
 
+/* Stage 1 publishes after the optimizer: G waits C's reads, all-gathers, C waits for it. */
+static void test_publish(void) {
+  rig k;
+  rig_open(&k, 1);
+  fake_log_clear();
+  CHECK_OK(unit_publish(&k.u));
+  const int read = fake_log_find(0, FAKE_RECORD, k.c, 0, NULL);
+  const int g_waits = waits_after(read, k.g);
+  int published = 0;
+  const int rec = collective_event(0, k.g, "all_gather", &published);
+  CHECK_MSG(read >= 0 && g_waits > read && rec > g_waits,
+            "C records its reads, G waits them, then all-gathers");
+  CHECK_MSG(waits_after(rec, k.c) > rec, "C waits published(u)");
+  fake_complete_all();
+  CHECK_OK(unit_streams_step_end(&k.streams));
+  rig_close(&k);
+}
+
 /* A stage-3 unit's life on the fake device, as test_stage3 runs it; the first error returns. */
 static st_status life(void) {
   const st_device dev = fake_device();
@@ -305,6 +323,7 @@ static void test_out_of_memory(void) {
 int main(void) {
   test_stage3();
   test_stage0();
+  test_publish();
   test_out_of_memory();
   if (test_checks_failed()) fake_log_print();
   return test_finish("unit_streams_test");
