@@ -115,7 +115,8 @@ st_status comm_broadcast(comm *c, void *buf, size_t count, st_dtype dtype, int r
                          comm_work *work);
 st_status comm_barrier(comm *c, comm_work *work);
 
-/* The same collectives ordered on `stream` (see the top of this file); work must not be NULL. */
+/* The same collectives ordered on `stream` (see the top of this file); with a NULL work the host
+ * waits for the collective, as with the calls above. */
 st_status comm_all_gather_on(comm *c, const st_stream *stream, const void *send, void *recv,
                              size_t count, st_dtype dtype, comm_work *work);
 st_status comm_reduce_scatter_on(comm *c, const st_stream *stream, const void *send, void *recv,
