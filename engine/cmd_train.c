@@ -201,7 +201,7 @@ static st_status evaluate(train_run *r, double *val_loss) {
     ST_CHECK(gpt_loss_sum(m, &sum));
   }
   comm *dp = mesh_comm(r->mesh, ST_GROUP_DP);
-  ST_CHECK(comm_all_reduce(dp, sum.data, sum.data, 1, ST_FP32, COMM_SUM, NULL));
+  ST_CHECK(comm_all_reduce_on(dp, &m->stream, sum.data, sum.data, 1, ST_FP32, COMM_SUM, NULL));
   float host_sum = 0;
   ST_CHECK(stream_memcpy(&m->stream, &host_sum, sum.data, sizeof host_sum));
   ST_CHECK(stream_sync(&m->stream));

@@ -28,7 +28,9 @@ static st_status grad_sumsq(gpt_model *m, const st_tensor *sumsq) {
   comm *groups[2] = {m->units[0].groups.shard, m->tp};
   for (int g = 0; g < 2; g++) {
     if (groups[g] && comm_size(groups[g]) > 1) {
-      ST_CHECK(comm_all_reduce(groups[g], sumsq->data, sumsq->data, 1, ST_FP32, COMM_SUM, NULL));
+      /* Ordered on C, after the sums of squares that produce it. */
+      ST_CHECK(comm_all_reduce_on(groups[g], &m->stream, sumsq->data, sumsq->data, 1, ST_FP32,
+                                  COMM_SUM, NULL));
     }
   }
   return ST_OK;
@@ -38,7 +40,9 @@ static st_status grad_sumsq(gpt_model *m, const st_tensor *sumsq) {
  * the tp ranks of a group hold the same one). */
 static st_status loss_over_dp(const gpt_model *m, const st_tensor *loss_sum) {
   if (!m->dp || comm_size(m->dp) == 1) return ST_OK;
-  return comm_all_reduce(m->dp, loss_sum->data, loss_sum->data, 1, ST_FP32, COMM_SUM, NULL);
+  /* Ordered on C, after the forwards' sums that produce it. */
+  return comm_all_reduce_on(m->dp, &m->stream, loss_sum->data, loss_sum->data, 1, ST_FP32, COMM_SUM,
+                            NULL);
 }
 
 st_status train_step(gpt_model *m, const train_hparams *h, int step, const int32_t *const *inputs,
@@ -72,5 +76,5 @@ st_status train_step(gpt_model *m, const train_hparams *h, int step, const int32
     ST_CHECK(
         unit_optim_adamw(&m->units[u], &h->adam, h->weight_decay, step + 1, (float)out->lr, scale));
   }
-  return stream_sync(&m->stream);
+  return gpt_step_end(m);
 }

@@ -129,6 +129,9 @@ st_status unit_optim_adamw(unit *u, const adamw_hparams *h, float weight_decay, 
   st_status status;
   if (u->offload_optimizer) {
     status = adamw_on_host(u, &s, segments, count);
+  } else if (!u->kb) {
+    status = st_error(ST_ERR_INVALID_ARG,
+                      "unit %s: AdamW needs a kernel backend (unit_use_kernels)", u->name);
   } else {
     status = run_adamw(u, u->kb, &u->stream, u->dev->backend->kind, unit_owned_params(u),
                        unit_owned_grads(u), &s, segments, count);
