@@ -57,6 +57,10 @@ typedef struct device_backend {
   /* 1 when device memory is host RAM that host code reads and writes in place (the CPU): host
    * memory then needs no staging to meet device memory, and the two share one budget. */
   int device_memory_is_host;
+  /* How many devices of this kind are usable now (0: none, e.g. no driver). NULL: one. */
+  int (*probe)(void);
+  /* Makes device `ordinal` the calling thread's current one. NULL: nothing to do. */
+  st_status (*bind)(int ordinal);
 } device_backend;
 
 typedef struct st_device {
@@ -108,15 +112,14 @@ st_status stream_wait_event(const st_stream *stream, const st_event *event);
 /* *done = 1 when all work recorded before the event has finished. */
 st_status event_query(const st_event *event, int *done);
 
-/* Backends, for device.c's dispatch. The CUDA one exists only in CUDA builds. */
+/* The CPU backend (device_cpu.c): always present, always usable. */
 extern const device_backend device_backend_cpu;
-#ifdef ST_HAVE_CUDA
-extern const device_backend device_backend_cuda;
-int device_cuda_probe(void);
-st_status device_cuda_bind(int ordinal);
-#endif
 
-/* Aligned pageable host memory shared by both backends (alignment 64 bytes). */
+/* The accelerator backends this build has (device_registry.c), in the order "auto" tries them,
+ * ending with NULL. device.c reaches them only through this list and their tables. */
+extern const device_backend *const device_accelerators[];
+
+/* Aligned pageable host memory shared by every backend (alignment 64 bytes; device_cpu.c). */
 st_status host_raw_alloc(size_t bytes, void **out);
 
 #ifdef __cplusplus

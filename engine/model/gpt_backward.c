@@ -8,6 +8,7 @@
  * the unit is released (its fp32 compute copy, and at stage 3 its full parameters). */
 #include "core/error.h"
 #include "engine/model/gpt_internal.h"
+#include "engine/model/gpt_tp.h"
 #include "sharding/prefetch.h"
 
 /* Zeroes a gradient buffer before the one op that starts its sum. */
@@ -45,7 +46,7 @@ static st_status block_backward(gpt_model *m, int l, float *x_in) {
   ST_CHECK(zero_view(m, &v.dfch));
   ST_CHECK(kernel_gelu_backward(m->kb, &v.dfch, &v.dfch_gelu, &v.fch, &m->stream));
   ST_CHECK(linear_backward(m, u, GPT_FC_W, GPT_FC_B, &v.dln, &v.dfch, &v.ln2));
-  ST_CHECK(gpt_tp_sum(m, v.dln.data));
+  ST_CHECK(gpt_tp_f_backward(m, v.dln.data));
   ST_CHECK(norm_backward(m, u, GPT_LN2_W, GPT_LN2_B, &v.dres, &v.dln, &v.res2, &v.ln2_mean,
                          &v.ln2_rstd));
 
@@ -54,7 +55,7 @@ static st_status block_backward(gpt_model *m, int l, float *x_in) {
   ST_CHECK(zero_view(m, &v.dqkv));
   ST_CHECK(kernel_attention_backward(m->kb, &v.dqkv3, &v.datty3, &v.qkv3, &v.probs, &m->stream));
   ST_CHECK(linear_backward(m, u, GPT_QKV_W, GPT_QKV_B, &v.dln, &v.dqkv, &v.ln1));
-  ST_CHECK(gpt_tp_sum(m, v.dln.data));
+  ST_CHECK(gpt_tp_f_backward(m, v.dln.data));
   return norm_backward(m, u, GPT_LN1_W, GPT_LN1_B, &v.dres, &v.dln, &v.x, &v.ln1_mean, &v.ln1_rstd);
 }
 

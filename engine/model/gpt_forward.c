@@ -9,6 +9,7 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "engine/model/gpt_internal.h"
+#include "engine/model/gpt_tp.h"
 #include "sharding/prefetch.h"
 
 /* out = inp @ W (+ b once): a row-parallel layer. Its bias is replicated, so only tp rank 0
@@ -17,7 +18,7 @@ static st_status row_parallel(gpt_model *m, float *out_data, const st_tensor *ou
                               const st_tensor *inp, int u, int w_index, int b_index) {
   st_tensor w = GPT_P(m, u, w_index), b = GPT_P(m, u, b_index);
   ST_CHECK(kernel_matmul_forward(m->kb, out, inp, &w, m->tp_rank == 0 ? &b : NULL, &m->stream));
-  return gpt_tp_sum(m, out_data);
+  return gpt_tp_g_forward(m, out_data);
 }
 
 static st_status block_forward(gpt_model *m, int l, float *x_in) {

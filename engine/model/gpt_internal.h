@@ -1,5 +1,6 @@
 /* gpt_internal.h - what the GPT's files share and nothing outside engine/model/gpt*.c uses:
- * activation allocation and the descriptor shorthands the forward and backward read. */
+ * activation allocation (gpt_acts.c) and the descriptor shorthands the forward and backward
+ * read (gpt_views.c). */
 #ifndef ST_ENGINE_MODEL_GPT_INTERNAL_H
 #define ST_ENGINE_MODEL_GPT_INTERNAL_H
 
@@ -39,11 +40,6 @@ typedef struct gpt_layer_views {
 } gpt_layer_views;
 
 void gpt_layer_views_make(const gpt_model *m, int l, float *x_in, gpt_layer_views *v);
-
-/* Sums a [B*T, C] buffer over the tensor-parallel group, in place (nothing on one tp rank):
- * g after the row-parallel layers in the forward, f's backward before the column-parallel
- * layers' input gradient reaches the LayerNorm. */
-st_status gpt_tp_sum(gpt_model *m, float *buf);
 
 /* Parameter and gradient descriptors of unit `u`'s parameter k. */
 #define GPT_P(m, u, k) unit_param_tensor(&(m)->units[(u)], (k))
