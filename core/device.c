@@ -51,6 +51,12 @@ st_status device_memory_info(const st_device *dev, device_memory *out) {
   return b->memory_info(dev->ordinal, out);
 }
 
+st_status device_bus_id(const st_device *dev, char out[DEVICE_BUS_ID_SIZE]) {
+  out[0] = '\0';
+  const device_backend *b = dev->backend;
+  return b->bus_id ? b->bus_id(dev->ordinal, out, DEVICE_BUS_ID_SIZE) : ST_OK;
+}
+
 st_device device_cpu(void) { return (st_device){.backend = &device_backend_cpu, .ordinal = 0}; }
 
 /* Device local_rank modulo `count` (> 0) of backend b, made the thread's current one. */

@@ -61,6 +61,9 @@ typedef struct device_backend {
   int (*probe)(void);
   /* Makes device `ordinal` the calling thread's current one. NULL: nothing to do. */
   st_status (*bind)(int ordinal);
+  /* The PCI bus id of device `ordinal` ("0000:01:00.0"), which tells apart the GPUs of a node
+   * as NCCL does. NULL: the backend has none (the CPU). */
+  st_status (*bus_id)(int ordinal, char *out, size_t size);
 } device_backend;
 
 typedef struct st_device {
@@ -98,6 +101,13 @@ st_status device_check_param_dtype(const st_device *dev, st_dtype dtype);
  * read), which every rank on the node shares; on a GPU the card's free and total memory.
  * ST_ERR_UNSUPPORTED when the backend cannot say. */
 st_status device_memory_info(const st_device *dev, device_memory *out);
+
+/* Room for a PCI bus id and its terminator ("0000:01:00.0", with room for longer domains). */
+#define DEVICE_BUS_ID_SIZE 32
+
+/* dev's PCI bus id into out (DEVICE_BUS_ID_SIZE bytes); "" when its backend has none (the
+ * CPU), so a non-empty id means a GPU. */
+st_status device_bus_id(const st_device *dev, char out[DEVICE_BUS_ID_SIZE]);
 
 st_status stream_create(const st_device *dev, st_stream *out);
 void stream_destroy(st_stream *stream);

@@ -22,6 +22,11 @@ static st_status cuda_bind(int ordinal) {
   return ST_OK;
 }
 
+static st_status cuda_bus_id(int ordinal, char *out, size_t size) {
+  CUDA_CHECK(cudaDeviceGetPCIBusId(out, (int)size, ordinal));
+  return ST_OK;
+}
+
 static st_status cuda_raw_alloc(mem_kind kind, size_t bytes, void **out) {
   cudaError_t err = cudaSuccess;
   switch (kind) {
@@ -145,4 +150,5 @@ const device_backend device_backend_cuda = {
     .device_memory_is_host = 0,
     .probe = cuda_probe,
     .bind = cuda_bind,
+    .bus_id = cuda_bus_id,
 };

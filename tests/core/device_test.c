@@ -22,6 +22,9 @@ static void test_select(void) {
 
   st_device cpu = device_cpu();
   CHECK(cpu.backend == &device_backend_cpu);
+  char bus[DEVICE_BUS_ID_SIZE] = "x";
+  CHECK_OK(device_bus_id(&cpu, bus));
+  CHECK(bus[0] == '\0'); /* no bus id: not a GPU */
   CHECK_EQ_INT(cpu.backend->kind, ST_DEVICE_CPU);
   CHECK(strcmp(cpu.backend->name, "cpu") == 0);
   CHECK_EQ_INT(cpu.ordinal, 0);
@@ -147,7 +150,7 @@ static void test_registry(void) {
   int cuda_listed = 0;
   for (const device_backend *const *b = device_accelerators; *b; b++) {
     CHECK((*b)->kind != ST_DEVICE_CPU && (*b) != &device_backend_cpu);
-    CHECK((*b)->name && (*b)->probe && (*b)->bind);
+    CHECK((*b)->name && (*b)->probe && (*b)->bind && (*b)->bus_id);
     if (strcmp((*b)->name, "cuda") == 0) {
       cuda_listed = 1;
       CHECK_EQ_INT(device_cuda_count(), (*b)->probe());
