@@ -1,7 +1,7 @@
-/* device.c - device selection over the backends this build registers (device_registry.c), and
- * the dispatch wrappers for streams and events. It names no backend but the CPU, which is
- * always there: the other backends are reached only through their device_backend tables, so
- * they depend on this interface and never the other way around. */
+/* device.c - device selection over the accelerators this build registers (device_registry.c)
+ * with the CPU as the fallback, and the dispatch wrappers for streams and events. It calls no
+ * accelerator's functions by name: it reaches them only through the registry and their
+ * device_backend tables, so a backend depends on this interface and never the reverse. */
 #include "core/device.h"
 
 #include <stdio.h>
