@@ -113,9 +113,10 @@ static st_status place_table_prepare(place_table *t, const st_device *dev, int w
 }
 
 /* The backend, from the gathered reports: every rank gathers the same table and so reaches the
- * same verdict. `auto` takes NCCL only when every rank has a GPU of its own (ranks sharing one
- * would reach each other through NCCL's socket transport, no faster than MPI's staging);
- * `nccl` also accepts ranks that share a GPU with a distinct NCCL_HOSTID each. */
+ * same verdict. NCCL where it can join the ranks: a GPU per rank, or ranks sharing a GPU with a
+ * distinct NCCL_HOSTID each, which nobody sets by accident, so `auto` follows it too (the GPU
+ * tests run the real NCCL path this way on one GPU). `auto` falls back to MPI otherwise;
+ * `nccl` refuses, naming the ranks at fault. */
 static st_status choose_backend(st_mesh *mesh, const st_mesh_config *cfg, place_table *t) {
   if (cfg->backend == ST_COMM_MPI) {
     mesh->backend = ST_COMM_MPI;
@@ -130,18 +131,18 @@ static st_status choose_backend(st_mesh *mesh, const st_mesh_config *cfg, place_
   int shares_gpu = 0;
   const st_status verdict =
       nccl_place_check(t->all, mesh->coords.world_size, t->scratch, &shares_gpu);
-  if (cfg->backend == ST_COMM_NCCL) {
-    ST_CHECK(verdict);
-    if (shares_gpu && mesh->coords.world_rank == 0) {
-      st_log(ST_LOG_WARN,
-             "ranks share a GPU: NCCL joins them through its socket transport "
-             "(one NCCL_HOSTID each), which is correct but slow");
-    }
-    mesh->backend = ST_COMM_NCCL;
+  if (verdict != ST_OK) {
+    if (cfg->backend == ST_COMM_NCCL) return verdict;
+    st_error_clear(); /* auto falls back to MPI: nothing failed */
+    mesh->backend = ST_COMM_MPI;
     return ST_OK;
   }
-  if (verdict != ST_OK) st_error_clear(); /* auto falls back to MPI: nothing failed */
-  mesh->backend = verdict == ST_OK && !shares_gpu ? ST_COMM_NCCL : ST_COMM_MPI;
+  if (shares_gpu && mesh->coords.world_rank == 0) {
+    st_log(ST_LOG_WARN,
+           "ranks share a GPU: NCCL joins them through its socket transport (one NCCL_HOSTID "
+           "each), which is correct but slow");
+  }
+  mesh->backend = ST_COMM_NCCL;
   return ST_OK;
 }
 
