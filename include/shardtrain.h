@@ -198,7 +198,8 @@ st_status st_unit_reduce_grads(st_unit *unit);
  * caller sums it over the units and over the shard group (ST_GROUP_SHARD, e.g. with
  * MPI_Allreduce), and with tp > 1 over the tp group too: the squared global gradient norm.
  * Parameters replicated across tp are left out on tp ranks other than 0, so each is counted
- * once. */
+ * once. Accumulated in fp32 on the unit's device (the engine's global norm is too), so it
+ * carries fp32 rounding. */
 st_status st_unit_grad_sumsq(st_unit *unit, double *local);
 
 /* Zeroes Adam's moments; an fp32 unit also copies its current parameters into the fp32 master

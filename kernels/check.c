@@ -10,25 +10,29 @@ static const char *device_name(st_device_kind device) {
   return device == ST_DEVICE_CPU ? "cpu" : "cuda";
 }
 
-st_status kernel_check_begin(kernel_check *c, const char *op, const kernel_backend *kb,
-                             const st_stream *stream) {
-  *c = (kernel_check){.op = op, .kb = kb, .dtype = ST_FP32};
+st_status kernel_check_begin(kernel_check *c, const char *op, kernel_op kop,
+                             const kernel_backend *kb, const st_stream *stream) {
+  *c = (kernel_check){.op = op, .kop = kop, .kb = kb, .dtype = ST_FP32};
   if (!kb) return st_error(ST_ERR_INVALID_ARG, "%s: the kernel backend is NULL", op);
+  if (!kernel_backend_has(kb, kop)) {
+    return st_error(ST_ERR_UNSUPPORTED, "%s: the %s backend has no %s op", op, kb->ops->name,
+                    kernel_op_name(kop));
+  }
   if (!stream || !stream->backend) {
     return st_error(ST_ERR_INVALID_ARG, "%s: the stream is NULL", op);
   }
-  if (stream->backend->kind != kb->device) {
+  if (stream->backend->kind != kb->ops->device) {
     return st_error(ST_ERR_INVALID_ARG, "%s: a %s stream was given to the %s kernel backend", op,
-                    device_name(stream->backend->kind), kb->name);
+                    device_name(stream->backend->kind), kb->ops->name);
   }
   return ST_OK;
 }
 
 st_status kernel_check_placed(const kernel_check *c, const char *name, const st_tensor *t) {
   if (!t) return st_error(ST_ERR_INVALID_ARG, "%s: %s is NULL", c->op, name);
-  if (t->device != c->kb->device) {
+  if (t->device != c->kb->ops->device) {
     return st_error(ST_ERR_INVALID_ARG, "%s: %s is in %s memory, the backend computes on %s", c->op,
-                    name, device_name(t->device), device_name(c->kb->device));
+                    name, device_name(t->device), device_name(c->kb->ops->device));
   }
   if (!tensor_is_contiguous(t)) {
     return st_error(ST_ERR_INVALID_ARG, "%s: %s is not contiguous", c->op, name);
@@ -40,9 +44,9 @@ st_status kernel_check_placed(const kernel_check *c, const char *name, const st_
 
 st_status kernel_check_compute(kernel_check *c, const char *name, const st_tensor *t) {
   ST_CHECK(kernel_check_placed(c, name, t));
-  if ((unsigned)t->dtype >= ST_DTYPE_COUNT || !(c->kb->compute_dtypes & (1u << t->dtype))) {
-    return st_error(ST_ERR_UNSUPPORTED, "%s: %s is %s, which the %s backend does not compute in",
-                    c->op, name, dtype_name(t->dtype), c->kb->name);
+  if ((unsigned)t->dtype >= ST_DTYPE_COUNT || !kernel_supports(c->kb, c->kop, t->dtype)) {
+    return st_error(ST_ERR_UNSUPPORTED, "%s: %s is %s, which the %s backend does not run %s on",
+                    c->op, name, dtype_name(t->dtype), c->kb->ops->name, kernel_op_name(c->kop));
   }
   c->dtype = t->dtype;
   return ST_OK;

@@ -5,22 +5,25 @@
 #ifndef ST_KERNELS_CHECK_H
 #define ST_KERNELS_CHECK_H
 
-#include "kernels/kernels.h"
+#include "kernels/backend_ops.h"
 
 typedef struct kernel_check {
   const char *op;
+  kernel_op kop; /* the vocabulary entry whose dtypes kernel_check_compute asks about */
   const kernel_backend *kb;
   st_dtype dtype; /* the op's compute dtype, set by kernel_check_compute */
 } kernel_check;
 
-/* Starts checking `op`: the backend and the stream exist and share a device. */
-st_status kernel_check_begin(kernel_check *c, const char *op, const kernel_backend *kb,
-                             const st_stream *stream);
+/* Starts checking `op` (the wrapper's name, for messages), an instance of vocabulary entry
+ * `kop`: the backend and the stream exist and share a device, and the backend has the op. */
+st_status kernel_check_begin(kernel_check *c, const char *op, kernel_op kop,
+                             const kernel_backend *kb, const st_stream *stream);
 
 /* `t` is present, on the backend's device, contiguous, not empty, and has data. */
 st_status kernel_check_placed(const kernel_check *c, const char *name, const st_tensor *t);
 
-/* `t` is placed and in a dtype the backend computes in; that dtype becomes the op's. */
+/* `t` is placed and in a dtype the backend runs the op on (kernel_supports); that dtype
+ * becomes the op's. */
 st_status kernel_check_compute(kernel_check *c, const char *name, const st_tensor *t);
 
 /* `t` is placed and has the op's dtype. */

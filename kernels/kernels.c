@@ -2,20 +2,103 @@
  * dispatch through the backend's table. Holds no state; computes nothing itself. */
 #include "kernels/kernels.h"
 
+#include "core/alloc.h"
 #include "core/error.h"
+#include "kernels/backend_ops.h"
 #include "kernels/check.h"
 
-int kernel_has_backend(st_device_kind kind) { return kind == ST_DEVICE_CPU; }
+int kernel_has_backend(st_device_kind kind) {
+#ifdef ST_HAVE_CUDA
+  if (kind == ST_DEVICE_CUDA) return 1;
+#endif
+  return kind == ST_DEVICE_CPU;
+}
 
-st_status kernel_backend_for(const st_device *dev, const kernel_backend **out) {
+static const kernel_ops *ops_for(st_device_kind kind) {
+#ifdef ST_HAVE_CUDA
+  if (kind == ST_DEVICE_CUDA) return &kernel_ops_cuda;
+#endif
+  return kind == ST_DEVICE_CPU ? &kernel_ops_cpu : NULL;
+}
+
+st_status kernel_backend_create(const st_device *dev, kernel_backend **out) {
   *out = NULL;
-  if (!dev || !dev->backend) return st_error(ST_ERR_INVALID_ARG, "kernel_backend_for: no device");
-  if (dev->backend->kind == ST_DEVICE_CPU) {
-    *out = &kernel_backend_cpu;
-    return ST_OK;
+  if (!dev || !dev->backend)
+    return st_error(ST_ERR_INVALID_ARG, "kernel_backend_create: no device");
+  const kernel_ops *ops = ops_for(dev->backend->kind);
+  if (!ops) {
+    return st_error(ST_ERR_UNSUPPORTED, "no kernel backend for device '%s' in this build",
+                    dev->backend->name);
   }
-  return st_error(ST_ERR_UNSUPPORTED, "no kernel backend for device '%s' in this build",
-                  dev->backend->name);
+  kernel_backend *kb = NULL;
+  ST_CHECK(mem_alloc_zeroed((void **)&kb, sizeof *kb, MEM_HOST, MEM_WORKSPACE, NULL));
+  *kb = (kernel_backend){.ops = ops, .device = *dev};
+  st_status status = ops->context_create ? ops->context_create(dev, &kb->ctx) : ST_OK;
+  if (status != ST_OK) {
+    mem_free(kb);
+    return status;
+  }
+  *out = kb;
+  return ST_OK;
+}
+
+void kernel_backend_destroy(kernel_backend *kb) {
+  if (!kb) return;
+  if (kb->ops->context_destroy) kb->ops->context_destroy(kb->ctx);
+  mem_free(kb);
+}
+
+const char *kernel_backend_name(const kernel_backend *kb) { return kb->ops->name; }
+
+static const char *const op_names[KERNEL_OP_COUNT] = {
+    [KERNEL_OP_MATMUL] = "matmul",
+    [KERNEL_OP_MATMUL_GELU] = "matmul_gelu",
+    [KERNEL_OP_LAYERNORM] = "layernorm",
+    [KERNEL_OP_GELU] = "gelu",
+    [KERNEL_OP_ATTENTION] = "attention",
+    [KERNEL_OP_ATTENTION_CACHED] = "attention_cached",
+    [KERNEL_OP_RESIDUAL] = "residual",
+    [KERNEL_OP_EMBEDDING] = "embedding",
+    [KERNEL_OP_CLASSIFIER] = "classifier",
+    [KERNEL_OP_CAST] = "cast",
+    [KERNEL_OP_ADAMW] = "adamw",
+    [KERNEL_OP_SUM_SQUARES] = "sum_squares",
+    [KERNEL_OP_SUM] = "sum",
+    [KERNEL_OP_SCALE] = "scale",
+    [KERNEL_OP_FINITE_CHECK] = "finite_check",
+};
+
+const char *kernel_op_name(kernel_op op) {
+  return (unsigned)op < KERNEL_OP_COUNT ? op_names[op] : "unknown";
+}
+
+int kernel_backend_has(const kernel_backend *kb, kernel_op op) {
+  const kernel_ops *o = kb->ops;
+  switch (op) {
+    case KERNEL_OP_MATMUL:
+    case KERNEL_OP_MATMUL_GELU: return o->matmul_forward && o->matmul_backward;
+    case KERNEL_OP_LAYERNORM: return o->layernorm_forward && o->layernorm_backward;
+    case KERNEL_OP_GELU: return o->gelu_forward && o->gelu_backward;
+    case KERNEL_OP_ATTENTION:
+      return o->attention_state_numel && o->attention_forward && o->attention_backward;
+    case KERNEL_OP_ATTENTION_CACHED: return o->attention_cached_forward != NULL;
+    case KERNEL_OP_RESIDUAL: return o->residual_forward != NULL;
+    case KERNEL_OP_EMBEDDING: return o->embedding_forward && o->embedding_backward;
+    case KERNEL_OP_CLASSIFIER: return o->classifier != NULL;
+    case KERNEL_OP_CAST: return o->cast != NULL;
+    case KERNEL_OP_ADAMW: return o->adamw != NULL;
+    case KERNEL_OP_SUM_SQUARES: return o->sum_squares != NULL;
+    case KERNEL_OP_SUM: return o->sum != NULL;
+    case KERNEL_OP_SCALE: return o->scale != NULL;
+    case KERNEL_OP_FINITE_CHECK: return o->finite_check != NULL;
+    case KERNEL_OP_COUNT: break;
+  }
+  return 0;
+}
+
+int kernel_supports(const kernel_backend *kb, kernel_op op, st_dtype dtype) {
+  if (!kb || (unsigned)op >= KERNEL_OP_COUNT || (unsigned)dtype >= ST_DTYPE_COUNT) return 0;
+  return kernel_backend_has(kb, op) && kb->ops->supports(op, dtype);
 }
 
 /* The shapes of a linear layer: inp [N, C], weight [C, OC] (or [OC, C]), out [N, OC], bias
@@ -38,57 +121,89 @@ static st_status check_linear(const kernel_check *c, const char *out_name, const
   return kernel_check_shape(c, bias_name, bias, 1, &out_channels);
 }
 
+/* Every matmul wrapper: the plain and tied-head forms (pre_gelu NULL) and the GELU epilogue,
+ * whose pre_gelu has out's shape and whose bias is required. */
 static st_status matmul_forward(const char *op, const kernel_backend *kb, const st_tensor *out,
-                                const st_tensor *inp, const st_tensor *weight,
-                                kernel_weight_layout layout, const st_tensor *bias,
-                                const st_stream *stream) {
+                                const st_tensor *pre_gelu, const st_tensor *inp,
+                                const st_tensor *weight, kernel_weight_layout layout,
+                                const st_tensor *bias, const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, op, kb, stream));
+  const kernel_op kop = pre_gelu ? KERNEL_OP_MATMUL_GELU : KERNEL_OP_MATMUL;
+  ST_CHECK(kernel_check_begin(&c, op, kop, kb, stream));
   ST_CHECK(kernel_check_compute(&c, "inp", inp));
   ST_CHECK(check_linear(&c, "out", out, inp, weight, layout, "bias", bias));
-  return kb->matmul_forward(out, inp, weight, layout, bias, stream);
+  if (kop == KERNEL_OP_MATMUL_GELU) {
+    if (!bias) return st_error(ST_ERR_INVALID_ARG, "%s: bias is NULL", op);
+    ST_CHECK(kernel_check_like(&c, "pre_gelu", pre_gelu, out));
+  }
+  return kb->ops->matmul_forward(kb->ctx, out, pre_gelu, inp, weight, layout, bias, stream);
 }
 
 static st_status matmul_backward(const char *op, const kernel_backend *kb, const st_tensor *dinp,
                                  const st_tensor *dweight, const st_tensor *dbias,
-                                 const st_tensor *dout, const st_tensor *inp,
-                                 const st_tensor *weight, kernel_weight_layout layout,
-                                 const st_stream *stream) {
+                                 const st_tensor *dout, const st_tensor *pre_gelu,
+                                 const st_tensor *inp, const st_tensor *weight,
+                                 kernel_weight_layout layout, const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, op, kb, stream));
+  const kernel_op kop = pre_gelu ? KERNEL_OP_MATMUL_GELU : KERNEL_OP_MATMUL;
+  ST_CHECK(kernel_check_begin(&c, op, kop, kb, stream));
   ST_CHECK(kernel_check_compute(&c, "inp", inp));
   ST_CHECK(check_linear(&c, "dout", dout, inp, weight, layout, "dbias", dbias));
   ST_CHECK(kernel_check_like(&c, "dinp", dinp, inp));
   ST_CHECK(kernel_check_like(&c, "dweight", dweight, weight));
-  return kb->matmul_backward(dinp, dweight, dbias, dout, inp, weight, layout, stream);
+  if (kop == KERNEL_OP_MATMUL_GELU) {
+    if (!dbias) return st_error(ST_ERR_INVALID_ARG, "%s: dbias is NULL", op);
+    ST_CHECK(kernel_check_like(&c, "pre_gelu", pre_gelu, dout));
+  }
+  return kb->ops->matmul_backward(kb->ctx, dinp, dweight, dbias, dout, pre_gelu, inp, weight,
+                                  layout, stream);
 }
 
 st_status kernel_matmul_forward(const kernel_backend *kb, const st_tensor *out,
                                 const st_tensor *inp, const st_tensor *weight,
                                 const st_tensor *bias, const st_stream *stream) {
-  return matmul_forward(__func__, kb, out, inp, weight, KERNEL_WEIGHT_IN_OUT, bias, stream);
+  return matmul_forward(__func__, kb, out, NULL, inp, weight, KERNEL_WEIGHT_IN_OUT, bias, stream);
 }
 
 st_status kernel_matmul_backward(const kernel_backend *kb, const st_tensor *dinp,
                                  const st_tensor *dweight, const st_tensor *dbias,
                                  const st_tensor *dout, const st_tensor *inp,
                                  const st_tensor *weight, const st_stream *stream) {
-  return matmul_backward(__func__, kb, dinp, dweight, dbias, dout, inp, weight,
+  return matmul_backward(__func__, kb, dinp, dweight, dbias, dout, NULL, inp, weight,
                          KERNEL_WEIGHT_IN_OUT, stream);
 }
 
 st_status kernel_matmul_wt_forward(const kernel_backend *kb, const st_tensor *out,
                                    const st_tensor *inp, const st_tensor *weight,
                                    const st_stream *stream) {
-  return matmul_forward(__func__, kb, out, inp, weight, KERNEL_WEIGHT_OUT_IN, NULL, stream);
+  return matmul_forward(__func__, kb, out, NULL, inp, weight, KERNEL_WEIGHT_OUT_IN, NULL, stream);
 }
 
 st_status kernel_matmul_wt_backward(const kernel_backend *kb, const st_tensor *dinp,
                                     const st_tensor *dweight, const st_tensor *dout,
                                     const st_tensor *inp, const st_tensor *weight,
                                     const st_stream *stream) {
-  return matmul_backward(__func__, kb, dinp, dweight, NULL, dout, inp, weight, KERNEL_WEIGHT_OUT_IN,
-                         stream);
+  return matmul_backward(__func__, kb, dinp, dweight, NULL, dout, NULL, inp, weight,
+                         KERNEL_WEIGHT_OUT_IN, stream);
+}
+
+st_status kernel_matmul_gelu_forward(const kernel_backend *kb, const st_tensor *out,
+                                     const st_tensor *pre_gelu, const st_tensor *inp,
+                                     const st_tensor *weight, const st_tensor *bias,
+                                     const st_stream *stream) {
+  if (!pre_gelu) return st_error(ST_ERR_INVALID_ARG, "%s: pre_gelu is NULL", __func__);
+  return matmul_forward(__func__, kb, out, pre_gelu, inp, weight, KERNEL_WEIGHT_IN_OUT, bias,
+                        stream);
+}
+
+st_status kernel_matmul_gelu_backward(const kernel_backend *kb, const st_tensor *dinp,
+                                      const st_tensor *dweight, const st_tensor *dbias,
+                                      const st_tensor *dout, const st_tensor *pre_gelu,
+                                      const st_tensor *inp, const st_tensor *weight,
+                                      const st_stream *stream) {
+  if (!pre_gelu) return st_error(ST_ERR_INVALID_ARG, "%s: pre_gelu is NULL", __func__);
+  return matmul_backward(__func__, kb, dinp, dweight, dbias, dout, pre_gelu, inp, weight,
+                         KERNEL_WEIGHT_IN_OUT, stream);
 }
 
 /* The shapes of a LayerNorm: inp and out [N, C], mean and rstd N values, weight and bias [C].
@@ -114,10 +229,25 @@ st_status kernel_layernorm_forward(const kernel_backend *kb, const st_tensor *ou
                                    const st_tensor *inp, const st_tensor *weight,
                                    const st_tensor *bias, const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, kb, stream));
+  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_LAYERNORM, kb, stream));
   ST_CHECK(kernel_check_compute(&c, "inp", inp));
   ST_CHECK(check_layernorm(&c, "out", out, mean, rstd, inp, weight, "bias", bias));
-  return kb->layernorm_forward(out, mean, rstd, inp, weight, bias, stream);
+  return kb->ops->layernorm_forward(kb->ctx, NULL, out, mean, rstd, inp, NULL, weight, bias,
+                                    stream);
+}
+
+st_status kernel_layernorm_residual_forward(const kernel_backend *kb, const st_tensor *residual,
+                                            const st_tensor *out, const st_tensor *mean,
+                                            const st_tensor *rstd, const st_tensor *a,
+                                            const st_tensor *b, const st_tensor *weight,
+                                            const st_tensor *bias, const st_stream *stream) {
+  kernel_check c;
+  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_LAYERNORM, kb, stream));
+  ST_CHECK(kernel_check_compute(&c, "a", a));
+  ST_CHECK(kernel_check_like(&c, "b", b, a));
+  ST_CHECK(kernel_check_like(&c, "residual", residual, a));
+  ST_CHECK(check_layernorm(&c, "out", out, mean, rstd, a, weight, "bias", bias));
+  return kb->ops->layernorm_forward(kb->ctx, residual, out, mean, rstd, a, b, weight, bias, stream);
 }
 
 st_status kernel_layernorm_backward(const kernel_backend *kb, const st_tensor *dinp,
@@ -126,75 +256,83 @@ st_status kernel_layernorm_backward(const kernel_backend *kb, const st_tensor *d
                                     const st_tensor *weight, const st_tensor *mean,
                                     const st_tensor *rstd, const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, kb, stream));
+  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_LAYERNORM, kb, stream));
   ST_CHECK(kernel_check_compute(&c, "inp", inp));
   ST_CHECK(check_layernorm(&c, "dout", dout, mean, rstd, inp, weight, "dbias", dbias));
   ST_CHECK(kernel_check_like(&c, "dinp", dinp, inp));
   ST_CHECK(kernel_check_like(&c, "dweight", dweight, weight));
-  return kb->layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, stream);
+  return kb->ops->layernorm_backward(kb->ctx, dinp, dweight, dbias, dout, inp, weight, mean, rstd,
+                                     stream);
 }
 
 st_status kernel_gelu_forward(const kernel_backend *kb, const st_tensor *out, const st_tensor *inp,
                               const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, kb, stream));
+  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_GELU, kb, stream));
   ST_CHECK(kernel_check_compute(&c, "inp", inp));
   ST_CHECK(kernel_check_like(&c, "out", out, inp));
-  return kb->gelu_forward(out, inp, stream);
+  return kb->ops->gelu_forward(kb->ctx, out, inp, stream);
 }
 
 st_status kernel_gelu_backward(const kernel_backend *kb, const st_tensor *dinp,
                                const st_tensor *dout, const st_tensor *inp,
                                const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, kb, stream));
+  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_GELU, kb, stream));
   ST_CHECK(kernel_check_compute(&c, "inp", inp));
   ST_CHECK(kernel_check_like(&c, "dout", dout, inp));
   ST_CHECK(kernel_check_like(&c, "dinp", dinp, inp));
-  return kb->gelu_backward(dinp, dout, inp, stream);
+  return kb->ops->gelu_backward(kb->ctx, dinp, dout, inp, stream);
 }
 
-/* The shapes of an attention: qkv [B, T, 3C], probs [B, NH, T, T] with NH dividing C, and
- * out [B, T, C]. The backward passes dout for out. */
+int64_t kernel_attention_state_numel(const kernel_backend *kb, int64_t batch, int64_t n_head,
+                                     int64_t seq) {
+  if (!kb || !kernel_backend_has(kb, KERNEL_OP_ATTENTION)) return 0;
+  return kb->ops->attention_state_numel(batch, n_head, seq);
+}
+
+/* The shapes of an attention: qkv [B, T, 3C] with n_head dividing C, out [B, T, C], and an
+ * fp32 state of the size the backend asks for. The backward passes dout for out. */
 static st_status check_attention(const kernel_check *c, const char *out_name, const st_tensor *out,
-                                 const st_tensor *probs, const st_tensor *qkv) {
+                                 const st_tensor *state, const st_tensor *qkv, int64_t n_head) {
   ST_CHECK(kernel_check_ndim(c, "qkv", qkv, 3));
   int64_t batch = qkv->shape[0], seq = qkv->shape[1], channels = qkv->shape[2] / 3;
   if (qkv->shape[2] % 3 != 0) {
     return st_error(ST_ERR_INVALID_ARG, "%s: qkv has %lld features, not a multiple of 3", c->op,
                     (long long)qkv->shape[2]);
   }
-  ST_CHECK(kernel_check_operand(c, "probs", probs));
-  ST_CHECK(kernel_check_ndim(c, "probs", probs, 4));
-  int64_t heads = probs->shape[1];
-  if (heads < 1 || channels % heads != 0) {
+  if (n_head < 1 || channels % n_head != 0) {
     return st_error(ST_ERR_INVALID_ARG, "%s: %lld heads do not divide %lld channels", c->op,
-                    (long long)heads, (long long)channels);
+                    (long long)n_head, (long long)channels);
   }
-  ST_CHECK(kernel_check_shape(c, "probs", probs, 4, (int64_t[]){batch, heads, seq, seq}));
+  ST_CHECK(kernel_check_stats(c, "state", state));
+  ST_CHECK(
+      kernel_check_numel(c, "state", state, c->kb->ops->attention_state_numel(batch, n_head, seq)));
   ST_CHECK(kernel_check_operand(c, out_name, out));
   return kernel_check_shape(c, out_name, out, 3, (int64_t[]){batch, seq, channels});
 }
 
 st_status kernel_attention_forward(const kernel_backend *kb, const st_tensor *out,
-                                   const st_tensor *probs, const st_tensor *qkv,
+                                   const st_tensor *state, const st_tensor *qkv, int64_t n_head,
                                    const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, kb, stream));
+  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_ATTENTION, kb, stream));
   ST_CHECK(kernel_check_compute(&c, "qkv", qkv));
-  ST_CHECK(check_attention(&c, "out", out, probs, qkv));
-  return kb->attention_forward(out, probs, qkv, stream);
+  ST_CHECK(check_attention(&c, "out", out, state, qkv, n_head));
+  return kb->ops->attention_forward(kb->ctx, out, state, qkv, n_head, stream);
 }
 
 st_status kernel_attention_backward(const kernel_backend *kb, const st_tensor *dqkv,
                                     const st_tensor *dout, const st_tensor *qkv,
-                                    const st_tensor *probs, const st_stream *stream) {
+                                    const st_tensor *out, const st_tensor *state, int64_t n_head,
+                                    const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, kb, stream));
+  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_ATTENTION, kb, stream));
   ST_CHECK(kernel_check_compute(&c, "qkv", qkv));
-  ST_CHECK(check_attention(&c, "dout", dout, probs, qkv));
+  ST_CHECK(check_attention(&c, "dout", dout, state, qkv, n_head));
+  ST_CHECK(kernel_check_like(&c, "out", out, dout));
   ST_CHECK(kernel_check_like(&c, "dqkv", dqkv, qkv));
-  return kb->attention_backward(dqkv, dout, qkv, probs, stream);
+  return kb->ops->attention_backward(kb->ctx, dqkv, dout, qkv, out, state, n_head, stream);
 }
 
 /* The shapes of a cached attention: qkv N rows of 3C, out N rows of C, both caches [S, C] with
@@ -230,20 +368,21 @@ st_status kernel_attention_cached_forward(const kernel_backend *kb, const st_ten
                                           const st_tensor *qkv, int64_t past, int64_t n_head,
                                           const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, kb, stream));
+  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_ATTENTION_CACHED, kb, stream));
   ST_CHECK(kernel_check_compute(&c, "qkv", qkv));
   ST_CHECK(check_attention_cached(&c, out, k_cache, v_cache, qkv, past, n_head));
-  return kb->attention_cached_forward(out, k_cache, v_cache, qkv, past, n_head, stream);
+  return kb->ops->attention_cached_forward(kb->ctx, out, k_cache, v_cache, qkv, past, n_head,
+                                           stream);
 }
 
 st_status kernel_residual_forward(const kernel_backend *kb, const st_tensor *out,
                                   const st_tensor *a, const st_tensor *b, const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, kb, stream));
+  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_RESIDUAL, kb, stream));
   ST_CHECK(kernel_check_compute(&c, "a", a));
   ST_CHECK(kernel_check_like(&c, "b", b, a));
   ST_CHECK(kernel_check_like(&c, "out", out, a));
-  return kb->residual_forward(out, a, b, stream);
+  return kb->ops->residual_forward(kb->ctx, out, a, b, stream);
 }
 
 /* The shapes of an embedding: out [B, T, C], wte [V, C], wpe [maxT, C] with T <= maxT. The
@@ -271,20 +410,20 @@ st_status kernel_embedding_forward(const kernel_backend *kb, const st_tensor *ou
                                    const int32_t *tokens, const st_tensor *wte,
                                    const st_tensor *wpe, const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, kb, stream));
+  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_EMBEDDING, kb, stream));
   ST_CHECK(kernel_check_compute(&c, "out", out));
   ST_CHECK(check_embedding(&c, "out", out, tokens, "wte", wte, "wpe", wpe));
-  return kb->embedding_forward(out, tokens, wte, wpe, stream);
+  return kb->ops->embedding_forward(kb->ctx, out, tokens, wte, wpe, stream);
 }
 
 st_status kernel_embedding_backward(const kernel_backend *kb, const st_tensor *dwte,
                                     const st_tensor *dwpe, const st_tensor *dout,
                                     const int32_t *tokens, const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, kb, stream));
+  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_EMBEDDING, kb, stream));
   ST_CHECK(kernel_check_compute(&c, "dout", dout));
   ST_CHECK(check_embedding(&c, "dout", dout, tokens, "dwte", dwte, "dwpe", dwpe));
-  return kb->embedding_backward(dwte, dwpe, dout, tokens, stream);
+  return kb->ops->embedding_backward(kb->ctx, dwte, dwpe, dout, tokens, stream);
 }
 
 /* The shapes of a loss: logits [N, Vp] with 1 <= vocab <= Vp, and N targets. */
@@ -297,54 +436,117 @@ static st_status check_loss(const kernel_check *c, const st_tensor *logits, cons
   return kernel_check_ids(c, "targets", targets);
 }
 
-st_status kernel_crossentropy_forward(const kernel_backend *kb, const st_tensor *losses,
-                                      const st_tensor *logits, const int32_t *targets,
-                                      int64_t vocab, const st_stream *stream) {
+st_status kernel_classifier(const kernel_backend *kb, const st_tensor *losses,
+                            const st_tensor *dlogits, const st_tensor *logits,
+                            const int32_t *targets, int64_t vocab, float dloss_scale,
+                            const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, kb, stream));
+  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_CLASSIFIER, kb, stream));
   ST_CHECK(kernel_check_compute(&c, "logits", logits));
   ST_CHECK(check_loss(&c, logits, targets, vocab));
   ST_CHECK(kernel_check_stats(&c, "losses", losses));
   ST_CHECK(kernel_check_numel(&c, "losses", losses, kernel_rows(logits)));
-  return kb->crossentropy_forward(losses, logits, targets, vocab, stream);
+  if (dlogits) ST_CHECK(kernel_check_like(&c, "dlogits", dlogits, logits));
+  return kb->ops->classifier(kb->ctx, losses, dlogits, logits, targets, vocab, dloss_scale, stream);
 }
 
-st_status kernel_crossentropy_backward(const kernel_backend *kb, const st_tensor *dlogits,
-                                       const st_tensor *logits, const int32_t *targets,
-                                       int64_t vocab, float dloss_scale, const st_stream *stream) {
-  kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "logits", logits));
-  ST_CHECK(check_loss(&c, logits, targets, vocab));
-  ST_CHECK(kernel_check_like(&c, "dlogits", dlogits, logits));
-  return kb->crossentropy_backward(dlogits, logits, targets, vocab, dloss_scale, stream);
+/* A device scalar: one fp32 element. */
+static st_status check_scalar(const kernel_check *c, const char *name, const st_tensor *t) {
+  ST_CHECK(kernel_check_stats(c, name, t));
+  return kernel_check_numel(c, name, t, 1);
 }
 
 st_status kernel_cast(const kernel_backend *kb, const st_tensor *dst, const st_tensor *src,
                       const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, kb, stream));
+  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_CAST, kb, stream));
   ST_CHECK(kernel_check_placed(&c, "src", src));
   ST_CHECK(kernel_check_placed(&c, "dst", dst));
   ST_CHECK(kernel_check_numel(&c, "dst", dst, tensor_numel(src)));
-  int supported = (src->dtype == ST_FP32 && dst->dtype == ST_BF16) ||
-                  (src->dtype == ST_BF16 && dst->dtype == ST_FP32);
-  if (!supported) {
-    return st_error(ST_ERR_UNSUPPORTED, "%s: no cast from %s to %s", __func__,
-                    dtype_name(src->dtype), dtype_name(dst->dtype));
+  const st_dtype low = src->dtype == ST_FP32 ? dst->dtype : src->dtype;
+  const int fp32_side = src->dtype == ST_FP32 || dst->dtype == ST_FP32;
+  if (!fp32_side || !kernel_supports(kb, KERNEL_OP_CAST, low)) {
+    return st_error(ST_ERR_UNSUPPORTED, "%s: no cast from %s to %s on the %s backend", __func__,
+                    dtype_name(src->dtype), dtype_name(dst->dtype), kb->ops->name);
   }
-  return kb->cast(dst, src, stream);
+  return kb->ops->cast(kb->ctx, dst, src, stream);
 }
 
-st_status kernel_sum_squares(const kernel_backend *kb, double *out, const st_tensor *x,
+st_status kernel_scale(const kernel_backend *kb, const st_tensor *x, float factor,
+                       const st_stream *stream) {
+  kernel_check c;
+  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_SCALE, kb, stream));
+  ST_CHECK(kernel_check_compute(&c, "x", x));
+  return kb->ops->scale(kb->ctx, x, factor, stream);
+}
+
+st_status kernel_sum_squares(const kernel_backend *kb, const st_tensor *out, const st_tensor *x,
                              const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, kb, stream));
-  if (!out) return st_error(ST_ERR_INVALID_ARG, "%s: out is NULL", __func__);
-  ST_CHECK(kernel_check_placed(&c, "x", x));
-  if (x->dtype != ST_FP32 && x->dtype != ST_BF16) {
-    return st_error(ST_ERR_UNSUPPORTED, "%s: x is %s, expected fp32 or bf16", __func__,
-                    dtype_name(x->dtype));
+  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_SUM_SQUARES, kb, stream));
+  ST_CHECK(kernel_check_compute(&c, "x", x));
+  ST_CHECK(check_scalar(&c, "out", out));
+  return kb->ops->sum_squares(kb->ctx, out, x, stream);
+}
+
+st_status kernel_sum(const kernel_backend *kb, const st_tensor *out, const st_tensor *x,
+                     const st_stream *stream) {
+  kernel_check c;
+  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_SUM, kb, stream));
+  ST_CHECK(kernel_check_compute(&c, "x", x));
+  ST_CHECK(check_scalar(&c, "out", out));
+  return kb->ops->sum(kb->ctx, out, x, stream);
+}
+
+st_status kernel_finite_check(const kernel_backend *kb, const st_tensor *flag, const st_tensor *x,
+                              const st_stream *stream) {
+  kernel_check c;
+  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_FINITE_CHECK, kb, stream));
+  ST_CHECK(kernel_check_compute(&c, "x", x));
+  ST_CHECK(check_scalar(&c, "flag", flag));
+  return kb->ops->finite_check(kb->ctx, flag, x, stream);
+}
+
+/* The segments of an AdamW range: sorted, disjoint, inside [0, n). */
+static st_status check_segments(const char *op, const kernel_adamw_segment *segments, int count,
+                                int64_t n) {
+  if (count < 0 || (count > 0 && !segments)) {
+    return st_error(ST_ERR_INVALID_ARG, "%s: %d segments at %p", op, count, (const void *)segments);
   }
-  return kb->sum_squares(out, x, stream);
+  int64_t end = 0;
+  for (int i = 0; i < count; i++) {
+    const kernel_adamw_segment *s = &segments[i];
+    if (s->begin < end || s->count < 0 || s->begin + s->count > n) {
+      return st_error(ST_ERR_INVALID_ARG,
+                      "%s: segment %d [%lld, +%lld) is out of order or outside [0, %lld)", op, i,
+                      (long long)s->begin, (long long)s->count, (long long)n);
+    }
+    end = s->begin + s->count;
+  }
+  return ST_OK;
+}
+
+st_status kernel_adamw(const kernel_backend *kb, const st_tensor *param, const st_tensor *master,
+                       const st_tensor *m, const st_tensor *v, const st_tensor *grad,
+                       const kernel_adamw_step *step, const kernel_adamw_segment *segments,
+                       int segment_count, const st_stream *stream) {
+  kernel_check c;
+  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_ADAMW, kb, stream));
+  if (!step || step->step < 1) {
+    return st_error(ST_ERR_INVALID_ARG, "%s: the step count must start at 1", __func__);
+  }
+  ST_CHECK(kernel_check_stats(&c, "master", master));
+  const int64_t n = tensor_numel(master);
+  ST_CHECK(kernel_check_stats(&c, "m", m));
+  ST_CHECK(kernel_check_numel(&c, "m", m, n));
+  ST_CHECK(kernel_check_stats(&c, "v", v));
+  ST_CHECK(kernel_check_numel(&c, "v", v, n));
+  ST_CHECK(kernel_check_compute(&c, "grad", grad));
+  ST_CHECK(kernel_check_numel(&c, "grad", grad, n));
+  if (param) {
+    ST_CHECK(kernel_check_compute(&c, "param", param));
+    ST_CHECK(kernel_check_numel(&c, "param", param, n));
+  }
+  ST_CHECK(check_segments(__func__, segments, segment_count, n));
+  return kb->ops->adamw(kb->ctx, param, master, m, v, grad, step, segments, segment_count, stream);
 }

@@ -1,23 +1,31 @@
 /* kernels.h - the compute ops of shardtrain: one interface, one implementation per device.
  *
- * A kernel backend is a table of function pointers (CPU: OpenBLAS + OpenMP, kernels/cpu/;
- * CUDA: kernels/cuda/, later). Callers get the backend of their device once with
- * kernel_backend_for() and call the kernel_<op>() wrappers below, which check shapes, dtypes,
- * devices and contiguity the same way for every backend and then dispatch; callers never test
- * which backend they hold, and a backend may assume its arguments were checked.
+ * A kernel backend is an object: a table of ops plus its context (CPU: OpenBLAS + OpenMP,
+ * kernels/cpu/; CUDA: cuBLASLt + CUDA kernels, kernels/cuda/). Its owner creates it for a
+ * device and calls the kernel_<op>() wrappers below, which check shapes, dtypes, devices and
+ * contiguity the same way for every backend and then dispatch; callers never test which
+ * backend they hold (they ask kernel_supports), and a backend may assume its arguments were
+ * checked.
  *
  * Conventions shared by every op:
  * - Rows: an activation's last dimension is its features and every other dimension counts
  *   rows, so [B, T, C] and [B*T, C] are the same N = B*T rows of C.
  * - Arguments: the backend, outputs, inputs, scalars, then the stream the op runs on. The
- *   CPU backend runs synchronously; on CUDA an op only enqueues work.
- * - Dtypes: activations, weights and their gradients of one op share a dtype the backend
- *   computes in (CPU: fp32 only); statistics (LayerNorm mean/rstd, per-token losses) are fp32.
+ *   CPU backend runs synchronously; on CUDA an op only enqueues work, and no op waits for the
+ *   host or makes the host wait (results that the host reads, such as the sum of squares, are
+ *   left in device memory).
+ * - Dtypes: activations, weights and their gradients of one op share a compute dtype that
+ *   kernel_supports accepts (CPU: fp32; CUDA: fp32 and bf16), accumulated in fp32 inside the
+ *   kernels; statistics (LayerNorm mean/rstd, per-token losses, attention state, scalars) are
+ *   fp32.
  * - Gradients ACCUMULATE: every backward op adds (+=) into every gradient it produces.
  *   Parameter gradients sum over micro-batches, and an activation's gradient is the sum over
  *   the branches that read it (the residual stream), so the engine zeroes a gradient buffer
- *   where its sum starts and never needs a separate add. The one exception is
- *   kernel_crossentropy_backward, which starts the chain and overwrites dlogits.
+ *   where its sum starts and never needs a separate add. The exceptions say so: the
+ *   classifier starts the chain and overwrites dlogits; the GELU-epilogue backward overwrites
+ *   its dout with the pre-activation's gradient.
+ * - Determinism: every op gives the same bits for the same inputs, whatever the thread count
+ *   or launch order (fixed reduction orders, no unordered atomics in sums).
  * - Outputs never alias inputs unless an op says so.
  * - Token ids and targets are int32 arrays in the device's memory, as many as the rows of the
  *   tensor they go with: core's st_dtype has no integer type, so they travel as pointers.
@@ -45,59 +53,57 @@ typedef enum kernel_weight_layout {
   KERNEL_WEIGHT_OUT_IN = 1
 } kernel_weight_layout;
 
-/* What a backend implements; argument order and meaning as in the kernel_<op> wrappers. */
-typedef struct kernel_backend {
-  const char *name;
-  st_device_kind device;
-  unsigned compute_dtypes; /* bit (1u << dtype) for each dtype its compute ops accept */
-  st_status (*matmul_forward)(const st_tensor *out, const st_tensor *inp, const st_tensor *weight,
-                              kernel_weight_layout layout, const st_tensor *bias,
-                              const st_stream *stream);
-  st_status (*matmul_backward)(const st_tensor *dinp, const st_tensor *dweight,
-                               const st_tensor *dbias, const st_tensor *dout, const st_tensor *inp,
-                               const st_tensor *weight, kernel_weight_layout layout,
-                               const st_stream *stream);
-  st_status (*layernorm_forward)(const st_tensor *out, const st_tensor *mean, const st_tensor *rstd,
-                                 const st_tensor *inp, const st_tensor *weight,
-                                 const st_tensor *bias, const st_stream *stream);
-  st_status (*layernorm_backward)(const st_tensor *dinp, const st_tensor *dweight,
-                                  const st_tensor *dbias, const st_tensor *dout,
-                                  const st_tensor *inp, const st_tensor *weight,
-                                  const st_tensor *mean, const st_tensor *rstd,
-                                  const st_stream *stream);
-  st_status (*gelu_forward)(const st_tensor *out, const st_tensor *inp, const st_stream *stream);
-  st_status (*gelu_backward)(const st_tensor *dinp, const st_tensor *dout, const st_tensor *inp,
-                             const st_stream *stream);
-  st_status (*attention_forward)(const st_tensor *out, const st_tensor *probs, const st_tensor *qkv,
-                                 const st_stream *stream);
-  st_status (*attention_backward)(const st_tensor *dqkv, const st_tensor *dout,
-                                  const st_tensor *qkv, const st_tensor *probs,
-                                  const st_stream *stream);
-  st_status (*attention_cached_forward)(const st_tensor *out, const st_tensor *k_cache,
-                                        const st_tensor *v_cache, const st_tensor *qkv,
-                                        int64_t past, int64_t n_head, const st_stream *stream);
-  st_status (*residual_forward)(const st_tensor *out, const st_tensor *a, const st_tensor *b,
-                                const st_stream *stream);
-  st_status (*embedding_forward)(const st_tensor *out, const int32_t *tokens, const st_tensor *wte,
-                                 const st_tensor *wpe, const st_stream *stream);
-  st_status (*embedding_backward)(const st_tensor *dwte, const st_tensor *dwpe,
-                                  const st_tensor *dout, const int32_t *tokens,
-                                  const st_stream *stream);
-  st_status (*crossentropy_forward)(const st_tensor *losses, const st_tensor *logits,
-                                    const int32_t *targets, int64_t vocab, const st_stream *stream);
-  st_status (*crossentropy_backward)(const st_tensor *dlogits, const st_tensor *logits,
-                                     const int32_t *targets, int64_t vocab, float dloss_scale,
-                                     const st_stream *stream);
-  st_status (*cast)(const st_tensor *dst, const st_tensor *src, const st_stream *stream);
-  st_status (*sum_squares)(double *out, const st_tensor *x, const st_stream *stream);
-} kernel_backend;
+/* A kernel backend: the ops of one device and their context (the CPU has none; CUDA holds the
+ * cuBLASLt handle, its workspace and the matmul descriptors and heuristics cached per shape).
+ * Created for a device by the code that computes on it (the GPT model, the public unit API's
+ * optimizer) and destroyed by the same owner; one backend serves every stream of its device,
+ * from one thread at a time. */
+typedef struct kernel_backend kernel_backend;
 
 /* Whether this build has kernels for a kind of device. */
 int kernel_has_backend(st_device_kind kind);
 
-/* The backend that computes on `dev`'s device. ST_ERR_UNSUPPORTED when this build has no
- * kernels for that device. */
-st_status kernel_backend_for(const st_device *dev, const kernel_backend **out);
+/* A backend for `dev`. ST_ERR_UNSUPPORTED when this build has no kernels for that device;
+ * ST_ERR_OOM (or the device's error) when its context cannot be made. */
+st_status kernel_backend_create(const st_device *dev, kernel_backend **out);
+/* Accepts NULL. Waits for nothing: the owner has synchronised the streams that used it. */
+void kernel_backend_destroy(kernel_backend *kb);
+
+/* "cpu" or "cuda". */
+const char *kernel_backend_name(const kernel_backend *kb);
+
+/* The op vocabulary, for the capability query. One entry covers an op's forward and backward
+ * and, where they exist, its variants (both weight layouts of the matmul; the LayerNorm with
+ * and without the residual add). */
+typedef enum kernel_op {
+  KERNEL_OP_MATMUL = 0,       /* matmul, optional bias epilogue, forward and backward */
+  KERNEL_OP_MATMUL_GELU,      /* matmul with the bias + GELU epilogue, and its dGELU backward */
+  KERNEL_OP_LAYERNORM,        /* LayerNorm, plain and with the residual add fused */
+  KERNEL_OP_GELU,             /* GELU on its own */
+  KERNEL_OP_ATTENTION,        /* causal attention, forward and backward */
+  KERNEL_OP_ATTENTION_CACHED, /* attention over a key/value cache, for generation */
+  KERNEL_OP_RESIDUAL,         /* elementwise add */
+  KERNEL_OP_EMBEDDING,        /* token + position embedding, forward and backward */
+  KERNEL_OP_CLASSIFIER,       /* softmax, cross-entropy and dlogits in one pass */
+  KERNEL_OP_CAST,             /* fp32 <-> the dtype asked about */
+  KERNEL_OP_ADAMW,            /* AdamW writing parameters in the dtype asked about */
+  KERNEL_OP_SUM_SQUARES,      /* sum of squares into a device scalar */
+  KERNEL_OP_SUM,              /* sum into a device scalar (the loss) */
+  KERNEL_OP_SCALE,            /* x *= factor */
+  KERNEL_OP_FINITE_CHECK,     /* overflow flag for loss scaling */
+  KERNEL_OP_COUNT
+} kernel_op;
+
+/* "matmul", "layernorm", ...: the op's name in messages and tests. */
+const char *kernel_op_name(kernel_op op);
+
+/* 1 when `kb` runs `op` on tensors of `dtype` (the dtype of the op's activations and weights;
+ * for cast, scale, finite check and sum of squares the dtype of the low-precision side or the
+ * buffer; for AdamW the dtype of the parameters and gradients). The engine chooses fused ops
+ * or composites, and fp32 compute copies, from this answer; it never tests which backend it
+ * holds. Every wrapper below refuses (ST_ERR_UNSUPPORTED) a call its backend does not
+ * support. */
+int kernel_supports(const kernel_backend *kb, kernel_op op, st_dtype dtype);
 
 /* ---- Linear layers ------------------------------------------------------------------------- */
 
@@ -126,6 +132,23 @@ st_status kernel_matmul_wt_backward(const kernel_backend *kb, const st_tensor *d
                                     const st_tensor *inp, const st_tensor *weight,
                                     const st_stream *stream);
 
+/* The MLP's first layer with its activation fused: pre_gelu[N, OC] = inp[N, C] @ weight[C, OC]
+ * + bias[OC], saved for the backward, and out = gelu(pre_gelu) (kernel_gelu_forward's GELU).
+ * Weight stored [in, out]; the bias is required. */
+st_status kernel_matmul_gelu_forward(const kernel_backend *kb, const st_tensor *out,
+                                     const st_tensor *pre_gelu, const st_tensor *inp,
+                                     const st_tensor *weight, const st_tensor *bias,
+                                     const st_stream *stream);
+
+/* Its backward. dout, the gradient of out, is OVERWRITTEN with the gradient of pre_gelu,
+ * dout * gelu'(pre_gelu) (the dGELU epilogue); then, as in kernel_matmul_backward,
+ * dinp += dpre @ weight^T, dweight += inp^T @ dpre and dbias += dpre summed over rows. */
+st_status kernel_matmul_gelu_backward(const kernel_backend *kb, const st_tensor *dinp,
+                                      const st_tensor *dweight, const st_tensor *dbias,
+                                      const st_tensor *dout, const st_tensor *pre_gelu,
+                                      const st_tensor *inp, const st_tensor *weight,
+                                      const st_stream *stream);
+
 /* ---- Normalisation and activation ---------------------------------------------------------- */
 
 /* out = (inp - mean) * rstd * weight + bias over each row of C features, with
@@ -135,6 +158,17 @@ st_status kernel_layernorm_forward(const kernel_backend *kb, const st_tensor *ou
                                    const st_tensor *mean, const st_tensor *rstd,
                                    const st_tensor *inp, const st_tensor *weight,
                                    const st_tensor *bias, const st_stream *stream);
+
+/* The residual add fused with the LayerNorm that follows it: residual = a + b, then out, mean
+ * and rstd as kernel_layernorm_forward computes them from residual. residual may alias a or b
+ * (the residual stream updated in place). Its backward is kernel_layernorm_backward with
+ * inp = residual: the gradient it adds into dinp is the residual stream's, which reaches a
+ * and b unchanged. */
+st_status kernel_layernorm_residual_forward(const kernel_backend *kb, const st_tensor *residual,
+                                            const st_tensor *out, const st_tensor *mean,
+                                            const st_tensor *rstd, const st_tensor *a,
+                                            const st_tensor *b, const st_tensor *weight,
+                                            const st_tensor *bias, const st_stream *stream);
 
 /* dinp, dweight, dbias += the gradients of layernorm_forward, from the saved mean and rstd. */
 st_status kernel_layernorm_backward(const kernel_backend *kb, const st_tensor *dinp,
@@ -154,20 +188,29 @@ st_status kernel_gelu_backward(const kernel_backend *kb, const st_tensor *dinp,
 
 /* ---- Attention ----------------------------------------------------------------------------- */
 
+/* How many fp32 values the backend saves between the attention's forward and backward for
+ * `batch` sequences of `seq` tokens and `n_head` heads: the CPU keeps the probabilities
+ * (batch * n_head * seq * seq), CUDA the per-row softmax statistics (never seq x seq). The
+ * engine allocates the state with this size and never reads it. */
+int64_t kernel_attention_state_numel(const kernel_backend *kb, int64_t batch, int64_t n_head,
+                                     int64_t seq);
+
 /* Causal multi-head self-attention. qkv[B, T, 3C] holds q, k, v side by side in that order
  * (Hugging Face GPT-2's c_attn output); head h owns features [h*hs, (h+1)*hs) of each, with
- * NH = probs' dimension 1 and hs = C / NH. out[B, T, C] = softmax(q k^T / sqrt(hs), causal) v,
- * heads side by side. probs[B, NH, T, T] receives the softmax (zero above the diagonal), which
- * the backward reads. */
+ * hs = C / n_head. out[B, T, C] = softmax(q k^T / sqrt(hs), causal) v, heads side by side.
+ * state (fp32, kernel_attention_state_numel values, any shape) receives what the backward
+ * reads. */
 st_status kernel_attention_forward(const kernel_backend *kb, const st_tensor *out,
-                                   const st_tensor *probs, const st_tensor *qkv,
+                                   const st_tensor *state, const st_tensor *qkv, int64_t n_head,
                                    const st_stream *stream);
 
-/* dqkv += the gradient of attention_forward with respect to qkv. A backend may use scratch
- * memory from the allocator's workspace category (the CPU takes T*T floats). */
+/* dqkv += the gradient of attention_forward with respect to qkv, from the forward's qkv, out
+ * and state. A backend may use scratch memory from the allocator's workspace category (the
+ * CPU takes T*T floats). */
 st_status kernel_attention_backward(const kernel_backend *kb, const st_tensor *dqkv,
                                     const st_tensor *dout, const st_tensor *qkv,
-                                    const st_tensor *probs, const st_stream *stream);
+                                    const st_tensor *out, const st_tensor *state, int64_t n_head,
+                                    const st_stream *stream);
 
 /* Causal attention of N new tokens of one sequence over a key/value cache, for generation: the
  * new tokens sit at positions [past, past + N). qkv[N, 3C] holds their q, k and v as in
@@ -204,33 +247,80 @@ st_status kernel_embedding_backward(const kernel_backend *kb, const st_tensor *d
 
 /* ---- Loss ---------------------------------------------------------------------------------- */
 
-/* losses[n] = -log softmax(logits[n, :vocab])[targets[n]] for logits[N, Vp], vocab <= Vp.
- * Columns [vocab, Vp) are padding and take no part. Targets must lie in [0, vocab). */
-st_status kernel_crossentropy_forward(const kernel_backend *kb, const st_tensor *losses,
-                                      const st_tensor *logits, const int32_t *targets,
-                                      int64_t vocab, const st_stream *stream);
-
-/* dlogits = (softmax(logits[n, :vocab]) - onehot(targets[n])) * dloss_scale, and 0 in the
- * padding columns: the gradient of dloss_scale * sum(losses). OVERWRITES dlogits, which may
- * alias logits (the engine reuses the largest activation in place). The engine passes
- * dloss_scale = 1 / (tokens in the global batch). */
-st_status kernel_crossentropy_backward(const kernel_backend *kb, const st_tensor *dlogits,
-                                       const st_tensor *logits, const int32_t *targets,
-                                       int64_t vocab, float dloss_scale, const st_stream *stream);
+/* The fused classifier, for logits[N, Vp] with 1 <= vocab <= Vp (columns [vocab, Vp) are
+ * padding and take no part) and targets in [0, vocab): losses[n] (fp32, N values)
+ * = -log softmax(logits[n, :vocab])[targets[n]]; and, when dlogits is not NULL,
+ * dlogits = (softmax(logits[n, :vocab]) - onehot(targets[n])) * dloss_scale, 0 in the padding
+ * columns: the gradient of dloss_scale * sum(losses). dlogits is OVERWRITTEN and may alias
+ * logits (the engine reuses the largest activation in place). The engine passes
+ * dloss_scale = loss scale / (tokens in the global batch); NULL dlogits (evaluation) computes
+ * the losses only. */
+st_status kernel_classifier(const kernel_backend *kb, const st_tensor *losses,
+                            const st_tensor *dlogits, const st_tensor *logits,
+                            const int32_t *targets, int64_t vocab, float dloss_scale,
+                            const st_stream *stream);
 
 /* ---- Whole buffers ------------------------------------------------------------------------- */
 
-/* dst = src converted elementwise, fp32 -> bf16 (round to nearest even) or bf16 -> fp32;
- * the two hold the same number of elements. */
+/* dst = src converted elementwise between fp32 and bf16 or fp16 (round to nearest even, NaN
+ * stays NaN, fp16 overflow becomes inf), or copied when the dtypes are equal; the two hold the
+ * same number of elements. Bit-identical on every backend (core/dtype.h's rounding). */
 st_status kernel_cast(const kernel_backend *kb, const st_tensor *dst, const st_tensor *src,
                       const st_stream *stream);
 
-/* *out = sum of x[i]^2 over a fp32 or bf16 buffer, accumulated in double (for the global
- * gradient norm). Waits for the stream: *out is host memory. Deterministic for a given input. */
-st_status kernel_sum_squares(const kernel_backend *kb, double *out, const st_tensor *x,
+/* x *= factor elementwise, in place, for x in fp32, bf16 or fp16 (computed in fp32, rounded
+ * back). Unscales gradients for loss scaling. */
+st_status kernel_scale(const kernel_backend *kb, const st_tensor *x, float factor,
+                       const st_stream *stream);
+
+/* out[0] += sum of x[i]^2 over a fp32, bf16 or fp16 buffer, where out is an fp32 tensor of one
+ * element in device memory: the engine sums its gradient ranges into one device scalar and
+ * all-reduces it from there. The sum over x is accumulated in at least fp32 in an order fixed
+ * by x's length alone (the same bits for the same buffer, whatever the threads). */
+st_status kernel_sum_squares(const kernel_backend *kb, const st_tensor *out, const st_tensor *x,
                              const st_stream *stream);
 
-/* Backends, for kernels.c's dispatch. */
-extern const kernel_backend kernel_backend_cpu;
+/* out[0] += sum of x[i] over an fp32 buffer, out an fp32 scalar in device memory as for
+ * kernel_sum_squares, with the same fixed summation order: the step's per-token losses summed
+ * where they are, so the host reads one number per step. */
+st_status kernel_sum(const kernel_backend *kb, const st_tensor *out, const st_tensor *x,
+                     const st_stream *stream);
+
+/* Sets flag[0] (an fp32 tensor of one element in device memory) to 1 when x (fp32, bf16 or
+ * fp16) holds an inf or a NaN, and leaves it unchanged otherwise, so one flag collects a whole
+ * step's gradients (zero it with stream_memset first). Loss scaling skips a step whose flag is
+ * set on any rank. */
+st_status kernel_finite_check(const kernel_backend *kb, const st_tensor *flag, const st_tensor *x,
+                              const st_stream *stream);
+
+/* ---- Optimizer ----------------------------------------------------------------------------- */
+
+/* The scalars of one AdamW step (PyTorch's torch.optim.AdamW, decoupled decay applied first,
+ * bias-corrected moments), the same for every range of the step:
+ *   g = grad * grad_scale;  p -= lr * wd * p;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
+ *   p -= lr * (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + eps)
+ * grad_scale folds the clipping coefficient and 1 / loss scale. */
+typedef struct kernel_adamw_step {
+  float lr, beta1, beta2, eps;
+  float grad_scale;
+  int step; /* counts from 1 */
+} kernel_adamw_step;
+
+/* A run of elements that one parameter owns inside the range: [begin, begin + count) with its
+ * weight decay (non-zero only for tensors of rank >= 2). */
+typedef struct kernel_adamw_segment {
+  int64_t begin, count;
+  float weight_decay;
+} kernel_adamw_segment;
+
+/* AdamW over one flat range of n elements in one pass (one launch per unit on CUDA, not one per
+ * parameter): master, m and v (fp32, n each) updated in place from grad (fp32, bf16 or fp16,
+ * n); when param is not NULL (n elements of fp32, bf16 or fp16), it receives the updated master
+ * rounded to its dtype. Only the elements inside the segments are touched (the padding between
+ * parameters is not); segments are sorted, disjoint, inside [0, n), any number of them. */
+st_status kernel_adamw(const kernel_backend *kb, const st_tensor *param, const st_tensor *master,
+                       const st_tensor *m, const st_tensor *v, const st_tensor *grad,
+                       const kernel_adamw_step *step, const kernel_adamw_segment *segments,
+                       int segment_count, const st_stream *stream);
 
 #endif /* ST_KERNELS_KERNELS_H */

@@ -5,8 +5,7 @@
 #include "core/error.h"
 
 st_status unit_optim_grad_sumsq(const unit *u, const kernel_backend *kb, const st_stream *stream,
-                                double *out) {
-  *out = 0;
+                                const st_tensor *out) {
   const int64_t begin = (int64_t)u->shard_rank * u->layout.shard_numel;
   const int64_t end = begin + u->layout.shard_numel;
   for (int k = 0; k < u->layout.count; k++) {
@@ -20,9 +19,7 @@ st_status unit_optim_grad_sumsq(const unit *u, const kernel_backend *kb, const s
     const st_dtype g = u->precision.reduce;
     char *at = (char *)u->grad_shard + (size_t)(lo - begin) * dtype_size(g);
     ST_CHECK(tensor_make(&range, at, g, u->dev->backend->kind, 1, &n));
-    double part = 0;
-    ST_CHECK(kernel_sum_squares(kb, &part, &range, stream));
-    *out += part;
+    ST_CHECK(kernel_sum_squares(kb, out, &range, stream));
   }
   return ST_OK;
 }

@@ -11,13 +11,14 @@
 #include "optim/adamw.h"
 #include "sharding/unit.h"
 
-/* *out = sum of squares of this rank's gradient shard, parameter by parameter, leaving out the
+/* out[0] += sum of squares of this rank's gradient shard, parameter by parameter, leaving out the
  * parameters replicated across tensor parallelism on tp ranks other than 0: summed over the
  * shard and tp groups it is the model's squared norm, every parameter counted once. (The full
  * gradients at stage 0 hold the same values, but every stage sums the shard, so equal meshes
- * give bit-identical norms.) Padding is zero and adds nothing. */
+ * give bit-identical norms.) Padding is zero and adds nothing. out is an fp32 scalar in device
+ * memory (kernel_sum_squares). */
 st_status unit_optim_grad_sumsq(const unit *u, const kernel_backend *kb, const st_stream *stream,
-                                double *out);
+                                const st_tensor *out);
 
 /* AdamW step `step` (from 1) on the owned range with gradients times grad_scale, weight_decay
  * on the parameters of rank >= 2 only, writing the owned parameters in the param dtype as it

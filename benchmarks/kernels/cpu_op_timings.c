@@ -38,7 +38,7 @@ static double now_s(void) {
  * token ids below the vocabulary. */
 enum { NBUF = 7, ONES = 6 }; /* buffer ONES holds 1.0: LayerNorm's rstd, AdamW's v */
 typedef struct bench {
-  const kernel_backend *kb;
+  kernel_backend *kb;
   st_stream stream;
   float *buf[NBUF];
   size_t floats; /* per buffer */
@@ -124,13 +124,14 @@ static st_status run_op(bench *b, const sim_op *op, int seq) {
       const int64_t width = n * d; /* this rank's heads */
       st_tensor out = t3(f[0], m, k, width), probs = t4(f[1], m, n, k, k),
                 qkv = t3(f[2], m, k, 3 * width);
-      return kernel_attention_forward(kb, &out, &probs, &qkv, s);
+      return kernel_attention_forward(kb, &out, &probs, &qkv, n, s);
     }
     case SIM_K_ATTN_BWD: {
       const int64_t width = n * d;
       st_tensor dqkv = t3(f[0], m, k, 3 * width), dout = t3(f[3], m, k, width),
-                qkv = t3(f[2], m, k, 3 * width), probs = t4(f[1], m, n, k, k);
-      return kernel_attention_backward(kb, &dqkv, &dout, &qkv, &probs, s);
+                qkv = t3(f[2], m, k, 3 * width), probs = t4(f[1], m, n, k, k),
+                out = t3(f[4], m, k, width);
+      return kernel_attention_backward(kb, &dqkv, &dout, &qkv, &out, &probs, n, s);
     }
     case SIM_K_EMBED_FWD: {
       st_tensor out = t3(f[0], m / seq, seq, n), wte = t2(f[1], 256, n), wpe = t2(f[2], seq, n);
@@ -142,11 +143,11 @@ static st_status run_op(bench *b, const sim_op *op, int seq) {
     }
     case SIM_K_CE_FWD: {
       st_tensor losses = t1(f[0], m), logits = t2(f[1], m, n);
-      return kernel_crossentropy_forward(kb, &losses, &logits, b->tokens, d, s);
+      return kernel_classifier(kb, &losses, NULL, &logits, b->tokens, d, 0.0f, s);
     }
     case SIM_K_CE_BWD: {
-      st_tensor dlogits = t2(f[0], m, n), logits = t2(f[1], m, n);
-      return kernel_crossentropy_backward(kb, &dlogits, &logits, b->tokens, d, 1e-3f, s);
+      st_tensor dlogits = t2(f[0], m, n), logits = t2(f[1], m, n), losses = t1(f[2], m);
+      return kernel_classifier(kb, &losses, &dlogits, &logits, b->tokens, d, 1e-3f, s);
     }
     case SIM_K_ZERO: return stream_memset(s, f[0], 0, (size_t)(m * n) * sizeof(float));
     case SIM_K_ADAMW: {
@@ -155,8 +156,7 @@ static st_status run_op(bench *b, const sim_op *op, int seq) {
       return adamw_update(&h, 3, 1e-4f, 0.1f, 1.0f, &r);
     }
     case SIM_K_SUMSQ: {
-      double sum = 0;
-      st_tensor x = t1(f[0], m);
+      st_tensor x = t1(f[0], m), sum = t1(f[1], 1);
       return kernel_sum_squares(kb, &sum, &x, s);
     }
     case SIM_K_CAST: dtype_convert(f[1], ST_BF16, f[0], ST_FP32, (size_t)m); return ST_OK;
@@ -310,7 +310,7 @@ int main(int argc, char **argv) {
   st_status status = sim_hw_load(argv[2], &hw);
   st_device dev = device_cpu();
   bench b = {0};
-  if (status == ST_OK) status = kernel_backend_for(&dev, &b.kb);
+  if (status == ST_OK) status = kernel_backend_create(&dev, &b.kb);
   if (status == ST_OK) status = stream_create(&dev, &b.stream);
   totals tot = {{0}, {0}};
   for (int i = 3; status == ST_OK && i < argc; i++) status = run_shape(&b, &hw, argv[i], &tot);
@@ -326,6 +326,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < NBUF; i++) mem_free(b.buf[i]);
   mem_free(b.tokens);
   stream_destroy(&b.stream);
+  kernel_backend_destroy(b.kb);
   if (status != ST_OK) {
     fprintf(stderr, "cpu_op_timings: error: %s\n", st_last_error());
     return 2;

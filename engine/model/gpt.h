@@ -77,7 +77,7 @@ typedef struct gpt_model {
   comm *tp; /* tensor-parallel group (NULL on one rank) */
   int tp_size, tp_rank;
   const st_device *dev;
-  const kernel_backend *kb;
+  kernel_backend *kb;
   st_stream stream;
   int B, T;             /* micro-batch: sequences and tokens per sequence */
   int n_units;          /* n_layer + 2 */

@@ -53,7 +53,8 @@ static st_status block_backward(gpt_model *m, int l, float *x_in) {
   /* Attention: res2 = x + attproj(attn(qkv(ln1(x)))); d attproj = dres (now d res2). */
   ST_CHECK(linear_backward(m, u, GPT_ATTPROJ_W, GPT_ATTPROJ_B, &v.datty, &v.dres, &v.atty));
   ST_CHECK(zero_view(m, &v.dqkv));
-  ST_CHECK(kernel_attention_backward(m->kb, &v.dqkv3, &v.datty3, &v.qkv3, &v.probs, &m->stream));
+  ST_CHECK(kernel_attention_backward(m->kb, &v.dqkv3, &v.datty3, &v.qkv3, &v.atty3, &v.probs,
+                                     gpt_local_heads(m), &m->stream));
   ST_CHECK(linear_backward(m, u, GPT_QKV_W, GPT_QKV_B, &v.dln, &v.dqkv, &v.ln1));
   ST_CHECK(gpt_tp_f_backward(m, v.dln.data));
   return norm_backward(m, u, GPT_LN1_W, GPT_LN1_B, &v.dres, &v.dln, &v.x, &v.ln1_mean, &v.ln1_rstd);
@@ -89,8 +90,8 @@ st_status gpt_backward(gpt_model *m, float dloss_scale, int reduce) {
             dln = gpt_t2(m, g->dln, BT, C), dres = gpt_t2(m, g->dres, BT, C),
             x = gpt_t2(m, x_last, BT, C), mean = gpt_t1(m, g->lnf_mean, BT),
             rstd = gpt_t1(m, g->lnf_rstd, BT);
-  ST_CHECK(
-      kernel_crossentropy_backward(kb, &logits, &logits, g->targets, c->vocab, dloss_scale, s));
+  st_tensor losses = gpt_t1(m, g->losses, BT);
+  ST_CHECK(kernel_classifier(kb, &losses, &logits, &logits, g->targets, c->vocab, dloss_scale, s));
   st_tensor wte = GPT_P(m, 0, GPT_WTE), dwte = GPT_G(m, 0, GPT_WTE), dwpe = GPT_G(m, 0, GPT_WPE);
   ST_CHECK(zero_view(m, &dln));
   ST_CHECK(kernel_matmul_wt_backward(kb, &dln, &dwte, &logits, &lnf, &wte, s));

@@ -33,7 +33,7 @@ static st_status block_forward(gpt_model *m, int l, float *x_in) {
   w = GPT_P(m, u, GPT_QKV_W);
   b = GPT_P(m, u, GPT_QKV_B);
   ST_CHECK(kernel_matmul_forward(kb, &v.qkv, &v.ln1, &w, &b, s));
-  ST_CHECK(kernel_attention_forward(kb, &v.atty3, &v.probs, &v.qkv3, s));
+  ST_CHECK(kernel_attention_forward(kb, &v.atty3, &v.probs, &v.qkv3, gpt_local_heads(m), s));
   ST_CHECK(row_parallel(m, a->attproj, &v.attproj, &v.atty, u, GPT_ATTPROJ_W, GPT_ATTPROJ_B));
   ST_CHECK(kernel_residual_forward(kb, &v.res2, &v.x, &v.attproj, s));
   w = GPT_P(m, u, GPT_LN2_W);
@@ -86,7 +86,7 @@ st_status gpt_forward(gpt_model *m, const int32_t *inputs, const int32_t *target
   st_tensor w = GPT_P(m, final_unit, GPT_LNF_W), b = GPT_P(m, final_unit, GPT_LNF_B);
   ST_CHECK(kernel_layernorm_forward(kb, &lnf, &mean, &rstd, &xt, &w, &b, s));
   ST_CHECK(kernel_matmul_wt_forward(kb, &logits, &lnf, &wte, s));
-  ST_CHECK(kernel_crossentropy_forward(kb, &losses, &logits, a->targets, c->vocab, s));
+  ST_CHECK(kernel_classifier(kb, &losses, NULL, &logits, a->targets, c->vocab, 0.0f, s));
 
   /* The mean is taken on the host in double: BT is small next to the logits. */
   float *host_losses = NULL;

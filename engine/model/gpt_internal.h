@@ -24,6 +24,9 @@ void gpt_acts_free(gpt_model *m);
 int64_t gpt_largest_param(const gpt_model *m);
 st_status gpt_param_scratch(const gpt_model *m, float **out);
 
+/* The attention heads of this tp rank: n_head / tp. */
+int64_t gpt_local_heads(const gpt_model *m);
+
 /* A contiguous fp32 descriptor on the model's device: [d0], [d0, d1] or [d0, d1, d2, d3]. The
  * extents come from a validated config, so building them cannot fail. */
 st_tensor gpt_t1(const gpt_model *m, float *data, int64_t d0);

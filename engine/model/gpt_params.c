@@ -115,7 +115,7 @@ st_status gpt_create(gpt_model **out, const gpt_config *cfg, const st_device *de
   m->B = B;
   m->T = T;
   st_status status;
-  ST_CHECK_GOTO(kernel_backend_for(dev, &m->kb), status, fail);
+  ST_CHECK_GOTO(kernel_backend_create(dev, &m->kb), status, fail);
   ST_CHECK_GOTO(stream_create(dev, &m->stream), status, fail);
   ST_CHECK_GOTO(create_units(m), status, fail);
   ST_CHECK_GOTO(gpt_acts_allocate(m), status, fail);
@@ -133,6 +133,7 @@ void gpt_destroy(gpt_model *m) {
   mem_free(m->prefixes);
   mem_free(m->units);
   stream_destroy(&m->stream);
+  kernel_backend_destroy(m->kb);
   mem_free(m);
 }
 

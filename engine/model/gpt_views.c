@@ -5,6 +5,8 @@
  * (gpt_acts.c). */
 #include "engine/model/gpt_internal.h"
 
+int64_t gpt_local_heads(const gpt_model *m) { return m->cfg.n_head / m->tp_size; }
+
 st_tensor gpt_t1(const gpt_model *m, float *data, int64_t d0) {
   st_tensor t;
   tensor_make(&t, data, ST_FP32, m->dev->backend->kind, 1, &d0);
@@ -45,7 +47,7 @@ void gpt_layer_views_make(const gpt_model *m, int l, float *x_in, gpt_layer_view
       .qkv3 = t3(m, a->qkv, 3 * CL),
       .atty = gpt_t2(m, a->atty, BT, CL),
       .atty3 = t3(m, a->atty, CL),
-      .probs = gpt_t4(m, a->probs, m->B, m->cfg.n_head / m->tp_size, m->T, m->T),
+      .probs = gpt_t4(m, a->probs, m->B, gpt_local_heads(m), m->T, m->T),
       .attproj = gpt_t2(m, a->attproj, BT, C),
       .res2 = gpt_t2(m, a->res2, BT, C),
       .ln2 = gpt_t2(m, a->ln2, BT, C),

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/error.h"
 #include "optim/clip.h"
 #include "optim/unit_optim.h"
@@ -19,22 +20,33 @@ st_status train_state_reset(gpt_model *m) {
  * though it holds the full gradients), so equal meshes give bit-identical norms at every stage.
  * The replicate group holds copies of the same shards and takes no part. fp32 is enough for
  * the collective: the norm only scales the step (relative error ~1e-7). */
-static st_status global_grad_sumsq(gpt_model *m, double *out) {
-  double local = 0;
+static st_status sum_units_and_groups(gpt_model *m, float *sum) {
+  st_tensor scalar;
+  ST_CHECK(tensor_make(&scalar, sum, ST_FP32, m->dev->backend->kind, 1, (int64_t[]){1}));
+  ST_CHECK(stream_memset(&m->stream, sum, 0, sizeof *sum));
   for (int u = 0; u < m->n_units; u++) {
-    double part = 0;
-    ST_CHECK(unit_optim_grad_sumsq(&m->units[u], m->kb, &m->stream, &part));
-    local += part;
+    ST_CHECK(unit_optim_grad_sumsq(&m->units[u], m->kb, &m->stream, &scalar));
   }
-  float total = (float)local;
   comm *groups[2] = {m->units[0].groups.shard, m->tp};
   for (int g = 0; g < 2; g++) {
     if (groups[g] && comm_size(groups[g]) > 1) {
-      ST_CHECK(comm_all_reduce(groups[g], &total, &total, 1, ST_FP32, COMM_SUM, NULL));
+      ST_CHECK(comm_all_reduce(groups[g], sum, sum, 1, ST_FP32, COMM_SUM, NULL));
     }
   }
-  *out = m->units[0].groups.shard || m->tp ? (double)total : local;
   return ST_OK;
+}
+
+/* The squared global gradient norm, summed in a device scalar and reduced from device memory;
+ * the host reads it once. */
+static st_status global_grad_sumsq(gpt_model *m, double *out) {
+  float *sum = NULL, host_sum = 0;
+  ST_CHECK(mem_alloc((void **)&sum, sizeof *sum, MEM_DEVICE, MEM_WORKSPACE, m->dev));
+  st_status status = sum_units_and_groups(m, sum);
+  if (status == ST_OK) status = stream_memcpy(&m->stream, &host_sum, sum, sizeof *sum);
+  if (status == ST_OK) status = stream_sync(&m->stream);
+  mem_free(sum);
+  *out = host_sum;
+  return status;
 }
 
 /* Mean of the ranks' losses over the data-parallel group (each rank's is over its own slice). */

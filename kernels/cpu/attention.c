@@ -18,9 +18,9 @@ typedef struct attention_dims {
   int batch, seq, channels, heads, head_size;
 } attention_dims;
 
-static attention_dims dims_of(const st_tensor *qkv, const st_tensor *probs) {
-  attention_dims d = {(int)qkv->shape[0], (int)qkv->shape[1], (int)qkv->shape[2] / 3,
-                      (int)probs->shape[1], 0};
+static attention_dims dims_of(const st_tensor *qkv, int64_t n_head) {
+  attention_dims d = {(int)qkv->shape[0], (int)qkv->shape[1], (int)qkv->shape[2] / 3, (int)n_head,
+                      0};
   d.head_size = d.channels / d.heads;
   return d;
 }
@@ -52,10 +52,17 @@ static void causal_softmax_row(float *row, int t, int seq) {
   for (int j = t + 1; j < seq; j++) row[j] = 0.0f;
 }
 
-st_status kernel_cpu_attention_forward(const st_tensor *out, const st_tensor *probs,
-                                       const st_tensor *qkv, const st_stream *stream) {
+/* The CPU keeps the probabilities, [B, NH, T, T], as the attention's state. */
+int64_t kernel_cpu_attention_state_numel(int64_t batch, int64_t n_head, int64_t seq) {
+  return batch * n_head * seq * seq;
+}
+
+st_status kernel_cpu_attention_forward(void *ctx, const st_tensor *out, const st_tensor *probs,
+                                       const st_tensor *qkv, int64_t n_head,
+                                       const st_stream *stream) {
+  (void)ctx;
   (void)stream;
-  attention_dims d = dims_of(qkv, probs);
+  attention_dims d = dims_of(qkv, n_head);
   const float *x = qkv->data;
   float *p = probs->data, *y = out->data;
   int ld_qkv = 3 * d.channels;
@@ -118,11 +125,14 @@ static void head_backward(const attention_dims *d, int b, int h, float *dqkv, co
               1.0f, dk, ld_qkv);
 }
 
-st_status kernel_cpu_attention_backward(const st_tensor *dqkv, const st_tensor *dout,
-                                        const st_tensor *qkv, const st_tensor *probs,
+st_status kernel_cpu_attention_backward(void *ctx, const st_tensor *dqkv, const st_tensor *dout,
+                                        const st_tensor *qkv, const st_tensor *out,
+                                        const st_tensor *probs, int64_t n_head,
                                         const st_stream *stream) {
+  (void)ctx;
+  (void)out;
   (void)stream;
-  attention_dims d = dims_of(qkv, probs);
+  attention_dims d = dims_of(qkv, n_head);
   float *scratch = NULL;
   ST_CHECK(mem_alloc((void **)&scratch, (size_t)d.seq * d.seq * sizeof *scratch, MEM_HOST,
                      MEM_WORKSPACE, NULL));

@@ -29,10 +29,11 @@ static void softmax_row(float *row, int64_t last, int64_t len) {
   for (int64_t j = last + 1; j < len; j++) row[j] = 0.0f;
 }
 
-st_status kernel_cpu_attention_cached_forward(const st_tensor *out, const st_tensor *k_cache,
-                                              const st_tensor *v_cache, const st_tensor *qkv,
-                                              int64_t past, int64_t n_head,
+st_status kernel_cpu_attention_cached_forward(void *ctx, const st_tensor *out,
+                                              const st_tensor *k_cache, const st_tensor *v_cache,
+                                              const st_tensor *qkv, int64_t past, int64_t n_head,
                                               const st_stream *stream) {
+  (void)ctx;
   (void)stream;
   const int64_t n = kernel_rows(qkv), C = kernel_cols(qkv) / 3, hs = C / n_head;
   const int64_t len = past + n; /* key rows any new token sees, at most */

@@ -1,24 +1,39 @@
-/* backend.c - the CPU kernel backend's table: fp32 ops on host memory, synchronous. */
+/* backend.c - the CPU kernel backend's table: ops on host memory, synchronous, no context.
+ * The CPU computes in fp32 only; bf16 is a storage format there (casts, sums of squares), so a
+ * unit with bf16 parameters keeps fp32 compute copies on this backend. */
 #include "kernels/cpu/cpu_ops.h"
 
-const kernel_backend kernel_backend_cpu = {
+static int cpu_supports(kernel_op op, st_dtype dtype) {
+  switch (op) {
+    case KERNEL_OP_CAST:
+    case KERNEL_OP_SUM_SQUARES: return dtype == ST_FP32 || dtype == ST_BF16;
+    case KERNEL_OP_MATMUL_GELU:
+    case KERNEL_OP_ADAMW:
+    case KERNEL_OP_SCALE:
+    case KERNEL_OP_FINITE_CHECK: return 0;
+    default: return dtype == ST_FP32;
+  }
+}
+
+const kernel_ops kernel_ops_cpu = {
     .name = "cpu",
     .device = ST_DEVICE_CPU,
-    .compute_dtypes = 1u << ST_FP32,
+    .supports = cpu_supports,
     .matmul_forward = kernel_cpu_matmul_forward,
     .matmul_backward = kernel_cpu_matmul_backward,
     .layernorm_forward = kernel_cpu_layernorm_forward,
     .layernorm_backward = kernel_cpu_layernorm_backward,
     .gelu_forward = kernel_cpu_gelu_forward,
     .gelu_backward = kernel_cpu_gelu_backward,
+    .attention_state_numel = kernel_cpu_attention_state_numel,
     .attention_forward = kernel_cpu_attention_forward,
     .attention_backward = kernel_cpu_attention_backward,
     .attention_cached_forward = kernel_cpu_attention_cached_forward,
     .residual_forward = kernel_cpu_residual_forward,
     .embedding_forward = kernel_cpu_embedding_forward,
     .embedding_backward = kernel_cpu_embedding_backward,
-    .crossentropy_forward = kernel_cpu_crossentropy_forward,
-    .crossentropy_backward = kernel_cpu_crossentropy_backward,
+    .classifier = kernel_cpu_classifier,
     .cast = kernel_cpu_cast,
     .sum_squares = kernel_cpu_sum_squares,
+    .sum = kernel_cpu_sum,
 };

@@ -1,4 +1,4 @@
-/* cpu_ops.h - the CPU backend's ops, one group per file, gathered into kernel_backend_cpu by
+/* cpu_ops.h - the CPU backend's ops, one group per file, gathered into kernel_ops_cpu by
  * backend.c. Private to kernels/cpu/. Every op takes arguments already checked by the
  * kernel_<op> wrappers (fp32, contiguous, consistent shapes) and runs synchronously, so the
  * stream is unused. BLAS takes int extents, which GPT shapes never approach (2^31 rows of
@@ -6,7 +6,7 @@
 #ifndef ST_KERNELS_CPU_CPU_OPS_H
 #define ST_KERNELS_CPU_CPU_OPS_H
 
-#include "kernels/kernels.h"
+#include "kernels/backend_ops.h"
 
 /* Width of the column blocks that a gradient summed over rows (bias, LayerNorm and embedding
  * gradients) hands to one thread each. Each column is summed in row order by one thread, so
@@ -14,58 +14,65 @@
  * lines and vectorise, and still split C = 768 twelve ways. */
 #define KERNEL_CPU_COLUMN_CHUNK 64
 
-st_status kernel_cpu_matmul_forward(const st_tensor *out, const st_tensor *inp,
-                                    const st_tensor *weight, kernel_weight_layout layout,
-                                    const st_tensor *bias, const st_stream *stream);
-st_status kernel_cpu_matmul_backward(const st_tensor *dinp, const st_tensor *dweight,
+st_status kernel_cpu_matmul_forward(void *ctx, const st_tensor *out, const st_tensor *pre_gelu,
+                                    const st_tensor *inp, const st_tensor *weight,
+                                    kernel_weight_layout layout, const st_tensor *bias,
+                                    const st_stream *stream);
+st_status kernel_cpu_matmul_backward(void *ctx, const st_tensor *dinp, const st_tensor *dweight,
                                      const st_tensor *dbias, const st_tensor *dout,
-                                     const st_tensor *inp, const st_tensor *weight,
-                                     kernel_weight_layout layout, const st_stream *stream);
+                                     const st_tensor *pre_gelu, const st_tensor *inp,
+                                     const st_tensor *weight, kernel_weight_layout layout,
+                                     const st_stream *stream);
 
-st_status kernel_cpu_layernorm_forward(const st_tensor *out, const st_tensor *mean,
-                                       const st_tensor *rstd, const st_tensor *inp,
+st_status kernel_cpu_layernorm_forward(void *ctx, const st_tensor *residual, const st_tensor *out,
+                                       const st_tensor *mean, const st_tensor *rstd,
+                                       const st_tensor *a, const st_tensor *b_in,
                                        const st_tensor *weight, const st_tensor *bias,
                                        const st_stream *stream);
-st_status kernel_cpu_layernorm_backward(const st_tensor *dinp, const st_tensor *dweight,
+st_status kernel_cpu_layernorm_backward(void *ctx, const st_tensor *dinp, const st_tensor *dweight,
                                         const st_tensor *dbias, const st_tensor *dout,
                                         const st_tensor *inp, const st_tensor *weight,
                                         const st_tensor *mean, const st_tensor *rstd,
                                         const st_stream *stream);
 
-st_status kernel_cpu_gelu_forward(const st_tensor *out, const st_tensor *inp,
+st_status kernel_cpu_gelu_forward(void *ctx, const st_tensor *out, const st_tensor *inp,
                                   const st_stream *stream);
-st_status kernel_cpu_gelu_backward(const st_tensor *dinp, const st_tensor *dout,
+st_status kernel_cpu_gelu_backward(void *ctx, const st_tensor *dinp, const st_tensor *dout,
                                    const st_tensor *inp, const st_stream *stream);
 
-st_status kernel_cpu_attention_forward(const st_tensor *out, const st_tensor *probs,
-                                       const st_tensor *qkv, const st_stream *stream);
-st_status kernel_cpu_attention_backward(const st_tensor *dqkv, const st_tensor *dout,
-                                        const st_tensor *qkv, const st_tensor *probs,
+int64_t kernel_cpu_attention_state_numel(int64_t batch, int64_t n_head, int64_t seq);
+st_status kernel_cpu_attention_forward(void *ctx, const st_tensor *out, const st_tensor *probs,
+                                       const st_tensor *qkv, int64_t n_head,
+                                       const st_stream *stream);
+st_status kernel_cpu_attention_backward(void *ctx, const st_tensor *dqkv, const st_tensor *dout,
+                                        const st_tensor *qkv, const st_tensor *out,
+                                        const st_tensor *probs, int64_t n_head,
                                         const st_stream *stream);
-st_status kernel_cpu_attention_cached_forward(const st_tensor *out, const st_tensor *k_cache,
-                                              const st_tensor *v_cache, const st_tensor *qkv,
-                                              int64_t past, int64_t n_head,
+st_status kernel_cpu_attention_cached_forward(void *ctx, const st_tensor *out,
+                                              const st_tensor *k_cache, const st_tensor *v_cache,
+                                              const st_tensor *qkv, int64_t past, int64_t n_head,
                                               const st_stream *stream);
 
-st_status kernel_cpu_residual_forward(const st_tensor *out, const st_tensor *a, const st_tensor *b,
-                                      const st_stream *stream);
+st_status kernel_cpu_residual_forward(void *ctx, const st_tensor *out, const st_tensor *a,
+                                      const st_tensor *b, const st_stream *stream);
 
-st_status kernel_cpu_embedding_forward(const st_tensor *out, const int32_t *tokens,
+st_status kernel_cpu_embedding_forward(void *ctx, const st_tensor *out, const int32_t *tokens,
                                        const st_tensor *wte, const st_tensor *wpe,
                                        const st_stream *stream);
-st_status kernel_cpu_embedding_backward(const st_tensor *dwte, const st_tensor *dwpe,
+st_status kernel_cpu_embedding_backward(void *ctx, const st_tensor *dwte, const st_tensor *dwpe,
                                         const st_tensor *dout, const int32_t *tokens,
                                         const st_stream *stream);
 
-st_status kernel_cpu_crossentropy_forward(const st_tensor *losses, const st_tensor *logits,
-                                          const int32_t *targets, int64_t vocab,
-                                          const st_stream *stream);
-st_status kernel_cpu_crossentropy_backward(const st_tensor *dlogits, const st_tensor *logits,
-                                           const int32_t *targets, int64_t vocab, float dloss_scale,
-                                           const st_stream *stream);
+st_status kernel_cpu_classifier(void *ctx, const st_tensor *losses, const st_tensor *dlogits,
+                                const st_tensor *logits, const int32_t *targets, int64_t vocab,
+                                float dloss_scale, const st_stream *stream);
 
-st_status kernel_cpu_cast(const st_tensor *dst, const st_tensor *src, const st_stream *stream);
-st_status kernel_cpu_sum_squares(double *out, const st_tensor *x, const st_stream *stream);
+st_status kernel_cpu_cast(void *ctx, const st_tensor *dst, const st_tensor *src,
+                          const st_stream *stream);
+st_status kernel_cpu_sum_squares(void *ctx, const st_tensor *out, const st_tensor *x,
+                                 const st_stream *stream);
+st_status kernel_cpu_sum(void *ctx, const st_tensor *out, const st_tensor *x,
+                         const st_stream *stream);
 
 /* ST_ERR_INVALID_ARG naming the first of ids[0..count) outside [0, limit): an id indexes
  * memory, and host memory is cheap to check before it is trusted. `what` names the ids. */

@@ -8,9 +8,10 @@
 #include "core/error.h"
 #include "kernels/cpu/cpu_ops.h"
 
-st_status kernel_cpu_embedding_forward(const st_tensor *out, const int32_t *tokens,
+st_status kernel_cpu_embedding_forward(void *ctx, const st_tensor *out, const int32_t *tokens,
                                        const st_tensor *wte, const st_tensor *wpe,
                                        const st_stream *stream) {
+  (void)ctx;
   (void)stream;
   int64_t seq = out->shape[1], channels = out->shape[2], rows = kernel_rows(out);
   ST_CHECK(kernel_cpu_check_ids("token", tokens, rows, wte->shape[0]));
@@ -25,9 +26,10 @@ st_status kernel_cpu_embedding_forward(const st_tensor *out, const int32_t *toke
   return ST_OK;
 }
 
-st_status kernel_cpu_embedding_backward(const st_tensor *dwte, const st_tensor *dwpe,
+st_status kernel_cpu_embedding_backward(void *ctx, const st_tensor *dwte, const st_tensor *dwpe,
                                         const st_tensor *dout, const int32_t *tokens,
                                         const st_stream *stream) {
+  (void)ctx;
   (void)stream;
   int64_t seq = dout->shape[1], channels = dout->shape[2], rows = kernel_rows(dout);
   ST_CHECK(kernel_cpu_check_ids("token", tokens, rows, dwte->shape[0]));

@@ -7,8 +7,9 @@
 #define GELU_SQRT_2_OVER_PI 0.7978845608028654f
 #define GELU_CUBIC 0.044715f
 
-st_status kernel_cpu_gelu_forward(const st_tensor *out, const st_tensor *inp,
+st_status kernel_cpu_gelu_forward(void *ctx, const st_tensor *out, const st_tensor *inp,
                                   const st_stream *stream) {
+  (void)ctx;
   (void)stream;
   int64_t count = tensor_numel(inp);
   const float *x = inp->data;
@@ -21,8 +22,9 @@ st_status kernel_cpu_gelu_forward(const st_tensor *out, const st_tensor *inp,
   return ST_OK;
 }
 
-st_status kernel_cpu_gelu_backward(const st_tensor *dinp, const st_tensor *dout,
+st_status kernel_cpu_gelu_backward(void *ctx, const st_tensor *dinp, const st_tensor *dout,
                                    const st_tensor *inp, const st_stream *stream) {
+  (void)ctx;
   (void)stream;
   int64_t count = tensor_numel(inp);
   const float *x = inp->data, *dy = dout->data;

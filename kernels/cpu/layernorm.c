@@ -6,13 +6,19 @@
  * rows and run over column blocks (KERNEL_CPU_COLUMN_CHUNK) so they are deterministic. */
 #include <math.h>
 
+#include "core/error.h"
 #include "kernels/cpu/cpu_ops.h"
 
-st_status kernel_cpu_layernorm_forward(const st_tensor *out, const st_tensor *mean,
-                                       const st_tensor *rstd, const st_tensor *inp,
+st_status kernel_cpu_layernorm_forward(void *ctx, const st_tensor *residual, const st_tensor *out,
+                                       const st_tensor *mean, const st_tensor *rstd,
+                                       const st_tensor *a, const st_tensor *b_in,
                                        const st_tensor *weight, const st_tensor *bias,
                                        const st_stream *stream) {
-  (void)stream;
+  const st_tensor *inp = a;
+  if (residual) {
+    ST_CHECK(kernel_cpu_residual_forward(ctx, residual, a, b_in, stream));
+    inp = residual;
+  }
   int64_t rows = kernel_rows(inp), channels = kernel_cols(inp);
   const float *w = weight->data, *b = bias->data;
   float *row_mean = mean->data, *row_rstd = rstd->data;
@@ -79,11 +85,12 @@ static void add_param_grads(float *dweight, float *dbias, const float *dout, con
   }
 }
 
-st_status kernel_cpu_layernorm_backward(const st_tensor *dinp, const st_tensor *dweight,
+st_status kernel_cpu_layernorm_backward(void *ctx, const st_tensor *dinp, const st_tensor *dweight,
                                         const st_tensor *dbias, const st_tensor *dout,
                                         const st_tensor *inp, const st_tensor *weight,
                                         const st_tensor *mean, const st_tensor *rstd,
                                         const st_stream *stream) {
+  (void)ctx;
   (void)stream;
   int64_t rows = kernel_rows(inp), channels = kernel_cols(inp);
   add_input_grad(dinp->data, dout->data, inp->data, weight->data, mean->data, rstd->data, rows,

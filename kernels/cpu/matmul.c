@@ -23,10 +23,13 @@ static void add_column_sums(float *acc, const float *x, int64_t rows, int64_t co
   }
 }
 
-st_status kernel_cpu_matmul_forward(const st_tensor *out, const st_tensor *inp,
-                                    const st_tensor *weight, kernel_weight_layout layout,
-                                    const st_tensor *bias, const st_stream *stream) {
+st_status kernel_cpu_matmul_forward(void *ctx, const st_tensor *out, const st_tensor *pre_gelu,
+                                    const st_tensor *inp, const st_tensor *weight,
+                                    kernel_weight_layout layout, const st_tensor *bias,
+                                    const st_stream *stream) {
+  (void)ctx;
   (void)stream;
+  (void)pre_gelu; /* cpu_supports refuses KERNEL_OP_MATMUL_GELU for now */
   int out_in = layout == KERNEL_WEIGHT_OUT_IN;
   int rows = (int)kernel_rows(inp), in = (int)weight->shape[out_in],
       outs = (int)weight->shape[1 - out_in];
@@ -44,11 +47,14 @@ st_status kernel_cpu_matmul_forward(const st_tensor *out, const st_tensor *inp,
   return ST_OK;
 }
 
-st_status kernel_cpu_matmul_backward(const st_tensor *dinp, const st_tensor *dweight,
+st_status kernel_cpu_matmul_backward(void *ctx, const st_tensor *dinp, const st_tensor *dweight,
                                      const st_tensor *dbias, const st_tensor *dout,
-                                     const st_tensor *inp, const st_tensor *weight,
-                                     kernel_weight_layout layout, const st_stream *stream) {
+                                     const st_tensor *pre_gelu, const st_tensor *inp,
+                                     const st_tensor *weight, kernel_weight_layout layout,
+                                     const st_stream *stream) {
+  (void)ctx;
   (void)stream;
+  (void)pre_gelu; /* cpu_supports refuses KERNEL_OP_MATMUL_GELU for now */
   int out_in = layout == KERNEL_WEIGHT_OUT_IN;
   int rows = (int)kernel_rows(inp), in = (int)weight->shape[out_in],
       outs = (int)weight->shape[1 - out_in];

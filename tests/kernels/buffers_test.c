@@ -1,7 +1,8 @@
 /* buffers_test.c - the whole-buffer ops. Casts: fp32 -> bf16 against a float64 model of
  * round-to-nearest-even (ties, subnormals, overflow to infinity, signed zero, NaN) and within
  * half a bf16 ulp on random values; bf16 -> fp32 against a float64 decoding of the bits. Sum of
- * squares: fp32 and bf16 against float64 sums, and the same bits with 1 and 2 threads. */
+ * squares into a device scalar: fp32 and bf16 against float64 sums, added to what the scalar
+ * holds, and the same bits with 1 and 2 threads. Sum: against a float64 sum. */
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -131,19 +132,48 @@ static void check_sum_squares(test_backend *tb, int64_t count) {
   }
   tbuf_upload(&x32);
   tbuf_upload(&x16);
-  double got[2][2];
+  /* got[threads - 1] = {x32's sum, x16's sum, both added into one scalar} */
+  int64_t one = 1;
+  test_buf sum = tbuf_tensor(tb, ST_FP32, 1, &one);
+  float got[2][3];
   for (int threads = 1; threads <= 2; threads++) {
     test_set_threads(threads);
-    CHECK_OK(kernel_sum_squares(tb->kb, &got[threads - 1][0], &x32.t, &tb->stream));
-    CHECK_OK(kernel_sum_squares(tb->kb, &got[threads - 1][1], &x16.t, &tb->stream));
+    for (int k = 0; k < 3; k++) {
+      tbuf_zero(&sum);
+      if (k != 1) CHECK_OK(kernel_sum_squares(tb->kb, &sum.t, &x32.t, &tb->stream));
+      if (k != 0) CHECK_OK(kernel_sum_squares(tb->kb, &sum.t, &x16.t, &tb->stream));
+      tbuf_download(&sum);
+      got[threads - 1][k] = *(const float *)sum.host;
+    }
   }
   test_set_threads(1);
-  CHECK_NEAR(got[0][0], want32, TOL_DOUBLE.rel * want32);
-  CHECK_NEAR(got[0][1], want16, TOL_DOUBLE.rel * want16);
+  CHECK_NEAR(got[0][0], want32, TOL_SCALAR.rel * want32);
+  CHECK_NEAR(got[0][1], want16, TOL_SCALAR.rel * want16);
+  CHECK_NEAR(got[0][2], want32 + want16, TOL_SCALAR.rel * (want32 + want16));
   CHECK_MSG(memcmp(got[0], got[1], sizeof got[0]) == 0,
             "sum of squares is bit-identical with 1 and 2 threads (%lld values)", (long long)count);
+  tbuf_free(&sum);
   tbuf_free(&x16);
   tbuf_free(&x32);
+}
+
+/* kernel_sum of `count` fp32 values of both signs into a scalar that already holds 1.5. */
+static void check_sum(test_backend *tb, int64_t count) {
+  test_rng rng = {93};
+  test_buf x = tbuf_tensor(tb, ST_FP32, 1, &count);
+  int64_t one = 1;
+  test_buf sum = tbuf_tensor(tb, ST_FP32, 1, &one);
+  rng_fill(&rng, x.host, count, -1.0, 3.0);
+  double want = 1.5;
+  for (int64_t i = 0; i < count; i++) want += ((const float *)x.host)[i];
+  *(float *)sum.host = 1.5f;
+  tbuf_upload(&x);
+  tbuf_upload(&sum);
+  CHECK_OK(kernel_sum(tb->kb, &sum.t, &x.t, &tb->stream));
+  tbuf_download(&sum);
+  CHECK_NEAR(*(const float *)sum.host, want, TOL_SCALAR.rel * fabs(want));
+  tbuf_free(&sum);
+  tbuf_free(&x);
 }
 
 static void body(test_backend *tb) {
@@ -151,6 +181,8 @@ static void body(test_backend *tb) {
   check_cast_to_fp32(tb);
   check_sum_squares(tb, 5);
   check_sum_squares(tb, 100003);
+  check_sum(tb, 7);
+  check_sum(tb, 100003);
 }
 
 int main(void) { return test_on_backends("buffers_test", body); }

@@ -1,4 +1,5 @@
-/* interface_test.c - backend lookup and the refusals every backend shares: the kernel_<op>
+/* interface_test.c - backend creation, the capability query, and the refusals every backend
+ * shares: the kernel_<op>
  * wrappers reject bad shapes, dtypes, devices, layouts and streams with a status and a detail
  * that names the numbers, before any data is touched. Also the CPU backend's own refusals:
  * out-of-range ids and a failed scratch allocation, which must leave nothing allocated. */
@@ -32,14 +33,27 @@ static st_tensor fp32(float *data, int ndim, const int64_t *shape) {
 
 static void check_lookup(void) {
   st_device cpu = device_cpu();
-  const kernel_backend *kb = NULL;
-  CHECK_OK(kernel_backend_for(&cpu, &kb));
-  CHECK(kb && strcmp(kb->name, "cpu") == 0 && kb->device == ST_DEVICE_CPU);
-  /* A CUDA device while kernels/cuda does not exist yet. */
-  device_backend fake_cuda = {.name = "fake-cuda", .kind = ST_DEVICE_CUDA};
-  st_device gpu = {.backend = &fake_cuda, .ordinal = 0};
-  CHECK_REFUSED(kernel_backend_for(&gpu, &kb), ST_ERR_UNSUPPORTED, "fake-cuda");
-  CHECK(kb == NULL);
+  kernel_backend *kb = NULL;
+  CHECK_OK(kernel_backend_create(&cpu, &kb));
+  CHECK(kb && strcmp(kernel_backend_name(kb), "cpu") == 0);
+  for (int op = 0; op < KERNEL_OP_COUNT; op++) {
+    CHECK_MSG(strcmp(kernel_op_name((kernel_op)op), "unknown") != 0, "op %d has a name", op);
+  }
+  /* The CPU computes in fp32 only; bf16 is a storage format there. */
+  CHECK(kernel_supports(kb, KERNEL_OP_MATMUL, ST_FP32));
+  CHECK(!kernel_supports(kb, KERNEL_OP_MATMUL, ST_BF16));
+  CHECK(kernel_supports(kb, KERNEL_OP_CAST, ST_BF16));
+  CHECK(!kernel_supports(kb, KERNEL_OP_COUNT, ST_FP32));
+  CHECK(kernel_attention_state_numel(kb, B, NH, T) == (int64_t)B * NH * T * T);
+  kernel_backend_destroy(kb);
+  kernel_backend_destroy(NULL);
+  /* A CUDA device where this build has no CUDA kernels. */
+  if (!kernel_has_backend(ST_DEVICE_CUDA)) {
+    device_backend fake_cuda = {.name = "fake-cuda", .kind = ST_DEVICE_CUDA};
+    st_device gpu = {.backend = &fake_cuda, .ordinal = 0};
+    CHECK_REFUSED(kernel_backend_create(&gpu, &kb), ST_ERR_UNSUPPORTED, "fake-cuda");
+    CHECK(kb == NULL);
+  }
 }
 
 static void check_matmul_refusals(const kernel_backend *kb, const st_stream *s) {
@@ -109,11 +123,13 @@ static void check_other_refusals(const kernel_backend *kb, const st_stream *s) {
 
   st_tensor qkv = fp32(scratch_data, 3, (int64_t[]){B, T, 3 * C});
   st_tensor probs = fp32(scratch_data, 4, (int64_t[]){B, 5, T, T});
-  CHECK_REFUSED(kernel_attention_forward(kb, &act, &probs, &qkv, s), ST_ERR_INVALID_ARG,
+  CHECK_REFUSED(kernel_attention_forward(kb, &act, &probs, &qkv, 5, s), ST_ERR_INVALID_ARG,
                 "5 heads do not divide 12 channels");
+  CHECK_REFUSED(kernel_attention_forward(kb, &act, &probs, &qkv, NH, s), ST_ERR_INVALID_ARG,
+                "state is [2, 5, 5, 5], expected 150 elements");
   st_tensor not_qkv = fp32(scratch_data, 3, (int64_t[]){B, T, 3 * C + 1});
   probs = fp32(scratch_data, 4, (int64_t[]){B, NH, T, T});
-  CHECK_REFUSED(kernel_attention_forward(kb, &act, &probs, &not_qkv, s), ST_ERR_INVALID_ARG,
+  CHECK_REFUSED(kernel_attention_forward(kb, &act, &probs, &not_qkv, NH, s), ST_ERR_INVALID_ARG,
                 "not a multiple of 3");
 
   static float wte_data[VP * C], wpe_data[T * C];
@@ -134,12 +150,12 @@ static void check_other_refusals(const kernel_backend *kb, const st_stream *s) {
 
   st_tensor logits = fp32(scratch_data, 3, (int64_t[]){B, T, VP});
   st_tensor losses = fp32(out_data, 2, (int64_t[]){B, T});
-  CHECK_REFUSED(kernel_crossentropy_forward(kb, &losses, &logits, tokens, VP + 1, s),
+  CHECK_REFUSED(kernel_classifier(kb, &losses, NULL, &logits, tokens, VP + 1, 1.0f, s),
                 ST_ERR_INVALID_ARG, "vocabulary of 41 for logits of 40 columns");
   tokens[3] = V; /* a padding column is not a valid target */
-  CHECK_REFUSED(kernel_crossentropy_forward(kb, &losses, &logits, tokens, V, s), ST_ERR_INVALID_ARG,
-                "target 3 is 37, outside [0, 37)");
-  CHECK_REFUSED(kernel_crossentropy_backward(kb, &logits, &logits, tokens, V, 1.0f, s),
+  CHECK_REFUSED(kernel_classifier(kb, &losses, NULL, &logits, tokens, V, 1.0f, s),
+                ST_ERR_INVALID_ARG, "target 3 is 37, outside [0, 37)");
+  CHECK_REFUSED(kernel_classifier(kb, &losses, &logits, &logits, tokens, V, 1.0f, s),
                 ST_ERR_INVALID_ARG, "target 3 is 37");
   tokens[3] = 0;
 
@@ -151,9 +167,11 @@ static void check_other_refusals(const kernel_backend *kb, const st_stream *s) {
   st_tensor bf;
   CHECK_OK(tensor_make(&bf, scratch_data, ST_BF16, ST_DEVICE_CPU, 1, (int64_t[]){N}));
   CHECK_REFUSED(kernel_cast(kb, &bf, &longer, s), ST_ERR_INVALID_ARG, "expected 11 elements");
-  double sum;
+  st_tensor sum = fp32(out_data, 1, (int64_t[]){1});
   CHECK_REFUSED(kernel_sum_squares(kb, &sum, &half, s), ST_ERR_UNSUPPORTED, "fp16");
   CHECK_REFUSED(kernel_sum_squares(kb, NULL, &flat, s), ST_ERR_INVALID_ARG, "out is NULL");
+  CHECK_REFUSED(kernel_sum_squares(kb, &flat, &flat, s), ST_ERR_INVALID_ARG,
+                "out is [10], expected 1 elements");
 }
 
 /* The attention backward's scratch allocation fails: ST_ERR_OOM, dqkv untouched, no leak. */
@@ -168,7 +186,7 @@ static void check_out_of_memory(const kernel_backend *kb, const st_stream *s) {
   mem_stats before, after;
   mem_stats_get(&before);
   mem_fail_nth(1);
-  CHECK_REFUSED(kernel_attention_backward(kb, &dqkv, &dout, &qkv, &probs, s), ST_ERR_OOM,
+  CHECK_REFUSED(kernel_attention_backward(kb, &dqkv, &dout, &qkv, &dout, &probs, NH, s), ST_ERR_OOM,
                 "injected");
   mem_fail_nth(0);
   mem_stats_get(&after);
@@ -176,19 +194,20 @@ static void check_out_of_memory(const kernel_backend *kb, const st_stream *s) {
   int untouched = 1;
   for (int i = 0; i < N * 3 * C; i++) untouched &= dqkv_data[i] == 0.0f;
   CHECK_MSG(untouched, "a failed attention backward leaves dqkv untouched");
-  CHECK_OK(kernel_attention_backward(kb, &dqkv, &dout, &qkv, &probs, s));
+  CHECK_OK(kernel_attention_backward(kb, &dqkv, &dout, &qkv, &dout, &probs, NH, s));
 }
 
 int main(void) {
   check_lookup();
   st_device cpu = device_cpu();
-  const kernel_backend *kb;
+  kernel_backend *kb = NULL;
   st_stream stream;
-  CHECK_OK(kernel_backend_for(&cpu, &kb));
+  CHECK_OK(kernel_backend_create(&cpu, &kb));
   CHECK_OK(stream_create(&cpu, &stream));
   check_matmul_refusals(kb, &stream);
   check_other_refusals(kb, &stream);
   check_out_of_memory(kb, &stream);
   stream_destroy(&stream);
+  kernel_backend_destroy(kb);
   return test_finish("interface_test");
 }

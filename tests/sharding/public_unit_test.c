@@ -217,7 +217,8 @@ static void test_correct_sequence(st_dtype dtype) {
   CHECK_OK(st_unit_reduce_grads(u));
   double sumsq = 0;
   CHECK_OK(st_unit_grad_sumsq(u, &sumsq));
-  CHECK_NEAR(sumsq, 9 * held(dtype, 0.3) * held(dtype, 0.3), 1e-12);
+  /* Summed in an fp32 device scalar: one fp32 rounding of 0.81. */
+  CHECK_NEAR(sumsq, 9 * held(dtype, 0.3) * held(dtype, 0.3), 1e-7);
 
   st_adamw_config adamw = ST_ADAMW_CONFIG_INIT;
   const float lr = 0.1f;

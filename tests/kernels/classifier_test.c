@@ -1,8 +1,9 @@
-/* crossentropy_test.c - fused softmax cross-entropy over 37 real columns of logits padded to
- * 40, for [2, 5] tokens. The padding holds large logits that would dominate the softmax if
- * they leaked in. Checks: losses against float64 loops; dlogits against central differences of
- * dloss_scale * sum(losses), exactly 0 in the padding, overwritten rather than accumulated,
- * and the same bits when dlogits aliases logits. */
+/* classifier_test.c - the fused classifier (softmax cross-entropy and dlogits) over 37 real
+ * columns of logits padded to 40, for [2, 5] tokens. The padding holds large logits that would
+ * dominate the softmax if they leaked in. Checks: losses against float64 loops, alone and with
+ * the gradient; dlogits against central differences of dloss_scale * sum(losses), exactly 0 in
+ * the padding, overwritten rather than accumulated, and the same bits and losses when dlogits
+ * aliases logits. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,32 +59,38 @@ static void body(test_backend *tb) {
   crossentropy_ref ref = {to_f64(x, N * VP), tgt};
   double want[N];
   ref_losses(&ref, want);
-  CHECK_OK(
-      kernel_crossentropy_forward(tb->kb, &losses.t, &logits.t, targets.device, V, &tb->stream));
+  CHECK_OK(kernel_classifier(tb->kb, &losses.t, NULL, &logits.t, targets.device, V, DLOSS_SCALE,
+                             &tb->stream));
   tbuf_download(&losses);
-  check_close("crossentropy losses", losses.host, want, N, TOL_FP32);
+  check_close("classifier losses", losses.host, want, N, TOL_FP32);
 
   /* Garbage in dlogits, twice over: an op that accumulated would not match the gradient. */
   rng_fill(&rng, dlogits.host, N * VP, 5.0, 9.0);
   tbuf_upload(&dlogits);
   for (int call = 0; call < 2; call++) {
-    CHECK_OK(kernel_crossentropy_backward(tb->kb, &dlogits.t, &logits.t, targets.device, V,
-                                          DLOSS_SCALE, &tb->stream));
+    tbuf_zero(&losses);
+    CHECK_OK(kernel_classifier(tb->kb, &losses.t, &dlogits.t, &logits.t, targets.device, V,
+                               DLOSS_SCALE, &tb->stream));
   }
+  tbuf_download(&losses);
+  check_close("classifier losses with the gradient", losses.host, want, N, TOL_FP32);
   tbuf_download(&dlogits);
-  check_gradient("crossentropy dlogits", ref.logits, N * VP, dlogits.host, ref_loss, &ref);
+  check_gradient("classifier dlogits", ref.logits, N * VP, dlogits.host, ref_loss, &ref);
   const float *g = dlogits.host;
   int padding_zero = 1;
   for (int n = 0; n < N; n++) {
     for (int v = V; v < VP; v++) padding_zero &= g[n * VP + v] == 0.0f;
   }
-  CHECK_MSG(padding_zero, "crossentropy dlogits is exactly 0 in the padding columns");
+  CHECK_MSG(padding_zero, "classifier dlogits is exactly 0 in the padding columns");
 
-  CHECK_OK(kernel_crossentropy_backward(tb->kb, &logits.t, &logits.t, targets.device, V,
-                                        DLOSS_SCALE, &tb->stream));
+  tbuf_zero(&losses);
+  CHECK_OK(kernel_classifier(tb->kb, &losses.t, &logits.t, &logits.t, targets.device, V,
+                             DLOSS_SCALE, &tb->stream));
   tbuf_download(&logits);
   CHECK_MSG(memcmp(logits.host, dlogits.host, logits.bytes) == 0,
-            "crossentropy backward in place gives the same bits");
+            "classifier in place gives the same bits");
+  tbuf_download(&losses);
+  check_close("classifier losses in place", losses.host, want, N, TOL_FP32);
 
   free(ref.logits);
   tbuf_free(&targets);
@@ -92,4 +99,4 @@ static void body(test_backend *tb) {
   tbuf_free(&logits);
 }
 
-int main(void) { return test_on_backends("crossentropy_test", body); }
+int main(void) { return test_on_backends("classifier_test", body); }
