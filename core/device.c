@@ -59,11 +59,15 @@ st_status device_bus_id(const st_device *dev, char out[DEVICE_BUS_ID_SIZE]) {
 
 st_device device_cpu(void) { return (st_device){.backend = &device_backend_cpu, .ordinal = 0}; }
 
+st_status device_bind(const st_device *dev) {
+  return dev->backend->bind ? dev->backend->bind(dev->ordinal) : ST_OK;
+}
+
 /* Device local_rank modulo `count` (> 0) of backend b, made the thread's current one. */
 static st_status take(const device_backend *b, int count, int local_rank, st_device *out) {
-  const int ordinal = local_rank % count;
-  if (b->bind) ST_CHECK(b->bind(ordinal));
-  *out = (st_device){.backend = b, .ordinal = ordinal};
+  const st_device dev = {.backend = b, .ordinal = local_rank % count};
+  ST_CHECK(device_bind(&dev));
+  *out = dev;
   return ST_OK;
 }
 

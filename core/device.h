@@ -89,6 +89,10 @@ int device_cuda_count(void);
  * without a usable GPU is ST_ERR_NO_DEVICE. */
 st_status device_select(const char *request, int local_rank, st_device *out);
 
+/* Makes `dev` the calling thread's current device (device_select does it for the thread that
+ * selects; another thread that launches work on it calls this first). Nothing on the CPU. */
+st_status device_bind(const st_device *dev);
+
 /* The CPU device (always available). */
 st_device device_cpu(void);
 
