@@ -30,7 +30,8 @@ static st_status sum_units_and_groups(gpt_model *m, float *sum) {
   comm *groups[2] = {m->units[0].groups.shard, m->tp};
   for (int g = 0; g < 2; g++) {
     if (groups[g] && comm_size(groups[g]) > 1) {
-      ST_CHECK(comm_all_reduce(groups[g], sum, sum, 1, ST_FP32, COMM_SUM, NULL));
+      /* Ordered on C, after the sums of squares that produce it. */
+      ST_CHECK(comm_all_reduce_on(groups[g], &m->stream, sum, sum, 1, ST_FP32, COMM_SUM, NULL));
     }
   }
   return ST_OK;
@@ -86,5 +87,5 @@ st_status train_step(gpt_model *m, const train_hparams *h, int step, const int32
     ST_CHECK(
         unit_optim_adamw(&m->units[u], &h->adam, h->weight_decay, step + 1, (float)out->lr, scale));
   }
-  return stream_sync(&m->stream);
+  return gpt_step_end(m);
 }
