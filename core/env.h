@@ -14,7 +14,8 @@ typedef enum env_var {
   ENV_DEVICE = 2,             /* ST_DEVICE */
   ENV_CKPT_TEST_DELAY_MS = 3, /* ST_CKPT_TEST_DELAY_MS */
   ENV_MEMORY_LIMIT_BYTES = 4, /* ST_MEMORY_LIMIT_BYTES */
-  ENV_VAR_COUNT = 5
+  ENV_NCCL_HOSTID = 5,        /* NCCL_HOSTID (NCCL's own; read to know what NCCL will see) */
+  ENV_VAR_COUNT = 6
 } env_var;
 
 typedef struct env_entry {
@@ -28,6 +29,10 @@ const env_entry *env_table(void);
 
 /* The variable's value, or its default when unset or empty. */
 const char *env_get_string(env_var var);
+
+/* The variable's value, or NULL when unset or empty: for a variable whose absence means
+ * something no value can stand for (NCCL_HOSTID). */
+const char *env_lookup(env_var var);
 
 /* The value parsed as a positive number; the default when unset. Sets *ok = 0 (and returns
  * the default) when the value is not a finite positive number ("inf" and "1e999" included). */

@@ -12,7 +12,7 @@
  * changed, a field missing, a wrong version or format, a file name or count changed, not
  * JSON) is refused with ST_ERR_FORMAT and a message naming the file and the problem, and
  * leaves nothing allocated. */
-#include "engine/ckpt_manifest.h"
+#include "engine/checkpoint/ckpt_manifest.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

@@ -1,0 +1,70 @@
+/* gpt_views.c - the tensor descriptors the forward, backward and key/value-cache forward read
+ * the model's buffers through: shorthands by rank (fp32 for statistics and host-facing
+ * buffers, the activation dtype for activations), the step's scalars, and one layer's
+ * activations and gradient buffers on this tp rank. Building a descriptor allocates nothing and
+ * cannot fail: the extents come from a validated config and the buffers from the activation
+ * plan (gpt_acts.c). */
+#include "engine/model/gpt_internal.h"
+
+int64_t gpt_local_heads(const gpt_model *m) { return m->cfg.n_head / m->tp_size; }
+
+static st_tensor describe(const gpt_model *m, void *data, st_dtype dtype, int ndim,
+                          const int64_t *shape) {
+  st_tensor t;
+  tensor_make(&t, data, dtype, m->dev->backend->kind, ndim, shape);
+  return t;
+}
+
+st_tensor gpt_t1(const gpt_model *m, float *data, int64_t d0) {
+  return describe(m, data, ST_FP32, 1, &d0);
+}
+
+st_tensor gpt_t2(const gpt_model *m, float *data, int64_t d0, int64_t d1) {
+  return describe(m, data, ST_FP32, 2, (const int64_t[]){d0, d1});
+}
+
+st_tensor gpt_a2(const gpt_model *m, void *data, int64_t d0, int64_t d1) {
+  return describe(m, data, m->act, 2, (const int64_t[]){d0, d1});
+}
+
+st_tensor gpt_a3(const gpt_model *m, void *data, int64_t width) {
+  return describe(m, data, m->act, 3, (const int64_t[]){m->B, m->T, width});
+}
+
+st_tensor gpt_scalar(const gpt_model *m, enum gpt_scalar which) {
+  return gpt_t1(m, m->acts.scalars + which, 1);
+}
+
+void gpt_layer_views_make(const gpt_model *m, int l, void *x_in, gpt_layer_views *v) {
+  const int64_t BT = (int64_t)m->B * m->T, C = m->cfg.n_embd, CL = C / m->tp_size;
+  const gpt_layer_acts *a = &m->acts.layers[l];
+  const gpt_acts *g = &m->acts;
+  *v = (gpt_layer_views){
+      .x = gpt_a2(m, x_in, BT, C),
+      .ln1 = gpt_a2(m, a->ln1, BT, C),
+      .ln1_mean = gpt_t1(m, a->ln1_mean, BT),
+      .ln1_rstd = gpt_t1(m, a->ln1_rstd, BT),
+      .qkv = gpt_a2(m, a->qkv, BT, 3 * CL),
+      .qkv3 = gpt_a3(m, a->qkv, 3 * CL),
+      .atty = gpt_a2(m, a->atty, BT, CL),
+      .atty3 = gpt_a3(m, a->atty, CL),
+      .att_state = gpt_t1(m, a->att_state,
+                          kernel_attention_state_numel(m->kb, m->B, gpt_local_heads(m), m->T)),
+      .attproj = gpt_a2(m, a->attproj, BT, C),
+      .res2 = gpt_a2(m, a->res2, BT, C),
+      .ln2 = gpt_a2(m, a->ln2, BT, C),
+      .ln2_mean = gpt_t1(m, a->ln2_mean, BT),
+      .ln2_rstd = gpt_t1(m, a->ln2_rstd, BT),
+      .fch = gpt_a2(m, a->fch, BT, 4 * CL),
+      .fch_gelu = gpt_a2(m, a->fch_gelu, BT, 4 * CL),
+      .fcproj = gpt_a2(m, a->fcproj, BT, C),
+      .res3 = gpt_a2(m, a->res3, BT, C),
+      .dres = gpt_a2(m, g->dres, BT, C),
+      .dln = gpt_a2(m, g->dln, BT, C),
+      .datty = gpt_a2(m, g->datty, BT, CL),
+      .datty3 = gpt_a3(m, g->datty, CL),
+      .dqkv = gpt_a2(m, g->dqkv, BT, 3 * CL),
+      .dqkv3 = gpt_a3(m, g->dqkv, 3 * CL),
+      .dfch_gelu = gpt_a2(m, g->dfch_gelu, BT, 4 * CL),
+  };
+}
