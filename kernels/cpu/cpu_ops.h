@@ -74,6 +74,10 @@ st_status kernel_cpu_sum_squares(void *ctx, const st_tensor *out, const st_tenso
 st_status kernel_cpu_sum(void *ctx, const st_tensor *out, const st_tensor *x,
                          const st_stream *stream);
 
+st_status kernel_cpu_scale(void *ctx, const st_tensor *x, float factor, const st_stream *stream);
+st_status kernel_cpu_finite_check(void *ctx, const st_tensor *flag, const st_tensor *x,
+                                  const st_stream *stream);
+
 /* ST_ERR_INVALID_ARG naming the first of ids[0..count) outside [0, limit): an id indexes
  * memory, and host memory is cheap to check before it is trusted. `what` names the ids. */
 st_status kernel_cpu_check_ids(const char *what, const int32_t *ids, int64_t count, int64_t limit);
