@@ -16,6 +16,9 @@ static const env_entry entries[ENV_VAR_COUNT] = {
                                 "caps the memory the start-up fit check finds on the device "
                                 "(a GPU's free memory; on the CPU the host's available RAM, "
                                 "before it is shared among the node's ranks), in bytes"},
+    [ENV_TEST_INJECT_OVERFLOW] = {"ST_TEST_INJECT_OVERFLOW", "none",
+                                  "testing: STEP:RANK puts an inf into world rank RANK's "
+                                  "gradients at step STEP (from 0), as an fp16 overflow would"},
 };
 
 const env_entry *env_table(void) { return entries; }

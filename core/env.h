@@ -9,12 +9,13 @@ extern "C" {
 #endif
 
 typedef enum env_var {
-  ENV_LOG_LEVEL = 0,          /* ST_LOG_LEVEL */
-  ENV_COMM_TIMEOUT = 1,       /* ST_COMM_TIMEOUT */
-  ENV_DEVICE = 2,             /* ST_DEVICE */
-  ENV_CKPT_TEST_DELAY_MS = 3, /* ST_CKPT_TEST_DELAY_MS */
-  ENV_MEMORY_LIMIT_BYTES = 4, /* ST_MEMORY_LIMIT_BYTES */
-  ENV_VAR_COUNT = 5
+  ENV_LOG_LEVEL = 0,            /* ST_LOG_LEVEL */
+  ENV_COMM_TIMEOUT = 1,         /* ST_COMM_TIMEOUT */
+  ENV_DEVICE = 2,               /* ST_DEVICE */
+  ENV_CKPT_TEST_DELAY_MS = 3,   /* ST_CKPT_TEST_DELAY_MS */
+  ENV_MEMORY_LIMIT_BYTES = 4,   /* ST_MEMORY_LIMIT_BYTES */
+  ENV_TEST_INJECT_OVERFLOW = 5, /* ST_TEST_INJECT_OVERFLOW */
+  ENV_VAR_COUNT = 6
 } env_var;
 
 typedef struct env_entry {

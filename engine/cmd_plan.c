@@ -61,11 +61,8 @@ static st_status plan_precision(const plan_options *o, unit_precision *precision
   if (strcmp(o->device, "cuda") != 0) {
     return st_error(ST_ERR_INVALID_ARG, "--device '%s' is not cpu or cuda", o->device);
   }
-  /* A GPU run is planned without a GPU: an Ampere or newer one, computing in the param dtype. */
-  if (precision->param != ST_FP32 && precision->param != ST_BF16) {
-    return st_error(ST_ERR_INVALID_ARG, "--param-dtype %s: GPUs train with fp32 or bf16 parameters",
-                    o->param_dtype);
-  }
+  /* A GPU run is planned without a GPU: an Ampere or newer one, computing in the param dtype
+   * (fp32, bf16 or fp16 all run there). */
   *copies = 0;
   return ST_OK;
 }

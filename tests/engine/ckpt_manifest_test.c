@@ -204,7 +204,7 @@ static void fill_run(ckpt_manifest *m) {
   m->zero = 3;
   m->param_dtype = ST_BF16;
   m->reduce_dtype = ST_FP32;
-  m->loss_scale = 1024.0;
+  m->scaler = (loss_scaler_state){1024.0, 1999, 9007199254740991}; /* 2^53 - 1 steps skipped */
   m->micro_batch = 3;
   m->h = (train_hparams){.schedule = {LR_COSINE, 3e-3, 3e-4, 7, 1000},
                          .adam = {0.9f, 0.95f, 1e-8f},
@@ -232,7 +232,8 @@ static void check_same(const ckpt_manifest *a, const ckpt_manifest *b) {
         a->cfg.vocab_padded == b->cfg.vocab_padded && a->cfg.max_seq == b->cfg.max_seq);
   CHECK(a->R == b->R && a->S == b->S && a->T == b->T && a->zero == b->zero);
   CHECK(a->param_dtype == b->param_dtype && a->reduce_dtype == b->reduce_dtype);
-  CHECK(a->loss_scale == b->loss_scale && a->micro_batch == b->micro_batch);
+  CHECK(a->scaler.scale == b->scaler.scale && a->scaler.clean_steps == b->scaler.clean_steps &&
+        a->scaler.skipped == b->scaler.skipped && a->micro_batch == b->micro_batch);
   const train_hparams *x = &a->h, *y = &b->h;
   CHECK(x->schedule.shape == y->schedule.shape && x->schedule.lr == y->schedule.lr &&
         x->schedule.min_lr == y->schedule.min_lr && x->schedule.warmup == y->schedule.warmup &&

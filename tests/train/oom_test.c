@@ -28,11 +28,13 @@ static st_status life(const char *export_path, st_dtype dtype, int offload) {
   test_step_tokens(inputs, targets, B * T);
   const int32_t *in[1] = {inputs}, *tg[1] = {targets};
   const train_hparams h = test_step_hparams(B * T);
+  loss_scaler scaler;
+  loss_scaler_init_none(&scaler);
   step_stats s;
   st_status status;
   ST_CHECK_GOTO(gpt_init_params(m, 1), status, done);
   ST_CHECK_GOTO(train_state_reset(m), status, done);
-  ST_CHECK_GOTO(train_step(m, &h, 0, in, tg, &s), status, done);
+  ST_CHECK_GOTO(train_step(m, &h, &scaler, 0, in, tg, &s), status, done);
   ST_CHECK_GOTO(gpt_export(m, export_path, 1), status, done);
 done:
   gpt_destroy(m);

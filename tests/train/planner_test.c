@@ -76,7 +76,9 @@ static void check_case(test_case tc) {
   for (int g = 0; g < ST_GROUP_COUNT; g++) comm_counters_reset(mesh_comm(mesh, (st_group)g));
   mem_reset_peak();
   step_stats s;
-  CHECK_OK(train_step(m, &h, 0, in, tg, &s));
+  loss_scaler scaler;
+  loss_scaler_init_none(&scaler);
+  CHECK_OK(train_step(m, &h, &scaler, 0, in, tg, &s));
   mem_stats measured;
   mem_stats_get(&measured);
 
