@@ -9,7 +9,7 @@
  * (bytes sent during the step under ring accounting, over all groups) are maxima over ranks.
  * "loss_scale" is the scale the step's loss gradient was multiplied by (1 without fp16; every
  * rank's, checked equal), "skipped" the number of ranks that skipped the step for an fp16
- * overflow: 0, or every rank of the world. A skipped step's "grad_norm" is null. */
+ * overflow: 0, or every rank of the world. A skipped step has no "grad_norm" (null). */
 #ifndef ST_ENGINE_METRICS_H
 #define ST_ENGINE_METRICS_H
 

@@ -61,7 +61,8 @@ static text count_text(double n) {
 }
 
 /* "step 12/400 | loss 3.2 | lr 3.0e-03 | norm 0.52 | 24.1 ms | 42000 tok/s | 0:12 elapsed |
- * ETA 2:30 | val 3.3": the step counted from 1. */
+ * ETA 2:30 | val 3.3": the step counted from 1. With loss scaling (fp16) the scale follows,
+ * and a skipped step says so (its norm is nan). */
 static void print_step(FILE *out, const step_record *r, int total_steps, double elapsed_s,
                        double left_s) {
   fprintf(out,
@@ -70,6 +71,8 @@ static void print_step(FILE *out, const step_record *r, int total_steps, double 
           r->step + 1, total_steps, r->loss, r->lr, r->grad_norm, r->step_ms, r->tokens_per_s,
           duration_text(elapsed_s).s, duration_text(left_s).s);
   if (r->has_val) fprintf(out, " | val %.6f", r->val_loss);
+  if (r->loss_scale != 1.0) fprintf(out, " | scale %g", r->loss_scale);
+  if (r->skipped) fprintf(out, " | skipped: fp16 overflow");
   fputc('\n', out);
   fflush(out);
 }
@@ -203,6 +206,9 @@ void run_report_step(run_report *rep, const step_record *rec) {
     rep->timed_ms += rec->step_ms;
   }
   rep->last_step = rec->step;
+  rep->scaled |= rec->loss_scale != 1.0;
+  rep->skipped_steps += rec->skipped != 0;
+  rep->last_scale = rec->loss_scale;
   if (rec->has_val && (!rep->has_val || rec->val_loss < rep->best_val)) {
     rep->has_val = 1;
     rep->best_val = rec->val_loss;
@@ -238,6 +244,10 @@ void run_report_finish(const run_report *rep, const char *checkpoint_path) {
             (double)tokens / (rep->first_step_ms / 1e3));
   } else {
     fputc('\n', out);
+  }
+  if (rep->scaled) {
+    fprintf(out, "fp16 loss scaling: %d steps skipped for overflow, last scale %g\n",
+            rep->skipped_steps, rep->last_scale);
   }
   if (rep->has_val) {
     fprintf(out, "best val loss %.6f at step %d/%d\n", rep->best_val, rep->best_val_step + 1,

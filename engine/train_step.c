@@ -127,7 +127,12 @@ st_status train_step(gpt_model *m, const train_hparams *h, loss_scaler *scaler, 
   }
   out->skipped = !loss_scaler_update(scaler, overflow);
   out->lr = lr_at(&h->schedule, step);
-  if (out->skipped) return ST_OK; /* nothing changed: the published parameters stand */
+  if (out->skipped) {
+    /* Nothing changed: the published parameters stand. The norm of gradients that overflowed
+     * somewhere means nothing (a rank may even have summed finite ones). */
+    out->grad_norm = NAN;
+    return ST_OK;
+  }
   /* Skipped steps are not optimizer steps: AdamW's bias correction counts the applied ones. */
   const int adam_step = step + 1 - (int)scaler->state.skipped;
   const float grad_scale = (float)(clip_scale(out->grad_norm, h->clip) / scale);
