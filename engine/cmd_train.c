@@ -158,8 +158,10 @@ static st_status resume(train_run *r) {
   if (r->train) ST_CHECK(job_agree(token_loader_seek(r->train, m->data[0])));
   r->first_step = (int)m->step;
   /* A dynamic scale continues where the checkpoint left it (a fixed one is the flag's, and a
-   * checkpoint without loss scaling has no state to give). */
+   * checkpoint without loss scaling has no scale to give); the skipped steps always carry on,
+   * as AdamW's step count leaves them out whatever the dtype. */
   if (r->scaler.mode == LOSS_SCALER_DYNAMIC && m->scaler.scale != 1.0) r->scaler.state = m->scaler;
+  r->scaler.state.skipped = m->scaler.skipped;
   if (is_writer(r)) {
     st_log(ST_LOG_INFO, "resumed from %s: step %lld, saved on mesh %dx%dx%d at ZeRO-%d in %s",
            ckpt_source_dir(r->resume), (long long)m->step, m->R, m->S, m->T, m->zero,
