@@ -128,9 +128,9 @@ int cmd_plan(int argc, char **argv) {
       {"grad-accum", FLAG_INT, &o.grad_accum, "micro-batches per step"},
       {"prefetch", FLAG_INT, &o.prefetch, "units gathered ahead (stage 3)"},
       {"gpu-gib", FLAG_DOUBLE, &o.gpu_gib, "GPU memory to compare with (0: no verdict)"},
-      {"param-dtype", FLAG_STRING, &o.param_dtype, "parameters: fp32 or bf16"},
+      {"param-dtype", FLAG_STRING, &o.param_dtype, "parameters: fp32, bf16 or fp16"},
       {"reduce-dtype", FLAG_STRING, &o.reduce_dtype,
-       "gradients and their reductions: fp32 or bf16"},
+       "gradients and their reductions: fp32, bf16 or fp16"},
       {"device", FLAG_STRING, &o.device, "cuda (GPUs, the default) or cpu (fp32 compute copies)"},
   };
   int nflags = (int)(sizeof flags / sizeof flags[0]), help = 0;
