@@ -1,9 +1,9 @@
 /* cpu_ops.h - the CPU backend's ops, one group per file, gathered into kernel_ops_cpu by
  * backend.c. Private to kernels/cpu/. Every op takes arguments already checked by the
  * kernel_<op> wrappers (fp32 compute, except the whole-buffer ops that also read and write bf16
- * and fp16; contiguous; consistent shapes) and runs synchronously, so the
- * stream is unused. BLAS takes int extents, which GPT shapes never approach (2^31 rows of
- * 768 floats would be 6 TB). */
+ * and fp16; contiguous; consistent shapes) and runs synchronously, so the stream is unused.
+ * BLAS takes int extents, which GPT shapes never approach (2^31 rows of 768 floats would be
+ * 6 TB). */
 #ifndef ST_KERNELS_CPU_CPU_OPS_H
 #define ST_KERNELS_CPU_CPU_OPS_H
 
