@@ -19,7 +19,7 @@ typedef struct simulate_options {
   sim_cluster_flags cluster;
   int nodes;
   int zero, dp_replicate, dp_shard, tp, micro_batch, grad_accum, prefetch, reshard;
-  const char *param_dtype, *reduce_dtype;
+  const char *param_dtype, *reduce_dtype, *offload;
   const char *csv, *sweep, *configs, *label;
   double efficiency_scale;
 } simulate_options;
@@ -74,7 +74,11 @@ static st_status make_input(const simulate_options *o, int gpus, int stage, int 
   ST_CHECK(sim_model_resolve(&o->model, T, &in->cfg));
   in->seq_len = in->cfg.max_seq;
   ST_CHECK(precision_of(o, hw, &in->precision));
-  in->compute_copies = sim_compute_copies(hw, in->precision);
+  sim_device_fields(hw, in);
+  train_options t;
+  train_options_defaults(&t);
+  t.offload = o->offload;
+  ST_CHECK(train_options_offload(&t, &in->offload_optimizer));
   if (stage < 0 || stage > 3) return st_error(ST_ERR_INVALID_ARG, "--zero %d is not 0-3", stage);
   if (o->micro_batch < 1 || o->grad_accum < 1 || o->prefetch < 0) {
     return st_error(ST_ERR_INVALID_ARG,
@@ -187,6 +191,7 @@ int cmd_simulate(int argc, char **argv) {
                         .reshard = 1,
                         .param_dtype = "bf16",
                         .reduce_dtype = "bf16",
+                        .offload = "none",
                         .configs = "zero0,zero1,zero2,zero3,hsdp3",
                         .label = "run",
                         .efficiency_scale = 1.0};
@@ -205,6 +210,8 @@ int cmd_simulate(int argc, char **argv) {
       {"reshard-after-forward", FLAG_BOOL, &o.reshard, "release blocks after their forward"},
       {"param-dtype", FLAG_STRING, &o.param_dtype, "parameters: fp32 or bf16"},
       {"reduce-dtype", FLAG_STRING, &o.reduce_dtype, "gradients: fp32 or bf16"},
+      {"offload", FLAG_STRING, &o.offload,
+       "optimizer: master weights and Adam moments in host memory, AdamW on the host; or none"},
       {"csv", FLAG_STRING, &o.csv, "write the result(s) as CSV to this file"},
       {"label", FLAG_STRING, &o.label, "the CSV row's label (single runs)"},
       {"efficiency-scale", FLAG_DOUBLE, &o.efficiency_scale,

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "engine/fit.h"
 #include "engine/sim_report.h"
 
 enum { FIT_MAX_VALUES = 64, FIT_MAX_DIMS = 8 };
@@ -70,6 +71,16 @@ static int apply_prefetch(const fit_ctx *x, int depth, plan_input *in) {
   return 1;
 }
 
+/* The optimizer offloaded to the host: always possible where device memory is host RAM (it then
+ * changes nothing), else only on hardware that describes its host link. */
+static int apply_offload(const fit_ctx *x, int offload, plan_input *in) {
+  if (offload && !in->device_is_host && (x->hw->host_link_bw <= 0 || x->hw->host_mem_bw <= 0)) {
+    return 0;
+  }
+  in->offload_optimizer = offload;
+  return 1;
+}
+
 static int apply_reshard(const fit_ctx *x, int reshard, plan_input *in) {
   (void)x;
   if (in->stage != 3 && !reshard) return 0;
@@ -102,6 +113,8 @@ static int make_dims(const fit_ctx *x, fit_dim *dims) {
   *d = (fit_dim){.name = "prefetch", .apply = apply_prefetch, .count = 2, .values = {1, 2}};
   d = &dims[n++];
   *d = (fit_dim){.name = "reshard", .apply = apply_reshard, .count = 2, .values = {1, 0}};
+  d = &dims[n++];
+  *d = (fit_dim){.name = "offload", .apply = apply_offload, .count = 2, .values = {0, 1}};
   return n;
 }
 
@@ -130,7 +143,7 @@ static st_status evaluate(const fit_ctx *x, const plan_input *in, fit_candidate 
   fit_candidate c = {.in = *in};
   stats->enumerated++;
   ST_CHECK(sim_memory(x->hw, &c.in, &c.mp));
-  if ((double)c.mp.total > x->req->gpu_gib * 1073741824.0) return ST_OK;
+  if ((double)fit_need(&c.in, &c.mp) > x->req->gpu_gib * 1073741824.0) return ST_OK;
   stats->fitting++;
   ST_CHECK(sim_step(x->hw, &c.in, &c.r));
   consider(best, k, found, &c);
@@ -157,7 +170,7 @@ st_status sim_fit(const sim_hardware *hw, const fit_request *req, fit_candidate 
   fit_dim dims[FIT_MAX_DIMS];
   const int nd = make_dims(&x, dims);
   plan_input base = {.cfg = req->cfg, .seq_len = seq, .precision = req->precision};
-  base.compute_copies = sim_compute_copies(hw, req->precision);
+  sim_device_fields(hw, &base);
   /* The odometer: idx[d] is dimension d's value; `cand[d]` the candidate with dimensions
    * 0..d applied, so a change at d re-applies only d and the ones after it. */
   int idx[FIT_MAX_DIMS] = {0};

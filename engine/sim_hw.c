@@ -37,8 +37,8 @@ const char *sim_collective_name(sim_collective c) {
 
 /* A GPU row: peaks, the efficiency of the compute-bound and the memory-bound classes. */
 static sim_hardware gpu_row(const char *name, double bf16, double fp32, double hbm, double nvlink,
-                            double network, double gib, double compute_eff, double memory_eff,
-                            const char *calibration) {
+                            double network, double pcie, double gib, double compute_eff,
+                            double memory_eff, const char *calibration) {
   sim_hardware h = {.peak_flops = bf16,
                     .peak_flops_fp32 = fp32,
                     .mem_bw = hbm,
@@ -47,6 +47,9 @@ static sim_hardware gpu_row(const char *name, double bf16, double fp32, double h
                     .inter_bw = network,
                     .inter_latency = 10e-6, /* assumed, not measured */
                     .memory_gib = gib,
+                    .host_link_bw = pcie,
+                    /* assumed: an 8-GPU node's two sockets of DDR5 (~600 GB/s) shared by 8 */
+                    .host_mem_bw = 75e9,
                     .gpus_per_node = 8,
                     .compute_slots = 0,
                     .overlap = 1,
@@ -66,15 +69,17 @@ static sim_hardware gpu_row(const char *name, double bf16, double fp32, double h
 st_status sim_hw_builtin(const char *name, sim_hardware *out) {
   const double GB = 1e9, GiB_of_GB = 1e9 / 1073741824.0;
   if (strcmp(name, "h100") == 0) {
-    *out = gpu_row("h100", 989e12, 67e12, 3.35e12, 450 * GB, 50 * GB, 80 * GiB_of_GB, 798.0 / 989.0,
-                   3.0 / 3.35, "uncalibrated: datasheet peaks x measured GEMM and copy ceilings");
+    *out = gpu_row("h100", 989e12, 67e12, 3.35e12, 450 * GB, 50 * GB, 50 * GB, 80 * GiB_of_GB,
+                   798.0 / 989.0, 3.0 / 3.35,
+                   "uncalibrated: datasheet peaks x measured GEMM and copy ceilings");
   } else if (strcmp(name, "h200") == 0) {
-    *out = gpu_row("h200", 989e12, 67e12, 4.8e12, 450 * GB, 50 * GB, 141 * GiB_of_GB, 790.0 / 989.0,
-                   4.3 / 4.8, "uncalibrated: datasheet peaks x measured GEMM and copy ceilings");
+    *out = gpu_row("h200", 989e12, 67e12, 4.8e12, 450 * GB, 50 * GB, 50 * GB, 141 * GiB_of_GB,
+                   790.0 / 989.0, 4.3 / 4.8,
+                   "uncalibrated: datasheet peaks x measured GEMM and copy ceilings");
   } else if (strcmp(name, "a100") == 0) {
-    *out =
-        gpu_row("a100", 312e12, 19.5e12, 2.039e12, 300 * GB, 25 * GB, 80 * GiB_of_GB, 798.0 / 989.0,
-                3.0 / 3.35, "uncalibrated: datasheet peaks x the H100's ceiling ratios");
+    *out = gpu_row("a100", 312e12, 19.5e12, 2.039e12, 300 * GB, 25 * GB, 25 * GB, 80 * GiB_of_GB,
+                   798.0 / 989.0, 3.0 / 3.35,
+                   "uncalibrated: datasheet peaks x the H100's ceiling ratios");
   } else {
     return st_error(ST_ERR_INVALID_ARG,
                     "--gpu '%s' is not one of h100, h200, a100 (or give "
@@ -102,6 +107,8 @@ st_status sim_hw_check(const sim_hardware *h) {
                 {"inter_bw", h->inter_bw, 1},
                 {"inter_latency", h->inter_latency, 0},
                 {"memory_gib", h->memory_gib, 0},
+                {"host_link_bw", h->host_link_bw, 0},
+                {"host_mem_bw", h->host_mem_bw, 0},
                 {"op_overhead", h->op_overhead, 0}};
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
     double v = fields[i].value;
@@ -141,10 +148,11 @@ static const char *const required_keys[REQUIRED] = {"peak_flops",    "mem_bw",  
 static double *double_field(sim_hardware *h, const char *key) {
   static const char *const names[] = {"peak_flops",    "peak_flops_fp32", "mem_bw",
                                       "intra_bw",      "intra_latency",   "inter_bw",
-                                      "inter_latency", "memory_gib",      "op_overhead"};
-  double *fields[] = {&h->peak_flops,    &h->peak_flops_fp32, &h->mem_bw,
-                      &h->intra_bw,      &h->intra_latency,   &h->inter_bw,
-                      &h->inter_latency, &h->memory_gib,      &h->op_overhead};
+                                      "inter_latency", "memory_gib",      "host_link_bw",
+                                      "host_mem_bw",   "op_overhead"};
+  double *fields[] = {&h->peak_flops,    &h->peak_flops_fp32, &h->mem_bw,        &h->intra_bw,
+                      &h->intra_latency, &h->inter_bw,        &h->inter_latency, &h->memory_gib,
+                      &h->host_link_bw,  &h->host_mem_bw,     &h->op_overhead};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     if (strcmp(key, names[i]) == 0) return fields[i];
   }

@@ -61,6 +61,10 @@ typedef struct sim_hardware {
   double inter_bw;        /* per rank, to other nodes, one direction (bytes/s) */
   double inter_latency;   /* per message step between nodes (s) */
   double memory_gib;      /* per device; 0: unknown */
+  double host_link_bw;    /* per device, to and from its host, one direction (bytes/s): the
+                             offloaded optimizer's copies; 0: unknown (offload not simulated) */
+  double host_mem_bw;     /* the host memory bandwidth one device's offloaded AdamW gets
+                             (bytes/s); 0: unknown */
   int gpus_per_node;      /* devices (ranks) per node */
   int compute_slots;      /* ranks of a node that run at once (CPU cores); 0: all of them. With
                              more ranks than slots, compute and the CPU's copies for

@@ -32,10 +32,12 @@ st_status sim_model_resolve(const sim_model_flags *m, int tp, gpt_config *out);
 /* The hardware of --gpu or --hardware (exactly one), with --gpus-per-node applied. */
 st_status sim_cluster_resolve(const sim_cluster_flags *c, sim_hardware *out);
 
-/* Whether the device keeps fp32 compute copies of low-precision buffers (the CPU's kernels). */
-int sim_compute_copies(const sim_hardware *hw, unit_precision precision);
+/* Sets what the hardware decides in a plan input: whether the device keeps fp32 compute copies
+ * of low-precision buffers and whether its memory is host RAM (both: the CPU's kernels). */
+void sim_device_fields(const sim_hardware *hw, plan_input *in);
 
-/* The planner's memory for `in` (compute copies set from the hardware; mp->total: all of it). */
+/* The planner's memory for `in` (sim_device_fields applied; mp->total: all of it, host memory
+ * of an offloaded optimizer included; fit_need says what the device must hold). */
 st_status sim_memory(const sim_hardware *hw, const plan_input *in, memory_plan *mp);
 
 /* `--zero 3 --dp-replicate 2 ...`: the train flags that run `in` (model flags apart). */

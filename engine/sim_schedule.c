@@ -48,6 +48,16 @@ static st_status measure(const plan_input *in, int64_t numel[3], int64_t shard[3
   return ST_OK;
 }
 
+/* AdamW with the optimizer offloaded to the host of a GPU (unit_optim.c's staging): the owned
+ * gradients copied down and the owned parameters copied up over the host link, one after the
+ * other, and the host's update reading the gradients, master, m and v and writing master, m, v
+ * and the parameters at the host's memory bandwidth (the roofline: uncalibrated). */
+static double offloaded_adamw_time(const sim_hardware *hw, double owned, int grad_bytes,
+                                   int param_bytes) {
+  const double copies = owned * (grad_bytes + param_bytes) / hw->host_link_bw;
+  return copies + owned * (grad_bytes + 24.0 + param_bytes) / hw->host_mem_bw;
+}
+
 st_status sim_costs_of(const sim_hardware *hw, const plan_input *in, sim_costs *c) {
   memset(c, 0, sizeof *c);
   ST_CHECK(check_input(in));
@@ -70,6 +80,15 @@ st_status sim_costs_of(const sim_hardware *hw, const plan_input *in, sim_costs *
 #define AR(n, bytes, l) (stretch * sim_all_reduce(n, (bytes) / eff[SIM_ALL_REDUCE], l))
   const int pb = (int)dtype_size(in->precision.param), gb = (int)dtype_size(in->precision.reduce);
   const int cpu = hw->kernels == SIM_KERNELS_CPU;
+  /* Where device memory is host RAM (the CPU) the offloaded optimizer does exactly the resident
+   * one's work; elsewhere it crosses the host link. */
+  const int offload_staged = in->offload_optimizer && !cpu;
+  if (offload_staged && (hw->host_link_bw <= 0 || hw->host_mem_bw <= 0)) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "hardware '%s' gives no host_link_bw and host_mem_bw: --offload optimizer "
+                    "cannot be simulated on it",
+                    hw->name);
+  }
   const sim_shape s = {.cfg = in->cfg,
                        .B = in->micro_batch,
                        .T = in->seq_len,
@@ -99,9 +118,10 @@ st_status sim_costs_of(const sim_hardware *hw, const plan_input *in, sim_costs *
     c->cast_grads[k] = sim_bytes_time(hw, SIM_CAST, n * (gb + 4));
     sim_op op = sim_op_make(&flat, SIM_K_SUMSQ, "sumsq", shard[k], gb, 0, 0, 0);
     c->sumsq[k] = sim_op_time(hw, &op, hw->peak_flops_fp32);
-    op = sim_op_make(&flat, SIM_K_ADAMW, "adamw", in->stage == 0 ? numel[k] : shard[k], gb, pb, 0,
-                     0);
+    const int64_t owned = in->stage == 0 ? numel[k] : shard[k];
+    op = sim_op_make(&flat, SIM_K_ADAMW, "adamw", owned, gb, pb, 0, 0);
     c->adamw[k] = sim_op_time(hw, &op, hw->peak_flops_fp32);
+    if (offload_staged) c->adamw[k] = offloaded_adamw_time(hw, (double)owned, gb, pb);
   }
   /* The norm's sums over the shard and tp groups, the loss's mean over the dp group. */
   c->scalars = AR(in->S, 4, sh) + AR(in->T, 4, tp) + AR(in->R * in->S, 4, dp);

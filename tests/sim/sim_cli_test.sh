@@ -63,6 +63,9 @@ expect 2 "--sweep: '12' is not a GPU count" simulate --gpu h100 --sweep 8,12
 expect 2 "--configs: 'zero7' is not zero0-zero3 or hsdp0-hsdp3" simulate --gpu h100 --sweep 8 \
   --configs zero7
 expect 2 "--efficiency-scale must be > 0, got 0" simulate --gpu h100 --efficiency-scale 0
+expect 2 "--offload 'disk' is not optimizer or none" simulate --gpu h100 --offload disk
+expect 2 "hardware 'test-node' gives no host_link_bw and host_mem_bw" \
+  simulate --hardware "$good" --offload optimizer
 expect 2 "--gpu 'tpu' is not one of" plan --fit --gpu tpu
 expect 2 "missing required key 'mem_bw'" plan --fit --hardware "$work/missing.hw" --gpu-gib 8
 expect 2 "--global-batch 1000 tokens is not a whole number of 1024-token sequences" \
@@ -90,6 +93,9 @@ grep -q -- "mpirun -np 16 shardtrain train --model d12 --zero [0-3] --dp-replica
   { echo "FAIL: plan --fit printed no train command:"; echo "$fit"; fail=1; }
 [ "$(grep -cE '^ +[0-9]+ [0-9]+x[0-9]+x[0-9]+ ' <<<"$fit")" -eq 3 ] ||
   { echo "FAIL: plan --fit --top 3 did not list 3 configurations:"; echo "$fit"; fail=1; }
+out=$("$shardtrain" simulate --gpu h100 --model d12 --zero 1 --offload optimizer)
+grep -q -- "on the device [0-9.]*, on the host [0-9.]*" <<<"$out" ||
+  { echo "FAIL: simulate --offload optimizer does not split device and host memory:"; echo "$out"; fail=1; }
 "$shardtrain" simulate --help | grep -q -- "--hardware " || { echo "FAIL: simulate --help"; fail=1; }
 
 [ $fail -eq 0 ] && echo "sim_cli_test: passed" || echo "sim_cli_test: FAILED"

@@ -1,6 +1,7 @@
 /* sim_schedule_test.c - the step replay against timelines worked out by hand (the comments
- * walk through each), the op list against the 6 N FLOPs-per-token rule, and plan --fit's
- * search against its contract (sorted, fitting, runnable).
+ * walk through each), the op list against the 6 N FLOPs-per-token rule, the offloaded
+ * optimizer's costs against its byte counts, and plan --fit's search against its contract
+ * (sorted, fitting, runnable, offloading only where that is what fits).
  *
  * The hand cases: 2 blocks (units: embedding, two blocks, final), every unit's forward 1 s and
  * backward 2 s, stage 3 gathers of 0.5 s and reduce-scatters of 0.25 s, prefetch 1. */
@@ -179,6 +180,84 @@ static void check_fit(void) {
   CHECK_STATUS(sim_fit(&hw, &req, best, 10, &found, &stats), ST_ERR_INVALID_ARG);
 }
 
+/* The offloaded optimizer (--offload optimizer) on a GPU: its AdamW is the owned elements'
+ * copies over the host link, (g + p) bytes each, plus the host update, (g + 24 + p) bytes each
+ * at the host's memory bandwidth. With one of the two bandwidths made enormous the other term
+ * is left alone, so their ratio is (g + 24 + p) / (g + p) = 7 in bf16 at equal bandwidths;
+ * doubling both halves it. On the CPU, where device memory is host RAM, offloading changes
+ * nothing; hardware without a host link cannot simulate it. */
+static void check_offload(void) {
+  sim_hardware hw;
+  CHECK_OK(sim_hw_builtin("h100", &hw));
+  plan_input in = {.R = 1,
+                   .S = 8,
+                   .T = 1,
+                   .stage = 1,
+                   .micro_batch = 4,
+                   .grad_accum = 1,
+                   .prefetch = 1,
+                   .reshard_after_forward = 1,
+                   .precision = {ST_BF16, ST_BF16}};
+  CHECK_OK(gpt_config_named("d12", &in.cfg));
+  CHECK_OK(gpt_config_finish(&in.cfg, 1));
+  in.seq_len = in.cfg.max_seq;
+  in.offload_optimizer = 1;
+  sim_costs link_only, host_only, doubled;
+  hw.host_link_bw = 1e9;
+  hw.host_mem_bw = 1e30;
+  CHECK_OK(sim_costs_of(&hw, &in, &link_only));
+  hw.host_link_bw = 1e30;
+  hw.host_mem_bw = 1e9;
+  CHECK_OK(sim_costs_of(&hw, &in, &host_only));
+  for (int k = 0; k < 3; k++) {
+    CHECK_NEAR(host_only.adamw[k] / link_only.adamw[k], 7.0, 1e-9);
+  }
+  hw.host_link_bw = 2e9;
+  hw.host_mem_bw = 4e9;
+  sim_costs base;
+  CHECK_OK(sim_costs_of(&hw, &in, &base));
+  hw.host_link_bw = 4e9;
+  hw.host_mem_bw = 8e9;
+  CHECK_OK(sim_costs_of(&hw, &in, &doubled));
+  for (int k = 0; k < 3; k++) CHECK_NEAR(doubled.adamw[k], base.adamw[k] / 2, 1e-12);
+  hw.host_link_bw = 0;
+  CHECK_STATUS(sim_costs_of(&hw, &in, &base), ST_ERR_INVALID_ARG);
+
+  hw.kernels = SIM_KERNELS_CPU;
+  sim_result resident, offloaded;
+  CHECK_OK(sim_step(&hw, &in, &offloaded));
+  in.offload_optimizer = 0;
+  CHECK_OK(sim_step(&hw, &in, &resident));
+  CHECK(offloaded.step_s == resident.step_s);
+}
+
+/* plan --fit searches the offload: for d12 on 8 H100s with so little memory that only the
+ * offloaded optimizer fits, every answer offloads and its device part fits; without a host
+ * link in the hardware nothing does. */
+static void check_fit_offload(void) {
+  sim_hardware hw;
+  CHECK_OK(sim_hw_builtin("h100", &hw));
+  fit_request req = {.gpus = 8,
+                     .gpu_gib = 1.0,
+                     .global_tokens = 8 * 1024,
+                     .precision = {ST_BF16, ST_BF16},
+                     .max_grad_accum = 64};
+  CHECK_OK(gpt_config_named("d12", &req.cfg));
+  CHECK_OK(gpt_config_finish(&req.cfg, 1));
+  fit_candidate best[4];
+  int found = 0;
+  fit_stats stats;
+  CHECK_OK(sim_fit(&hw, &req, best, 4, &found, &stats));
+  CHECK(found > 0);
+  for (int i = 0; i < found; i++) {
+    CHECK(best[i].in.offload_optimizer);
+    CHECK(best[i].mp.device_bytes <= 1073741824ull && best[i].mp.host_bytes > 0);
+  }
+  hw.host_link_bw = 0;
+  CHECK_OK(sim_fit(&hw, &req, best, 4, &found, &stats));
+  CHECK_EQ_INT(found, 0);
+}
+
 int main(void) {
   check_stage3_overlap();
   check_stage3_no_reshard();
@@ -186,5 +265,7 @@ int main(void) {
   check_stage0_hybrid();
   check_op_flops();
   check_fit();
+  check_offload();
+  check_fit_offload();
   return test_finish("sim_schedule_test");
 }

@@ -12,8 +12,10 @@ common=(train --model tiny --data-train "$work/data/bytes_train_*.bin" --steps 1
 run() {
   local name=$1 ranks=$2
   shift 2
-  if ! "$mpirun_sh" "$ranks" "$shardtrain" "${common[@]}" --metrics "$work/$name.jsonl" \
-       --export "$work/$name.safetensors" "$@" > "$work/$name.log" 2>&1; then
+  # shellcheck disable=SC2086 # both variables are lists of words on purpose
+  if ! "$mpirun_sh" "$ranks" ${TRAIN_RUN_WRAPPER:-} "$shardtrain" "${common[@]}" \
+       --metrics "$work/$name.jsonl" --export "$work/$name.safetensors" "$@" ${TRAIN_RUN_FLAGS:-} \
+       > "$work/$name.log" 2>&1; then
     echo "FAIL: $name exited non-zero"; cat "$work/$name.log"; exit 1
   fi
 }

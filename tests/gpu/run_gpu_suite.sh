@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# run_gpu_suite.sh - the GPU checks of the GPU core (issue 8), run on the GPU machine from a
+# bundle made by tools/gpu_bundle.sh:
+#   source gpu/env.sh && bash tests/gpu/run_gpu_suite.sh gpu SECTION...
+# Sections (each prints its checks and ends with "SECTION: passed" or "SECTION: FAILED"; logs go
+# to $OUT when the device tool sets it, else to gpu/logs):
+#   ops          every kernel test binary (each op on the CUDA backend against float64 loops and
+#                the CPU backend; ops_vocab_test walks the whole vocabulary), the cast, the
+#                offloaded optimizer and the device's streams, events and memory query
+#   train        tests/gpu/train_gpu_test.sh: tiny fp32 GPU vs CPU per step, bf16/fp16 vs fp32
+#   equivalence  tests/train/equivalence_test.sh on the GPU with NCCL (2-8 ranks share the one
+#                GPU through nccl-hostid): every mesh and stage against one rank, bitwise
+#                across stages at equal mesh
+#   d12          d12 in bf16, micro-batch 16 x 1024, 20 steps on one GPU and on 4 ranks at
+#                ZeRO-3: the loss falls; prints step time and tokens/s (median of steps 6-20)
+#   sanitizer    compute-sanitizer memcheck, racecheck and synccheck on ops_vocab_test and on a
+#                2-rank, 3-step d6 run
+# Exit status: 0 when every section asked for passed.
+set -uo pipefail
+bundle=$(cd "${1:?usage: run_gpu_suite.sh BUNDLE_DIR SECTION...}" && pwd)
+shift
+here=$(cd "$(dirname "$0")/../.." && pwd)
+logs=${OUT:-$bundle/logs}
+mkdir -p "$logs"
+bin=$bundle/bin
+st=$bin/shardtrain
+mpirun_sh=$here/tests/mpirun.sh
+# prepare_bytes.py reads Debian's fortunes by default; the bundle carries the text.
+if [ ! -d /usr/share/games/fortunes ]; then
+  mkdir -p /usr/share/games && ln -s "$bundle/fortunes" /usr/share/games/fortunes
+fi
+data=$bundle/data
+[ -f "$data/bytes_train_000000.bin" ] ||
+  python3 "$here/tools/prepare_bytes.py" --out-dir "$data" > /dev/null || exit 1
+
+section_ops() {
+  local fail=0
+  for t in "$bin"/*_test; do
+    if "$t" > "$logs/$(basename "$t").log" 2>&1; then
+      echo "ok   $(basename "$t"): $(tail -1 "$logs/$(basename "$t").log")"
+    else
+      echo "FAIL $(basename "$t"):"; tail -20 "$logs/$(basename "$t").log"; fail=1
+    fi
+  done
+  return $fail
+}
+
+section_train() {
+  bash "$here/tests/gpu/train_gpu_test.sh" "$st" "$here/tools/prepare_bytes.py" "$mpirun_sh"
+}
+
+section_equivalence() {
+  TRAIN_RUN_FLAGS="--device cuda" TRAIN_RUN_WRAPPER="$bin/nccl-hostid" \
+    bash "$here/tests/train/equivalence_test.sh" "$st" "$here/tools/prepare_bytes.py" "$mpirun_sh"
+}
+
+# d12_run NAME RANKS FLAGS...: 20 steps of d12 in bf16 at micro-batch 16 x 1024, then the loss
+# must fall and the step time is printed.
+d12_run() {
+  local name=$1 ranks=$2
+  shift 2
+  "$mpirun_sh" "$ranks" "$bin/nccl-hostid" "$st" train --model d12 --device cuda \
+    --data-train "$data/bytes_train_*.bin" --steps 20 --micro-batch 16 --param-dtype bf16 \
+    --reduce-dtype bf16 --lr 6e-4 --warmup 5 --metrics "$logs/$name.jsonl" "$@" \
+    > "$logs/$name.log" 2>&1 || { echo "FAIL $name:"; tail -20 "$logs/$name.log"; return 1; }
+  python3 - "$logs/$name.jsonl" "$name" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+name = sys.argv[2]
+steady = rows[5:] or rows
+ms = statistics.median(r["step_ms"] for r in steady)
+tps = statistics.median(r["tokens_per_s"] for r in steady)
+print(f"{name}: loss {rows[0]['loss']:.4f} -> {rows[-1]['loss']:.4f} over {len(rows)} steps, "
+      f"step {ms:.1f} ms, {tps:.0f} tokens/s (medians of steps 6-{len(rows)})")
+sys.exit(0 if len(rows) == 20 and rows[-1]["loss"] < rows[0]["loss"] else 1)
+PY
+}
+
+section_d12() {
+  local fail=0
+  d12_run d12_1gpu 1 || fail=1
+  d12_run d12_4ranks_zero3 4 --dp-shard 4 --zero 3 || fail=1
+  return $fail
+}
+
+section_sanitizer() {
+  local fail=0 tool
+  for tool in memcheck racecheck synccheck; do
+    if compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin/ops_vocab_test" \
+      > "$logs/sanitizer_ops_$tool.log" 2>&1; then
+      echo "ok   $tool ops_vocab_test: $(grep -m1 'ERROR SUMMARY' "$logs/sanitizer_ops_$tool.log")"
+    else
+      echo "FAIL $tool ops_vocab_test:"; tail -30 "$logs/sanitizer_ops_$tool.log"; fail=1
+    fi
+    if "$mpirun_sh" 2 "$bin/nccl-hostid" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      "$st" train --model d6 --device cuda --data-train "$data/bytes_train_*.bin" --steps 3 \
+      --micro-batch 2 --dp-shard 2 --zero 3 --param-dtype bf16 --reduce-dtype bf16 \
+      > "$logs/sanitizer_d6_$tool.log" 2>&1; then
+      echo "ok   $tool d6 on 2 ranks: $(grep -c 'ERROR SUMMARY: 0 errors' "$logs/sanitizer_d6_$tool.log") clean summaries"
+    else
+      echo "FAIL $tool d6 on 2 ranks:"; tail -30 "$logs/sanitizer_d6_$tool.log"; fail=1
+    fi
+  done
+  return $fail
+}
+
+status=0
+for section in "$@"; do
+  case $section in
+    ops | train | equivalence | d12 | sanitizer) ;;
+    *) echo "run_gpu_suite: unknown section '$section'"; exit 2 ;;
+  esac
+  echo "== $section"
+  if "section_$section"; then
+    echo "$section: passed"
+  else
+    echo "$section: FAILED"; status=1
+  fi
+done
+exit $status

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# gpu_bundle.sh - builds everything the GPU suite runs and packs it for the GPU machine, which
+# has CUDA, NCCL and MPI but no Bazel: the binaries (with ../shared/tools/gpu-bundle: the
+# libraries that machine lacks and an env.sh) into gpu/, and the fortunes text the byte-level
+# data is made from into gpu/fortunes (that machine has no fortunes package). Then, with the
+# device tool, carry `gpu` and run on the GPU machine, section by section (each under the
+# 10-minute limit of one command):
+#   source gpu/env.sh && bash tests/gpu/run_gpu_suite.sh gpu ops train
+#   source gpu/env.sh && bash tests/gpu/run_gpu_suite.sh gpu equivalence
+#   source gpu/env.sh && bash tests/gpu/run_gpu_suite.sh gpu d12 sanitizer
+# (tests/gpu/run_gpu_suite.sh lists the sections and what each checks.)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+shardtrain=engine/shardtrain
+tests=(tests/gpu/cast_test tests/gpu/offload_test tests/gpu/ops_vocab_test tests/core/device_cuda_test)
+for t in tests/kernels/*_test.c; do tests+=("${t%.c}"); done
+targets=("//${shardtrain%/*}:${shardtrain##*/}")
+for t in "${tests[@]}"; do targets+=("//${t%/*}:${t##*/}"); done
+bazel build "${targets[@]}"
+../shared/tools/gpu-bundle gpu "$shardtrain" "${tests[@]}"
+mkdir -p gpu/fortunes
+find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' \
+  -exec cp {} gpu/fortunes/ \;
+du -sh gpu
