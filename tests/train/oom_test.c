@@ -2,10 +2,9 @@
  * initialising it, one training step and an export, in fp32, with bf16 parameters and
  * gradients (whose compute copies and conversions allocate too), with fp16 ones and dynamic
  * loss scaling (exactly bf16's allocations: the overflow flag shares the norm's device
- * buffer), and in fp32 with the
- * optimizer offloaded through a GPU's pinned staging (forced on the CPU). Each failure must come
- * back as ST_ERR_OOM and leave no block allocated; the run without injected failures must succeed
- * (so the loop really covered every allocation). */
+ * buffer), and in fp32 with the optimizer offloaded through a GPU's pinned staging (forced on
+ * the CPU). Each failure must come back as ST_ERR_OOM and leave no block allocated; the run
+ * without injected failures must succeed (so the loop really covered every allocation). */
 #include <stdio.h>
 #include <stdlib.h>
 
