@@ -222,7 +222,7 @@ st_status train_options_loss_scaler(const train_options *o, unit_precision preci
       return st_error(ST_ERR_INVALID_ARG,
                       "--loss-scale '%s' is not dynamic or a positive fp32 number", o->loss_scale);
     }
-    loss_scaler_init_fixed(out, scale);
+    loss_scaler_init_fixed(out, rounded);
   }
   return ST_OK;
 }
