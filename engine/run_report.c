@@ -94,10 +94,20 @@ static void print_run(FILE *out, const train_options *o, const gpt_config *cfg,
   (void)train_options_precision(o, &p); /* already checked by train_options_resolve */
   fprintf(out,
           "  mesh R x S x T = %d x %d x %d (%d rank%s), ZeRO stage %d, device %s, collectives %s, "
-          "dtypes param %s / reduce %s\n",
+          "dtypes param %s / reduce %s",
           c->R, c->S, c->T, c->world_size, c->world_size == 1 ? "" : "s", o->zero,
           st_mesh_device_name(mesh), st_mesh_backend_name(mesh), dtype_name(p.param),
           dtype_name(p.reduce));
+  loss_scaler scaler;
+  loss_scaler_init_none(&scaler);
+  (void)train_options_loss_scaler(o, p, &scaler); /* checked by train_options_resolve too */
+  if (scaler.mode == LOSS_SCALER_DYNAMIC) {
+    fprintf(out, ", loss scale dynamic from %g (doubled every %d clean steps)", scaler.state.scale,
+            scaler.window);
+  } else if (scaler.mode == LOSS_SCALER_FIXED) {
+    fprintf(out, ", loss scale fixed at %g", scaler.state.scale);
+  }
+  fputc('\n', out);
   fprintf(
       out,
       "  batch %lld tokens per step = micro-batch %d x %d tokens x %d dp rank%s x grad-accum %d; "

@@ -4,8 +4,8 @@
 #   - 50 steps with fp16 parameters (one rank; dp-shard 2 ZeRO-3 with fp16 reductions too) end
 #     within 1% of the fp32 run on the same mesh (final loss, and the mean of the last 5), yet
 #     differ from it by more than fp32 rounding somewhere (the dtype flags were honoured); their
-#     metrics name the dtypes, the dynamic scale starts at 65536, and fp32 runs show scale 1 and
-#     no skipped step;
+#     metrics name the dtypes, the dynamic scale starts at 65536 (the start-up summary says
+#     how it scales), and fp32 runs show scale 1 and no skipped step;
 #   - an overflow injected on one rank (ST_TEST_INJECT_OVERFLOW) is skipped by EVERY rank:
 #     "skipped" counts the world at that step and 0 elsewhere, its grad_norm is null, and the
 #     scale halves from the next step (the training would stop with an error if any rank's scale
@@ -66,6 +66,16 @@ for name, param, reduce in [("one_fp32", "fp32", "fp32"), ("s2_fp32", "fp32", "f
         fail.append(f"{name}: fp32 scaled the loss or skipped a step")
     if param == "fp16" and rows and rows[0]["loss_scale"] != 65536:
         fail.append(f"{name}: the dynamic scale starts at {rows[0]['loss_scale']}, not 65536")
+
+# The start-up summary names the loss scaling, and only where there is some.
+for name, want in [("one_fp16", "loss scale dynamic from 65536 (doubled every 2000 clean steps)"),
+                   ("inj_fixed", "loss scale fixed at 1024"), ("one_fp32", None)]:
+    with open(os.path.join(work, name + ".log")) as f:
+        mesh_line = [l for l in f if l.startswith("  mesh R x S x T")]
+    ok = len(mesh_line) == 1 and (mesh_line[0].rstrip().endswith(", " + want) if want
+                                  else "loss scale" not in mesh_line[0])
+    if not ok:
+        fail.append(f"{name}: start-up summary {mesh_line}, expected it to end with {want!r}")
 
 # fp16 within 1% of fp32 after 50 steps, and not bit-for-bit fp32 either.
 for mesh in ("one", "s2"):
