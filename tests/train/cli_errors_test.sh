@@ -86,7 +86,8 @@ expect_every_rank 2 2 "device cuda requested but no usable GPU was found" \
 expect 2 "--param-dtype 'int8' is not a dtype" train --param-dtype int8 --steps 0
 expect 2 "--reduce-dtype 'int8' is not a dtype" train --reduce-dtype int8 --steps 0
 
-# Loss scaling: only fp16 scales, and a scale is "dynamic" or a positive fp32 number.
+# Loss scaling: only fp16 scales, and a scale is "dynamic" or a positive fp32 number (train and
+# plan alike).
 expect 2 "--loss-scale '0' is not dynamic or a positive fp32 number" \
   train --param-dtype fp16 --loss-scale 0 --steps 0
 expect 2 "--loss-scale '-8' is not dynamic or a positive fp32 number" \
@@ -103,6 +104,10 @@ expect 2 "--loss-scale dynamic: only fp16 scales the loss (param fp32, reduce fp
   train --loss-scale dynamic --steps 0
 expect 2 "--loss-scale-window must be >= 1, got 0" \
   train --param-dtype fp16 --loss-scale-window 0 --steps 0
+expect 2 "--loss-scale 64: only fp16 scales the loss (param bf16, reduce fp32 never do)" \
+  plan --param-dtype bf16 --loss-scale 64
+expect 2 "--loss-scale '0.0' is not dynamic or a positive fp32 number" \
+  plan --param-dtype fp16 --loss-scale 0.0
 expect_every_rank 2 2 "--loss-scale 512: only fp16 scales the loss" \
   train --dp-shard 2 --param-dtype bf16 --loss-scale 512 --steps 0
 expect 2 "--offload 'gpu' is not optimizer or none" train --offload gpu --steps 0
