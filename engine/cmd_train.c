@@ -264,8 +264,9 @@ static st_status run_step(train_run *r, int step, step_record *rec) {
 
 /* The record's memory and communication become the maximum over all ranks, and its skipped
  * count the number of ranks that skipped the step. Every rank must have run the step at the
- * same loss scale: a rank that did not would hold other parameters from here on. */
-static st_status over_ranks(step_record *rec, mem_stats *mem) {
+ * same loss scale and skipped it or not with all the others: a rank that did not would hold
+ * other parameters from here on. */
+static st_status over_ranks(step_record *rec, int world_size, mem_stats *mem) {
   mem_stats_get(mem);
   MPI_Allreduce(MPI_IN_PLACE, mem->peak, MEM_CATEGORY_COUNT, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, rec->comm_bytes, COMM_OP_COUNT, MPI_UINT64_T, MPI_MAX,
@@ -274,9 +275,10 @@ static st_status over_ranks(step_record *rec, mem_stats *mem) {
   double scale[2] = {-rec->loss_scale, rec->loss_scale}; /* {-min, max} in one reduction */
   MPI_Allreduce(MPI_IN_PLACE, scale, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   rec->mem = mem;
-  if (-scale[0] != scale[1]) {
-    return st_error(ST_ERR_INTERNAL, "step %d: the ranks ran at loss scales from %g to %g",
-                    rec->step, -scale[0], scale[1]);
+  if (-scale[0] != scale[1] || (rec->skipped != 0 && rec->skipped != world_size)) {
+    return st_error(ST_ERR_INTERNAL,
+                    "step %d: the ranks disagree: loss scales from %g to %g, %d of %d skipped",
+                    rec->step, -scale[0], scale[1], rec->skipped, world_size);
   }
   return ST_OK;
 }
@@ -325,7 +327,7 @@ static st_status train(train_run *r) {
   for (int step = r->first_step; step < end; step++) {
     step_record rec;
     ST_CHECK(run_step(r, step, &rec));
-    ST_CHECK(over_ranks(&rec, &mem));
+    ST_CHECK(over_ranks(&rec, r->coords.world_size, &mem));
     if (is_writer(r)) {
       run_report_step(&r->report, &rec);
       if (r->metrics && !metrics_write_json(r->metrics, &rec)) {
