@@ -18,7 +18,9 @@
 #   - that run stopped at step 6 and resumed (--resume) continues bit-identically: the same
 #     metrics text for steps 6..9 and a byte-identical export (the checkpoint carries the scale,
 #     the clean-step count and the skipped steps, which AdamW's step count leaves out), and
-#     `shardtrain inspect` shows the scaler's state.
+#     `shardtrain inspect` shows the scaler's state; resumed in fp32 instead, the run starts from
+#     the fp16 run's masters byte for byte and never scales, and an fp32 checkpoint resumed in
+#     fp16 starts the dynamic scale afresh at 65536.
 set -uo pipefail
 shardtrain=$1
 prepare=$2
@@ -46,9 +48,14 @@ ST_TEST_INJECT_OVERFLOW=4:1 run win_full 2 "${win[@]}"
 ST_TEST_INJECT_OVERFLOW=4:1 run win_part 2 "${win[@]}" --stop-at 6 --ckpt-dir "$work/ck_win"
 run win_res 2 "${win[@]}" --ckpt-dir "$work/ck_win" --resume
 "$shardtrain" inspect "$work/ck_win/step_6" > "$work/inspect.txt" 2>&1
+# Across dtypes: the fp16 checkpoint resumed in fp32, and an fp32 checkpoint resumed in fp16.
+run win_to_fp32 2 --steps 10 "${s2[@]}" --resume-from "$work/ck_win/step_6" \
+  --save-init "$work/win_to_fp32.init.safetensors"
+run fp32_part 2 --steps 10 "${s2[@]}" --stop-at 6 --ckpt-dir "$work/ck_fp32"
+run fp32_to_fp16 2 --steps 10 "${s2[@]}" --param-dtype fp16 --resume-from "$work/ck_fp32/step_6"
 
 PYTHONPATH="$(dirname "$0")" python3 - "$work" <<'PY'
-import os, sys
+import filecmp, os, sys
 from run_outputs import metrics, same_export
 work = sys.argv[1]
 fail = []
@@ -145,6 +152,17 @@ with open(os.path.join(work, "inspect.txt")) as f:
 line = "loss scale  65536, 1 clean steps since it last changed, 1 steps skipped"
 if line not in text:
     fail.append(f"inspect step_6 lacks '{line}':\n{text}")
+
+# Across dtypes: fp32 starts from the fp16 run's masters and never scales; fp16 from an fp32
+# checkpoint (scale 1: nothing to continue) starts its dynamic scale afresh.
+if not filecmp.cmp(os.path.join(work, "win_to_fp32.init.safetensors"),
+                   os.path.join(work, "win_part.safetensors"), shallow=False):
+    fail.append("win_to_fp32: the masters it resumed from differ from the fp16 run's at step 6")
+if [(r["step"], r["loss_scale"], r["skipped"]) for r in metrics(work, "win_to_fp32")] != \
+        [(s, 1, 0) for s in range(6, 10)]:
+    fail.append("win_to_fp32: steps 6..9 should run unscaled, none skipped")
+if [r["loss_scale"] for r in metrics(work, "fp32_to_fp16")] != [65536] * 4:
+    fail.append("fp32_to_fp16: the dynamic scale should start at 65536 for steps 6..9")
 
 for f in fail: print("FAIL:", f)
 print("fp16_test:", "FAILED" if fail else "passed")
