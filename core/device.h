@@ -50,7 +50,7 @@ typedef struct device_backend {
   /* Whether GPU `ordinal` (0 on the CPU) can train with parameters held in `dtype`. */
   int (*holds_params_in)(int ordinal, st_dtype dtype);
   /* 1 when the kernels compute in fp32 only (the CPU): a unit keeps fp32 copies of its
-   * low-precision buffers while they are in use, and bf16 is a storage format there. */
+   * low-precision buffers while they are in use, and bf16 and fp16 are storage formats there. */
   int computes_in_fp32_only;
   /* The memory of GPU `ordinal` (0 on the CPU: the host's). NULL: the backend cannot say. */
   st_status (*memory_info)(int ordinal, device_memory *out);
