@@ -116,7 +116,7 @@ st_status gpt_forward(gpt_model *model, const int32_t *inputs, const int32_t *ta
 
 /* Backward of the last forward (its tokens are still on the device); adds into every parameter
  * gradient. dloss_scale is 1 / (tokens of the global batch), so the gradients sum to those of
- * the global mean loss. On the last micro-batch of a step (`reduce`), each unit's gradient
+ * the global mean loss, times the loss scale with fp16 (train_step.h). On the last micro-batch of a step (`reduce`), each unit's gradient
  * reduction starts as soon as its backward is done; train_step waits for them. */
 st_status gpt_backward(gpt_model *model, float dloss_scale, int reduce);
 

@@ -23,7 +23,7 @@ st_status train_state_reset(gpt_model *m) {
  * scaling only) the overflow flag. */
 enum { SCALAR_SUMSQ = 0, SCALAR_OVERFLOW = 1, SCALAR_COUNT = 2 };
 
-/* Raises scalars[SCALAR_OVERFLOW] when any owned gradient of any unit is inf or NaN: every
+/* Raises *flag (a device scalar) when any owned gradient of any unit is inf or NaN: every
  * gradient AdamW would read, replicated tp parameters included. */
 static st_status check_units(gpt_model *m, float *flag) {
   st_tensor scalar;
