@@ -1,24 +1,50 @@
 /* backend.c - the CUDA kernel backend's table (CUDA builds only). Every op enqueues on the
- * given stream and returns; none synchronises. The ops live in the .cu files beside this one,
- * behind the extern "C" launchers of their headers. */
+ * given stream and returns; none synchronises or allocates. The ops live in the .cu files beside
+ * this one behind cuda_ops.h; the context (cuBLASLt handle, workspace, matmul plan cache) is
+ * context.h's. */
 #include "kernels/backend_ops.h"
-#include "kernels/cuda/cast.h"
+#include "kernels/cuda/cuda_ops.h"
 
+/* Compute ops run on fp32 and bf16 (fp32 accumulation inside); the whole-buffer ops that loss
+ * scaling and the optimizer use also take fp16; the loss sum is fp32 (kernels.h). The kernels
+ * are built for sm_90 only, and cuda_context_create refuses an older GPU, so bf16 (sm_80+) is
+ * always available once a backend exists. */
 static int cuda_supports(kernel_op op, st_dtype dtype) {
-  return op == KERNEL_OP_CAST && dtype == ST_BF16;
-}
-
-static st_status cuda_cast(void *ctx, const st_tensor *dst, const st_tensor *src,
-                           const st_stream *stream) {
-  (void)ctx;
-  const size_t n = (size_t)tensor_numel(src);
-  if (src->dtype == ST_FP32) return cuda_cast_f32_to_bf16(dst->data, src->data, n, stream->handle);
-  return cuda_cast_bf16_to_f32(dst->data, src->data, n, stream->handle);
+  switch (op) {
+    case KERNEL_OP_CAST:
+    case KERNEL_OP_ADAMW:
+    case KERNEL_OP_SUM_SQUARES:
+    case KERNEL_OP_SCALE:
+    case KERNEL_OP_FINITE_CHECK: return dtype == ST_FP32 || dtype == ST_BF16 || dtype == ST_FP16;
+    case KERNEL_OP_SUM: return dtype == ST_FP32;
+    default: return dtype == ST_FP32 || dtype == ST_BF16;
+  }
 }
 
 const kernel_ops kernel_ops_cuda = {
     .name = "cuda",
     .device = ST_DEVICE_CUDA,
+    .context_create = cuda_context_create,
+    .context_destroy = cuda_context_destroy,
     .supports = cuda_supports,
+    .matmul_forward = cuda_matmul_forward,
+    .matmul_backward = cuda_matmul_backward,
+    .layernorm_forward = cuda_layernorm_forward,
+    .layernorm_backward = cuda_layernorm_backward,
+    .gelu_forward = cuda_gelu_forward,
+    .gelu_backward = cuda_gelu_backward,
+    .attention_state_numel = cuda_attention_state_numel,
+    .attention_forward = cuda_attention_forward,
+    .attention_backward = cuda_attention_backward,
+    .attention_cached_forward = cuda_attention_cached_forward,
+    .residual_forward = cuda_residual_forward,
+    .embedding_forward = cuda_embedding_forward,
+    .embedding_backward = cuda_embedding_backward,
+    .classifier = cuda_classifier,
     .cast = cuda_cast,
+    .scale = cuda_scale,
+    .sum_squares = cuda_sum_squares,
+    .sum = cuda_sum,
+    .finite_check = cuda_finite_check,
+    .adamw = cuda_adamw,
 };

@@ -69,6 +69,8 @@ def cuda_library(name, srcs, hdrs = [], deps = [], **kwargs):
     native.cc_library(
         name = name,
         hdrs = hdrs,
-        deps = deps + [":" + name + "_import", "@local_cuda//:cudart"],
+        # The archive first: with static linking, the libraries it calls into (core, cuBLASLt,
+        # cudart) must come after it on the link line.
+        deps = [":" + name + "_import"] + deps + ["@local_cuda//:cudart"],
         **kwargs
     )

@@ -1,0 +1,91 @@
+/* context.h - the CUDA kernel backend's context: what one backend object owns on its GPU.
+ *
+ * - The cuBLASLt handle and the matmul plans (operation descriptor, matrix layouts and the
+ *   heuristic's algorithm) cached per (shape, dtype, epilogue, transposes, leading dimensions,
+ *   pointer alignments), so a training step asks cuBLASLt's heuristic once per distinct matmul.
+ * - One device workspace (allocator category MEM_WORKSPACE), carved into fixed regions, one per
+ *   family of ops, so that no op allocates (cudaMalloc synchronises the device) and ops of
+ *   different families may overlap on different streams. Two ops of the SAME family must not
+ *   run concurrently on two streams of one backend (the engine runs them on its compute
+ *   stream): they would share their region.
+ *
+ * There is no global state: everything lives here, made by cuda_context_create for one device
+ * (bound with cudaSetDevice) and released by cuda_context_destroy. Private to kernels/cuda/. */
+#ifndef ST_KERNELS_CUDA_CONTEXT_H
+#define ST_KERNELS_CUDA_CONTEXT_H
+
+#include <cublasLt.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/device.h"
+#include "shardtrain.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Sizes of the workspace regions: about 45 MiB of device memory per backend in all, counted in
+ * the allocator's workspace category. The sort region holds about 20 bytes per token: some
+ * 400k tokens per embedding backward call. */
+#define CUDA_LT_WORKSPACE_BYTES ((size_t)32 << 20) /* cuBLASLt's scratch (split-K, epilogues) */
+#define CUDA_REDUCE_PARTIALS 1024                  /* doubles: block partials of sums */
+#define CUDA_COLSUM_FLOATS ((size_t)1 << 20)       /* column-sum partials (bias, LayerNorm) */
+#define CUDA_SEGMENT_CAPACITY 32768                /* AdamW segments passed through memory */
+#define CUDA_SORT_BYTES ((size_t)8 << 20)          /* the embedding backward's token sort */
+#define CUDA_MATMUL_PLANS 64                       /* cached matmul plans */
+
+/* Everything that identifies a cuBLASLt matmul plan; all int64 so that memcmp sees no
+ * padding. */
+typedef struct cuda_matmul_key {
+  int64_t m, n, k;        /* D[m, n] = op(A)[m, k] op(B)[k, n], column-major */
+  int64_t transa, transb; /* CUBLAS_OP_N / CUBLAS_OP_T */
+  int64_t lda, ldb, ldc;  /* leading dimensions of the stored matrices */
+  int64_t dtype;          /* st_dtype of A, B, C, D and the bias */
+  int64_t epilogue;       /* cublasLtEpilogue_t */
+  int64_t aux_ld;         /* pre-GELU leading dimension (GELU_AUX_BIAS), else 0 */
+  int64_t align[5];       /* alignment in bytes (capped at 16) of A, B, C/D, bias, aux */
+} cuda_matmul_key;
+
+typedef struct cuda_matmul_plan {
+  cuda_matmul_key key;
+  int used;
+  int missing; /* the heuristic found no algorithm for this key: remembered, asked once */
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t a, b, c; /* c serves C and D (same matrix) */
+  cublasLtMatmulAlgo_t algo;
+} cuda_matmul_plan;
+
+typedef struct cuda_context {
+  st_device device;
+  int sm_count;
+  cublasLtHandle_t lt;
+  void *workspace; /* one allocation, carved below */
+  void *lt_workspace;
+  double *reduce_partials;
+  float *colsum_partials;
+  void *segments;      /* device copy of a long AdamW segment list */
+  void *segments_host; /* its host staging, CUDA_SEGMENT_CAPACITY entries */
+  void *sort_scratch;
+  cuda_matmul_plan plans[CUDA_MATMUL_PLANS];
+  int next_victim; /* the plan replaced when the cache is full, round robin */
+} cuda_context;
+
+st_status cuda_context_create(const st_device *dev, void **ctx);
+void cuda_context_destroy(void *ctx);
+
+/* The plan for `key`, from the cache or made now (descriptors, layouts, heuristic), with the
+ * epilogue's bias and pre-GELU pointers set on its descriptor (the heuristic reads their
+ * alignment). `op` names the calling op in messages. ST_ERR_UNSUPPORTED when cuBLASLt has no
+ * algorithm for the key (logged as a warning the first time; the answer is cached). */
+st_status cuda_matmul_plan_get(cuda_context *cx, const cuda_matmul_key *key, const void *bias,
+                               void *aux, const char *op, cuda_matmul_plan **out);
+
+/* ST_ERR_CUDA naming the op, the cuBLASLt call and its status when status is not success. */
+st_status cuda_lt_status(cublasStatus_t status, const char *op, const char *call);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ST_KERNELS_CUDA_CONTEXT_H */

@@ -1,0 +1,570 @@
+/* ops_vocab_test.c - every op of the kernel vocabulary on the CUDA backend, against the CPU
+ * backend (or float64 loops where the CPU backend lacks the op), in fp32 and bf16, forward and
+ * backward, on odd shapes: B=3, T=37, C=80, NH=5 (head size 16), V=251 padded to 256.
+ *
+ * The test walks kernel_op 0..KERNEL_OP_COUNT and FAILS if an op has no case here (checked
+ * even without a GPU), then, with a GPU, runs each case for every dtype CUDA supports for the
+ * op. Inputs are random and non-zero, gradients start non-zero (backward ops accumulate);
+ * bf16 inputs are rounded to bf16 first and the CPU computes in fp32 on the rounded values, so
+ * the comparison measures the CUDA kernels' own rounding only.
+ *
+ * Tolerances (ops_pair.c), a value passing when |got - want| <= abs * max|want| + rel * |want|
+ * over the compared array:
+ *
+ *   CUDA dtype   abs (x max|want|)   rel     why
+ *   fp32         1e-5                1e-4    fp32 sums of <= 320 terms in another order than
+ *                                            OpenBLAS (~1e-6); a wrong formula is off by 1e-2+
+ *   bf16         1e-2                1e-2    outputs rounded to bf16 (2^-9 relative), plus bf16
+ *                                            intermediates (attention's out, dGELU's dpre)
+ *   scalars      -                   2e-6    sums of squares / sums accumulated in double and
+ *                                            rounded once into fp32 (against float64)
+ *   exact        0                   0       casts, scale, residual in fp32 and the finite flag
+ *
+ * Ops the CPU backend does not have yet (the GELU-epilogue matmul, AdamW, scale, the finite
+ * check, fp16 casts and fp16 sums of squares) are compared with float64 loops written here,
+ * so this test does not depend on when they land there. Determinism: the backward ops whose
+ * gradients are sums over rows (matmul bias, LayerNorm, attention, embedding) and the scalar
+ * sums are run twice from the same start and must give the same bits.
+ *
+ * The cases of the whole-buffer ops and AdamW live in ops_vocab_buffers.c, the operands on both
+ * backends and the comparisons in ops_pair.c.
+ *
+ * Without a GPU (or in a CPU-only build) it prints SKIP and passes after the completeness walk.
+ * Under compute-sanitizer: see tests/gpu/BUILD. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "tests/gpu/ops_pair.h"
+#include "tests/testing.h"
+
+enum { B = 3, T = 37, C = 80, NH = 5, V = 251, VP = 256, MAXT = 40 };
+#define ROWS ((int64_t)B * T)
+
+static const char *dt_name(st_dtype dt) { return dtype_name(dt); }
+
+static int same_bits(const float *a, const float *b, int64_t n) {
+  return memcmp(a, b, (size_t)n * sizeof *a) == 0;
+}
+
+static double gelu64(double x) {
+  return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+
+static double gelu_grad64(double x) {
+  double u = 0.7978845608028654 * (x + 0.044715 * x * x * x), th = tanh(u);
+  return 0.5 * (1.0 + th) +
+         0.5 * x * (1.0 - th * th) * 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+/* ---- matmul ---------------------------------------------------------------------------- */
+
+/* One layer: inp [B, T, C], weight [C, outs] (or [outs, C] for the tied head), optional bias. */
+static void matmul_layer(pair_env *e, st_dtype dt, int64_t outs, int out_in, int with_bias) {
+  const char *op = out_in ? "matmul_wt" : with_bias ? "matmul" : "matmul (no bias)";
+  int64_t act[] = {B, T, C}, out_shape[] = {B, T, outs};
+  int64_t wshape[] = {out_in ? outs : C, out_in ? C : outs};
+  pair inp = pair_make(e, dt, 3, act, -1, 1), w = pair_make(e, dt, 2, wshape, -1, 1);
+  pair bias = pair_make(e, dt, 1, &outs, -1, 1), out = pair_make(e, dt, 3, out_shape, 7, 7);
+  pair dout = pair_make(e, dt, 3, out_shape, -1, 1), dinp = pair_make(e, dt, 3, act, -1, 1);
+  pair dw = pair_make(e, dt, 2, wshape, -1, 1), db = pair_make(e, dt, 1, &outs, -1, 1);
+  if (out_in) {
+    CHECK_OK(kernel_matmul_wt_forward(e->cpu, &out.cpu, &inp.cpu, &w.cpu, &e->cpu_stream));
+    CHECK_OK(kernel_matmul_wt_forward(e->gpu, &out.gpu, &inp.gpu, &w.gpu, &e->gpu_stream));
+  } else {
+    const st_tensor *bc = with_bias ? &bias.cpu : NULL, *bg = with_bias ? &bias.gpu : NULL;
+    CHECK_OK(kernel_matmul_forward(e->cpu, &out.cpu, &inp.cpu, &w.cpu, bc, &e->cpu_stream));
+    CHECK_OK(kernel_matmul_forward(e->gpu, &out.gpu, &inp.gpu, &w.gpu, bg, &e->gpu_stream));
+  }
+  pair_check(e, ops_label(op, "forward out", dt), &out);
+  float *first[3] = {NULL, NULL, NULL};
+  for (int run = 0; run < 2; run++) {
+    pair_reset(e, &dinp);
+    pair_reset(e, &dw);
+    pair_reset(e, &db);
+    if (out_in) {
+      if (run == 0) {
+        CHECK_OK(kernel_matmul_wt_backward(e->cpu, &dinp.cpu, &dw.cpu, &dout.cpu, &inp.cpu, &w.cpu,
+                                           &e->cpu_stream));
+      }
+      CHECK_OK(kernel_matmul_wt_backward(e->gpu, &dinp.gpu, &dw.gpu, &dout.gpu, &inp.gpu, &w.gpu,
+                                         &e->gpu_stream));
+    } else {
+      if (run == 0) {
+        CHECK_OK(kernel_matmul_backward(e->cpu, &dinp.cpu, &dw.cpu, with_bias ? &db.cpu : NULL,
+                                        &dout.cpu, &inp.cpu, &w.cpu, &e->cpu_stream));
+      }
+      CHECK_OK(kernel_matmul_backward(e->gpu, &dinp.gpu, &dw.gpu, with_bias ? &db.gpu : NULL,
+                                      &dout.gpu, &inp.gpu, &w.gpu, &e->gpu_stream));
+    }
+    pair *grads[3] = {&dinp, &dw, &db};
+    for (int g = 0; g < 3; g++) {
+      float *got = pair_fetch_new(e, grads[g]);
+      if (run == 0) {
+        static const char *names[3] = {"backward dinp", "backward dweight", "backward dbias"};
+        pair_compare_f(ops_label(op, names[g], dt), dt, got, grads[g]->host, grads[g]->n);
+        first[g] = got;
+      } else {
+        CHECK_MSG(same_bits(first[g], got, grads[g]->n),
+                  "%s: backward gradient %d is not bit-identical on a second run [%s]", op, g,
+                  dt_name(dt));
+        free(got);
+        free(first[g]);
+      }
+    }
+  }
+  pair *all[] = {&inp, &w, &bias, &out, &dout, &dinp, &dw, &db};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) pair_free(all[i]);
+}
+
+static void case_matmul(pair_env *e, st_dtype dt) {
+  matmul_layer(e, dt, 3 * C, 0, 1);
+  matmul_layer(e, dt, 3 * C, 0, 0);
+  matmul_layer(e, dt, 84, 0, 1); /* a width not a multiple of 8 */
+  matmul_layer(e, dt, VP, 1, 0); /* the tied LM head */
+}
+
+/* ---- matmul with the GELU epilogue (float64 reference: no CPU op yet) ---------------------- */
+
+static void matmul_gelu_layer(pair_env *e, st_dtype dt, int64_t outs) {
+  const char *op = outs % 8 || dt == ST_FP32 ? "matmul_gelu (matmul + GELU kernel)"
+                                             : "matmul_gelu (GELU_AUX_BIAS epilogue)";
+  int64_t act[] = {B, T, C}, out_shape[] = {B, T, outs}, wshape[] = {C, outs};
+  const int64_t N = ROWS, n_out = N * outs;
+  pair inp = pair_make(e, dt, 3, act, -1, 1), w = pair_make(e, dt, 2, wshape, -0.5, 0.5);
+  pair bias = pair_make(e, dt, 1, &outs, -1, 1), out = pair_make(e, dt, 3, out_shape, 7, 7);
+  pair pre = pair_make(e, dt, 3, out_shape, 7, 7);
+  double *want_pre = malloc((size_t)n_out * sizeof *want_pre);
+  double *want_out = malloc((size_t)n_out * sizeof *want_out);
+  for (int64_t r = 0; r < N; r++) {
+    for (int64_t o = 0; o < outs; o++) {
+      double s = bias.init[o];
+      for (int64_t c = 0; c < C; c++) s += (double)inp.init[r * C + c] * w.init[c * outs + o];
+      want_pre[r * outs + o] = s;
+      want_out[r * outs + o] = gelu64(s);
+    }
+  }
+  CHECK_OK(kernel_matmul_gelu_forward(e->gpu, &out.gpu, &pre.gpu, &inp.gpu, &w.gpu, &bias.gpu,
+                                      &e->gpu_stream));
+  float *got = pair_fetch_new(e, &pre);
+  pair_compare(ops_label(op, "forward pre_gelu", dt), dt, got, want_pre, n_out);
+  pair_fetch(e, &out, got);
+  pair_compare(ops_label(op, "forward out", dt), dt, got, want_out, n_out);
+  free(got);
+
+  /* Backward from a given pre_gelu and dout: dout becomes dpre = dout gelu'(pre). */
+  pair pre_in = pair_make(e, dt, 3, out_shape, -3, 3), dout = pair_make(e, dt, 3, out_shape, -1, 1);
+  pair dinp = pair_make(e, dt, 3, act, -1, 1), dw = pair_make(e, dt, 2, wshape, -1, 1);
+  pair db = pair_make(e, dt, 1, &outs, -1, 1);
+  double *dpre = malloc((size_t)n_out * sizeof *dpre);
+  double *want_dinp = malloc((size_t)(N * C) * sizeof *want_dinp);
+  double *want_dw = malloc((size_t)(C * outs) * sizeof *want_dw);
+  double *want_db = malloc((size_t)outs * sizeof *want_db);
+  for (int64_t i = 0; i < n_out; i++) dpre[i] = dout.init[i] * gelu_grad64(pre_in.init[i]);
+  for (int64_t r = 0; r < N; r++) {
+    for (int64_t c = 0; c < C; c++) {
+      double s = dinp.init[r * C + c];
+      for (int64_t o = 0; o < outs; o++) s += dpre[r * outs + o] * w.init[c * outs + o];
+      want_dinp[r * C + c] = s;
+    }
+  }
+  for (int64_t c = 0; c < C; c++) {
+    for (int64_t o = 0; o < outs; o++) {
+      double s = dw.init[c * outs + o];
+      for (int64_t r = 0; r < N; r++) s += (double)inp.init[r * C + c] * dpre[r * outs + o];
+      want_dw[c * outs + o] = s;
+    }
+  }
+  for (int64_t o = 0; o < outs; o++) {
+    double s = db.init[o];
+    for (int64_t r = 0; r < N; r++) s += dpre[r * outs + o];
+    want_db[o] = s;
+  }
+  CHECK_OK(kernel_matmul_gelu_backward(e->gpu, &dinp.gpu, &dw.gpu, &db.gpu, &dout.gpu, &pre_in.gpu,
+                                       &inp.gpu, &w.gpu, &e->gpu_stream));
+  got = pair_fetch_new(e, &dout);
+  pair_compare(ops_label(op, "backward dout := dpre", dt), dt, got, dpre, n_out);
+  free(got);
+  got = pair_fetch_new(e, &dinp);
+  pair_compare(ops_label(op, "backward dinp", dt), dt, got, want_dinp, N * C);
+  free(got);
+  got = pair_fetch_new(e, &dw);
+  pair_compare(ops_label(op, "backward dweight", dt), dt, got, want_dw, C * outs);
+  free(got);
+  got = pair_fetch_new(e, &db);
+  pair_compare(ops_label(op, "backward dbias", dt), dt, got, want_db, outs);
+  free(got);
+  free(want_pre);
+  free(want_out);
+  free(dpre);
+  free(want_dinp);
+  free(want_dw);
+  free(want_db);
+  pair *all[] = {&inp, &w, &bias, &out, &pre, &pre_in, &dout, &dinp, &dw, &db};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) pair_free(all[i]);
+}
+
+static void case_matmul_gelu(pair_env *e, st_dtype dt) {
+  matmul_gelu_layer(e, dt, 4 * C); /* bf16: cuBLASLt's GELU_AUX_BIAS epilogue */
+  matmul_gelu_layer(e, dt, 84);    /* a width the epilogue refuses: matmul + GELU kernel */
+}
+
+/* ---- LayerNorm ---------------------------------------------------------------------------- */
+
+static void case_layernorm(pair_env *e, st_dtype dt) {
+  const char *op = "layernorm";
+  int64_t act[] = {B, T, C}, ch = C, rows = ROWS;
+  pair a = pair_make(e, dt, 3, act, -2, 3), b = pair_make(e, dt, 3, act, -1, 1);
+  pair w = pair_make(e, dt, 1, &ch, 0.5, 1.5), bias = pair_make(e, dt, 1, &ch, -1, 1);
+  pair out = pair_make(e, dt, 3, act, 7, 7), mean = pair_make(e, ST_FP32, 1, &rows, 7, 7);
+  pair rstd = pair_make(e, ST_FP32, 1, &rows, 7, 7);
+  CHECK_OK(kernel_layernorm_forward(e->cpu, &out.cpu, &mean.cpu, &rstd.cpu, &a.cpu, &w.cpu,
+                                    &bias.cpu, &e->cpu_stream));
+  CHECK_OK(kernel_layernorm_forward(e->gpu, &out.gpu, &mean.gpu, &rstd.gpu, &a.gpu, &w.gpu,
+                                    &bias.gpu, &e->gpu_stream));
+  pair_check(e, ops_label(op, "forward out", dt), &out);
+  pair_check(e, ops_label(op, "forward mean", dt), &mean);
+  pair_check(e, ops_label(op, "forward rstd", dt), &rstd);
+
+  /* The residual variant, updating the residual stream in place (residual aliases a). */
+  CHECK_OK(kernel_layernorm_residual_forward(e->cpu, &a.cpu, &out.cpu, &mean.cpu, &rstd.cpu, &a.cpu,
+                                             &b.cpu, &w.cpu, &bias.cpu, &e->cpu_stream));
+  CHECK_OK(kernel_layernorm_residual_forward(e->gpu, &a.gpu, &out.gpu, &mean.gpu, &rstd.gpu, &a.gpu,
+                                             &b.gpu, &w.gpu, &bias.gpu, &e->gpu_stream));
+  pair_check(e, ops_label(op, "residual forward residual (in place)", dt), &a);
+  pair_check(e, ops_label(op, "residual forward out", dt), &out);
+  /* CUDA normalises the residual it stored (rounded to bf16), the CPU its fp32 sum: the
+   * statistics differ by the residual's rounding, so they take the case's tolerance */
+  pair_check_as(e, ops_label(op, "residual forward mean", dt), &mean, dt);
+  pair_check_as(e, ops_label(op, "residual forward rstd", dt), &rstd, dt);
+
+  /* Backward from a fresh input (rounded to the dtype on both sides) and each backend's own
+   * saved statistics of it. */
+  pair x = pair_make(e, dt, 3, act, -2, 3);
+  CHECK_OK(kernel_layernorm_forward(e->cpu, &out.cpu, &mean.cpu, &rstd.cpu, &x.cpu, &w.cpu,
+                                    &bias.cpu, &e->cpu_stream));
+  CHECK_OK(kernel_layernorm_forward(e->gpu, &out.gpu, &mean.gpu, &rstd.gpu, &x.gpu, &w.gpu,
+                                    &bias.gpu, &e->gpu_stream));
+  pair dout = pair_make(e, dt, 3, act, -1, 1), dinp = pair_make(e, dt, 3, act, -1, 1);
+  pair dw = pair_make(e, dt, 1, &ch, -1, 1), db = pair_make(e, dt, 1, &ch, -1, 1);
+  CHECK_OK(kernel_layernorm_backward(e->cpu, &dinp.cpu, &dw.cpu, &db.cpu, &dout.cpu, &x.cpu, &w.cpu,
+                                     &mean.cpu, &rstd.cpu, &e->cpu_stream));
+  float *first[3];
+  pair *grads[3] = {&dinp, &dw, &db};
+  static const char *names[3] = {"backward dinp", "backward dweight", "backward dbias"};
+  for (int run = 0; run < 2; run++) {
+    for (int g = 0; g < 3 && run == 1; g++) pair_reset(e, grads[g]);
+    CHECK_OK(kernel_layernorm_backward(e->gpu, &dinp.gpu, &dw.gpu, &db.gpu, &dout.gpu, &x.gpu,
+                                       &w.gpu, &mean.gpu, &rstd.gpu, &e->gpu_stream));
+    for (int g = 0; g < 3; g++) {
+      float *got = pair_fetch_new(e, grads[g]);
+      if (run == 0) {
+        pair_compare_f(ops_label(op, names[g], dt), dt, got, grads[g]->host, grads[g]->n);
+        first[g] = got;
+      } else {
+        CHECK_MSG(same_bits(first[g], got, grads[g]->n),
+                  "%s: %s is not bit-identical on a second run [%s]", op, names[g], dt_name(dt));
+        free(got);
+        free(first[g]);
+      }
+    }
+  }
+  pair *all[] = {&a, &b, &x, &w, &bias, &out, &mean, &rstd, &dout, &dinp, &dw, &db};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) pair_free(all[i]);
+}
+
+/* ---- GELU, residual ------------------------------------------------------------------------ */
+
+static void case_gelu(pair_env *e, st_dtype dt) {
+  int64_t shape[] = {B, T, 4 * C + 3}; /* odd: exercises the scalar tail */
+  pair inp = pair_make(e, dt, 3, shape, -4, 4), out = pair_make(e, dt, 3, shape, 7, 7);
+  pair dout = pair_make(e, dt, 3, shape, -1, 1), dinp = pair_make(e, dt, 3, shape, -1, 1);
+  CHECK_OK(kernel_gelu_forward(e->cpu, &out.cpu, &inp.cpu, &e->cpu_stream));
+  CHECK_OK(kernel_gelu_forward(e->gpu, &out.gpu, &inp.gpu, &e->gpu_stream));
+  pair_check(e, ops_label("gelu", "forward", dt), &out);
+  CHECK_OK(kernel_gelu_backward(e->cpu, &dinp.cpu, &dout.cpu, &inp.cpu, &e->cpu_stream));
+  CHECK_OK(kernel_gelu_backward(e->gpu, &dinp.gpu, &dout.gpu, &inp.gpu, &e->gpu_stream));
+  pair_check(e, ops_label("gelu", "backward dinp", dt), &dinp);
+  pair *all[] = {&inp, &out, &dout, &dinp};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) pair_free(all[i]);
+}
+
+static void case_residual(pair_env *e, st_dtype dt) {
+  int64_t shape[] = {B, T, C + 1};
+  pair a = pair_make(e, dt, 3, shape, -1, 1), b = pair_make(e, dt, 3, shape, -1, 1);
+  pair out = pair_make(e, dt, 3, shape, 7, 7);
+  CHECK_OK(kernel_residual_forward(e->cpu, &out.cpu, &a.cpu, &b.cpu, &e->cpu_stream));
+  CHECK_OK(kernel_residual_forward(e->gpu, &out.gpu, &a.gpu, &b.gpu, &e->gpu_stream));
+  pair_check(e, ops_label("residual", "out", dt), &out);
+  /* in place: a += b; one rounded add, so bf16 matches the rounded fp32 sum */
+  CHECK_OK(kernel_residual_forward(e->gpu, &a.gpu, &a.gpu, &b.gpu, &e->gpu_stream));
+  float *got = pair_fetch_new(e, &a);
+  double *want = malloc((size_t)a.n * sizeof *want);
+  for (int64_t i = 0; i < a.n; i++) {
+    float s = a.init[i] + b.init[i];
+    uint32_t h = 0;
+    if (dt != ST_FP32) dtype_store_f32(&h, dt, 0, s);
+    want[i] = dt == ST_FP32 ? s : dtype_load_f32(&h, dt, 0);
+  }
+  int exact = 1;
+  for (int64_t i = 0; i < a.n; i++) exact &= (double)got[i] == want[i];
+  CHECK_MSG(exact, "residual: in-place a += b is the correctly rounded sum [%s]", dt_name(dt));
+  free(got);
+  free(want);
+  pair_free(&a);
+  pair_free(&b);
+  pair_free(&out);
+}
+
+/* ---- attention ----------------------------------------------------------------------------- */
+
+static void case_attention(pair_env *e, st_dtype dt) {
+  const char *op = "attention";
+  int64_t qkv_shape[] = {B, T, 3 * C}, act[] = {B, T, C};
+  int64_t cpu_state = kernel_attention_state_numel(e->cpu, B, NH, T);
+  int64_t gpu_state = kernel_attention_state_numel(e->gpu, B, NH, T);
+  CHECK_MSG(
+      gpu_state == (int64_t)B * NH * T,
+      "attention: CUDA keeps one statistic per row, %lld values for B=%d NH=%d T=%d, not %lld",
+      (long long)B * NH * T, B, NH, T, (long long)gpu_state);
+  pair qkv = pair_make(e, dt, 3, qkv_shape, -1.5, 1.5), out = pair_make(e, dt, 3, act, 7, 7);
+  pair state_cpu = pair_make(e, ST_FP32, 1, &cpu_state, 7, 7);
+  pair state_gpu = pair_make(e, ST_FP32, 1, &gpu_state, 7, 7);
+  CHECK_OK(
+      kernel_attention_forward(e->cpu, &out.cpu, &state_cpu.cpu, &qkv.cpu, NH, &e->cpu_stream));
+  CHECK_OK(
+      kernel_attention_forward(e->gpu, &out.gpu, &state_gpu.gpu, &qkv.gpu, NH, &e->gpu_stream));
+  pair_check(e, ops_label(op, "forward out", dt), &out);
+  /* The CUDA state is the log-sum-exp of each row's scaled scores: check it against the CPU's
+   * probabilities, lse = s_ij - log p_ij for any visible j (j = 0 here). */
+  {
+    float *lse = pair_fetch_new(e, &state_gpu);
+    double *want = malloc((size_t)gpu_state * sizeof *want);
+    const double scale = 1.0 / sqrt((double)(C / NH));
+    for (int64_t r = 0; r < gpu_state; r++) {
+      const int64_t b = r / (NH * T), h = (r / T) % NH, i = r % T, hs = C / NH;
+      double s = 0.0;
+      for (int64_t d = 0; d < hs; d++) {
+        s += (double)qkv.init[(b * T + i) * 3 * C + h * hs + d] *
+             qkv.init[(b * T + 0) * 3 * C + C + h * hs + d];
+      }
+      want[r] = s * scale - log((double)state_cpu.host[r * T + 0]);
+    }
+    pair_compare(ops_label(op, "forward state (log-sum-exp)", dt), ST_FP32, lse, want, gpu_state);
+    free(lse);
+    free(want);
+  }
+  pair dout = pair_make(e, dt, 3, act, -1, 1), dqkv = pair_make(e, dt, 3, qkv_shape, -1, 1);
+  CHECK_OK(kernel_attention_backward(e->cpu, &dqkv.cpu, &dout.cpu, &qkv.cpu, &out.cpu,
+                                     &state_cpu.cpu, NH, &e->cpu_stream));
+  CHECK_OK(kernel_attention_backward(e->gpu, &dqkv.gpu, &dout.gpu, &qkv.gpu, &out.gpu,
+                                     &state_gpu.gpu, NH, &e->gpu_stream));
+  float *first = pair_fetch_new(e, &dqkv);
+  pair_compare_f(ops_label(op, "backward dqkv", dt), dt, first, dqkv.host, dqkv.n);
+  pair_reset(e, &dqkv);
+  CHECK_OK(kernel_attention_backward(e->gpu, &dqkv.gpu, &dout.gpu, &qkv.gpu, &out.gpu,
+                                     &state_gpu.gpu, NH, &e->gpu_stream));
+  float *second = pair_fetch_new(e, &dqkv);
+  CHECK_MSG(same_bits(first, second, dqkv.n),
+            "attention: backward is not bit-identical on a second run [%s]", dt_name(dt));
+  free(first);
+  free(second);
+  pair *all[] = {&qkv, &out, &state_cpu, &state_gpu, &dout, &dqkv};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) pair_free(all[i]);
+}
+
+static void case_attention_cached(pair_env *e, st_dtype dt) {
+  const char *op = "attention_cached";
+  enum { S = 48 };
+  int64_t cache_shape[] = {S, C};
+  pair kc = pair_make(e, dt, 2, cache_shape, -1, 1), vc = pair_make(e, dt, 2, cache_shape, -1, 1);
+  /* prefill 10 tokens, then 1, then 7 (17 new rows in all); rows 18.. stay as they were */
+  const int64_t steps[][2] = {{0, 10}, {10, 1}, {11, 7}};
+  for (int s = 0; s < 3; s++) {
+    const int64_t past = steps[s][0], n = steps[s][1];
+    int64_t qkv_shape[] = {n, 3 * C}, out_shape[] = {n, C};
+    pair qkv = pair_make(e, dt, 2, qkv_shape, -1.5, 1.5),
+         out = pair_make(e, dt, 2, out_shape, 7, 7);
+    CHECK_OK(kernel_attention_cached_forward(e->cpu, &out.cpu, &kc.cpu, &vc.cpu, &qkv.cpu, past, NH,
+                                             &e->cpu_stream));
+    CHECK_OK(kernel_attention_cached_forward(e->gpu, &out.gpu, &kc.gpu, &vc.gpu, &qkv.gpu, past, NH,
+                                             &e->gpu_stream));
+    char what[64];
+    snprintf(what, sizeof what, "out after %lld cached, %lld new", (long long)past, (long long)n);
+    pair_check(e, ops_label(op, what, dt), &out);
+    pair_free(&qkv);
+    pair_free(&out);
+  }
+  pair_check(e, ops_label(op, "k cache", dt), &kc);
+  pair_check(e, ops_label(op, "v cache", dt), &vc);
+  pair_free(&kc);
+  pair_free(&vc);
+}
+
+/* ---- embedding ----------------------------------------------------------------------------- */
+
+static void case_embedding(pair_env *e, st_dtype dt) {
+  const char *op = "embedding";
+  int32_t tokens[ROWS];
+  /* half the tokens from a handful of ids, so rows of dwte collect many contributions */
+  for (int64_t i = 0; i < ROWS; i++) tokens[i] = i % 2 ? pair_below(e, 5) : pair_below(e, V);
+  pair_ids ids = pair_ids_make(e, tokens, ROWS);
+  int64_t act[] = {B, T, C}, wte_shape[] = {VP, C}, wpe_shape[] = {MAXT, C};
+  pair wte = pair_make(e, dt, 2, wte_shape, -1, 1), wpe = pair_make(e, dt, 2, wpe_shape, -1, 1);
+  pair out = pair_make(e, dt, 3, act, 7, 7), dout = pair_make(e, dt, 3, act, -1, 1);
+  pair dwte = pair_make(e, dt, 2, wte_shape, -1, 1), dwpe = pair_make(e, dt, 2, wpe_shape, -1, 1);
+  CHECK_OK(
+      kernel_embedding_forward(e->cpu, &out.cpu, ids.host, &wte.cpu, &wpe.cpu, &e->cpu_stream));
+  CHECK_OK(kernel_embedding_forward(e->gpu, &out.gpu, ids.dev, &wte.gpu, &wpe.gpu, &e->gpu_stream));
+  pair_check(e, ops_label(op, "forward", dt), &out);
+  CHECK_OK(
+      kernel_embedding_backward(e->cpu, &dwte.cpu, &dwpe.cpu, &dout.cpu, ids.host, &e->cpu_stream));
+  float *first[2];
+  pair *grads[2] = {&dwte, &dwpe};
+  for (int run = 0; run < 2; run++) {
+    if (run == 1) {
+      pair_reset(e, &dwte);
+      pair_reset(e, &dwpe);
+    }
+    CHECK_OK(kernel_embedding_backward(e->gpu, &dwte.gpu, &dwpe.gpu, &dout.gpu, ids.dev,
+                                       &e->gpu_stream));
+    for (int g = 0; g < 2; g++) {
+      float *got = pair_fetch_new(e, grads[g]);
+      if (run == 0) {
+        pair_compare_f(ops_label(op, g ? "backward dwpe" : "backward dwte", dt), dt, got,
+                       grads[g]->host, grads[g]->n);
+        first[g] = got;
+      } else {
+        CHECK_MSG(same_bits(first[g], got, grads[g]->n),
+                  "embedding: backward gradient %d is not bit-identical on a second run [%s]", g,
+                  dt_name(dt));
+        free(got);
+        free(first[g]);
+      }
+    }
+  }
+  pair *all[] = {&wte, &wpe, &out, &dout, &dwte, &dwpe};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) pair_free(all[i]);
+  pair_ids_free(&ids);
+}
+
+/* ---- classifier ---------------------------------------------------------------------------- */
+
+static void case_classifier(pair_env *e, st_dtype dt) {
+  const char *op = "classifier";
+  int32_t targets[ROWS];
+  for (int64_t i = 0; i < ROWS; i++) targets[i] = pair_below(e, V);
+  pair_ids ids = pair_ids_make(e, targets, ROWS);
+  int64_t shape[] = {B, T, VP}, rows = ROWS;
+  pair logits = pair_make(e, dt, 3, shape, -4, 4), dlogits = pair_make(e, dt, 3, shape, 7, 7);
+  /* padding columns hold large values the softmax must ignore */
+  for (int64_t r = 0; r < ROWS; r++) {
+    for (int64_t v = V; v < VP; v++) logits.init[r * VP + v] = 50.0f;
+  }
+  pair_reset(e, &logits);
+  pair losses = pair_make(e, ST_FP32, 1, &rows, 7, 7);
+  const float scale = 1.0f / (float)ROWS;
+  CHECK_OK(kernel_classifier(e->cpu, &losses.cpu, &dlogits.cpu, &logits.cpu, ids.host, V, scale,
+                             &e->cpu_stream));
+  CHECK_OK(kernel_classifier(e->gpu, &losses.gpu, &dlogits.gpu, &logits.gpu, ids.dev, V, scale,
+                             &e->gpu_stream));
+  pair_check(e, ops_label(op, "losses", dt), &losses);
+  pair_check(e, ops_label(op, "dlogits (padding 0)", dt), &dlogits);
+  /* losses only (evaluation), then dlogits in place of the logits */
+  /* resetting the device side puts the initial values back on the host side too: keep the
+   * CPU's losses there */
+  float *cpu_losses = malloc((size_t)losses.n * sizeof *cpu_losses);
+  memcpy(cpu_losses, losses.host, (size_t)losses.n * sizeof *cpu_losses);
+  pair_reset(e, &losses);
+  memcpy(losses.host, cpu_losses, (size_t)losses.n * sizeof *cpu_losses);
+  free(cpu_losses);
+  CHECK_OK(
+      kernel_classifier(e->gpu, &losses.gpu, NULL, &logits.gpu, ids.dev, V, scale, &e->gpu_stream));
+  pair_check(e, ops_label(op, "losses without dlogits", dt), &losses);
+  CHECK_OK(kernel_classifier(e->gpu, &losses.gpu, &logits.gpu, &logits.gpu, ids.dev, V, scale,
+                             &e->gpu_stream));
+  float *got = pair_fetch_new(e, &logits);
+  pair_compare_f(ops_label(op, "dlogits in place of logits", dt), dt, got, dlogits.host, logits.n);
+  free(got);
+  pair_check(e, ops_label(op, "losses with dlogits in place", dt), &losses);
+  pair_free(&logits);
+  pair_free(&dlogits);
+  pair_free(&losses);
+  pair_ids_free(&ids);
+}
+
+/* ---- the walk ------------------------------------------------------------------------------ */
+
+typedef void (*op_case)(pair_env *e, st_dtype dt);
+
+static op_case case_for(kernel_op op) {
+  switch (op) {
+    case KERNEL_OP_MATMUL: return case_matmul;
+    case KERNEL_OP_MATMUL_GELU: return case_matmul_gelu;
+    case KERNEL_OP_LAYERNORM: return case_layernorm;
+    case KERNEL_OP_GELU: return case_gelu;
+    case KERNEL_OP_ATTENTION: return case_attention;
+    case KERNEL_OP_ATTENTION_CACHED: return case_attention_cached;
+    case KERNEL_OP_RESIDUAL: return case_residual;
+    case KERNEL_OP_EMBEDDING: return case_embedding;
+    case KERNEL_OP_CLASSIFIER: return case_classifier;
+    case KERNEL_OP_CAST: return ops_case_cast;
+    case KERNEL_OP_ADAMW: return ops_case_adamw;
+    case KERNEL_OP_SUM_SQUARES: return ops_case_sum_squares;
+    case KERNEL_OP_SUM: return ops_case_sum;
+    case KERNEL_OP_SCALE: return ops_case_scale;
+    case KERNEL_OP_FINITE_CHECK: return ops_case_finite_check;
+    case KERNEL_OP_COUNT: break;
+  }
+  return NULL;
+}
+
+static void run_all(pair_env *e) {
+  const st_dtype dtypes[] = {ST_FP32, ST_BF16, ST_FP16};
+  for (int op = 0; op < KERNEL_OP_COUNT; op++) {
+    CHECK_MSG(kernel_supports(e->gpu, (kernel_op)op, ST_FP32) ||
+                  kernel_supports(e->gpu, (kernel_op)op, ST_BF16),
+              "the CUDA backend does not run %s", kernel_op_name((kernel_op)op));
+    for (int d = 0; d < 3; d++) {
+      if (!kernel_supports(e->gpu, (kernel_op)op, dtypes[d])) continue;
+      printf("%s [%s]\n", kernel_op_name((kernel_op)op), dt_name(dtypes[d]));
+      fflush(stdout);
+      e->rng = 1000u * (uint64_t)op + (uint64_t)d;
+      case_for((kernel_op)op)(e, dtypes[d]);
+    }
+  }
+}
+
+int main(void) {
+  const char *name = "ops_vocab_test";
+  for (int op = 0; op < KERNEL_OP_COUNT; op++) {
+    CHECK_MSG(case_for((kernel_op)op) != NULL, "op %s has no CUDA test case in %s",
+              kernel_op_name((kernel_op)op), __FILE__);
+  }
+  if (test_checks_failed()) return test_finish(name);
+  if (!kernel_has_backend(ST_DEVICE_CUDA)) return test_skip(name, "built without CUDA");
+  if (device_cuda_count() == 0) return test_skip(name, "no usable GPU");
+  pair_env e = {0};
+  e.cpu_dev = device_cpu();
+  CHECK_OK(device_select("cuda", 0, &e.gpu_dev));
+  CHECK_OK(kernel_backend_create(&e.cpu_dev, &e.cpu));
+  CHECK_OK(kernel_backend_create(&e.gpu_dev, &e.gpu));
+  CHECK_OK(stream_create(&e.cpu_dev, &e.cpu_stream));
+  CHECK_OK(stream_create(&e.gpu_dev, &e.gpu_stream));
+  if (test_checks_failed()) return test_finish(name);
+  mem_stats before, after;
+  mem_stats_get(&before);
+  run_all(&e);
+  mem_stats_get(&after);
+  CHECK_MSG(after.live_blocks == before.live_blocks, "the cases left %llu blocks allocated",
+            (unsigned long long)(after.live_blocks - before.live_blocks));
+  CHECK_OK(stream_sync(&e.gpu_stream));
+  stream_destroy(&e.gpu_stream);
+  stream_destroy(&e.cpu_stream);
+  kernel_backend_destroy(e.gpu);
+  kernel_backend_destroy(e.cpu);
+  return test_finish(name);
+}
