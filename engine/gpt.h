@@ -78,7 +78,10 @@ typedef struct gpt_model {
   int tp_size, tp_rank;
   const st_device *dev;
   kernel_backend *kb;
-  st_stream stream;
+  st_stream stream;     /* C: every kernel of the model; the units' compute stream */
+  unit_streams streams; /* the units' gather and reduce streams and their buffer pool */
+  st_stream tp_stream;  /* the tp group's f/g all-reduces, ordered after C by tp_ready */
+  st_event tp_ready;
   int B, T;             /* micro-batch: sequences and tokens per sequence */
   int n_units;          /* n_layer + 2 */
   unit *units;          /* embedding, blocks..., final */
@@ -122,5 +125,9 @@ st_status gpt_backward(gpt_model *model, float dloss_scale, int reduce);
 
 /* Sets every gradient to zero (start of a step; see unit_grads_zero). */
 st_status gpt_zero_grads(gpt_model *model);
+
+/* The host's wait at the end of a step: the watchdog over the collectives still in flight,
+ * then every stream of the model finished (unit_streams_step_end). */
+st_status gpt_step_end(gpt_model *model);
 
 #endif /* ST_ENGINE_GPT_H */

@@ -112,8 +112,13 @@ st_tensor gpt_t4(const gpt_model *m, float *data, int64_t d0, int64_t d1, int64_
 
 st_status gpt_tp_sum(gpt_model *m, float *buf) {
   if (m->tp_size == 1) return ST_OK;
-  return comm_all_reduce(m->tp, buf, buf, (size_t)m->B * m->T * m->cfg.n_embd, ST_FP32, COMM_SUM,
-                         NULL);
+  /* On the tp stream after C's work so far (buf's producers); C goes on after the sum. */
+  ST_CHECK(event_record(&m->tp_ready, &m->stream));
+  ST_CHECK(stream_wait_event(&m->tp_stream, &m->tp_ready));
+  comm_work work;
+  ST_CHECK(comm_all_reduce_on(m->tp, &m->tp_stream, buf, buf, (size_t)m->B * m->T * m->cfg.n_embd,
+                              ST_FP32, COMM_SUM, &work));
+  return comm_order_after(&work, &m->stream);
 }
 
 static st_tensor t3(const gpt_model *m, float *data, int64_t width) {

@@ -64,6 +64,7 @@ static st_status create_units(gpt_model *m) {
   if (mesh) {
     groups = (unit_groups){mesh_comm(mesh, ST_GROUP_SHARD), mesh_comm(mesh, ST_GROUP_REPLICATE)};
   }
+  ST_CHECK(unit_streams_create(&m->streams, m->dev, &m->stream, mesh ? &groups : NULL));
   m->n_units = c->n_layer + 2;
   ST_CHECK(mem_alloc_zeroed((void **)&m->units, (size_t)m->n_units * sizeof *m->units, MEM_HOST,
                             MEM_WORKSPACE, NULL));
@@ -83,6 +84,7 @@ static st_status create_units(gpt_model *m) {
     unit *u = &m->units[i];
     ST_CHECK(unit_init(u, name, m->dev, m->par.stage, &m->par.precision, mesh ? &groups : NULL,
                        m->tp_size, m->tp_rank));
+    ST_CHECK(unit_share_streams(u, &m->streams));
     ST_CHECK(gpt_declare_unit(c, i, &u->layout));
     if (m->par.offload_optimizer) ST_CHECK(unit_offload_optimizer(u));
     ST_CHECK(unit_allocate(u));
@@ -117,6 +119,8 @@ st_status gpt_create(gpt_model **out, const gpt_config *cfg, const st_device *de
   st_status status;
   ST_CHECK_GOTO(kernel_backend_create(dev, &m->kb), status, fail);
   ST_CHECK_GOTO(stream_create(dev, &m->stream), status, fail);
+  ST_CHECK_GOTO(stream_create(dev, &m->tp_stream), status, fail);
+  ST_CHECK_GOTO(event_create(dev, &m->tp_ready), status, fail);
   ST_CHECK_GOTO(create_units(m), status, fail);
   ST_CHECK_GOTO(gpt_acts_allocate(m), status, fail);
   *out = m;
@@ -132,6 +136,9 @@ void gpt_destroy(gpt_model *m) {
   for (int i = m->n_units - 1; i >= 0 && m->units; i--) unit_free(&m->units[i]);
   mem_free(m->prefixes);
   mem_free(m->units);
+  unit_streams_destroy(&m->streams);
+  event_destroy(&m->tp_ready);
+  stream_destroy(&m->tp_stream);
   stream_destroy(&m->stream);
   kernel_backend_destroy(m->kb);
   mem_free(m);
@@ -202,6 +209,12 @@ int64_t gpt_largest_param(const gpt_model *m) {
 st_status gpt_param_scratch(const gpt_model *m, float **out) {
   return mem_alloc((void **)out, (size_t)gpt_largest_param(m) * sizeof(float), MEM_HOST,
                    MEM_WORKSPACE, NULL);
+}
+
+st_status gpt_step_end(gpt_model *m) {
+  if (m->tp) ST_CHECK(comm_drain(m->tp));
+  ST_CHECK(unit_streams_step_end(&m->streams));
+  return stream_sync(&m->tp_stream);
 }
 
 st_status gpt_zero_grads(gpt_model *m) {

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "engine/gpt.h"
 #include "sharding/comm.h"
+#include "sharding/unit_policy.h"
 
 typedef struct unit_sizes {
   int count;
@@ -44,14 +45,15 @@ static st_status measure_units(const plan_input *in, unit_sizes *out) {
 }
 
 /* The peak of the full-unit buffers (category GATHERED), in bytes, walking one step as
- * engine/gpt_forward.c and engine/gpt_backward.c order it: stage 3's gathered parameters
- * (param dtype) from gather start to release, stages 2-3's full gradients (reduce dtype) from
+ * engine/gpt_forward.c and engine/gpt_backward.c order it: parameters gathered per use (param
+ * dtype) from gather start to release, transient full gradients (reduce dtype) from
  * the unit's first backward to its reduction, and, where the kernels compute in fp32 only, the
  * fp32 compute copies of low-precision parameters (wait to release) and gradients (the unit's
  * backward). */
 typedef struct walk {
   const unit_sizes *u;
-  int stage, depth, reshard;
+  unit_policy pol;
+  int depth, reshard;
   size_t p, g; /* bytes per element of the param and reduce dtypes */
   int copies_params, copies_grads;
   int *gathered, *param_copy, *has_grads, *grad_copy; /* per unit: which buffers exist */
@@ -67,7 +69,8 @@ static void toggle(walk *w, int *flag, int on, int i, size_t bytes_per_element) 
 }
 
 static void gather_start(walk *w, int i) {
-  if (w->stage == 3 && i >= 0 && i < w->u->count) toggle(w, &w->gathered[i], 1, i, w->p);
+  if (w->pol.gather_params != UNIT_PARAMS_KEPT && i >= 0 && i < w->u->count)
+    toggle(w, &w->gathered[i], 1, i, w->p);
 }
 
 static void acquire(walk *w, int i, int direction) {
@@ -78,11 +81,11 @@ static void acquire(walk *w, int i, int direction) {
 
 static void release(walk *w, int i) {
   toggle(w, &w->param_copy[i], 0, i, sizeof(float));
-  if (w->stage == 3) toggle(w, &w->gathered[i], 0, i, w->p);
+  if (w->pol.gather_params != UNIT_PARAMS_KEPT) toggle(w, &w->gathered[i], 0, i, w->p);
 }
 
 static void grads_begin(walk *w, int i) {
-  if (w->stage >= 2) toggle(w, &w->has_grads[i], 1, i, w->g);
+  if (w->pol.transient_grads) toggle(w, &w->has_grads[i], 1, i, w->g);
   if (w->copies_grads) toggle(w, &w->grad_copy[i], 1, i, sizeof(float));
 }
 
@@ -99,13 +102,13 @@ static void finish(walk *w, int i, int reduce) {
 
 static st_status gathered_peak(const plan_input *in, const unit_sizes *u, int64_t *peak) {
   walk w = {.u = u,
-            .stage = in->stage,
             .depth = in->prefetch,
             .reshard = in->reshard_after_forward,
             .p = dtype_size(in->precision.param),
             .g = dtype_size(in->precision.reduce),
             .copies_params = in->compute_copies && in->precision.param != ST_FP32,
             .copies_grads = in->compute_copies && in->precision.reduce != ST_FP32};
+  ST_CHECK(unit_policy_for_stage(in->stage, &w.pol));
   ST_CHECK(mem_alloc_zeroed((void **)&w.gathered, 4 * (size_t)u->count * sizeof *w.gathered,
                             MEM_HOST, MEM_WORKSPACE, NULL));
   w.param_copy = w.gathered + u->count;
@@ -154,21 +157,23 @@ static int64_t workspace_bytes(const plan_input *in) {
 
 st_status plan_memory(const plan_input *in, memory_plan *out) {
   memset(out, 0, sizeof *out);
+  unit_policy pol;
+  ST_CHECK(unit_policy_for_stage(in->stage, &pol));
   unit_sizes u;
   ST_CHECK(measure_units(in, &u));
   int64_t full = 0, shard = 0, largest_owned = 0;
   for (int i = 0; i < u.count; i++) {
     full += u.numel[i];
     shard += u.shard[i];
-    const int64_t owned = in->stage == 0 ? u.numel[i] : u.shard[i];
+    const int64_t owned = pol.shard_optimizer ? u.shard[i] : u.numel[i];
     if (owned > largest_owned) largest_owned = owned;
   }
   const int64_t f = (int64_t)sizeof(float), p = (int64_t)dtype_size(in->precision.param),
                 g = (int64_t)dtype_size(in->precision.reduce);
   out->psi = u.real;
-  out->bytes[MEM_PARAMS] = (uint64_t)((in->stage == 3 ? shard : full) * p);
-  out->bytes[MEM_GRADS] = (uint64_t)((in->stage >= 2 ? shard : full) * g);
-  const uint64_t optimizer = (uint64_t)(3 * (in->stage == 0 ? full : shard) * f);
+  out->bytes[MEM_PARAMS] = (uint64_t)((pol.shard_params ? shard : full) * p);
+  out->bytes[MEM_GRADS] = (uint64_t)((pol.shard_grads ? shard : full) * g);
+  const uint64_t optimizer = (uint64_t)(3 * (pol.shard_optimizer ? shard : full) * f);
   if (in->offload_optimizer) {
     /* unit_optim.c stages one unit's owned gradients and parameters at a time. */
     const int64_t staging = in->device_is_host ? 0 : largest_owned * (g + p);
@@ -196,6 +201,8 @@ st_status plan_memory(const plan_input *in, memory_plan *out) {
 
 st_status plan_comm(const plan_input *in, comm_plan *out) {
   memset(out, 0, sizeof *out);
+  unit_policy pol;
+  ST_CHECK(unit_policy_for_stage(in->stage, &pol));
   unit_sizes u;
   ST_CHECK(measure_units(in, &u));
   const size_t f = sizeof(float), p = dtype_size(in->precision.param),
@@ -204,15 +211,18 @@ st_status plan_comm(const plan_input *in, comm_plan *out) {
     const size_t numel = (size_t)u.numel[i], shard = (size_t)u.shard[i] * g;
     /* Every stage reduce-scatters each unit's gradients once per step. */
     out->shard_reduce_scatter += comm_ring_bytes(COMM_REDUCE_SCATTER, in->S, numel * g);
-    /* Stage 0 all-gathers the reduced gradients, stages 1-2 the updated parameters. Stage 3
-     * gathers parameters in the forward and again in the backward, except the embedding and
-     * final units, which stay gathered from the forward into the backward. */
-    int gathers = in->stage < 3                  ? 1
-                  : (i == 0 || i == u.count - 1) ? 1
-                                                 : (in->reshard_after_forward ? 2 : 1);
-    gathers *= in->stage == 3 ? in->grad_accum : 1;
-    const size_t gathered = numel * (in->stage == 0 ? g : p);
-    out->shard_all_gather += (uint64_t)gathers * comm_ring_bytes(COMM_ALL_GATHER, in->S, gathered);
+    /* Gathered per use: in the forward and again in the backward of every micro-batch, except
+     * the embedding and final units, which stay gathered from the forward into the backward. */
+    int gathers = 0;
+    if (pol.gather_params == UNIT_PARAMS_GATHERED_PER_USE) {
+      const int kept = i == 0 || i == u.count - 1 || !in->reshard_after_forward;
+      gathers = (kept ? 1 : 2) * in->grad_accum;
+    }
+    gathers += pol.publish_params;
+    out->shard_all_gather += (uint64_t)gathers * comm_ring_bytes(COMM_ALL_GATHER, in->S, numel * p);
+    if (pol.gather_grads) {
+      out->shard_all_gather += comm_ring_bytes(COMM_ALL_GATHER, in->S, numel * g);
+    }
     out->replicate_all_reduce += comm_ring_bytes(COMM_ALL_REDUCE, in->R, shard);
   }
   size_t activation = (size_t)in->micro_batch * in->seq_len * in->cfg.n_embd * f;

@@ -10,6 +10,7 @@
 #include "engine/gpt.h"
 #include "engine/sim_collective.h"
 #include "engine/sim_ops.h"
+#include "sharding/unit_policy.h"
 
 static const char *const comm_names[SIM_COMM_COUNT] = {"tp",        "gather",  "reduce",
                                                        "replicate", "publish", "scalar"};
@@ -63,6 +64,8 @@ st_status sim_costs_of(const sim_hardware *hw, const plan_input *in, sim_costs *
   ST_CHECK(check_input(in));
   int64_t numel[3], shard[3];
   ST_CHECK(measure(in, numel, shard));
+  unit_policy pol;
+  ST_CHECK(unit_policy_for_stage(in->stage, &pol));
   const int world = in->R * in->S * in->T;
   const int per_node = world < hw->gpus_per_node ? world : hw->gpus_per_node;
   c->slowdown = hw->compute_slots > 0 && per_node > hw->compute_slots
@@ -111,14 +114,14 @@ st_status sim_costs_of(const sim_hardware *hw, const plan_input *in, sim_costs *
     c->gather[k] = AG(in->S, n * pb, sh);
     c->reduce_scatter[k] = RS(in->S, n * gb, sh);
     c->replicate[k] = AR(in->R, sn * gb, repl);
-    c->grad_gather[k] = in->stage == 0 ? AG(in->S, n * gb, sh) : 0;
-    c->publish[k] = in->stage == 1 || in->stage == 2 ? AG(in->S, n * pb, sh) : 0;
+    c->grad_gather[k] = pol.gather_grads ? AG(in->S, n * gb, sh) : 0;
+    c->publish[k] = pol.publish_params ? AG(in->S, n * pb, sh) : 0;
     c->fill[k] = sim_bytes_time(hw, SIM_FILL, n * gb);
     c->cast_params[k] = sim_bytes_time(hw, SIM_CAST, n * (pb + 4));
     c->cast_grads[k] = sim_bytes_time(hw, SIM_CAST, n * (gb + 4));
     sim_op op = sim_op_make(&flat, SIM_K_SUMSQ, "sumsq", shard[k], gb, 0, 0, 0);
     c->sumsq[k] = sim_op_time(hw, &op, hw->peak_flops_fp32);
-    const int64_t owned = in->stage == 0 ? numel[k] : shard[k];
+    const int64_t owned = pol.shard_optimizer ? shard[k] : numel[k];
     op = sim_op_make(&flat, SIM_K_ADAMW, "adamw", owned, gb, pb, 0, 0);
     c->adamw[k] = sim_op_time(hw, &op, hw->peak_flops_fp32);
     if (offload_staged) c->adamw[k] = offloaded_adamw_time(hw, (double)owned, gb, pb);
@@ -140,6 +143,7 @@ typedef struct queued {
 
 typedef struct replay {
   const plan_input *in;
+  unit_policy pol;
   const sim_costs *c;
   sim_result *r;
   int n;              /* units */
@@ -191,7 +195,7 @@ static void wait_for(replay *p, int i) {
 }
 
 static void gather_start(replay *p, int u) {
-  if (p->in->stage != 3 || u < 0 || u >= p->n || p->gathered[u]) return;
+  if (p->pol.gather_params == UNIT_PARAMS_KEPT || u < 0 || u >= p->n || p->gathered[u]) return;
   p->gathered[u] = 1;
   p->gather_at[u] = enqueue(p, SIM_COMM_GATHER, p->c->gather[kind_of(p, u)]);
 }
@@ -218,18 +222,18 @@ static void acquire(replay *p, int u, int direction) {
 
 static void release(replay *p, int u) {
   p->has_copy[u] = 0;
-  if (p->in->stage == 3) p->gathered[u] = 0;
+  if (p->pol.gather_params != UNIT_PARAMS_KEPT) p->gathered[u] = 0;
 }
 
 static void grads_begin(replay *p, int u) {
-  if (p->in->stage >= 2 && !p->has_grads[u]) {
+  if (p->pol.transient_grads && !p->has_grads[u]) {
     p->has_grads[u] = 1; /* allocated zero-filled */
     compute(p, SIM_FILL, p->c->fill[kind_of(p, u)]);
   }
   if (copies_grads(p)) compute(p, SIM_CAST, p->c->cast_grads[kind_of(p, u)]);
 }
 
-/* unit_reduce_wait: the reduce-scatter, then the blocking replicate all-reduce and stage 0's
+/* unit_reduce_wait: the reduce-scatter, then the blocking replicate all-reduce and the policy's
  * all-gather of the reduced gradients. */
 static void reduce_wait(replay *p, int u) {
   if (u >= p->n || p->reduce_at[u] < 0) return;
@@ -238,7 +242,7 @@ static void reduce_wait(replay *p, int u) {
   const int k = kind_of(p, u);
   blocking(p, SIM_COMM_REPLICATE, p->c->replicate[k]);
   blocking(p, SIM_COMM_PUBLISH, p->c->grad_gather[k]);
-  if (p->in->stage >= 2) p->has_grads[u] = 0;
+  if (p->pol.transient_grads) p->has_grads[u] = 0;
 }
 
 /* gpt_backward.c's finish_unit. */
@@ -296,6 +300,7 @@ st_status sim_replay(const plan_input *in, const sim_costs *c, sim_result *out) 
   memset(out, 0, sizeof *out);
   ST_CHECK(check_input(in));
   replay p = {.in = in, .c = c, .r = out, .n = in->cfg.n_layer + 2};
+  ST_CHECK(unit_policy_for_stage(in->stage, &p.pol));
   /* One block for the queue and the per-unit tables. */
   const size_t ints = 5 * (size_t)p.n, queue = 3 * (size_t)p.n + 8;
   ST_CHECK(mem_alloc((void **)&p.q, queue * sizeof *p.q + ints * sizeof(int), MEM_HOST,
@@ -310,8 +315,8 @@ st_status sim_replay(const plan_input *in, const sim_costs *c, sim_result *out) 
     p.gather_at[u] = p.reduce_at[u] = -1;
     p.gathered[u] = p.has_copy[u] = p.has_grads[u] = 0;
   }
-  /* Stages 0-1 keep full gradients and zero them at the start of the step. */
-  if (in->stage <= 1) {
+  /* Resident full gradients are zeroed at the start of the step. */
+  if (!p.pol.transient_grads) {
     for (int u = 0; u < p.n; u++) compute(&p, SIM_FILL, c->fill[kind_of(&p, u)]);
   }
   for (int m = 0; m < in->grad_accum; m++) {

@@ -58,14 +58,15 @@ static st_status sum_and_reduce(gpt_model *m, float *scalars, int count) {
   comm *groups[2] = {m->units[0].groups.shard, m->tp};
   for (int g = 0; g < 2; g++) {
     if (groups[g] && comm_size(groups[g]) > 1) {
-      ST_CHECK(
-          comm_all_reduce(groups[g], scalars, scalars, (size_t)count, ST_FP32, COMM_SUM, NULL));
+      /* Ordered on C, after the sums and the check that produce them. */
+      ST_CHECK(comm_all_reduce_on(groups[g], &m->stream, scalars, scalars, (size_t)count, ST_FP32,
+                                  COMM_SUM, NULL));
     }
   }
   comm *replicate = m->units[0].groups.replicate;
   if (count > SCALAR_OVERFLOW && replicate && comm_size(replicate) > 1) {
     float *flag = scalars + SCALAR_OVERFLOW;
-    ST_CHECK(comm_all_reduce(replicate, flag, flag, 1, ST_FP32, COMM_MAX, NULL));
+    ST_CHECK(comm_all_reduce_on(replicate, &m->stream, flag, flag, 1, ST_FP32, COMM_MAX, NULL));
   }
   return ST_OK;
 }
@@ -131,7 +132,7 @@ st_status train_step(gpt_model *m, const train_hparams *h, loss_scaler *scaler, 
     /* Nothing changed: the published parameters stand. The norm of gradients that overflowed
      * somewhere means nothing (a rank may even have summed finite ones). */
     out->grad_norm = NAN;
-    return ST_OK;
+    return gpt_step_end(m);
   }
   /* Skipped steps are not optimizer steps: AdamW's bias correction counts the applied ones. */
   const int adam_step = step + 1 - (int)scaler->state.skipped;
@@ -140,5 +141,5 @@ st_status train_step(gpt_model *m, const train_hparams *h, loss_scaler *scaler, 
     ST_CHECK(unit_optim_adamw(&m->units[u], &h->adam, h->weight_decay, adam_step, (float)out->lr,
                               grad_scale));
   }
-  return stream_sync(&m->stream);
+  return gpt_step_end(m);
 }

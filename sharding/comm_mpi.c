@@ -1,6 +1,8 @@
 /* comm_mpi.c - MPI backend of comm.h. Each communicator owns a duplicate of its MPI
  * communicator (so its traffic cannot match anyone else's), its half-precision reduction ops,
- * and, on a CUDA device, a stream for staging copies. */
+ * and, on a CUDA device, a stream for staging copies. A collective ordered on a stream first
+ * synchronises that stream (MPI reads the buffers from the host's side); its completion is the
+ * request's, observed by the host, so it has no device event. */
 #include "sharding/comm_mpi.h"
 
 #include <limits.h>
@@ -126,10 +128,14 @@ static st_status started(mpi_work *w, int rc, const char *what) {
 
 /* ---- collectives ----------------------------------------------------------------------- */
 
+/* The work enqueued on `stream` produces the buffers: it must be done before MPI reads them. */
+static st_status ready(const st_stream *stream) { return stream ? stream_sync(stream) : ST_OK; }
+
 static st_status mpi_all_gather(void *vctx, const void *send, void *recv, size_t count,
-                                st_dtype dtype, comm_work *work) {
+                                st_dtype dtype, const st_stream *stream, comm_work *work) {
   mpi_ctx *ctx = vctx;
   mpi_work *w = state_of(work);
+  ST_CHECK(ready(stream));
   ST_CHECK(check_count(count * (size_t)ctx->size));
   size_t piece = count * dtype_size(dtype);
   const void *in = send;
@@ -149,9 +155,11 @@ static st_status mpi_all_gather(void *vctx, const void *send, void *recv, size_t
 }
 
 static st_status mpi_reduce_scatter(void *vctx, const void *send, void *recv, size_t count,
-                                    st_dtype dtype, comm_reduce_op op, comm_work *work) {
+                                    st_dtype dtype, comm_reduce_op op, const st_stream *stream,
+                                    comm_work *work) {
   mpi_ctx *ctx = vctx;
   mpi_work *w = state_of(work);
+  ST_CHECK(ready(stream));
   ST_CHECK(check_count(count * (size_t)ctx->size));
   size_t piece = count * dtype_size(dtype);
   const void *in = send;
@@ -178,9 +186,11 @@ static st_status mpi_reduce_scatter(void *vctx, const void *send, void *recv, si
 }
 
 static st_status mpi_all_reduce(void *vctx, const void *send, void *recv, size_t count,
-                                st_dtype dtype, comm_reduce_op op, comm_work *work) {
+                                st_dtype dtype, comm_reduce_op op, const st_stream *stream,
+                                comm_work *work) {
   mpi_ctx *ctx = vctx;
   mpi_work *w = state_of(work);
+  ST_CHECK(ready(stream));
   ST_CHECK(check_count(count));
   size_t bytes = count * dtype_size(dtype);
   const void *in = send == recv ? MPI_IN_PLACE : send;
@@ -230,7 +240,16 @@ static st_status mpi_test(void *vctx, comm_work *work, int *done) {
   return status;
 }
 
+/* A request completes on the host: there is no device event to wait on. */
+static const st_event *mpi_done_event(void *vctx, comm_work *work) {
+  (void)vctx;
+  (void)work;
+  return NULL;
+}
+
 static void mpi_abort(void *vctx) { (void)vctx; /* MPI_Abort tears everything down */ }
+
+static st_status mpi_dup(void *vctx, void **out);
 
 static void mpi_destroy(void *vctx) {
   mpi_ctx *ctx = vctx;
@@ -253,6 +272,8 @@ static const comm_backend mpi_backend = {
     .broadcast = mpi_broadcast,
     .barrier = mpi_barrier,
     .test = mpi_test,
+    .done_event = mpi_done_event,
+    .dup = mpi_dup,
     .abort = mpi_abort,
     .destroy = mpi_destroy,
 };
@@ -272,8 +293,8 @@ static st_status create_ctx(mpi_ctx *ctx, MPI_Comm mpi_comm, const st_device *de
   return ST_OK;
 }
 
-st_status comm_mpi_create(comm **out, MPI_Comm mpi_comm, const char *group_name,
-                          const st_device *dev, double timeout_s) {
+/* A context on a private duplicate of mpi_comm. */
+static st_status new_ctx(mpi_ctx **out, MPI_Comm mpi_comm, const st_device *dev) {
   *out = NULL;
   mpi_ctx *ctx = NULL;
   ST_CHECK(mem_alloc_zeroed((void **)&ctx, sizeof *ctx, MEM_HOST, MEM_WORKSPACE, NULL));
@@ -284,5 +305,22 @@ st_status comm_mpi_create(comm **out, MPI_Comm mpi_comm, const char *group_name,
     mpi_destroy(ctx);
     return status;
   }
+  *out = ctx;
+  return ST_OK;
+}
+
+static st_status mpi_dup(void *vctx, void **out) {
+  const mpi_ctx *ctx = vctx;
+  mpi_ctx *dup = NULL;
+  ST_CHECK(new_ctx(&dup, ctx->comm, &ctx->dev));
+  *out = dup;
+  return ST_OK;
+}
+
+st_status comm_mpi_create(comm **out, MPI_Comm mpi_comm, const char *group_name,
+                          const st_device *dev, double timeout_s) {
+  *out = NULL;
+  mpi_ctx *ctx = NULL;
+  ST_CHECK(new_ctx(&ctx, mpi_comm, dev));
   return comm_create(out, &mpi_backend, ctx, group_name, ctx->rank, ctx->size, timeout_s);
 }

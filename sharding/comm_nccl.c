@@ -1,6 +1,7 @@
 /* comm_nccl.c - NCCL backend of comm.h (CUDA builds only; comm_nccl_stub.c stands in
- * otherwise). Barrier is an all-reduce of one float on a device scratch word, since NCCL has
- * no barrier of its own. */
+ * otherwise). A collective is enqueued on the stream it is ordered on (the communicator's own
+ * when none is given) and followed by its completion event. Barrier is an all-reduce of one
+ * float on a device scratch word, since NCCL has no barrier of its own. */
 #include "sharding/comm_nccl.h"
 
 #include <cuda_runtime.h>
@@ -13,7 +14,7 @@
 
 typedef struct nccl_ctx {
   ncclComm_t comm;
-  int size;
+  int rank, size;
   st_device dev;
   st_stream stream;
   float *barrier_word; /* device scratch for the barrier all-reduce */
@@ -38,52 +39,63 @@ static ncclDataType_t nccl_type(st_dtype dtype) {
 
 static ncclRedOp_t nccl_op(comm_reduce_op op) { return op == COMM_SUM ? ncclSum : ncclMax; }
 
-static cudaStream_t stream_of(const nccl_ctx *ctx) { return (cudaStream_t)ctx->stream.handle; }
+/* The stream a collective is enqueued on: the caller's, else the communicator's own. */
+static const st_stream *order_of(const nccl_ctx *ctx, const st_stream *stream) {
+  return stream ? stream : &ctx->stream;
+}
 
-/* Records the completion event after the collective just enqueued. */
-static st_status mark_enqueued(nccl_ctx *ctx, comm_work *work) {
+static cudaStream_t cuda_of(const st_stream *stream) { return (cudaStream_t)stream->handle; }
+
+/* Records the completion event after the collective just enqueued on `stream`. */
+static st_status mark_enqueued(nccl_ctx *ctx, const st_stream *stream, comm_work *work) {
   nccl_work *w = (nccl_work *)work->backend_state;
   ST_CHECK(event_create(&ctx->dev, &w->done));
-  st_status status = event_record(&w->done, &ctx->stream);
+  st_status status = event_record(&w->done, stream);
   if (status != ST_OK) event_destroy(&w->done);
   return status;
 }
 
 static st_status nccl_all_gather(void *vctx, const void *send, void *recv, size_t count,
-                                 st_dtype dtype, comm_work *work) {
+                                 st_dtype dtype, const st_stream *stream, comm_work *work) {
   nccl_ctx *ctx = vctx;
-  NCCL_CHECK(ncclAllGather(send, recv, count, nccl_type(dtype), ctx->comm, stream_of(ctx)));
-  return mark_enqueued(ctx, work);
+  const st_stream *s = order_of(ctx, stream);
+  NCCL_CHECK(ncclAllGather(send, recv, count, nccl_type(dtype), ctx->comm, cuda_of(s)));
+  return mark_enqueued(ctx, s, work);
 }
 
 static st_status nccl_reduce_scatter(void *vctx, const void *send, void *recv, size_t count,
-                                     st_dtype dtype, comm_reduce_op op, comm_work *work) {
+                                     st_dtype dtype, comm_reduce_op op, const st_stream *stream,
+                                     comm_work *work) {
   nccl_ctx *ctx = vctx;
-  NCCL_CHECK(ncclReduceScatter(send, recv, count, nccl_type(dtype), nccl_op(op), ctx->comm,
-                               stream_of(ctx)));
-  return mark_enqueued(ctx, work);
+  const st_stream *s = order_of(ctx, stream);
+  NCCL_CHECK(
+      ncclReduceScatter(send, recv, count, nccl_type(dtype), nccl_op(op), ctx->comm, cuda_of(s)));
+  return mark_enqueued(ctx, s, work);
 }
 
 static st_status nccl_all_reduce(void *vctx, const void *send, void *recv, size_t count,
-                                 st_dtype dtype, comm_reduce_op op, comm_work *work) {
+                                 st_dtype dtype, comm_reduce_op op, const st_stream *stream,
+                                 comm_work *work) {
   nccl_ctx *ctx = vctx;
+  const st_stream *s = order_of(ctx, stream);
   NCCL_CHECK(
-      ncclAllReduce(send, recv, count, nccl_type(dtype), nccl_op(op), ctx->comm, stream_of(ctx)));
-  return mark_enqueued(ctx, work);
+      ncclAllReduce(send, recv, count, nccl_type(dtype), nccl_op(op), ctx->comm, cuda_of(s)));
+  return mark_enqueued(ctx, s, work);
 }
 
 static st_status nccl_broadcast(void *vctx, void *buf, size_t count, st_dtype dtype, int root,
                                 comm_work *work) {
   nccl_ctx *ctx = vctx;
-  NCCL_CHECK(ncclBroadcast(buf, buf, count, nccl_type(dtype), root, ctx->comm, stream_of(ctx)));
-  return mark_enqueued(ctx, work);
+  NCCL_CHECK(
+      ncclBroadcast(buf, buf, count, nccl_type(dtype), root, ctx->comm, cuda_of(&ctx->stream)));
+  return mark_enqueued(ctx, &ctx->stream, work);
 }
 
 static st_status nccl_barrier(void *vctx, comm_work *work) {
   nccl_ctx *ctx = vctx;
   NCCL_CHECK(ncclAllReduce(ctx->barrier_word, ctx->barrier_word, 1, ncclFloat32, ncclSum, ctx->comm,
-                           stream_of(ctx)));
-  return mark_enqueued(ctx, work);
+                           cuda_of(&ctx->stream)));
+  return mark_enqueued(ctx, &ctx->stream, work);
 }
 
 static st_status nccl_test(void *vctx, comm_work *work, int *done) {
@@ -101,6 +113,11 @@ static st_status nccl_test(void *vctx, comm_work *work, int *done) {
   return ST_OK;
 }
 
+static const st_event *nccl_done_event(void *vctx, comm_work *work) {
+  (void)vctx;
+  return &((nccl_work *)work->backend_state)->done;
+}
+
 static void nccl_abort(void *vctx) {
   nccl_ctx *ctx = vctx;
   ncclCommAbort(ctx->comm);
@@ -116,6 +133,8 @@ static void nccl_destroy(void *vctx) {
   mem_free(ctx);
 }
 
+static st_status nccl_dup(void *vctx, void **out);
+
 static const comm_backend nccl_backend = {
     .name = "nccl",
     .all_gather = nccl_all_gather,
@@ -124,21 +143,50 @@ static const comm_backend nccl_backend = {
     .broadcast = nccl_broadcast,
     .barrier = nccl_barrier,
     .test = nccl_test,
+    .done_event = nccl_done_event,
+    .dup = nccl_dup,
     .abort = nccl_abort,
     .destroy = nccl_destroy,
 };
 
-static st_status init_ctx(nccl_ctx *ctx, MPI_Comm mpi_comm, const st_device *dev, int *rank) {
+/* The context's own stream and barrier word; the NCCL communicator comes after. */
+static st_status init_resources(nccl_ctx *ctx, const st_device *dev) {
   ctx->dev = *dev;
-  MPI_CHECK(MPI_Comm_rank(mpi_comm, rank));
-  MPI_CHECK(MPI_Comm_size(mpi_comm, &ctx->size));
   ST_CHECK(stream_create(dev, &ctx->stream));
   ST_CHECK(mem_alloc((void **)&ctx->barrier_word, sizeof(float), MEM_DEVICE, MEM_COMM, dev));
-  ST_CHECK(stream_memset(&ctx->stream, ctx->barrier_word, 0, sizeof(float)));
+  return stream_memset(&ctx->stream, ctx->barrier_word, 0, sizeof(float));
+}
+
+static st_status init_ctx(nccl_ctx *ctx, MPI_Comm mpi_comm, const st_device *dev) {
+  MPI_CHECK(MPI_Comm_rank(mpi_comm, &ctx->rank));
+  MPI_CHECK(MPI_Comm_size(mpi_comm, &ctx->size));
+  ST_CHECK(init_resources(ctx, dev));
   ncclUniqueId id;
-  if (*rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+  if (ctx->rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
   MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, mpi_comm));
-  NCCL_CHECK(ncclCommInitRank(&ctx->comm, ctx->size, id, *rank));
+  NCCL_CHECK(ncclCommInitRank(&ctx->comm, ctx->size, id, ctx->rank));
+  return ST_OK;
+}
+
+/* The duplicate is split from the communicator with one colour, keeping the ranks. */
+static st_status dup_ctx(nccl_ctx *dup, const nccl_ctx *ctx) {
+  dup->rank = ctx->rank;
+  dup->size = ctx->size;
+  ST_CHECK(init_resources(dup, &ctx->dev));
+  NCCL_CHECK(ncclCommSplit(ctx->comm, 0, ctx->rank, &dup->comm, NULL));
+  return ST_OK;
+}
+
+static st_status nccl_dup(void *vctx, void **out) {
+  *out = NULL;
+  nccl_ctx *dup = NULL;
+  ST_CHECK(mem_alloc_zeroed((void **)&dup, sizeof *dup, MEM_HOST, MEM_WORKSPACE, NULL));
+  st_status status = dup_ctx(dup, vctx);
+  if (status != ST_OK) {
+    nccl_destroy(dup);
+    return status;
+  }
+  *out = dup;
   return ST_OK;
 }
 
@@ -150,11 +198,10 @@ st_status comm_nccl_create(comm **out, MPI_Comm mpi_comm, const char *group_name
   }
   nccl_ctx *ctx = NULL;
   ST_CHECK(mem_alloc_zeroed((void **)&ctx, sizeof *ctx, MEM_HOST, MEM_WORKSPACE, NULL));
-  int rank = 0;
-  st_status status = init_ctx(ctx, mpi_comm, dev, &rank);
+  st_status status = init_ctx(ctx, mpi_comm, dev);
   if (status != ST_OK) {
     nccl_destroy(ctx);
     return status;
   }
-  return comm_create(out, &nccl_backend, ctx, group_name, rank, ctx->size, timeout_s);
+  return comm_create(out, &nccl_backend, ctx, group_name, ctx->rank, ctx->size, timeout_s);
 }

@@ -1,7 +1,8 @@
 /* comm_nccl.h - the NCCL collective backend: one NCCL communicator per group, bootstrapped by
- * broadcasting the unique id over the group's MPI communicator. Collectives run on the comm's
- * own CUDA stream; completion is an event recorded after each one. Needs one GPU per rank
- * (NCCL refuses two ranks on one GPU); the mesh falls back to MPI otherwise. */
+ * broadcasting the unique id over the group's MPI communicator (a duplicate: ncclCommSplit).
+ * Collectives run on the stream they are ordered on, else the comm's own CUDA stream; completion
+ * is an event recorded after each one. Needs one GPU per rank (NCCL refuses two ranks on one
+ * GPU); the mesh falls back to MPI otherwise. */
 #ifndef ST_SHARDING_COMM_NCCL_H
 #define ST_SHARDING_COMM_NCCL_H
 

@@ -1,7 +1,8 @@
 /* public_unit.c - the public st_unit calls of shardtrain.h over the internal unit (unit.h):
  * arguments and call order checked (unit_handle_check), then the unit's own functions. The
- * gradient norm and the AdamW step are optim's (optim/public_optim.c). Every collective a call
- * starts is also waited for here, so a handle never has communication in flight. */
+ * gradient norm and the AdamW step are optim's (optim/public_optim.c). The caller's code reads
+ * and writes the buffers from the host, so every call that gives the unit's streams work also
+ * waits for it (unit_host_wait): a handle never has communication in flight. */
 #include "sharding/public_unit.h"
 
 #include <stddef.h>
@@ -163,6 +164,7 @@ st_status st_unit_set_param(st_unit *unit, int index, const float *values) {
 st_status st_unit_gather(st_unit *unit) {
   ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED));
   ST_CHECK(unit_gather_wait(&unit->u));
+  ST_CHECK(unit_host_wait(&unit->u));
   unit->gathered = 1;
   return ST_OK;
 }
@@ -182,6 +184,7 @@ st_status st_unit_param_data(st_unit *unit, int index, float **data) {
 st_status st_unit_zero_grads(st_unit *unit) {
   ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED));
   ST_CHECK(unit_grads_zero(&unit->u));
+  ST_CHECK(unit_host_wait(&unit->u));
   unit->grads = UNIT_GRADS_ZERO;
   return ST_OK;
 }
@@ -189,6 +192,7 @@ st_status st_unit_zero_grads(st_unit *unit) {
 st_status st_unit_begin_backward(st_unit *unit) {
   ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED | UNIT_NEEDS_NOT_REDUCED));
   ST_CHECK(unit_grads_begin(&unit->u));
+  ST_CHECK(unit_host_wait(&unit->u));
   unit->grads = UNIT_GRADS_BACKWARD;
   return ST_OK;
 }
@@ -202,6 +206,7 @@ st_status st_unit_reduce_grads(st_unit *unit) {
   ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED | UNIT_NEEDS_BACKWARD));
   ST_CHECK(unit_reduce_start(&unit->u));
   ST_CHECK(unit_reduce_wait(&unit->u));
+  ST_CHECK(unit_host_wait(&unit->u));
   unit->grads = UNIT_GRADS_REDUCED;
   return ST_OK;
 }

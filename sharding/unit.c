@@ -1,5 +1,7 @@
-/* unit.c - a unit's buffers per ZeRO stage and precision, and its collectives: gather,
- * release, gradient reduction and parameter publishing (see unit.h for the table). */
+/* unit.c - a unit's buffers per ZeRO policy and precision, and its collectives: gather,
+ * release, gradient reduction and parameter publishing (see unit.h for the table). The
+ * collectives of a step are ordered on the streams of unit_streams.h by events; the transient
+ * full-unit buffers come from and go back to its pool. */
 #include "sharding/unit.h"
 
 #include <stdio.h>
@@ -34,9 +36,8 @@ st_status unit_init(unit *u, const char *name, const st_device *dev, int stage,
   memset(u, 0, sizeof *u);
   snprintf(u->name, sizeof u->name, "%s", name);
   u->dev = dev;
-  u->stage = stage;
-  if (stage < 0 || stage > 3) {
-    return st_error(ST_ERR_INVALID_ARG, "unit %s: ZeRO stage %d is not 0, 1, 2 or 3", name, stage);
+  if (unit_policy_for_stage(stage, &u->policy) != ST_OK) {
+    return st_error(ST_ERR_INVALID_ARG, "unit %s: %s", name, st_last_error());
   }
   if (precision) u->precision = *precision;
   ST_CHECK(check_precision(u->name, dev, u->precision));
@@ -44,7 +45,7 @@ st_status unit_init(unit *u, const char *name, const st_device *dev, int stage,
   u->copies_params = fp32_kernels && u->precision.param != ST_FP32;
   u->copies_grads = fp32_kernels && u->precision.reduce != ST_FP32;
   int S = 1;
-  if (!groups && stage != 0) {
+  if (!groups && u->policy.shard_optimizer) {
     return st_error(ST_ERR_INVALID_ARG, "unit %s: ZeRO stage %d needs a mesh", name, stage);
   }
   if (groups) {
@@ -70,6 +71,32 @@ static st_status alloc_zeroed(void **out, size_t bytes, mem_category category, c
   ST_CHECK(mem_alloc(out, bytes, MEM_DEVICE, category, u->dev));
   ST_CHECK(stream_memset(&u->stream, *out, 0, bytes));
   return stream_sync(&u->stream);
+}
+
+st_status unit_share_streams(unit *u, unit_streams *streams) {
+  if (u->master) {
+    return st_error(ST_ERR_INVALID_ARG, "unit %s: streams shared after allocation", u->name);
+  }
+  if (streams->groups.shard != u->groups.shard ||
+      streams->groups.replicate != u->groups.replicate) {
+    return st_error(ST_ERR_INTERNAL, "unit %s: shared streams of other groups", u->name);
+  }
+  u->streams = streams;
+  return ST_OK;
+}
+
+st_status unit_host_wait(unit *u) { return unit_streams_step_end(u->streams); }
+
+/* The unit's own streams when none are shared, and its events. */
+static st_status create_streams(unit *u) {
+  if (!u->streams) {
+    ST_CHECK(unit_streams_create(&u->private_streams, u->dev, &u->stream,
+                                 u->groups.shard ? &u->groups : NULL));
+    u->streams = &u->private_streams;
+  }
+  ST_CHECK(event_create(u->dev, &u->grads_ready));
+  ST_CHECK(event_create(u->dev, &u->reduced));
+  return event_create(u->dev, &u->params_read);
 }
 
 st_status unit_offload_optimizer(unit *u) {
@@ -102,17 +129,19 @@ static st_status zero_state(float *state, const unit *u) {
 st_status unit_allocate(unit *u) {
   const int64_t numel = u->layout.numel, shard = u->layout.shard_numel;
   const st_dtype p = u->precision.param, g = u->precision.reduce;
-  u->owned_begin = u->stage == 0 ? 0 : (int64_t)u->shard_rank * shard;
-  u->owned_numel = u->stage == 0 ? numel : shard;
+  const unit_policy *pol = &u->policy;
+  u->owned_begin = pol->shard_optimizer ? (int64_t)u->shard_rank * shard : 0;
+  u->owned_numel = pol->shard_optimizer ? shard : numel;
   ST_CHECK(stream_create(u->dev, &u->stream));
   st_status status;
-  if (u->stage == 3) {
+  ST_CHECK_GOTO(create_streams(u), status, fail);
+  if (pol->shard_params) {
     ST_CHECK_GOTO(alloc_zeroed(&u->param_shard, bytes_of(p, shard), MEM_PARAMS, u), status, fail);
   } else {
     ST_CHECK_GOTO(alloc_zeroed(&u->params, bytes_of(p, numel), MEM_PARAMS, u), status, fail);
     u->param_shard = element(u->params, p, u->owned_begin);
   }
-  if (u->stage <= 1) {
+  if (!pol->shard_grads) {
     ST_CHECK_GOTO(alloc_zeroed(&u->grads, bytes_of(g, numel), MEM_GRADS, u), status, fail);
     u->grad_shard = element(u->grads, g, (int64_t)u->shard_rank * shard);
   } else {
@@ -133,12 +162,17 @@ void unit_free(unit *u) {
   mem_free(u->master);
   mem_free(u->compute_grads);
   mem_free(u->compute_params);
-  if (u->stage >= 2) mem_free(u->grad_shard);
+  if (u->policy.shard_grads) mem_free(u->grad_shard);
   mem_free(u->grads);
-  if (u->stage == 3) mem_free(u->param_shard);
+  if (u->policy.shard_params) mem_free(u->param_shard);
   mem_free(u->params);
   u->adam_v = u->adam_m = u->master = u->compute_grads = u->compute_params = NULL;
   u->grad_shard = u->grads = u->param_shard = u->params = NULL;
+  event_destroy(&u->params_read);
+  event_destroy(&u->reduced);
+  event_destroy(&u->grads_ready);
+  if (u->streams == &u->private_streams) unit_streams_destroy(&u->private_streams);
+  u->streams = NULL;
   stream_destroy(&u->stream);
   unit_layout_free(&u->layout);
 }
@@ -146,12 +180,22 @@ void unit_free(unit *u) {
 /* ---- fp32 compute copies (devices that compute in fp32 only: the CPU, whose device memory is
  * host memory, so the copies are converted directly, without staging) ---------------------- */
 
-static st_status copy_in(float **copy, const void *from, st_dtype dtype, const unit *u) {
-  const int64_t n = u->layout.numel;
-  if (!*copy) {
-    ST_CHECK(mem_alloc((void **)copy, bytes_of(ST_FP32, n), MEM_DEVICE, MEM_GATHERED, u->dev));
-  }
-  dtype_convert(*copy, ST_FP32, from, dtype, (size_t)n);
+/* A transient full-unit buffer (category GATHERED) for work on C, and its return after the
+ * work enqueued so far on `reader`. */
+static st_status take(unit *u, void **out, st_dtype dtype) {
+  return buffer_pool_get(&u->streams->pool, bytes_of(dtype, u->layout.numel), MEM_GATHERED,
+                         u->streams->compute, out);
+}
+
+static void give_back(unit *u, void **buf, st_dtype dtype, const st_stream *reader) {
+  buffer_pool_put(&u->streams->pool, *buf, bytes_of(dtype, u->layout.numel), MEM_GATHERED, &reader,
+                  1);
+  *buf = NULL;
+}
+
+static st_status copy_in(float **copy, const void *from, st_dtype dtype, unit *u) {
+  if (!*copy) ST_CHECK(take(u, (void **)copy, ST_FP32));
+  dtype_convert(*copy, ST_FP32, from, dtype, (size_t)u->layout.numel);
   return ST_OK;
 }
 
@@ -188,7 +232,7 @@ st_status unit_set_params(unit *u, int64_t first, const float *values, int64_t c
   if (lo < hi) {
     ST_CHECK(stream_memcpy(&u->stream, u->master + (lo - u->owned_begin), values + (lo - first),
                            bytes_of(ST_FP32, hi - lo)));
-    if (u->stage == 3) {
+    if (u->policy.shard_params) {
       ST_CHECK(upload(u, element(u->param_shard, p, lo - u->owned_begin), p, values + (lo - first),
                       hi - lo));
     }
@@ -200,14 +244,16 @@ st_status unit_set_params(unit *u, int64_t first, const float *values, int64_t c
 }
 
 st_status unit_gather_start(unit *u) {
-  if (u->stage != 3 || u->params || u->gather_pending) return ST_OK;
+  if (u->policy.gather_params == UNIT_PARAMS_KEPT || u->params || u->gather_pending) return ST_OK;
   const st_dtype p = u->precision.param;
-  ST_CHECK(mem_alloc(&u->params, bytes_of(p, u->layout.numel), MEM_DEVICE, MEM_GATHERED, u->dev));
-  st_status status = comm_all_gather(u->groups.shard, u->param_shard, u->params,
-                                     (size_t)u->layout.shard_numel, p, &u->gather_work);
+  unit_streams *s = u->streams;
+  /* G waits "buffer free": the pool orders it after the buffer's last readers. */
+  ST_CHECK(buffer_pool_get(&s->pool, bytes_of(p, u->layout.numel), MEM_GATHERED, &s->gather,
+                           &u->params));
+  st_status status = comm_all_gather_on(s->gather_comm, &s->gather, u->param_shard, u->params,
+                                        (size_t)u->layout.shard_numel, p, &u->gather_work);
   if (status != ST_OK) {
-    mem_free(u->params);
-    u->params = NULL;
+    give_back(u, &u->params, p, &s->gather);
     return status;
   }
   u->gather_pending = 1;
@@ -218,7 +264,7 @@ st_status unit_gather_wait(unit *u) {
   ST_CHECK(unit_gather_start(u));
   if (u->gather_pending) {
     u->gather_pending = 0;
-    ST_CHECK(comm_wait(&u->gather_work));
+    ST_CHECK(comm_order_after(&u->gather_work, u->streams->compute)); /* C waits gathered(u) */
   }
   if (u->copies_params && !u->compute_params) {
     ST_CHECK(copy_in(&u->compute_params, u->params, u->precision.param, u));
@@ -227,18 +273,25 @@ st_status unit_gather_wait(unit *u) {
 }
 
 void unit_release(unit *u) {
-  mem_free(u->compute_params);
-  u->compute_params = NULL;
-  if (u->stage != 3 || u->gather_pending) return;
-  mem_free(u->params);
-  u->params = NULL;
+  const st_stream *c = u->streams->compute;
+  give_back(u, (void **)&u->compute_params, ST_FP32, c);
+  if (u->policy.gather_params == UNIT_PARAMS_KEPT || u->gather_pending) return;
+  give_back(u, &u->params, u->precision.param, c);
 }
 
 /* ---- gradients -------------------------------------------------------------------------- */
 
 st_status unit_grads_begin(unit *u) {
   const st_dtype g = u->precision.reduce;
-  if (!u->grads) ST_CHECK(alloc_zeroed(&u->grads, bytes_of(g, u->layout.numel), MEM_GATHERED, u));
+  if (!u->grads) {
+    ST_CHECK(take(u, &u->grads, g));
+    st_status status =
+        stream_memset(u->streams->compute, u->grads, 0, bytes_of(g, u->layout.numel));
+    if (status != ST_OK) {
+      give_back(u, &u->grads, g, u->streams->compute);
+      return status;
+    }
+  }
   if (u->copies_grads && !u->compute_grads) ST_CHECK(copy_in(&u->compute_grads, u->grads, g, u));
   return ST_OK;
 }
@@ -246,15 +299,14 @@ st_status unit_grads_begin(unit *u) {
 st_status unit_grads_end(unit *u) {
   if (!u->compute_grads) return ST_OK;
   dtype_convert(u->grads, u->precision.reduce, u->compute_grads, ST_FP32, (size_t)u->layout.numel);
-  mem_free(u->compute_grads);
-  u->compute_grads = NULL;
+  give_back(u, (void **)&u->compute_grads, ST_FP32, u->streams->compute);
   return ST_OK;
 }
 
 st_status unit_grads_zero(unit *u) {
   if (!u->grads) return ST_OK;
-  ST_CHECK(stream_memset(&u->stream, u->grads, 0, bytes_of(u->precision.reduce, u->layout.numel)));
-  ST_CHECK(stream_sync(&u->stream));
+  ST_CHECK(stream_memset(u->streams->compute, u->grads, 0,
+                         bytes_of(u->precision.reduce, u->layout.numel)));
   if (u->compute_grads) memset(u->compute_grads, 0, bytes_of(ST_FP32, u->layout.numel));
   return ST_OK;
 }
@@ -264,37 +316,53 @@ st_status unit_reduce_start(unit *u) {
     return st_error(ST_ERR_INTERNAL, "unit %s: reduce without gradients", u->name);
   }
   ST_CHECK(unit_grads_end(u));
-  if (!u->groups.shard) return ST_OK; /* one rank, stage 0: the gradients are complete */
-  ST_CHECK(comm_reduce_scatter(u->groups.shard, u->grads, u->grad_shard,
-                               (size_t)u->layout.shard_numel, u->precision.reduce, COMM_SUM,
-                               &u->reduce_work));
+  unit_streams *s = u->streams;
+  if (!s->reduce_comm) return ST_OK; /* one rank, stage 0: the gradients are complete */
+  ST_CHECK(event_record(&u->grads_ready, s->compute));      /* C records grads-ready(u) */
+  ST_CHECK(stream_wait_event(&s->reduce, &u->grads_ready)); /* R waits it */
+  ST_CHECK(comm_reduce_scatter_on(s->reduce_comm, &s->reduce, u->grads, u->grad_shard,
+                                  (size_t)u->layout.shard_numel, u->precision.reduce, COMM_SUM,
+                                  &u->reduce_work));
   u->reduce_pending = 1;
   return ST_OK;
+}
+
+/* R is ordered after a collective just started on it, unless it failed to start. */
+static st_status then_on_reduce(unit *u, st_status started, comm_work *work) {
+  ST_CHECK(started);
+  return comm_order_after(work, &u->streams->reduce);
 }
 
 st_status unit_reduce_wait(unit *u) {
   if (!u->reduce_pending) return ST_OK;
   u->reduce_pending = 0;
-  ST_CHECK(comm_wait(&u->reduce_work));
+  unit_streams *s = u->streams;
+  const st_stream *r = &s->reduce;
   const size_t shard = (size_t)u->layout.shard_numel;
   const st_dtype g = u->precision.reduce;
-  if (u->groups.replicate && comm_size(u->groups.replicate) > 1) {
-    ST_CHECK(comm_all_reduce(u->groups.replicate, u->grad_shard, u->grad_shard, shard, g, COMM_SUM,
-                             NULL));
+  ST_CHECK(comm_order_after(&u->reduce_work, r)); /* MPI: the host completes it here */
+  comm_work work;
+  if (s->replicate_comm) {
+    ST_CHECK(then_on_reduce(u,
+                            comm_all_reduce_on(s->replicate_comm, r, u->grad_shard, u->grad_shard,
+                                               shard, g, COMM_SUM, &work),
+                            &work));
   }
-  if (u->stage == 0 && shards_of(u) > 1) {
-    ST_CHECK(comm_all_gather(u->groups.shard, u->grad_shard, u->grads, shard, g, NULL));
+  if (u->policy.gather_grads && shards_of(u) > 1) {
+    ST_CHECK(then_on_reduce(
+        u, comm_all_gather_on(s->reduce_comm, r, u->grad_shard, u->grads, shard, g, &work), &work));
   }
-  if (u->stage >= 2) {
-    mem_free(u->grads);
-    u->grads = NULL;
-  }
+  ST_CHECK(event_record(&u->reduced, r));                       /* R records reduced(u) */
+  ST_CHECK(stream_wait_event(s->compute, &u->reduced));         /* C waits it */
+  if (u->policy.transient_grads) give_back(u, &u->grads, g, r); /* reused after reduced(u) */
   return ST_OK;
 }
 
 /* ---- optimizer -------------------------------------------------------------------------- */
 
-void *unit_owned_grads(const unit *u) { return u->stage == 0 ? u->grads : u->grad_shard; }
+void *unit_owned_grads(const unit *u) {
+  return u->policy.shard_optimizer ? u->grad_shard : u->grads;
+}
 
 void *unit_owned_params(const unit *u) { return u->param_shard; }
 
@@ -325,17 +393,23 @@ st_status unit_restore_owned(unit *u, int64_t first, int64_t count, const float 
 }
 
 st_status unit_publish(unit *u) {
-  ST_CHECK(stream_sync(&u->stream));
-  if ((u->stage == 1 || u->stage == 2) && shards_of(u) > 1) {
-    ST_CHECK(comm_all_gather(u->groups.shard, u->param_shard, u->params,
-                             (size_t)u->layout.shard_numel, u->precision.param, NULL));
+  ST_CHECK(stream_sync(&u->stream)); /* the owned parameters' writes through it are done */
+  if (u->policy.publish_params && shards_of(u) > 1) {
+    /* On G after C's reads of the full parameters so far; C reads the new ones after it. */
+    unit_streams *s = u->streams;
+    ST_CHECK(event_record(&u->params_read, s->compute));
+    ST_CHECK(stream_wait_event(&s->gather, &u->params_read));
+    comm_work work;
+    ST_CHECK(comm_all_gather_on(s->gather_comm, &s->gather, u->param_shard, u->params,
+                                (size_t)u->layout.shard_numel, u->precision.param, &work));
+    ST_CHECK(comm_order_after(&work, s->compute));
   }
   refresh_compute_params(u);
   return ST_OK;
 }
 
 st_status unit_gather_master(unit *u, float *out) {
-  if (u->stage == 0) {
+  if (!u->policy.shard_optimizer) {
     ST_CHECK(stream_memcpy(&u->stream, out, u->master, bytes_of(ST_FP32, u->layout.numel)));
     return stream_sync(&u->stream);
   }

@@ -31,7 +31,8 @@
  * exactly those of the sharded stages: equal meshes give bit-identical results at every stage).
  * The optimizer updates the master and writes the owned range of the params in p; publishing
  * then all-gathers the params at stages 1-2. Every rank of a group calls these in the same
- * order.
+ * order. Gathers and reductions are ordered on the streams of unit_streams.h by events (the
+ * schedule is in unit_policy.h); transient full-unit buffers come from its buffer pool.
  *
  * Optimizer offload (unit_offload_optimizer): master, m and v live in host memory (MEM_PINNED,
  * category OPTIMIZER_HOST) and AdamW runs on the host. Where device memory is host RAM (the
@@ -46,12 +47,8 @@
 #include "core/tensor.h"
 #include "sharding/comm.h"
 #include "sharding/unit_layout.h"
-
-/* The groups a unit talks on; each may have size 1. */
-typedef struct unit_groups {
-  comm *shard;     /* S ranks holding the shards of this unit */
-  comm *replicate; /* R ranks holding the same shard */
-} unit_groups;
+#include "sharding/unit_policy.h"
+#include "sharding/unit_streams.h"
 
 /* The mixed-precision policy; {ST_FP32, ST_FP32} (all zero) is plain fp32. */
 typedef struct unit_precision {
@@ -63,8 +60,12 @@ typedef struct unit {
   char name[64];
   unit_layout layout;
   const st_device *dev;
-  st_stream stream; /* copies and fills of this unit's buffers */
-  int stage;
+  st_stream stream;             /* host-synchronous copies and fills (set-up, optimizer, restore) */
+  unit_streams *streams;        /* C, G, R and the pool: shared, or private_streams */
+  unit_streams private_streams; /* a unit's own, C = stream, when none is shared */
+  st_event grads_ready, reduced; /* recorded on C before the reduction, on R after it */
+  st_event params_read;          /* recorded on C before publishing overwrites the params */
+  unit_policy policy;            /* the ZeRO stage, as data (unit_policy.h) */
   unit_precision precision;
   int copies_params, copies_grads; /* keeps fp32 compute copies (see above) */
   unit_groups groups;
@@ -76,9 +77,9 @@ typedef struct unit {
   float *master, *adam_m, *adam_v;
   int offload_optimizer; /* master, m, v in host memory (see above) */
   int offload_staging;   /* ... and the optimizer stages through pinned host buffers */
-  comm_work gather_work;
+  comm_work gather_work; /* the all-gather on G, from gather_start to gather_wait */
   int gather_pending;
-  comm_work reduce_work;
+  comm_work reduce_work; /* the reduce-scatter on R, from reduce_start to reduce_wait */
   int reduce_pending;
 } unit;
 
@@ -92,6 +93,14 @@ st_status unit_init(unit *u, const char *name, const st_device *dev, int stage,
 /* Declares a parameter (see unit_layout_add); *index receives its position in the unit. */
 st_status unit_declare(unit *u, const char *name, int ndim, const int64_t *shape, tp_split split,
                        int blocks, int *index);
+
+/* Makes the unit use a model's shared streams (unit_streams.h; created over the same groups)
+ * instead of its own; call before unit_allocate. `streams` must outlive the unit. */
+st_status unit_share_streams(unit *u, unit_streams *streams);
+
+/* The host waits for everything the unit's streams were given (unit_streams_step_end): for
+ * callers that read its buffers from the host next (the public st_unit calls). */
+st_status unit_host_wait(unit *u);
 
 /* Keeps the master weights and Adam's moments in host memory (see above); call before
  * unit_allocate. Staging is chosen from the device: none where its memory is host RAM. */
@@ -108,12 +117,15 @@ void unit_free(unit *u);
  * and the full buffer too while gathered) and the compute copy, if any. */
 st_status unit_set_params(unit *u, int64_t first, const float *values, int64_t count);
 
-/* Starts gathering the full parameters (stage 3; a no-op when gathered or in flight). */
+/* Starts gathering the full parameters on G, into a pooled buffer after its last readers
+ * (parameters gathered per use; a no-op when gathered or in flight). */
 st_status unit_gather_start(unit *u);
-/* Waits for the gather, starting it first if needed; afterwards the parameter descriptors are
- * valid (and the compute copy exists, where one is kept). */
+/* Orders C after the gather (a stream wait; the host waits only where the collective backend
+ * completes on the host), starting it first if needed; afterwards the parameter descriptors
+ * are valid for work on C (and the compute copy exists, where one is kept). */
 st_status unit_gather_wait(unit *u);
-/* Ends the parameters' use: frees the compute copy and, at stage 3, the full parameters. */
+/* Ends the parameters' use on C: hands the compute copy and, when gathered per use, the full
+ * parameters back to the pool, to be reused after C's work so far. */
 void unit_release(unit *u);
 
 /* Starts the unit's backward for this micro-batch: the full gradients exist (zeroed at their
@@ -124,10 +136,12 @@ st_status unit_grads_end(unit *u);
 /* Zeroes the full gradients for a new step where they exist: always at stages 0-1; stages 2-3
  * start a step without any, unless a backward was left unreduced. */
 st_status unit_grads_zero(unit *u);
-/* Ends the backward (unit_grads_end) and starts the gradient reduction (see above). */
+/* Ends the backward (unit_grads_end) and starts the gradient reduction (see above): C records
+ * grads-ready, R waits for it and reduce-scatters. */
 st_status unit_reduce_start(unit *u);
-/* Finishes it (a no-op when none is in flight): the owned gradients are then complete;
- * stages 2-3 free the full gradients. */
+/* Issues the rest of the reduction on R (a no-op when none is in flight), records reduced and
+ * orders C after it: work on C then sees complete owned gradients. Transient full gradients go
+ * back to the pool, to be reused after R's work. */
 st_status unit_reduce_wait(unit *u);
 
 /* The owned range, in elements of the flat buffer from owned_begin: the gradients (reduce
@@ -147,7 +161,8 @@ st_status unit_restore_owned(unit *u, int64_t first, int64_t count, const float 
                              const float *adam_m, const float *adam_v);
 
 /* After the optimizer wrote the owned parameters: make every rank's params reflect them
- * (stages 1-2 all-gather them; a compute copy in use is refreshed). */
+ * (stages 1-2 all-gather them on G, after C's reads so far, and C is ordered after it; a
+ * compute copy in use is refreshed). */
 st_status unit_publish(unit *u);
 
 /* Writes the full fp32 master weights (layout.numel elements of device memory) into `out`:

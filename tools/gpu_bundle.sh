@@ -6,13 +6,14 @@
 # device tool, carry `gpu` and run on the GPU machine, section by section (each under the
 # 10-minute limit of one command):
 #   source gpu/env.sh && bash tests/gpu/run_gpu_suite.sh gpu ops train
-#   source gpu/env.sh && bash tests/gpu/run_gpu_suite.sh gpu equivalence
+#   source gpu/env.sh && bash tests/gpu/run_gpu_suite.sh gpu streams equivalence
 #   source gpu/env.sh && bash tests/gpu/run_gpu_suite.sh gpu d12 sanitizer
 # (tests/gpu/run_gpu_suite.sh lists the sections and what each checks.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shardtrain=engine/shardtrain
-tests=(tests/gpu/cast_test tests/gpu/offload_test tests/gpu/ops_vocab_test tests/core/device_cuda_test)
+tests=(tests/gpu/cast_test tests/gpu/offload_test tests/gpu/ops_vocab_test tests/core/device_cuda_test
+  tests/sharding/collectives_gpu_test_bin tests/sharding/unit_streams_gpu_test_bin)
 for t in tests/kernels/*_test.c; do tests+=("${t%.c}"); done
 targets=("//${shardtrain%/*}:${shardtrain##*/}")
 for t in "${tests[@]}"; do targets+=("//${t%/*}:${t##*/}"); done

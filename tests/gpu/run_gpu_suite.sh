@@ -8,6 +8,9 @@
 #                the CPU backend; ops_vocab_test walks the whole vocabulary), the cast, the
 #                offloaded optimizer and the device's streams, events and memory query
 #   train        tests/gpu/train_gpu_test.sh: tiny fp32 GPU vs CPU per step, bf16/fp16 vs fp32
+#   streams      the collectives on device buffers and a unit's stream-ordered gather, publish
+#                and reduction (duplicate NCCL communicators, events between streams) on 1 and 2
+#                ranks sharing the GPU through nccl-hostid
 #   equivalence  tests/train/equivalence_test.sh on the GPU with NCCL (2-8 ranks share the one
 #                GPU through nccl-hostid): every mesh and stage against one rank, bitwise
 #                across stages at equal mesh
@@ -47,6 +50,21 @@ section_ops() {
 
 section_train() {
   bash "$here/tests/gpu/train_gpu_test.sh" "$st" "$here/tools/prepare_bytes.py" "$mpirun_sh"
+}
+
+section_streams() {
+  local fail=0
+  for t in collectives_gpu_test unit_streams_gpu_test; do
+    for ranks in 1 2; do
+      local log="$logs/${t}_np$ranks.log"
+      if "$mpirun_sh" "$ranks" "$bin/nccl-hostid" "$bin/${t}_bin" --device cuda > "$log" 2>&1; then
+        echo "ok   $t on $ranks ranks: $(tail -1 "$log")"
+      else
+        echo "FAIL $t on $ranks ranks:"; tail -20 "$log"; fail=1
+      fi
+    done
+  done
+  return $fail
 }
 
 section_equivalence() {

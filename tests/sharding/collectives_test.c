@@ -247,6 +247,47 @@ static void test_async_overlap(comm *c) {
   dbuf_free(&gathered);
 }
 
+/* A duplicate communicator, with a collective ordered on a stream: named "<group>.test", its
+ * own sequence numbers from 0 (the group's do not move), its bytes in the group's counters, its
+ * result seen by the stream's later work, and nothing left in flight after comm_drain. */
+static void test_dup_stream_order(comm *c) {
+  int me = comm_rank(c), n = comm_size(c);
+  comm *dup = NULL;
+  CHECK_OK(comm_dup(c, "test", &dup));
+  if (!dup) return;
+  char name[64];
+  snprintf(name, sizeof name, "%s.test", comm_group_name(c));
+  CHECK_MSG(strcmp(comm_group_name(dup), name) == 0, "dup named %s", comm_group_name(dup));
+  CHECK_EQ_INT(comm_size(dup), n);
+  CHECK_EQ_INT(comm_rank(dup), me);
+  dbuf full = dbuf_alloc((size_t)n * 5 * sizeof(float));
+  float *h = full.host;
+  for (int j = 0; j < n * 5; j++) h[j] = (float)((me + 1) * j);
+  dbuf_push(&full);
+  comm_counters before;
+  comm_counters_get(c, &before);
+  const uint64_t seq = comm_next_seq(c);
+  comm_work work;
+  CHECK_OK(comm_reduce_scatter_on(dup, &test_stream, full.dev, (char *)full.dev + me * 5 * 4, 5,
+                                  ST_FP32, COMM_SUM, &work));
+  CHECK_EQ_INT(work.seq, 0);
+  CHECK_OK(comm_order_after(&work, &test_stream));
+  CHECK_STATUS(comm_order_after(&work, &test_stream), ST_ERR_INVALID_ARG); /* the record is free */
+  CHECK_EQ_INT(comm_next_seq(c), seq);
+  CHECK_EQ_INT(comm_next_seq(dup), 1);
+  comm_counters after;
+  comm_counters_get(c, &after);
+  CHECK_EQ_INT(after.bytes_sent[COMM_REDUCE_SCATTER] - before.bytes_sent[COMM_REDUCE_SCATTER],
+               ring_formula(COMM_REDUCE_SCATTER, n, (double)n * 5 * sizeof(float)));
+  dbuf_pull(&full); /* through test_stream: after the reduce-scatter */
+  int bad = 0;
+  for (int j = 0; j < 5; j++) bad += h[me * 5 + j] != (float)(n * (n + 1) / 2 * (me * 5 + j));
+  CHECK_MSG(!bad, "reduce_scatter on %s ordered on a stream: %d wrong elements", name, bad);
+  CHECK_OK(comm_drain(dup));
+  dbuf_free(&full);
+  comm_destroy(dup);
+}
+
 static void test_membership(const st_mesh *mesh, st_group g) {
   st_mesh_coords coords;
   CHECK_OK(st_mesh_get_coords(mesh, &coords));
@@ -310,6 +351,7 @@ int main(int argc, char **argv) {
       CHECK_OK(comm_barrier(c, NULL));
       check_accounting(c, COMM_BARRIER, 0, &before, seq);
       test_async_overlap(c);
+      test_dup_stream_order(c);
     }
     stream_destroy(&test_stream);
   }

@@ -1,0 +1,106 @@
+/* buffer_pool.c - transient buffers reused after their last readers' events (buffer_pool.h). */
+#include "sharding/buffer_pool.h"
+
+#include <string.h>
+
+#include "core/error.h"
+
+void buffer_pool_init(buffer_pool *pool, const st_device *dev) {
+  memset(pool, 0, sizeof *pool);
+  pool->dev = dev;
+}
+
+static void drop_events(pool_entry *e) {
+  for (int r = 0; r < e->readers; r++) event_destroy(&e->last_use[r]);
+  e->readers = 0;
+}
+
+/* Removes entry i, keeping the others (order does not matter). */
+static void remove_entry(buffer_pool *pool, int i) {
+  drop_events(&pool->entries[i]);
+  pool->entries[i] = pool->entries[--pool->count];
+}
+
+void buffer_pool_destroy(buffer_pool *pool) {
+  while (pool->count > 0) {
+    void *ptr = pool->entries[pool->count - 1].ptr;
+    remove_entry(pool, pool->count - 1);
+    mem_free(ptr);
+  }
+  mem_free(pool->entries);
+  memset(pool, 0, sizeof *pool);
+}
+
+st_status buffer_pool_get(buffer_pool *pool, size_t bytes, mem_category category,
+                          const st_stream *user, void **out) {
+  *out = NULL;
+  for (int i = 0; i < pool->count; i++) {
+    pool_entry *e = &pool->entries[i];
+    if (e->bytes != bytes || e->category != category) continue;
+    for (int r = 0; r < e->readers; r++) ST_CHECK(stream_wait_event(user, &e->last_use[r]));
+    *out = e->ptr;
+    remove_entry(pool, i);
+    return ST_OK;
+  }
+  return mem_alloc(out, bytes, MEM_DEVICE, category, pool->dev);
+}
+
+/* Whether every last-use event of `e` has completed. */
+static int idle(const pool_entry *e) {
+  for (int r = 0; r < e->readers; r++) {
+    int done = 0;
+    if (event_query(&e->last_use[r], &done) != ST_OK || !done) return 0;
+  }
+  return 1;
+}
+
+static st_status record_readers(pool_entry *e, const st_device *dev,
+                                const st_stream *const *readers, int n_readers) {
+  for (; e->readers < n_readers; e->readers++) {
+    st_event *ev = &e->last_use[e->readers];
+    ST_CHECK(event_create(dev, ev));
+    st_status status = event_record(ev, readers[e->readers]);
+    if (status != ST_OK) {
+      event_destroy(ev);
+      return status;
+    }
+  }
+  return ST_OK;
+}
+
+static st_status make_room(buffer_pool *pool) {
+  if (pool->count < pool->capacity) return ST_OK;
+  const int capacity = pool->capacity ? 2 * pool->capacity : 8;
+  pool_entry *grown = NULL;
+  ST_CHECK(
+      mem_alloc((void **)&grown, (size_t)capacity * sizeof *grown, MEM_HOST, MEM_WORKSPACE, NULL));
+  if (pool->count) memcpy(grown, pool->entries, (size_t)pool->count * sizeof *grown);
+  mem_free(pool->entries);
+  pool->entries = grown;
+  pool->capacity = capacity;
+  return ST_OK;
+}
+
+void buffer_pool_put(buffer_pool *pool, void *ptr, size_t bytes, mem_category category,
+                     const st_stream *const *readers, int n_readers) {
+  if (!ptr) return;
+  pool_entry e = {.ptr = ptr, .bytes = bytes, .category = category};
+  const int recorded = record_readers(&e, pool->dev, readers, n_readers) == ST_OK;
+  if (recorded && !idle(&e) && make_room(pool) == ST_OK) {
+    pool->entries[pool->count++] = e;
+    return;
+  }
+  /* Its readers are done, or it cannot be kept: free it once they are. */
+  drop_events(&e);
+  for (int r = 0; r < n_readers; r++) (void)stream_sync(readers[r]);
+  mem_free(ptr);
+}
+
+void buffer_pool_trim(buffer_pool *pool) {
+  for (int i = pool->count - 1; i >= 0; i--) {
+    if (!idle(&pool->entries[i])) continue;
+    void *ptr = pool->entries[i].ptr;
+    remove_entry(pool, i);
+    mem_free(ptr);
+  }
+}
