@@ -118,9 +118,10 @@ st_status gpt_init_params(gpt_model *model, uint64_t seed);
 st_status gpt_forward(gpt_model *model, const int32_t *inputs, const int32_t *targets, float *loss);
 
 /* Backward of the last forward (its tokens are still on the device); adds into every parameter
- * gradient. dloss_scale is 1 / (tokens of the global batch), so the gradients sum to those of
- * the global mean loss, times the loss scale with fp16 (train_step.h). On the last micro-batch of a step (`reduce`), each unit's gradient
- * reduction starts as soon as its backward is done; train_step waits for them. */
+ * gradient. dloss_scale is the loss scale (1 without fp16: train_step.h) over the tokens of the
+ * global batch, so the gradients sum to those of the global mean loss times the scale. On the
+ * last micro-batch of a step (`reduce`), each unit's gradient reduction starts as soon as its
+ * backward is done; train_step waits for them. */
 st_status gpt_backward(gpt_model *model, float dloss_scale, int reduce);
 
 /* Sets every gradient to zero (start of a step; see unit_grads_zero). */
