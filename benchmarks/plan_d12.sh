@@ -5,10 +5,10 @@
 # Usage: benchmarks/plan_d12.sh [extra flags for shardtrain plan, e.g. --micro-batch 8]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bazel build -c opt //engine:shardtrain >/dev/null 2>&1
+bazel build -c opt //engine/cli:shardtrain >/dev/null 2>&1
 for dtype in fp32 bf16; do
   for ranks in 8 64; do
-    bazel-bin/engine/shardtrain plan --model d12 --ranks "$ranks" --micro-batch 4 --seq-len 1024 \
+    bazel-bin/engine/cli/shardtrain plan --model d12 --ranks "$ranks" --micro-batch 4 --seq-len 1024 \
       --gpu-gib 80 --param-dtype "$dtype" --reduce-dtype "$dtype" "$@"
     echo
   done

@@ -10,9 +10,9 @@ png=$1
 shift
 flags=("$@")
 [ ${#flags[@]} -gt 0 ] || flags=(--gpu h100 --model d48 --micro-batch 4)
-bazel build -c opt //engine:shardtrain >/dev/null 2>&1
+bazel build -c opt //engine/cli:shardtrain >/dev/null 2>&1
 csv="${png%.png}.csv"
-bazel-bin/engine/shardtrain simulate "${flags[@]}" --sweep 8,16,32,64,128,256,512,1024 \
+bazel-bin/engine/cli/shardtrain simulate "${flags[@]}" --sweep 8,16,32,64,128,256,512,1024 \
   --configs zero1,zero2,zero3,hsdp3 --csv "$csv"
 # Debian's python3 has matplotlib (python3-matplotlib); another python3 first on PATH may not.
 py=python3

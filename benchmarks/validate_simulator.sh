@@ -9,7 +9,7 @@
 # same flags.
 # GPU rows: `shardtrain simulate --gpu h100` against published llm.c step times on 8 x H100
 # and the llm.c world-1 throughput measured on this project's H100 (docs/ENVIRONMENT.md). The
-# built-in GPU rows are uncalibrated (engine/sim_hw.c); the GPU calibration row is pending.
+# built-in GPU rows are uncalibrated (engine/plan/sim_hw.c); the GPU calibration row is pending.
 #
 # Usage: benchmarks/validate_simulator.sh [--hardware FILE] [--steps N] [--rounds N]
 #                                        [--only cpu|gpu]
@@ -28,8 +28,8 @@ while [ $# -gt 0 ]; do
     *) echo "usage: $0 [--hardware FILE] [--steps N] [--rounds N] [--only cpu|gpu]" >&2; exit 2 ;;
   esac
 done
-bazel build -c opt //engine:shardtrain >/dev/null 2>&1
-st=bazel-bin/engine/shardtrain
+bazel build -c opt //engine/cli:shardtrain >/dev/null 2>&1
+st=bazel-bin/engine/cli/shardtrain
 work=$(mktemp -d /tmp/st-validate.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1

@@ -57,6 +57,13 @@ typedef struct device_backend {
   /* 1 when device memory is host RAM that host code reads and writes in place (the CPU): host
    * memory then needs no staging to meet device memory, and the two share one budget. */
   int device_memory_is_host;
+  /* How many devices of this kind are usable now (0: none, e.g. no driver). NULL: one. */
+  int (*probe)(void);
+  /* Makes device `ordinal` the calling thread's current one. NULL: nothing to do. */
+  st_status (*bind)(int ordinal);
+  /* The PCI bus id of device `ordinal` ("0000:01:00.0"), which tells apart the GPUs of a node
+   * as NCCL does. NULL: the backend has none (the CPU). */
+  st_status (*bus_id)(int ordinal, char *out, size_t size);
 } device_backend;
 
 typedef struct st_device {
@@ -82,6 +89,10 @@ int device_cuda_count(void);
  * without a usable GPU is ST_ERR_NO_DEVICE. */
 st_status device_select(const char *request, int local_rank, st_device *out);
 
+/* Makes `dev` the calling thread's current device (device_select does it for the thread that
+ * selects; another thread that launches work on it calls this first). Nothing on the CPU. */
+st_status device_bind(const st_device *dev);
+
 /* The CPU device (always available). */
 st_device device_cpu(void);
 
@@ -94,6 +105,13 @@ st_status device_check_param_dtype(const st_device *dev, st_dtype dtype);
  * read), which every rank on the node shares; on a GPU the card's free and total memory.
  * ST_ERR_UNSUPPORTED when the backend cannot say. */
 st_status device_memory_info(const st_device *dev, device_memory *out);
+
+/* Room for a PCI bus id and its terminator ("0000:01:00.0", with room for longer domains). */
+#define DEVICE_BUS_ID_SIZE 32
+
+/* dev's PCI bus id into out (DEVICE_BUS_ID_SIZE bytes); "" when its backend has none (the
+ * CPU), so a non-empty id means a GPU. */
+st_status device_bus_id(const st_device *dev, char out[DEVICE_BUS_ID_SIZE]);
 
 st_status stream_create(const st_device *dev, st_stream *out);
 void stream_destroy(st_stream *stream);
@@ -108,15 +126,14 @@ st_status stream_wait_event(const st_stream *stream, const st_event *event);
 /* *done = 1 when all work recorded before the event has finished. */
 st_status event_query(const st_event *event, int *done);
 
-/* Backends, for device.c's dispatch. The CUDA one exists only in CUDA builds. */
+/* The CPU backend (device_cpu.c): always present, always usable. */
 extern const device_backend device_backend_cpu;
-#ifdef ST_HAVE_CUDA
-extern const device_backend device_backend_cuda;
-int device_cuda_probe(void);
-st_status device_cuda_bind(int ordinal);
-#endif
 
-/* Aligned pageable host memory shared by both backends (alignment 64 bytes). */
+/* The accelerator backends this build has (device_registry.c), in the order "auto" tries them,
+ * ending with NULL. device.c reaches them only through this list and their tables. */
+extern const device_backend *const device_accelerators[];
+
+/* Aligned pageable host memory shared by every backend (alignment 64 bytes; device_cpu.c). */
 st_status host_raw_alloc(size_t bytes, void **out);
 
 #ifdef __cplusplus

@@ -1,13 +1,14 @@
 /* device_cuda.c - the CUDA device backend: cudaMalloc / cudaMallocHost, streams created
  * non-blocking (no implicit sync with the legacy default stream), events without timing.
  * Built only when the toolkit is present; at run time a missing driver shows as 0 GPUs. */
+#include "core/device_cuda.h"
+
 #include <cuda_runtime.h>
 #include <stdlib.h>
 
 #include "core/check_cuda.h"
-#include "core/device.h"
 
-int device_cuda_probe(void) {
+static int cuda_probe(void) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
     (void)cudaGetLastError(); /* clear the sticky "no driver" error */
@@ -16,8 +17,13 @@ int device_cuda_probe(void) {
   return count;
 }
 
-st_status device_cuda_bind(int ordinal) {
+static st_status cuda_bind(int ordinal) {
   CUDA_CHECK(cudaSetDevice(ordinal));
+  return ST_OK;
+}
+
+static st_status cuda_bus_id(int ordinal, char *out, size_t size) {
+  CUDA_CHECK(cudaDeviceGetPCIBusId(out, (int)size, ordinal));
   return ST_OK;
 }
 
@@ -143,4 +149,7 @@ const device_backend device_backend_cuda = {
     .computes_in_fp32_only = 0,
     .memory_info = cuda_memory_info,
     .device_memory_is_host = 0,
+    .probe = cuda_probe,
+    .bind = cuda_bind,
+    .bus_id = cuda_bus_id,
 };

@@ -16,6 +16,9 @@ static const env_entry entries[ENV_VAR_COUNT] = {
                                 "caps the memory the start-up fit check finds on the device "
                                 "(a GPU's free memory; on the CPU the host's available RAM, "
                                 "before it is shared among the node's ranks), in bytes"},
+    [ENV_NCCL_HOSTID] = {"NCCL_HOSTID", "unset",
+                         "NCCL's host identity; ranks that share a GPU may use the NCCL backend "
+                         "when each sets a distinct one (unset: NCCL tells hosts apart by name)"},
     [ENV_TEST_INJECT_OVERFLOW] = {"ST_TEST_INJECT_OVERFLOW", "none",
                                   "testing: STEP:RANK puts an inf into world rank RANK's "
                                   "gradients at step STEP (from 0), as an fp16 overflow would"},
@@ -23,9 +26,14 @@ static const env_entry entries[ENV_VAR_COUNT] = {
 
 const env_entry *env_table(void) { return entries; }
 
-const char *env_get_string(env_var var) {
+const char *env_lookup(env_var var) {
   const char *v = getenv(entries[var].name);
-  return (v && *v) ? v : entries[var].default_value;
+  return (v && *v) ? v : NULL;
+}
+
+const char *env_get_string(env_var var) {
+  const char *v = env_lookup(var);
+  return v ? v : entries[var].default_value;
 }
 
 double env_get_positive(env_var var, int *ok) {

@@ -14,8 +14,9 @@ typedef enum env_var {
   ENV_DEVICE = 2,               /* ST_DEVICE */
   ENV_CKPT_TEST_DELAY_MS = 3,   /* ST_CKPT_TEST_DELAY_MS */
   ENV_MEMORY_LIMIT_BYTES = 4,   /* ST_MEMORY_LIMIT_BYTES */
-  ENV_TEST_INJECT_OVERFLOW = 5, /* ST_TEST_INJECT_OVERFLOW */
-  ENV_VAR_COUNT = 6
+  ENV_NCCL_HOSTID = 5,          /* NCCL_HOSTID (NCCL's own; read to know what NCCL will see) */
+  ENV_TEST_INJECT_OVERFLOW = 6, /* ST_TEST_INJECT_OVERFLOW */
+  ENV_VAR_COUNT = 7
 } env_var;
 
 typedef struct env_entry {
@@ -29,6 +30,10 @@ const env_entry *env_table(void);
 
 /* The variable's value, or its default when unset or empty. */
 const char *env_get_string(env_var var);
+
+/* The variable's value, or NULL when unset or empty: for a variable whose absence means
+ * something no value can stand for (NCCL_HOSTID). */
+const char *env_lookup(env_var var);
 
 /* The value parsed as a positive number; the default when unset. Sets *ok = 0 (and returns
  * the default) when the value is not a finite positive number ("inf" and "1e999" included). */

@@ -1,7 +1,8 @@
 /* mesh.c - validating and building the process mesh. Validation is a pure function of the
  * config and the world size, so an impossible mesh fails identically on every rank with no
- * communication; device and backend choices, which can differ between nodes, are agreed on
- * with one all-reduce so that either every rank proceeds or every rank fails. */
+ * communication; device choices, which can differ between nodes, are agreed on with one
+ * all-reduce so that either every rank proceeds or every rank fails, and the backend is chosen
+ * from every rank's GPU and NCCL_HOSTID, gathered, by the same pure check on every rank. */
 #include "sharding/mesh.h"
 
 #include <stddef.h>
@@ -15,6 +16,7 @@
 #include "core/log.h"
 #include "sharding/comm_mpi.h"
 #include "sharding/comm_nccl.h"
+#include "sharding/nccl_place.h"
 
 struct st_mesh {
   st_mesh_coords coords;
@@ -83,44 +85,97 @@ static st_status resolve_timeout(const st_mesh_config *cfg, double *timeout_s) {
   return ST_OK;
 }
 
-/* Chooses this rank's device and the job's backend. Every rank calls it; the result is agreed
- * on over the world, so a failure on one rank fails all of them with the same status. */
+/* This rank's report for nccl_place: its node, its GPU's bus id, its NCCL_HOSTID. */
+static st_status report_place(const st_device *dev, nccl_place_rank *out) {
+  char node[MPI_MAX_PROCESSOR_NAME];
+  int len = 0;
+  MPI_CHECK(MPI_Get_processor_name(node, &len));
+  char bus[DEVICE_BUS_ID_SIZE];
+  ST_CHECK(device_bus_id(dev, bus));
+  nccl_place_rank_make(out, node, comm_nccl_available(), bus[0] ? bus : NULL,
+                       env_lookup(ENV_NCCL_HOSTID));
+  return ST_OK;
+}
+
+/* Every rank's report and the scratch of the check, taken before the ranks agree that they
+ * are ready, so that nothing after the agreement can fail on one rank alone. */
+typedef struct place_table {
+  nccl_place_rank me, *all;
+  nccl_place_name *scratch;
+} place_table;
+
+static st_status place_table_prepare(place_table *t, const st_device *dev, int world) {
+  ST_CHECK(report_place(dev, &t->me));
+  ST_CHECK(
+      mem_alloc((void **)&t->all, (size_t)world * sizeof *t->all, MEM_HOST, MEM_WORKSPACE, NULL));
+  return mem_alloc((void **)&t->scratch, (size_t)world * sizeof *t->scratch, MEM_HOST,
+                   MEM_WORKSPACE, NULL);
+}
+
+/* The backend, from the gathered reports: every rank gathers the same table and so reaches the
+ * same verdict. NCCL where it can join the ranks: a GPU per rank, or ranks sharing a GPU with a
+ * distinct NCCL_HOSTID each, which nobody sets by accident, so `auto` follows it too (the GPU
+ * tests run the real NCCL path this way on one GPU). `auto` falls back to MPI otherwise;
+ * `nccl` refuses, naming the ranks at fault. */
+static st_status choose_backend(st_mesh *mesh, const st_mesh_config *cfg, place_table *t) {
+  if (cfg->backend == ST_COMM_MPI) {
+    mesh->backend = ST_COMM_MPI;
+    return ST_OK;
+  }
+  if (cfg->backend != ST_COMM_AUTO && cfg->backend != ST_COMM_NCCL) {
+    return st_error(ST_ERR_INVALID_ARG, "collective backend %d is not one of auto, mpi, nccl",
+                    (int)cfg->backend);
+  }
+  MPI_CHECK(MPI_Allgather(&t->me, sizeof t->me, MPI_BYTE, t->all, sizeof t->me, MPI_BYTE,
+                          MPI_COMM_WORLD));
+  int shares_gpu = 0;
+  const st_status verdict =
+      nccl_place_check(t->all, mesh->coords.world_size, t->scratch, &shares_gpu);
+  if (verdict != ST_OK) {
+    if (cfg->backend == ST_COMM_NCCL) return verdict;
+    st_error_clear(); /* auto falls back to MPI: nothing failed */
+    mesh->backend = ST_COMM_MPI;
+    return ST_OK;
+  }
+  if (shares_gpu && mesh->coords.world_rank == 0) {
+    st_log(ST_LOG_WARN,
+           "ranks share a GPU: NCCL joins them through its socket transport (one NCCL_HOSTID "
+           "each), which is correct but slow");
+  }
+  mesh->backend = ST_COMM_NCCL;
+  return ST_OK;
+}
+
+/* Ends the preparation of every rank at once: a rank that failed (`mine`) keeps its own
+ * error, the others report that another rank failed; then the backend is chosen. */
+static st_status agree_and_choose(st_mesh *mesh, const st_mesh_config *cfg, const char *request,
+                                  st_status mine, place_table *t) {
+  int failed = mine != ST_OK ? (int)mine : 0;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+  if (mine != ST_OK) return mine;
+  if (failed) {
+    return st_error((st_status)failed, "device '%s' could not be used on another rank", request);
+  }
+  return choose_backend(mesh, cfg, t);
+}
+
+/* Chooses this rank's device and the job's backend. Every rank calls it; a failure on one rank
+ * fails all of them with the same status. */
 static st_status choose_device_and_backend(st_mesh *mesh, const st_mesh_config *cfg) {
   MPI_Comm node;
-  int local_rank = 0, local_size = 1;
+  int local_rank = 0;
   MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
   MPI_Comm_rank(node, &local_rank);
-  MPI_Comm_size(node, &local_size);
   MPI_Comm_free(&node);
 
   const char *request = cfg->device ? cfg->device : env_get_string(ENV_DEVICE);
+  place_table t = {0};
   st_status mine = device_select(request, local_rank, &mesh->device);
-  int own_gpu = mine == ST_OK && mesh->device.backend->kind == ST_DEVICE_CUDA &&
-                local_size <= device_cuda_count() && comm_nccl_available();
-  int flags[2] = {mine != ST_OK ? (int)mine : 0, !own_gpu};
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, flags, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-  if (mine != ST_OK) return mine;
-  if (flags[0]) {
-    return st_error((st_status)flags[0], "device '%s' could not be used on another rank", request);
-  }
-  int nccl_possible = !flags[1];
-  switch (cfg->backend) {
-    case ST_COMM_AUTO: mesh->backend = nccl_possible ? ST_COMM_NCCL : ST_COMM_MPI; break;
-    case ST_COMM_MPI: mesh->backend = ST_COMM_MPI; break;
-    case ST_COMM_NCCL:
-      if (!nccl_possible) {
-        return st_error(ST_ERR_UNSUPPORTED,
-                        "the NCCL backend needs NCCL and one GPU per rank on every rank "
-                        "(device %s, %d ranks on this node, %d GPUs)",
-                        mesh->device.backend->name, local_size, device_cuda_count());
-      }
-      mesh->backend = ST_COMM_NCCL;
-      break;
-    default:
-      return st_error(ST_ERR_INVALID_ARG, "collective backend %d is not one of auto, mpi, nccl",
-                      (int)cfg->backend);
-  }
-  return ST_OK;
+  if (mine == ST_OK) mine = place_table_prepare(&t, &mesh->device, mesh->coords.world_size);
+  const st_status status = agree_and_choose(mesh, cfg, request, mine, &t);
+  mem_free(t.scratch);
+  mem_free(t.all);
+  return status;
 }
 
 /* MPI_Comm_split colour and key of this rank in each group. Keys order ranks inside a group:

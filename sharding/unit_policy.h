@@ -1,8 +1,8 @@
 /* unit_policy.h - a ZeRO stage as data: which of a unit's states are sharded, when its
  * parameters are gathered, which collectives reduce its gradients and publish its parameters.
  * Derived once from the stage (unit_policy_for_stage, a pure function); the unit (unit.c), the
- * memory and communication planner (engine/planner.c) and the step simulator
- * (engine/sim_schedule.c) read the policy, never the stage.
+ * memory and communication planner (engine/plan/planner.c) and the step simulator
+ * (engine/plan/sim_schedule.c) read the policy, never the stage.
  *
  * The table (DESIGN.md's ZeRO table; S = shard group, R = replicate group):
  *

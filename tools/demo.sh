@@ -13,9 +13,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
-bazel build //engine:shardtrain
+bazel build //engine/cli:shardtrain
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-st=bazel-bin/engine/shardtrain
+st=bazel-bin/engine/cli/shardtrain
 mpirun=(mpirun --oversubscribe --bind-to none)
 
 echo "== collective self-test, 4 ranks"

@@ -11,7 +11,7 @@
 # (tests/gpu/run_gpu_suite.sh lists the sections and what each checks.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-shardtrain=engine/shardtrain
+shardtrain=engine/cli/shardtrain
 tests=(tests/gpu/cast_test tests/gpu/offload_test tests/gpu/ops_vocab_test tests/core/device_cuda_test
   tests/sharding/collectives_gpu_test_bin tests/sharding/unit_streams_gpu_test_bin)
 for t in tests/kernels/*_test.c; do tests+=("${t%.c}"); done

@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=$1
 name=${2:-$(hostname)-cpu}
-bazel build -c opt //benchmarks/... //engine:shardtrain >/dev/null 2>&1
+bazel build -c opt //benchmarks/... //engine/cli:shardtrain >/dev/null 2>&1
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 value() { sed -n "s/^$1 = //p"; }

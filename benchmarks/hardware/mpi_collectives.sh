@@ -13,7 +13,7 @@ hw=$1
 shift
 ranks=("$@")
 [ ${#ranks[@]} -gt 0 ] || ranks=(2 4 8)
-bazel build -c opt //engine:shardtrain >/dev/null 2>&1
+bazel build -c opt //engine/cli:shardtrain >/dev/null 2>&1
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 bw=$(sed -n 's/^intra_bw *= *\([^ #]*\).*/\1/p' "$hw")
@@ -26,7 +26,7 @@ for n in "${ranks[@]}"; do
     count=$((total / 4 / n))
     best=""
     for rep in 1 2 3 4 5; do
-      out=$(mpirun -np "$n" --oversubscribe --bind-to none bazel-bin/engine/shardtrain selftest \
+      out=$(mpirun -np "$n" --oversubscribe --bind-to none bazel-bin/engine/cli/shardtrain selftest \
         --count "$count" --iters 20 2>&1 | grep -E '^shard +[0-9]')
       best=$(printf '%s\n%s\n' "$best" "$out" | awk 'NF >= 6 {
           key = $3; t = $5; if (!(key in m) || t < m[key]) { m[key] = t; b[key] = $4 } }

@@ -1,5 +1,5 @@
 /* cpu_op_timings.c - the per-kernel timings that calibrate the simulator on the CPU: every
- * kernel call of a GPT micro-batch (the simulator's own CPU op list, engine/sim_ops.h), run
+ * kernel call of a GPT micro-batch (the simulator's own CPU op list, engine/plan/sim_ops.h), run
  * through the engine's CPU kernels on buffers of the right shapes, timed (best of several
  * repetitions), and set beside its roofline at efficiency 1 (max(flops / peak, bytes / mem_bw)
  * with the peaks of a `--hardware` file). Per op class, the efficiency is the class's roofline
@@ -20,9 +20,9 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/tensor.h"
-#include "engine/gpt_config.h"
-#include "engine/sim_hw.h"
-#include "engine/sim_ops.h"
+#include "engine/model/gpt_config.h"
+#include "engine/plan/sim_hw.h"
+#include "engine/plan/sim_ops.h"
 #include "kernels/kernels.h"
 #include "optim/adamw.h"
 

@@ -219,7 +219,7 @@ extern "C" void cuda_context_destroy(void *ctx) {
 
 extern "C" st_status cuda_context_create(const st_device *dev, void **ctx) {
   *ctx = NULL;
-  ST_CHECK(device_cuda_bind(dev->ordinal));
+  ST_CHECK(device_bind(dev));
   int major = 0, minor = 0, sms = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev->ordinal));
   CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev->ordinal));

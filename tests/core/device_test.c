@@ -1,10 +1,10 @@
-/* device_test.c - proves device selection and the CPU stream/event backend of core/device.h:
- * "cpu" always gives the CPU; "auto" gives the CPU when no GPU is usable (and a GPU otherwise);
- * "cuda" without a usable GPU is ST_ERR_NO_DEVICE with a detail; an unknown request is
- * ST_ERR_INVALID_ARG. The CPU reports the host's memory (some available, no more than the
- * total); a backend without a memory query says it cannot. On CPU streams, memcpy and memset
- * between host, pinned and device memory land in order, events report done, waits succeed, and
- * destroy is idempotent. */
+/* device_test.c - proves device selection and the CPU stream/event backend of core/device.h: "cpu"
+ * always gives the CPU; "auto" gives the CPU when no GPU is usable (and a GPU otherwise); "cuda"
+ * without a usable GPU is ST_ERR_NO_DEVICE with a detail; an unknown request is
+ * ST_ERR_INVALID_ARG; selection finds accelerators only through the registry. The CPU reports the
+ * host's memory (some available, no more than the total); a backend without a memory query says it
+ * cannot. On CPU streams, memcpy and memset between host, pinned and device memory land in order,
+ * events report done, waits succeed, and destroy is idempotent. */
 #include "core/device.h"
 
 #include <stdint.h>
@@ -22,6 +22,9 @@ static void test_select(void) {
 
   st_device cpu = device_cpu();
   CHECK(cpu.backend == &device_backend_cpu);
+  char bus[DEVICE_BUS_ID_SIZE] = "x";
+  CHECK_OK(device_bus_id(&cpu, bus));
+  CHECK(bus[0] == '\0'); /* no bus id: not a GPU */
   CHECK_EQ_INT(cpu.backend->kind, ST_DEVICE_CPU);
   CHECK(strcmp(cpu.backend->name, "cpu") == 0);
   CHECK_EQ_INT(cpu.ordinal, 0);
@@ -168,7 +171,24 @@ static void test_memory_info(void) {
   CHECK_MSG(strstr(st_last_error(), "silent") != NULL, "detail '%s'", st_last_error());
 }
 
+/* The registry holds accelerators only, each with a probe device_select counts it by; the CPU
+ * is never listed (it is the fallback), and device_cuda_count is the probe of the one named
+ * "cuda" (0 where the build has none). */
+static void test_registry(void) {
+  int cuda_listed = 0;
+  for (const device_backend *const *b = device_accelerators; *b; b++) {
+    CHECK((*b)->kind != ST_DEVICE_CPU && (*b) != &device_backend_cpu);
+    CHECK((*b)->name && (*b)->probe && (*b)->bind && (*b)->bus_id);
+    if (strcmp((*b)->name, "cuda") == 0) {
+      cuda_listed = 1;
+      CHECK_EQ_INT(device_cuda_count(), (*b)->probe());
+    }
+  }
+  if (!cuda_listed) CHECK_EQ_INT(device_cuda_count(), 0);
+}
+
 int main(void) {
+  test_registry();
   test_select();
   test_param_dtypes();
   test_memory_info();

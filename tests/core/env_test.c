@@ -1,7 +1,7 @@
 /* env_test.c - proves the environment table of core/env.h: every variable is declared with a
  * name, default and meaning; an unset or empty variable reads as its default; a set one reads
  * as set; and ST_COMM_TIMEOUT accepts only a finite positive number, falling back to its
- * default with ok = 0 for anything else. */
+ * default with ok = 0 for anything else; env_lookup reads unset and empty as NULL. */
 #include "core/env.h"
 
 #include <stdlib.h>
@@ -20,6 +20,7 @@ static void test_table(void) {
       [ENV_DEVICE] = "ST_DEVICE",
       [ENV_CKPT_TEST_DELAY_MS] = "ST_CKPT_TEST_DELAY_MS",
       [ENV_MEMORY_LIMIT_BYTES] = "ST_MEMORY_LIMIT_BYTES",
+      [ENV_NCCL_HOSTID] = "NCCL_HOSTID",
       [ENV_TEST_INJECT_OVERFLOW] = "ST_TEST_INJECT_OVERFLOW",
   };
   const env_entry *table = env_table();
@@ -88,8 +89,22 @@ static void test_bad_timeouts(void) {
   unset_all();
 }
 
+/* env_lookup tells unset (and empty) apart from any value, the default's text included. */
+static void test_lookup(void) {
+  unset_all();
+  CHECK(env_lookup(ENV_NCCL_HOSTID) == NULL);
+  setenv("NCCL_HOSTID", "", 1);
+  CHECK(env_lookup(ENV_NCCL_HOSTID) == NULL);
+  setenv("NCCL_HOSTID", "unset", 1);
+  CHECK(env_lookup(ENV_NCCL_HOSTID) && strcmp(env_lookup(ENV_NCCL_HOSTID), "unset") == 0);
+  setenv("NCCL_HOSTID", "rank-3", 1);
+  CHECK(env_lookup(ENV_NCCL_HOSTID) && strcmp(env_lookup(ENV_NCCL_HOSTID), "rank-3") == 0);
+  unset_all();
+}
+
 int main(void) {
   test_table();
+  test_lookup();
   test_defaults_when_unset();
   test_set_values();
   test_bad_timeouts();

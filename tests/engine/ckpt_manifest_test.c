@@ -13,7 +13,7 @@
  * JSON, a loss scaler counter that is not a whole number >= 0) is refused with ST_ERR_FORMAT
  * and a message naming the file and the problem, and leaves nothing allocated; a manifest
  * from before fp16, without the scaler's counters, reads them as 0. */
-#include "engine/ckpt_manifest.h"
+#include "engine/checkpoint/ckpt_manifest.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

@@ -14,7 +14,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "engine/safetensors.h"
+#include "engine/io/safetensors.h"
 #include "tests/engine/test_files.h"
 #include "tests/testing.h"
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/safetensors.h"
+#include "engine/io/safetensors.h"
 #include "tests/engine/test_files.h"
 #include "tests/testing.h"
 

@@ -6,7 +6,7 @@
  * updates split at every offset and in 200 one-byte updates equals its one-shot digest;
  * sha256_file on a file larger than its 1 MiB read chunk (and on an empty file) equals
  * hashlib's; an unreadable file is ST_ERR_IO naming it. */
-#include "engine/sha256.h"
+#include "engine/io/sha256.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "core/alloc.h"
-#include "engine/token_data.h"
+#include "engine/io/token_data.h"
 #include "tests/testing.h"
 
 void test_tmp_path(char *out, size_t size, const char *name) {

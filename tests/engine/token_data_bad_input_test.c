@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/token_data.h"
+#include "engine/io/token_data.h"
 #include "tests/engine/test_files.h"
 #include "tests/testing.h"
 

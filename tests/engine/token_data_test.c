@@ -10,7 +10,7 @@
  * and on a different mesh with the same global batch; positions outside the data are refused.
  * (token_data_bad_input_test covers malformed data.)
  */
-#include "engine/token_data.h"
+#include "engine/io/token_data.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "core/alloc.h"
-#include "engine/gpt_io.h"
-#include "engine/safetensors.h"
-#include "engine/train_step.h"
+#include "engine/io/safetensors.h"
+#include "engine/model/gpt_io.h"
+#include "engine/train/train_step.h"
 #include "tests/testing.h"
 
 enum { B = 4, T = 32, STEPS = 5 };

@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/gpt_io.h"
-#include "engine/safetensors.h"
+#include "engine/io/safetensors.h"
+#include "engine/model/gpt_io.h"
 #include "tests/engine/test_files.h"
 #include "tests/sample/sample_testing.h"
 #include "tests/testing.h"

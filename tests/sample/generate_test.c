@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/gpt_generate.h"
+#include "engine/model/gpt_generate.h"
 #include "tests/sample/sample_testing.h"
 #include "tests/testing.h"
 

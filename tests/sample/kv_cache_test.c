@@ -16,7 +16,7 @@
 
 #include "core/alloc.h"
 #include "core/error.h"
-#include "engine/gpt_kv.h"
+#include "engine/model/gpt_kv.h"
 #include "tests/sample/sample_testing.h"
 #include "tests/testing.h"
 

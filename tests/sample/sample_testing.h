@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "engine/gpt.h"
+#include "engine/model/gpt.h"
 
 typedef enum test_weights {
   /* GPT-2's initialisation (gpt_init_params): tiny logits, nearly uniform attention. */

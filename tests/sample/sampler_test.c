@@ -3,7 +3,7 @@
  * softmax(logits / temperature) (20000 draws over 4 tokens, each frequency within 0.015 of its
  * probability: about 4 standard deviations); a seed repeats its draws and another seed does not;
  * bad settings and a NaN logit are refused. */
-#include "engine/sampler.h"
+#include "engine/model/sampler.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * refused with ST_ERR_FORMAT (or ST_ERR_IO for a missing file) and a detail naming the file and
  * the fault; every allocation of a load fails in turn with nothing leaked. The files are built
  * here byte by byte, independently of the reader. */
-#include "engine/tokenizer.h"
+#include "engine/io/tokenizer.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -9,7 +9,8 @@
  * checked against the rank layout rank = (r*S + s)*T + t recomputed from the coordinates.
  *
  * With `--device cuda` the buffers are device memory (NCCL with one GPU per rank, else MPI
- * staging through pinned memory); without a usable GPU that variant prints SKIP and passes.
+ * staging through pinned memory); `--backend nccl` insists on NCCL, which ranks sharing one GPU
+ * get with a distinct NCCL_HOSTID each. Without a usable GPU these variants print SKIP and pass.
  */
 #include <math.h>
 #include <mpi.h>
@@ -316,7 +317,13 @@ int main(int argc, char **argv) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   st_mesh_config config = ST_MESH_CONFIG_INIT;
-  config.device = argc == 3 && strcmp(argv[1], "--device") == 0 ? argv[2] : "cpu";
+  config.device = "cpu";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (strcmp(argv[i], "--device") == 0) config.device = argv[i + 1];
+    if (strcmp(argv[i], "--backend") == 0 && strcmp(argv[i + 1], "nccl") == 0) {
+      config.backend = ST_COMM_NCCL;
+    }
+  }
   if (strcmp(config.device, "cuda") == 0 && device_cuda_count() == 0) {
     int rc = test_skip("collectives_test --device cuda", "no usable GPU");
     st_finalize();

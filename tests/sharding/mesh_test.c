@@ -4,7 +4,8 @@
  * meshes are refused with messages that name the numbers. Then st_mesh_create is called with
  * impossible meshes on every rank at once: each rank must return ST_ERR_INVALID_ARG with the
  * same message and nobody may hang. Finally every factorisation of the world size is built
- * and each rank's coordinates are compared with rank = (r*S + s)*T + t.
+ * and each rank's coordinates are compared with rank = (r*S + s)*T + t. The NCCL backend on
+ * ranks that cannot use it is refused by every rank alike.
  */
 #include "sharding/mesh.h"
 
@@ -94,6 +95,27 @@ static void test_bad_timeout_env(void) {
   unsetenv("ST_COMM_TIMEOUT");
 }
 
+/* NCCL on ranks that cannot use it (here: CPU devices, even with a distinct NCCL_HOSTID each):
+ * every rank refuses with the same message naming rank 0, and auto quietly takes MPI. */
+static void test_nccl_refused_on_every_rank(int me) {
+  char host_id[32];
+  snprintf(host_id, sizeof host_id, "rank-%d", me);
+  setenv("NCCL_HOSTID", host_id, 1);
+  st_mesh_config cfg = ST_MESH_CONFIG_INIT;
+  cfg.device = "cpu";
+  cfg.backend = ST_COMM_NCCL;
+  st_mesh *mesh = NULL;
+  CHECK_STATUS(st_mesh_create(&mesh, &cfg), ST_ERR_UNSUPPORTED);
+  CHECK(mesh == NULL);
+  CHECK_MSG(strstr(st_last_error(), "NCCL cannot join the ranks: rank 0 ") != NULL,
+            "rank %d: message '%s'", me, st_last_error());
+  cfg.backend = ST_COMM_AUTO;
+  CHECK_OK(st_mesh_create(&mesh, &cfg));
+  if (mesh) CHECK(strcmp(st_mesh_backend_name(mesh), "mpi") == 0);
+  st_mesh_destroy(mesh);
+  unsetenv("NCCL_HOSTID");
+}
+
 static void test_every_factorisation(int world, int me) {
   for (int R = 1; R <= world; R++) {
     for (int T = 1; R * T <= world; T++) {
@@ -136,6 +158,7 @@ int main(int argc, char **argv) {
   test_validate_table();
   test_impossible_mesh_on_every_rank(world);
   test_bad_timeout_env();
+  test_nccl_refused_on_every_rank(me);
   test_every_factorisation(world, me);
   st_mesh_destroy(NULL);
   mem_stats stats;

@@ -4,9 +4,10 @@
  *   ring all-gather and reduce-scatter  (n-1)/n * bytes / bw + (n-1) * latency
  *   tree all-reduce      2 * bytes / bw + 2 * ceil(log2 n) * latency
  *   all-reduce           the faster of the two; one rank costs nothing. */
+#include "engine/plan/sim_collective.h"
+
 #include <math.h>
 
-#include "engine/sim_collective.h"
 #include "tests/testing.h"
 
 /* 1 GB/s and 10 us: the numbers below are then easy to follow. */
@@ -52,14 +53,17 @@ static void check_choice(void) {
 /* Groups on nodes of 8: rank = (r S + s) T + t, so tp has stride 1, shard stride T, replicate
  * stride S T. */
 static void check_placement(void) {
-  sim_hardware hw = {.intra_bw = 400e9, .intra_latency = 5e-6, .inter_bw = 40e9,
-                     .inter_latency = 20e-6, .gpus_per_node = 8};
+  sim_hardware hw = {.intra_bw = 400e9,
+                     .intra_latency = 5e-6,
+                     .inter_bw = 40e9,
+                     .inter_latency = 20e-6,
+                     .gpus_per_node = 8};
   CHECK_EQ_INT(sim_group_nodes(8, 1, 8), 1);  /* tp 8 */
   CHECK_EQ_INT(sim_group_nodes(16, 1, 8), 2); /* a shard group of 16 */
   CHECK_EQ_INT(sim_group_nodes(4, 8, 8), 4);  /* replicate 4 over shard groups of 8 */
   CHECK_EQ_INT(sim_group_nodes(4, 2, 8), 1);  /* shard 4 inside tp 2: ranks 0 2 4 6 */
   CHECK_EQ_INT(sim_group_nodes(8, 2, 8), 2);  /* shard 8 with tp 2: ranks 0..14 */
-  sim_link l = sim_group_link(&hw, 8, 1); /* inside a node */
+  sim_link l = sim_group_link(&hw, 8, 1);     /* inside a node */
   CHECK(l.bw == 400e9 && l.latency == 5e-6);
   l = sim_group_link(&hw, 4, 8); /* one member per node: that member's own network port */
   CHECK(l.bw == 40e9 && l.latency == 20e-6);

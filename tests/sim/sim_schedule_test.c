@@ -5,12 +5,12 @@
  *
  * The hand cases: 2 blocks (units: embedding, two blocks, final), every unit's forward 1 s and
  * backward 2 s, stage 3 gathers of 0.5 s and reduce-scatters of 0.25 s, prefetch 1. */
-#include "engine/sim_schedule.h"
+#include "engine/plan/sim_schedule.h"
 
 #include <string.h>
 
-#include "engine/sim_fit.h"
-#include "engine/sim_ops.h"
+#include "engine/plan/sim_fit.h"
+#include "engine/plan/sim_ops.h"
 #include "tests/testing.h"
 
 static plan_input hand_input(int stage, int reshard) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The start-up memory check of `shardtrain train` (engine/train_fit.h), on 1 and 2 ranks:
+# The start-up memory check of `shardtrain train` (engine/train/train_fit.h), on 1 and 2 ranks:
 #   - GPT-2 124M with a micro-batch of 100000 sequences (136 TiB of activations) is refused
 #     with the machine's real memory: exit 2 within 10 s, and every rank prints one line naming
 #     the prediction, the limit and the cheapest change that fits;

@@ -10,7 +10,7 @@
 
 #include "core/alloc.h"
 #include "core/error.h"
-#include "engine/gpt_io.h"
+#include "engine/model/gpt_io.h"
 #include "tests/testing.h"
 #include "tests/train/test_step.h"
 

@@ -5,7 +5,7 @@
  * reshard-after-forward off, on 1x1x4, the two mixed policies, and the optimizer offloaded
  * (every stage; bf16; and with the pinned staging of a GPU forced on the CPU):
  *   - measured peak bytes per category = the planner's prediction within 3%, and so is the
- *     peak of the total (what the start-up fit check relies on, engine/fit.h);
+ *     peak of the total (what the start-up fit check relies on, engine/plan/fit.h);
  *   - offloaded, the host-resident optimizer state (category optimizer_host, staging
  *     included) equals the prediction exactly and nothing is left in optimizer;
  *   - model states (params + grads + optimizer) follow DESIGN.md's formulas exactly, with Psi
@@ -19,7 +19,7 @@
  *     and on the tp group 4 all-reduces of B x T x C activations per block per micro-batch;
  *     besides these, the step's scalars: the squared norm over the tp group and, with loss
  *     scaling, the overflow flag beside it and alone over the replicate group. */
-#include "engine/planner.h"
+#include "engine/plan/planner.h"
 
 #include <math.h>
 #include <mpi.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What a person sees of `shardtrain train` (engine/run_report.h), and the AdamW flags reaching
+# What a person sees of `shardtrain train` (engine/train/run_report.h), and the AdamW flags reaching
 # the optimizer. Checked, on the tiny GPT's 10-step runs of train_runs.sh:
 #   - the start-up summary, printed once by rank 0 (1 and 2 ranks): model and parameter count,
 #     mesh and stage, dtypes, tokens per step, optimizer, predicted memory and the device's;

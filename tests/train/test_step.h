@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "engine/train_step.h"
+#include "engine/train/train_step.h"
 
 /* n inputs and n targets: a fixed pattern of byte tokens (below 256). */
 void test_step_tokens(int32_t *inputs, int32_t *targets, int n);

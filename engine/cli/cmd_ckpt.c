@@ -1,0 +1,132 @@
+/* cmd_ckpt.c - the offline checkpoint commands, each on one process (no mpirun needed):
+ *   shardtrain reshard SRC DST --dp-replicate R --dp-shard S --tp T [--zero Z]
+ *   shardtrain export CKPT OUT.safetensors
+ *   shardtrain inspect CKPT
+ * Paths come first, then flags. Bad input exits 2 with one error line; a damaged checkpoint
+ * exits 1. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "engine/checkpoint/ckpt_offline.h"
+#include "engine/cli/commands.h"
+#include "engine/flags/cli_flags.h"
+
+/* argv[2 .. 2 + n): the command's paths, which must all be there before any flag. */
+static st_status positionals(int argc, char **argv, int n, const char *what) {
+  for (int i = 2; i < 2 + n; i++) {
+    if (i >= argc || argv[i][0] == '-') {
+      return st_error(ST_ERR_INVALID_ARG, "expected %s before any flag", what);
+    }
+  }
+  return ST_OK;
+}
+
+/* What distinguishes one command here from another. */
+typedef struct ckpt_command {
+  const char *name, *usage, *summary;
+  int paths;        /* positional paths; the first is the checkpoint */
+  const char *what; /* the paths, for the message when they are missing */
+  const cli_flag *flags;
+  int nflags;
+  /* The command's work on the opened checkpoint; argv[2..] are the paths. */
+  st_status (*run)(ckpt_source *src, char **argv, void *ctx);
+  void *ctx;
+} ckpt_command;
+
+/* Parses, opens the checkpoint, runs the command and reports: 0 on success; a file that is not
+ * what it claims (damaged, truncated) is a failure of the data (1); a path or flag the user got
+ * wrong is bad input (2). One error line either way. */
+static int run_command(int argc, char **argv, const ckpt_command *c) {
+  int help = 0;
+  for (int i = 2; i < argc; i++) {
+    help |= strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
+  }
+  if (help) {
+    cli_print_help(stdout, c->usage, c->summary, c->flags, c->nflags);
+    return 0;
+  }
+  st_status status = positionals(argc, argv, c->paths, c->what);
+  if (status == ST_OK) status = cli_parse(argc, argv, 2 + c->paths, c->flags, c->nflags, &help);
+  ckpt_source *src = NULL;
+  if (status == ST_OK) status = ckpt_source_open(&src, argv[2]);
+  if (status == ST_OK) status = c->run(src, argv, c->ctx);
+  ckpt_source_close(src);
+  if (status == ST_OK) return 0;
+  fprintf(stderr, "shardtrain %s: error: %s\n", c->name, st_last_error());
+  return status == ST_ERR_FORMAT || status == ST_ERR_IO ? 1 : exit_code_for(status);
+}
+
+typedef struct reshard_target {
+  int R, S, T, zero;
+} reshard_target;
+
+static st_status reshard(ckpt_source *src, char **argv, void *ctx) {
+  const reshard_target *t = ctx;
+  ST_CHECK(ckpt_reshard(src, argv[3], t->R, t->S, t->T, t->zero));
+  printf("resharded %s -> %s (mesh %dx%dx%d, ZeRO-%d)\n", argv[2], argv[3], t->R, t->S, t->T,
+         t->zero);
+  return ST_OK;
+}
+
+int cmd_reshard(int argc, char **argv) {
+  reshard_target t = {1, 1, 1, 3};
+  const cli_flag flags[] = {
+      {"dp-replicate", FLAG_INT, &t.R, "replicate groups R of the target mesh"},
+      {"dp-shard", FLAG_INT, &t.S, "shard group size S of the target mesh"},
+      {"tp", FLAG_INT, &t.T, "tensor-parallel size T of the target mesh"},
+      {"zero", FLAG_INT, &t.zero, "ZeRO stage recorded for the target"},
+  };
+  const ckpt_command c = {"reshard",
+                          "shardtrain reshard SRC DST [flags]",
+                          "Writes checkpoint SRC (a step directory) for another mesh as the new "
+                          "step\ndirectory DST, on one process, memory bounded by one chunk.",
+                          2,
+                          "SRC and DST",
+                          flags,
+                          4,
+                          reshard,
+                          &t};
+  return run_command(argc, argv, &c);
+}
+
+static st_status export_hf(ckpt_source *src, char **argv, void *ctx) {
+  (void)ctx;
+  ST_CHECK(ckpt_export_hf(src, argv[3]));
+  printf("exported %s -> %s\n", argv[2], argv[3]);
+  return ST_OK;
+}
+
+int cmd_export(int argc, char **argv) {
+  const ckpt_command c = {"export",
+                          "shardtrain export CKPT OUT.safetensors",
+                          "Writes the checkpoint's fp32 weights as one Hugging Face GPT-2 "
+                          "safetensors\nfile (the same file `shardtrain train --export` writes).",
+                          2,
+                          "CKPT and OUT",
+                          NULL,
+                          0,
+                          export_hf,
+                          NULL};
+  return run_command(argc, argv, &c);
+}
+
+static st_status describe(ckpt_source *src, char **argv, void *ctx) {
+  (void)argv;
+  (void)ctx;
+  return ckpt_describe(src, stdout);
+}
+
+int cmd_inspect(int argc, char **argv) {
+  const ckpt_command c = {"inspect",
+                          "shardtrain inspect CKPT",
+                          "Prints a checkpoint's manifest and sizes and verifies every file's "
+                          "SHA-256\n(exit 1 when one does not hold).",
+                          1,
+                          "CKPT",
+                          NULL,
+                          0,
+                          describe,
+                          NULL};
+  return run_command(argc, argv, &c);
+}

@@ -1,0 +1,211 @@
+/* cmd_selftest.c - `shardtrain selftest`: builds the mesh, runs every collective on every
+ * group with inputs whose result is known, checks it on every rank, and prints one table
+ * (rank 0) with the time per op and the bus bandwidth under ring accounting. It is the quick
+ * answer to "does communication work on this allocation, and how fast", before training. */
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/cli/commands.h"
+#include "engine/flags/cli_flags.h"
+#include "sharding/comm.h"
+#include "sharding/mesh.h"
+
+typedef struct selftest_options {
+  int dp_replicate, dp_shard, tp;
+  const char *device;
+  const char *backend;
+  int count;
+  int iters;
+} selftest_options;
+
+typedef struct op_buffers {
+  const st_device *dev;
+  st_stream stream;
+  float *host; /* n * count fp32 scratch for filling and checking */
+  float *send; /* n * count on the device */
+  float *recv; /* n * count on the device */
+} op_buffers;
+
+/* Fills the inputs of `op` so that every result element is a small, exactly known integer. */
+static st_status fill_inputs(op_buffers *b, comm_op op, int me, int n, size_t count) {
+  size_t len = op == COMM_ALL_GATHER || op == COMM_BROADCAST || op == COMM_ALL_REDUCE
+                   ? count
+                   : count * (size_t)n;
+  for (size_t j = 0; j < len; j++) {
+    b->host[j] = op == COMM_BROADCAST ? (me == 0 ? (float)(j % 13) : -1.0f)
+                                      : (float)(me + 1) + (float)(j % 5);
+  }
+  float *dst = op == COMM_BROADCAST ? b->recv : b->send;
+  ST_CHECK(stream_memcpy(&b->stream, dst, b->host, len * sizeof(float)));
+  return stream_sync(&b->stream);
+}
+
+static int count_wrong(op_buffers *b, comm_op op, int me, int n, size_t count) {
+  size_t len = op == COMM_ALL_GATHER ? count * (size_t)n : count;
+  if (stream_memcpy(&b->stream, b->host, b->recv, len * sizeof(float)) != ST_OK ||
+      stream_sync(&b->stream) != ST_OK) {
+    return (int)len;
+  }
+  int wrong = 0;
+  for (size_t i = 0; i < len; i++) {
+    size_t j = op == COMM_ALL_GATHER ? i % count : i;
+    size_t k = op == COMM_ALL_GATHER ? i / count : 0;
+    size_t global_j = op == COMM_REDUCE_SCATTER ? (size_t)me * count + j : j;
+    float want;
+    switch (op) {
+      case COMM_ALL_GATHER: want = (float)(k + 1) + (float)(j % 5); break;
+      case COMM_BROADCAST: want = (float)(j % 13); break;
+      default: want = (float)(n * (n + 1) / 2) + (float)n * (float)(global_j % 5); break;
+    }
+    wrong += b->host[i] != want;
+  }
+  return wrong;
+}
+
+static st_status run_op(comm *c, op_buffers *b, comm_op op, size_t count) {
+  switch (op) {
+    case COMM_ALL_GATHER: return comm_all_gather(c, b->send, b->recv, count, ST_FP32, NULL);
+    case COMM_REDUCE_SCATTER:
+      return comm_reduce_scatter(c, b->send, b->recv, count, ST_FP32, COMM_SUM, NULL);
+    case COMM_ALL_REDUCE:
+      return comm_all_reduce(c, b->send, b->recv, count, ST_FP32, COMM_SUM, NULL);
+    case COMM_BROADCAST: return comm_broadcast(c, b->recv, count, ST_FP32, 0, NULL);
+    default: return comm_barrier(c, NULL);
+  }
+}
+
+/* Runs one op `iters` times on one group; returns this rank's seconds per op and its number
+ * of wrong result elements. */
+static st_status measure(comm *c, op_buffers *b, comm_op op, size_t count, int iters,
+                         double *seconds, int *wrong) {
+  int me = comm_rank(c), n = comm_size(c);
+  ST_CHECK(fill_inputs(b, op, me, n, count));
+  ST_CHECK(comm_barrier(c, NULL));
+  double start = MPI_Wtime();
+  for (int i = 0; i < iters; i++) ST_CHECK(run_op(c, b, op, count));
+  ST_CHECK(stream_sync(&b->stream));
+  *seconds = (MPI_Wtime() - start) / iters;
+  *wrong = count_wrong(b, op, me, n, count);
+  return ST_OK;
+}
+
+static st_status run_selftest(st_mesh *mesh, const selftest_options *o, int *failures) {
+  st_mesh_coords coords;
+  ST_CHECK(st_mesh_get_coords(mesh, &coords));
+  int world = coords.world_size;
+  size_t count = (size_t)o->count;
+  op_buffers b = {.dev = mesh_device(mesh)};
+  st_status status = ST_OK;
+  size_t bytes = count * (size_t)world * sizeof(float);
+  ST_CHECK_GOTO(stream_create(b.dev, &b.stream), status, done);
+  ST_CHECK_GOTO(mem_alloc((void **)&b.host, bytes, MEM_HOST, MEM_WORKSPACE, NULL), status, done);
+  ST_CHECK_GOTO(mem_alloc((void **)&b.send, bytes, MEM_DEVICE, MEM_COMM, b.dev), status, done);
+  ST_CHECK_GOTO(mem_alloc((void **)&b.recv, bytes, MEM_DEVICE, MEM_COMM, b.dev), status, done);
+
+  if (coords.world_rank == 0) {
+    printf(
+        "shardtrain selftest: %d ranks, mesh %d x %d x %d (dp_replicate x dp_shard x tp), "
+        "backend %s, device %s, %d fp32 elements per rank, %d iterations\n",
+        world, coords.R, coords.S, coords.T, st_mesh_backend_name(mesh), st_mesh_device_name(mesh),
+        o->count, o->iters);
+    printf("%-10s %5s  %-15s %14s %12s %12s  %s\n", "group", "ranks", "op", "bytes", "time/op",
+           "bus GB/s", "check");
+  }
+  const comm_op ops[] = {COMM_ALL_GATHER, COMM_REDUCE_SCATTER, COMM_ALL_REDUCE, COMM_BROADCAST};
+  for (int g = 0; g < ST_GROUP_COUNT; g++) {
+    comm *c = mesh_comm(mesh, (st_group)g);
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+      double seconds = 0;
+      int wrong = 0;
+      ST_CHECK_GOTO(measure(c, &b, ops[i], count, o->iters, &seconds, &wrong), status, done);
+      /* Every rank's verdict and the slowest rank's time go into the one printed row. */
+      double worst[2] = {seconds, (double)wrong};
+      MPI_Allreduce(MPI_IN_PLACE, worst, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      int total_wrong = wrong;
+      MPI_Allreduce(MPI_IN_PLACE, &total_wrong, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+      *failures += total_wrong > 0;
+      if (coords.world_rank == 0) {
+        size_t payload = ops[i] == COMM_ALL_REDUCE || ops[i] == COMM_BROADCAST
+                             ? count * sizeof(float)
+                             : count * (size_t)comm_size(c) * sizeof(float);
+        double bus = (double)comm_ring_bytes(ops[i], comm_size(c), payload) / worst[0] / 1e9;
+        char verdict[32] = "ok";
+        if (total_wrong) snprintf(verdict, sizeof verdict, "FAILED (%d wrong)", total_wrong);
+        printf("%-10s %5d  %-15s %14zu %9.3f ms %12.3f  %s\n", mesh_group_name((st_group)g),
+               comm_size(c), comm_op_name(ops[i]), payload, worst[0] * 1e3, bus, verdict);
+      }
+    }
+  }
+done:
+  mem_free(b.recv);
+  mem_free(b.send);
+  mem_free(b.host);
+  stream_destroy(&b.stream);
+  return status;
+}
+
+static st_status parse_backend(const char *name, st_comm_backend *out) {
+  const char *const names[] = {"auto", "mpi", "nccl"};
+  for (int i = 0; i < 3; i++) {
+    if (strcmp(name, names[i]) == 0) {
+      *out = (st_comm_backend)i;
+      return ST_OK;
+    }
+  }
+  return st_error(ST_ERR_INVALID_ARG, "--backend: '%s' is not one of auto, mpi, nccl", name);
+}
+
+static st_status check_options(const selftest_options *o) {
+  if (o->count < 1) return st_error(ST_ERR_INVALID_ARG, "--count must be >= 1, got %d", o->count);
+  if (o->iters < 1) return st_error(ST_ERR_INVALID_ARG, "--iters must be >= 1, got %d", o->iters);
+  return ST_OK;
+}
+
+int cmd_selftest(int argc, char **argv) {
+  selftest_options o = {1, 0, 1, NULL, "auto", 1 << 18, 5};
+  const cli_flag flags[] = {
+      {"dp-replicate", FLAG_INT, &o.dp_replicate, "replicate groups R (outer data parallel)"},
+      {"dp-shard", FLAG_INT, &o.dp_shard, "shard group size S (0: world / (R x T))"},
+      {"tp", FLAG_INT, &o.tp, "tensor-parallel group size T"},
+      {"device", FLAG_STRING, &o.device, "cpu, cuda or auto (default: $ST_DEVICE, else auto)"},
+      {"backend", FLAG_STRING, &o.backend, "collective backend: auto, mpi or nccl"},
+      {"count", FLAG_INT, &o.count, "fp32 elements per rank in each collective"},
+      {"iters", FLAG_INT, &o.iters, "timed repetitions of each collective"},
+  };
+  int nflags = (int)(sizeof flags / sizeof flags[0]);
+  int help = 0;
+  st_mesh_config cfg = ST_MESH_CONFIG_INIT;
+  st_status status = cli_parse(argc, argv, 2, flags, nflags, &help);
+  if (status == ST_OK && !help) status = check_options(&o);
+  if (status == ST_OK && !help) status = parse_backend(o.backend, &cfg.backend);
+  if (help) {
+    cli_print_help(stdout, "shardtrain selftest [flags]",
+                   "Runs every collective on every group of the mesh, checks the results on "
+                   "every rank,\nand prints time and bus bandwidth per op. Launch with mpirun "
+                   "or srun.",
+                   flags, nflags);
+    return 0;
+  }
+  if (status != ST_OK) return report_bad_input("selftest", &argc, &argv);
+  ST_CHECK_GOTO(st_init(&argc, &argv), status, fail);
+  cfg.dp_replicate = o.dp_replicate;
+  cfg.dp_shard = o.dp_shard;
+  cfg.tp = o.tp;
+  cfg.device = o.device;
+  st_mesh *mesh = NULL;
+  int failures = 0;
+  ST_CHECK_GOTO(st_mesh_create(&mesh, &cfg), status, fail);
+  status = run_selftest(mesh, &o, &failures);
+  st_mesh_destroy(mesh);
+  if (status != ST_OK) goto fail;
+  st_finalize();
+  return failures ? 1 : 0;
+fail:
+  st_log(ST_LOG_ERROR, "shardtrain selftest: %s", st_last_error());
+  st_finalize();
+  return exit_code_for(status);
+}

@@ -1,0 +1,372 @@
+/* cmd_train.c - `shardtrain train`: builds the mesh and the GPT on it, initialises, imports or
+ * resumes from a checkpoint, trains on token shards (each data-parallel rank reading its slice
+ * of every global batch), evaluates, writes metrics (rank 0), checkpoints and exports. Every
+ * rank runs the same sequence of collectives. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "core/alloc.h"
+#include "core/env.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/cli/commands.h"
+#include "engine/io/job_agree.h"
+#include "engine/io/token_data.h"
+#include "engine/model/gpt_io.h"
+#include "engine/train/metrics.h"
+#include "engine/train/output_paths.h"
+#include "engine/train/run_report.h"
+#include "engine/train/train_fit.h"
+#include "engine/train/train_options.h"
+
+typedef struct train_run {
+  const train_options *o;
+  gpt_config cfg;
+  train_hparams h;
+  loss_scaler scaler; /* the same on every rank: every rank sees the same overflow verdict */
+  st_mesh *mesh;
+  st_mesh_coords coords;
+  gpt_model *model;
+  token_loader *train, *val;
+  int32_t *tokens; /* grad_accum x 2 x B x T: inputs and targets of each micro-batch */
+  FILE *metrics;
+  run_report report;
+  ckpt_source *resume; /* the checkpoint to continue from, or NULL */
+  int first_step;      /* steps already trained (those of the checkpoint resumed) */
+  char saved[4200];    /* the last checkpoint written, or "" */
+  int setup_failed;    /* the inputs named on the command line could not be used */
+} train_run;
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+static int is_writer(const train_run *r) { return r->coords.world_rank == 0; }
+
+static st_status open_loader(const train_run *r, const char *pattern, token_loader **out) {
+  token_loader_config c = {.pattern = pattern,
+                           .batch_size = r->o->micro_batch,
+                           .seq_len = r->cfg.max_seq,
+                           .dp_rank = r->coords.r * r->coords.S + r->coords.s,
+                           .dp_size = r->coords.R * r->coords.S,
+                           .vocab_size = r->cfg.vocab};
+  return token_loader_open(out, &c);
+}
+
+/* The device to train on: --device, else $ST_DEVICE; "auto" means a GPU only where this build
+ * has kernels for it (until the CUDA kernels land, a GPU machine trains on its CPUs). */
+static const char *train_device(const train_options *o) {
+  const char *request = o->device ? o->device : env_get_string(ENV_DEVICE);
+  if (strcmp(request, "auto") != 0 || kernel_has_backend(ST_DEVICE_CUDA)) return request;
+  if (device_cuda_count() > 0) {
+    st_log(ST_LOG_INFO, "this build has no CUDA kernels yet: training on the CPU");
+  }
+  return "cpu";
+}
+
+static st_status create_mesh(train_run *r) {
+  const train_options *o = r->o;
+  st_mesh_config mc = ST_MESH_CONFIG_INIT;
+  mc.dp_replicate = o->dp_replicate;
+  mc.dp_shard = o->dp_shard;
+  mc.tp = o->tp;
+  mc.device = train_device(o);
+  ST_CHECK(st_mesh_create(&r->mesh, &mc));
+  ST_CHECK(st_mesh_get_coords(r->mesh, &r->coords));
+  return train_options_resolve(o, r->coords.R * r->coords.S, &r->cfg, &r->h);
+}
+
+/* The checkpoint to continue from: --resume-from, or with --resume the newest complete one in
+ * --ckpt-dir (none: the run starts anew). Each rank finds and opens it itself. */
+static st_status open_resume(train_run *r) {
+  const train_options *o = r->o;
+  char found_path[4200];
+  const char *dir = o->resume_from;
+  if (o->resume) {
+    int found = 0;
+    struct stat st;
+    if (stat(o->ckpt_dir, &st) == 0) {
+      ST_CHECK(ckpt_find_latest(o->ckpt_dir, found_path, sizeof found_path, &found));
+    }
+    if (!found) {
+      if (is_writer(r)) {
+        st_log(ST_LOG_INFO, "--resume: no complete checkpoint in %s, starting at step 0",
+               o->ckpt_dir);
+      }
+      return ST_OK;
+    }
+    dir = found_path;
+  }
+  if (!dir) return ST_OK;
+  st_status status = ckpt_source_open(&r->resume, dir);
+  if (status != ST_OK) {
+    return st_error(status, "%s: %s", o->resume ? "--resume" : "--resume-from", st_last_error());
+  }
+  return ST_OK;
+}
+
+/* What each rank sets up on its own: the model and its parameters, the data, the files. */
+static st_status setup_local(train_run *r) {
+  const train_options *o = r->o;
+  gpt_parallel par = {.mesh = r->mesh,
+                      .stage = o->zero,
+                      .prefetch = o->prefetch,
+                      .reshard_after_forward = o->reshard_after_forward};
+  ST_CHECK(train_options_precision(o, &par.precision));
+  ST_CHECK(train_options_loss_scaler(o, par.precision, &r->scaler));
+  ST_CHECK(train_options_offload(o, &par.offload_optimizer));
+  if (device_check_param_dtype(mesh_device(r->mesh), par.precision.param) != ST_OK) {
+    return st_error(ST_ERR_INVALID_ARG, "--param-dtype %s: %s", o->param_dtype, st_last_error());
+  }
+  ST_CHECK(
+      gpt_create(&r->model, &r->cfg, mesh_device(r->mesh), o->micro_batch, r->cfg.max_seq, &par));
+  ST_CHECK(open_resume(r));
+  if (r->resume) {
+    ST_CHECK(ckpt_source_check_model(r->resume, &r->cfg));
+  } else if (o->init_from) {
+    ST_CHECK(gpt_import(r->model, o->init_from, ""));
+  } else {
+    ST_CHECK(gpt_init_params(r->model, (uint64_t)o->seed));
+  }
+  ST_CHECK(train_state_reset(r->model));
+  if (o->data_train) ST_CHECK(open_loader(r, o->data_train, &r->train));
+  if (o->data_val) ST_CHECK(open_loader(r, o->data_val, &r->val));
+  size_t per_batch = (size_t)o->micro_batch * r->cfg.max_seq;
+  ST_CHECK(mem_alloc((void **)&r->tokens, 2 * per_batch * (size_t)o->grad_accum * sizeof(int32_t),
+                     MEM_HOST, MEM_WORKSPACE, NULL));
+  if (o->metrics && is_writer(r)) {
+    r->metrics = fopen(o->metrics, "a");
+    if (!r->metrics)
+      return st_error(ST_ERR_IO, "--metrics %s: cannot open for appending", o->metrics);
+  }
+  return ST_OK;
+}
+
+/* Loads the checkpoint into the model and puts the data where it left off. Collective. */
+static st_status resume(train_run *r) {
+  ST_CHECK(ckpt_restore(r->model, r->resume));
+  const ckpt_manifest *m = ckpt_source_manifest(r->resume);
+  /* Every dp rank's position is the same global batch boundary (token_data.h), whatever the
+   * mesh, so any entry serves. */
+  if (r->train) ST_CHECK(job_agree(token_loader_seek(r->train, m->data[0])));
+  r->first_step = (int)m->step;
+  /* A dynamic scale continues where the checkpoint left it (a fixed one is the flag's, and a
+   * checkpoint without loss scaling has no scale to give); the skipped steps always carry on,
+   * as AdamW's step count leaves them out whatever the dtype. */
+  if (r->scaler.mode == LOSS_SCALER_DYNAMIC && m->scaler.scale != 1.0) r->scaler.state = m->scaler;
+  r->scaler.state.skipped = m->scaler.skipped;
+  if (is_writer(r)) {
+    st_log(ST_LOG_INFO, "resumed from %s: step %lld, saved on mesh %dx%dx%d at ZeRO-%d in %s",
+           ckpt_source_dir(r->resume), (long long)m->step, m->R, m->S, m->T, m->zero,
+           dtype_name(m->param_dtype));
+  }
+  return ST_OK;
+}
+
+static st_status setup(train_run *r) {
+  ST_CHECK(create_mesh(r));
+  ST_CHECK(output_paths_check_train(r->o, 0));
+  ST_CHECK(job_agree(train_fit_check(r->o, &r->cfg, r->mesh))); /* before anything large */
+  ST_CHECK(run_report_start(&r->report, r->o, &r->cfg, &r->h, r->mesh));
+  ST_CHECK(job_agree(setup_local(r)));
+  if (r->resume) ST_CHECK(resume(r));
+  if (r->o->save_init) ST_CHECK(gpt_export(r->model, r->o->save_init, is_writer(r)));
+  return ST_OK;
+}
+
+static void teardown(train_run *r) {
+  ckpt_source_close(r->resume);
+  if (r->metrics) fclose(r->metrics);
+  mem_free(r->tokens);
+  token_loader_close(r->val);
+  token_loader_close(r->train);
+  gpt_destroy(r->model);
+  st_mesh_destroy(r->mesh);
+}
+
+/* Mean loss over the first eval_batches global batches of the validation data (the same ones
+ * each time, so evaluations are comparable), averaged over the data-parallel ranks. */
+static st_status evaluate(train_run *r, double *val_loss) {
+  size_t per_batch = (size_t)r->o->micro_batch * r->cfg.max_seq;
+  int32_t *inputs = r->tokens, *targets = r->tokens + per_batch;
+  ST_CHECK(token_loader_seek(r->val, (token_position){0, 0}));
+  double sum = 0;
+  for (int i = 0; i < r->o->eval_batches; i++) {
+    float loss = 0;
+    ST_CHECK(token_loader_next(r->val, inputs, targets));
+    ST_CHECK(gpt_forward(r->model, inputs, targets, &loss));
+    sum += loss;
+  }
+  float mean = (float)(sum / r->o->eval_batches);
+  comm *dp = mesh_comm(r->mesh, ST_GROUP_DP);
+  ST_CHECK(comm_all_reduce(dp, &mean, &mean, 1, ST_FP32, COMM_SUM, NULL));
+  *val_loss = (double)mean / comm_size(dp);
+  return ST_OK;
+}
+
+/* Bytes this rank sent per op over all its groups since the counters were last reset; resets
+ * them. */
+static void step_comm_bytes(st_mesh *mesh, uint64_t bytes[COMM_OP_COUNT]) {
+  for (int op = 0; op < COMM_OP_COUNT; op++) bytes[op] = 0;
+  for (int g = 0; g < ST_GROUP_COUNT; g++) {
+    comm *c = mesh_comm(mesh, (st_group)g);
+    comm_counters counters;
+    comm_counters_get(c, &counters);
+    for (int op = 0; op < COMM_OP_COUNT; op++) bytes[op] += counters.bytes_sent[op];
+    comm_counters_reset(c);
+  }
+}
+
+static st_status run_step(train_run *r, int step, step_record *rec) {
+  const train_options *o = r->o;
+  size_t per_batch = (size_t)o->micro_batch * r->cfg.max_seq;
+  const int32_t *inputs[TRAIN_MAX_GRAD_ACCUM], *targets[TRAIN_MAX_GRAD_ACCUM];
+  for (int i = 0; i < o->grad_accum; i++) {
+    int32_t *in = r->tokens + 2 * per_batch * (size_t)i, *tg = in + per_batch;
+    ST_CHECK(token_loader_next(r->train, in, tg));
+    inputs[i] = in;
+    targets[i] = tg;
+  }
+  double start = now_ms();
+  step_stats s;
+  ST_CHECK(train_step(r->model, &r->h, &r->scaler, step, inputs, targets, &s));
+  double ms = now_ms() - start;
+  *rec = (step_record){.step = step,
+                       .loss = s.loss,
+                       .lr = s.lr,
+                       .grad_norm = s.grad_norm,
+                       .loss_scale = s.loss_scale,
+                       .skipped = s.skipped,
+                       .tokens = r->h.global_tokens * (step + 1),
+                       .tokens_per_s = (double)r->h.global_tokens / (ms / 1e3),
+                       .step_ms = ms,
+                       .zero = o->zero,
+                       .R = r->coords.R,
+                       .S = r->coords.S,
+                       .T = r->coords.T,
+                       .param_dtype = dtype_name(r->model->par.precision.param),
+                       .reduce_dtype = dtype_name(r->model->par.precision.reduce)};
+  step_comm_bytes(r->mesh, rec->comm_bytes);
+  int last = step == train_options_end(o) - 1;
+  if (r->val && (last || (o->eval_every && (step + 1) % o->eval_every == 0))) {
+    ST_CHECK(evaluate(r, &rec->val_loss));
+    rec->has_val = 1;
+  }
+  return ST_OK;
+}
+
+/* The record's memory and communication become the maximum over all ranks, and its skipped
+ * count the number of ranks that skipped the step. Every rank must have run the step at the
+ * same loss scale and skipped it or not with all the others: a rank that did not would hold
+ * other parameters from here on. */
+static st_status over_ranks(step_record *rec, int world_size, mem_stats *mem) {
+  mem_stats_get(mem);
+  MPI_Allreduce(MPI_IN_PLACE, mem->peak, MEM_CATEGORY_COUNT, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, rec->comm_bytes, COMM_OP_COUNT, MPI_UINT64_T, MPI_MAX,
+                MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &rec->skipped, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  double scale[2] = {-rec->loss_scale, rec->loss_scale}; /* {-min, max} in one reduction */
+  MPI_Allreduce(MPI_IN_PLACE, scale, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  rec->mem = mem;
+  if (-scale[0] != scale[1] || (rec->skipped != 0 && rec->skipped != world_size)) {
+    return st_error(ST_ERR_INTERNAL,
+                    "step %d: the ranks disagree: loss scales from %g to %g, %d of %d skipped",
+                    rec->step, -scale[0], scale[1], rec->skipped, world_size);
+  }
+  return ST_OK;
+}
+
+/* Writes --ckpt-dir/step_<step + 1> when the step is due (every --ckpt-every, and the last of
+ * this run). */
+static st_status maybe_save(train_run *r, int step) {
+  const train_options *o = r->o;
+  const int last = step == train_options_end(o) - 1;
+  if (!o->ckpt_dir || !(last || (o->ckpt_every && (step + 1) % o->ckpt_every == 0))) {
+    return ST_OK;
+  }
+  ckpt_manifest m = {.step = step + 1,
+                     .cfg = r->cfg,
+                     .R = r->coords.R,
+                     .S = r->coords.S,
+                     .T = r->coords.T,
+                     .zero = o->zero,
+                     .param_dtype = r->model->par.precision.param,
+                     .reduce_dtype = r->model->par.precision.reduce,
+                     .scaler = r->scaler.state,
+                     .micro_batch = o->micro_batch,
+                     .h = r->h,
+                     .seed = (uint64_t)o->seed};
+  snprintf(m.model, sizeof m.model, "%s", o->model);
+  token_position at = token_loader_tell(r->train);
+  m.dp_size = r->coords.R * r->coords.S;
+  m.data = &at; /* every dp rank's: see ckpt_save */
+  return ckpt_save(r->model, &m, o->ckpt_dir, o->keep, r->saved, sizeof r->saved);
+}
+
+static st_status train(train_run *r) {
+  st_status status = setup(r);
+  if (status != ST_OK) {
+    r->setup_failed = 1;
+    return status;
+  }
+  mem_stats mem;
+  uint64_t setup_bytes[COMM_OP_COUNT]; /* --save-init's export: not part of step 0 */
+  step_comm_bytes(r->mesh, setup_bytes);
+  const int end = train_options_end(r->o);
+  if (r->first_step >= end && end > 0 && is_writer(r)) {
+    st_log(ST_LOG_INFO, "the checkpoint is at step %d: the %d steps of this run are done already",
+           r->first_step, end);
+  }
+  for (int step = r->first_step; step < end; step++) {
+    step_record rec;
+    ST_CHECK(run_step(r, step, &rec));
+    ST_CHECK(over_ranks(&rec, r->coords.world_size, &mem));
+    if (is_writer(r)) {
+      run_report_step(&r->report, &rec);
+      if (r->metrics && !metrics_write_json(r->metrics, &rec)) {
+        return st_error(ST_ERR_IO, "--metrics %s: write failed", r->o->metrics);
+      }
+    }
+    ST_CHECK(maybe_save(r, step));
+  }
+  if (r->o->export_path) ST_CHECK(gpt_export(r->model, r->o->export_path, is_writer(r)));
+  run_report_finish(&r->report, r->saved[0] ? r->saved : NULL);
+  return ST_OK;
+}
+
+int cmd_train(int argc, char **argv) {
+  train_options o;
+  train_options_defaults(&o);
+  cli_flag flags[TRAIN_MAX_FLAGS];
+  int nflags = train_options_flags(&o, flags);
+  int help = 0;
+  st_status status = cli_parse(argc, argv, 2, flags, nflags, &help);
+  if (help) {
+    cli_print_help(stdout, "shardtrain train [flags]",
+                   "Trains a GPT-2 model on llm.c token shards with AdamW on a mesh of\n"
+                   "dp_replicate x dp_shard x tp ranks (launch with mpirun or srun), and writes\n"
+                   "metrics, evaluations and a Hugging Face GPT-2 safetensors export.",
+                   flags, nflags);
+    return 0;
+  }
+  train_run r = {.o = &o};
+  /* Values that need no mesh are checked before MPI starts (dp size 1 is a placeholder). */
+  if (status == ST_OK) status = train_options_resolve(&o, 1, &r.cfg, &r.h);
+  if (status != ST_OK) return report_bad_input("train", &argc, &argv);
+  status = st_init(&argc, &argv);
+  if (status == ST_OK) status = train(&r);
+  teardown(&r);
+  if (status != ST_OK) st_log(ST_LOG_ERROR, "shardtrain train: %s", st_last_error());
+  st_finalize();
+  /* A file named on the command line that is missing or malformed is bad input (2), like a
+   * bad flag; running out of memory is not. */
+  if (r.setup_failed && status != ST_ERR_OOM) return 2;
+  return exit_code_for(status);
+}

@@ -1,0 +1,134 @@
+/* gpt.h - the GPT-2 model on the unit API: token + position embeddings, n_layer blocks of
+ * (pre-LayerNorm causal self-attention, pre-LayerNorm tanh-GELU MLP, residuals), final
+ * LayerNorm, LM head tied to the token embedding.
+ *
+ * Units, in order: "embedding" (wte, wpe), one per block ("h.<l>"), "final" (ln_f). Parameter
+ * names inside a unit are Hugging Face GPT-2's with the unit's prefix removed, so
+ * prefix + name is the HF name ("h.3." + "attn.c_attn.weight"); weights are stored [in, out].
+ * The model is a user of sharding/unit.h like any C or C++ program would be. With tensor
+ * parallelism (Megatron-style) qkv and MLP-up are column-parallel (each tp rank holds whole
+ * heads, C/tp of each of q, k, v, and 4C/tp MLP columns), attention-out and MLP-down are
+ * row-parallel and joined by an all-reduce over the tp group (g), with their bias added once;
+ * the backward all-reduces the input gradient of the column-parallel layers (f). Norms, the
+ * embeddings and the tied head are replicated. It owns its
+ * activations (planned up front from B, T and the config) and its backward scratch. */
+#ifndef ST_ENGINE_MODEL_GPT_H
+#define ST_ENGINE_MODEL_GPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/device.h"
+#include "engine/model/gpt_config.h"
+#include "kernels/kernels.h"
+#include "sharding/mesh.h"
+#include "sharding/unit.h"
+
+/* A bound on the depth that catches a mistyped --n-layer before it allocates anything (no table
+ * is sized by it; the deepest GPT-style models have about 128 layers). */
+#define GPT_MAX_LAYERS 1024
+
+enum gpt_embedding_param { GPT_WTE = 0, GPT_WPE = 1 };
+enum gpt_block_param {
+  GPT_LN1_W = 0,
+  GPT_LN1_B,
+  GPT_QKV_W,
+  GPT_QKV_B,
+  GPT_ATTPROJ_W,
+  GPT_ATTPROJ_B,
+  GPT_LN2_W,
+  GPT_LN2_B,
+  GPT_FC_W,
+  GPT_FC_B,
+  GPT_FCPROJ_W,
+  GPT_FCPROJ_B,
+  GPT_BLOCK_PARAMS
+};
+enum gpt_final_param { GPT_LNF_W = 0, GPT_LNF_B = 1 };
+
+/* How the model is distributed. A NULL gpt_parallel (or mesh) means one rank at stage 0. */
+typedef struct gpt_parallel {
+  const st_mesh *mesh;
+  int stage;                 /* ZeRO stage 0..3 */
+  int prefetch;              /* units gathered ahead of the one computing (stage 3) */
+  int reshard_after_forward; /* release each block after its forward (stage 3: its params) */
+  unit_precision precision;  /* param and reduce dtypes ({0}: fp32) */
+  int offload_optimizer;     /* master, m, v in host memory (unit_offload_optimizer) */
+} gpt_parallel;
+
+typedef struct gpt_layer_acts {
+  float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *probs, *attproj, *res2;
+  float *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu, *fcproj, *res3;
+} gpt_layer_acts;
+
+typedef struct gpt_acts {
+  float *arena;   /* one MEM_ACTIVATIONS block holding everything below */
+  float *scratch; /* one MEM_WORKSPACE block for the backward's gradient buffers */
+  float *encoded, *lnf, *lnf_mean, *lnf_rstd, *logits, *losses;
+  gpt_layer_acts *layers;
+  float *dres, *dln, *datty, *dqkv, *dfch, *dfch_gelu;
+  int32_t *inputs, *targets; /* the micro-batch's tokens in device memory (in the scratch) */
+} gpt_acts;
+
+typedef struct gpt_model {
+  gpt_config cfg;
+  gpt_parallel par;
+  comm *dp; /* data-parallel group (NULL on one rank): losses are averaged over it */
+  comm *tp; /* tensor-parallel group (NULL on one rank) */
+  int tp_size, tp_rank;
+  const st_device *dev;
+  kernel_backend *kb;
+  st_stream stream;     /* C: every kernel of the model; the units' compute stream */
+  unit_streams streams; /* the units' gather and reduce streams and their buffer pool */
+  st_stream tp_stream;  /* the tp group's f/g all-reduces, ordered after C by tp_ready */
+  st_event tp_ready;
+  int B, T;             /* micro-batch: sequences and tokens per sequence */
+  int n_units;          /* n_layer + 2 */
+  unit *units;          /* embedding, blocks..., final */
+  char (*prefixes)[16]; /* HF name prefix per unit */
+  gpt_acts acts;
+} gpt_model;
+
+/* Declares the units and plans the activations for micro-batches of B x T tokens (T at most
+ * cfg->max_seq). cfg must have passed gpt_config_finish. par may be NULL (one rank). */
+st_status gpt_create(gpt_model **out, const gpt_config *cfg, const st_device *dev, int B, int T,
+                     const gpt_parallel *par);
+void gpt_destroy(gpt_model *model);
+
+/* Declares unit `index`'s parameters (0: embedding, 1..n_layer: blocks, n_layer + 1: final)
+ * into an initialised layout: the model's structure, shared with the memory planner. */
+st_status gpt_declare_unit(const gpt_config *cfg, int index, unit_layout *layout);
+
+/* The Hugging Face name prefix of unit `index`'s parameters: "" for the embedding and the
+ * final norm, "h.<l>." for block l. */
+void gpt_unit_prefix(const gpt_config *cfg, int index, char *out, size_t size);
+
+/* Bytes of activations (forward, kept for backward) and of backward scratch for a micro-batch
+ * on a rank of a tensor-parallel group of tp: what gpt_create will allocate, for the memory
+ * planner. */
+void gpt_activation_bytes(const gpt_config *cfg, int B, int T, int tp, int64_t *activations,
+                          int64_t *scratch);
+
+/* GPT-2 initialisation: N(0, 0.02), residual projections N(0, 0.02 / sqrt(2 n_layer)), biases
+ * 0, norm weights 1. Values depend only on (seed, parameter name, element), not on the mesh.
+ * Padding rows of wte are zero. */
+st_status gpt_init_params(gpt_model *model, uint64_t seed);
+
+/* Forward over a micro-batch; tokens are host int32 [B * T]. *loss = mean over its tokens. */
+st_status gpt_forward(gpt_model *model, const int32_t *inputs, const int32_t *targets, float *loss);
+
+/* Backward of the last forward (its tokens are still on the device); adds into every parameter
+ * gradient. dloss_scale is the loss scale (1 without fp16: train_step.h) over the tokens of the
+ * global batch, so the gradients sum to those of the global mean loss times the scale. On the
+ * last micro-batch of a step (`reduce`), each unit's gradient reduction starts as soon as its
+ * backward is done; train_step waits for them. */
+st_status gpt_backward(gpt_model *model, float dloss_scale, int reduce);
+
+/* Sets every gradient to zero (start of a step; see unit_grads_zero). */
+st_status gpt_zero_grads(gpt_model *model);
+
+/* The host's wait at the end of a step: the watchdog over the collectives still in flight,
+ * then every stream of the model finished (unit_streams_step_end). */
+st_status gpt_step_end(gpt_model *model);
+
+#endif /* ST_ENGINE_MODEL_GPT_H */

@@ -1,0 +1,51 @@
+/* gpt_internal.h - what the GPT's files share and nothing outside engine/model/gpt*.c uses:
+ * activation allocation (gpt_acts.c) and the descriptor shorthands the forward and backward
+ * read (gpt_views.c). */
+#ifndef ST_ENGINE_MODEL_GPT_INTERNAL_H
+#define ST_ENGINE_MODEL_GPT_INTERNAL_H
+
+#include "engine/model/gpt.h"
+
+/* A walk over buffers carved from one arena: with a base, each slot is pointed at its place in
+ * it; without, only the total (in floats) is counted, so one walk both measures and carves and
+ * the two cannot drift apart. Every buffer starts 64-byte aligned. */
+typedef struct gpt_carve {
+  float *base;
+  int64_t total; /* floats */
+} gpt_carve;
+
+/* Adds a buffer of len floats; slot may be NULL while measuring. */
+void gpt_carve_add(gpt_carve *c, float **slot, int64_t len);
+
+st_status gpt_acts_allocate(gpt_model *m);
+void gpt_acts_free(gpt_model *m);
+
+/* Elements of the model's largest logical tensor, and a host scratch buffer that holds it. */
+int64_t gpt_largest_param(const gpt_model *m);
+st_status gpt_param_scratch(const gpt_model *m, float **out);
+
+/* The attention heads of this tp rank: n_head / tp. */
+int64_t gpt_local_heads(const gpt_model *m);
+
+/* A contiguous fp32 descriptor on the model's device: [d0], [d0, d1] or [d0, d1, d2, d3]. The
+ * extents come from a validated config, so building them cannot fail. */
+st_tensor gpt_t1(const gpt_model *m, float *data, int64_t d0);
+st_tensor gpt_t2(const gpt_model *m, float *data, int64_t d0, int64_t d1);
+st_tensor gpt_t4(const gpt_model *m, float *data, int64_t d0, int64_t d1, int64_t d2, int64_t d3);
+
+/* Descriptors of layer l's activations and of the backward's gradient buffers, on this tp rank
+ * (the attention and MLP inner buffers are C/tp and 4C/tp wide); x is the block's input. The
+ * "3" variants are the [B, T, width] views the attention kernel reads. */
+typedef struct gpt_layer_views {
+  st_tensor x, ln1, ln1_mean, ln1_rstd, qkv, qkv3, atty, atty3, probs, attproj, res2;
+  st_tensor ln2, ln2_mean, ln2_rstd, fch, fch_gelu, fcproj, res3;
+  st_tensor dres, dln, datty, datty3, dqkv, dqkv3, dfch, dfch_gelu;
+} gpt_layer_views;
+
+void gpt_layer_views_make(const gpt_model *m, int l, float *x_in, gpt_layer_views *v);
+
+/* Parameter and gradient descriptors of unit `u`'s parameter k. */
+#define GPT_P(m, u, k) unit_param_tensor(&(m)->units[(u)], (k))
+#define GPT_G(m, u, k) unit_grad_tensor(&(m)->units[(u)], (k))
+
+#endif /* ST_ENGINE_MODEL_GPT_INTERNAL_H */

@@ -1,0 +1,301 @@
+/* gpt_io.c - import and export of Hugging Face GPT-2 parameter files. A parameter is read as
+ * the whole logical tensor (converted to fp32 on the host) and its TP slice is picked out
+ * element by element through the unit layout, so the same code serves any tp rank. */
+#include "engine/model/gpt_io.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "engine/io/safetensors.h"
+#include "engine/model/gpt_internal.h"
+
+static void hf_name(const gpt_model *m, int u, const unit_param *p, const char *prefix, char *out,
+                    size_t size) {
+  snprintf(out, size, "%s%s%s", prefix, m->prefixes[u], p->name);
+}
+
+static st_status check_dtype(const safetensors_entry *e, const char *path) {
+  if (e->dtype == SAFETENSORS_F32 || e->dtype == SAFETENSORS_BF16 || e->dtype == SAFETENSORS_F16) {
+    return ST_OK;
+  }
+  return st_error(ST_ERR_FORMAT, "%s: tensor '%s' has dtype %s; F32, BF16 or F16 expected", path,
+                  e->name, safetensors_dtype_name(e->dtype));
+}
+
+/* n elements of a checked dtype (at most 4 bytes each) to fp32. */
+static void to_f32(safetensors_dtype dtype, const void *raw, float *out, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    if (dtype == SAFETENSORS_F32) {
+      memcpy(&out[i], (const char *)raw + 4 * i, 4);
+    } else if (dtype == SAFETENSORS_BF16) {
+      out[i] = f32_from_bf16(((const uint16_t *)raw)[i]);
+    } else {
+      out[i] = f32_from_fp16(((const uint16_t *)raw)[i]);
+    }
+  }
+}
+
+/* Whether the file's shape can fill the parameter: equal, or more rows for wpe, or the real
+ * vocabulary's rows for wte. */
+static int shape_fits(const gpt_model *m, int u, int k, const safetensors_entry *e) {
+  const unit_param *p = &m->units[u].layout.params[k];
+  if (e->ndim != p->ndim) return 0;
+  for (int d = 1; d < p->ndim; d++) {
+    if (e->shape[d] != p->shape[d]) return 0;
+  }
+  if (u == 0 && k == GPT_WTE) return e->shape[0] == m->cfg.vocab || e->shape[0] == p->shape[0];
+  if (u == 0 && k == GPT_WPE) return e->shape[0] >= p->shape[0];
+  return e->shape[0] == p->shape[0];
+}
+
+/* Reads one parameter's logical tensor into `full` and hands the unit its TP slice, built in
+ * `slice`. */
+static st_status import_param(gpt_model *m, int u, int k, const safetensors_reader *r,
+                              const char *path, const char *prefix, float *full, void *raw,
+                              float *slice) {
+  unit *un = &m->units[u];
+  const unit_param *p = &un->layout.params[k];
+  char name[UNIT_NAME_MAX + 64];
+  hf_name(m, u, p, prefix, name, sizeof name);
+  const safetensors_entry *e = safetensors_reader_find(r, name);
+  if (!e) return st_error(ST_ERR_FORMAT, "%s: tensor '%s' is missing", path, name);
+  if (!shape_fits(m, u, k, e)) {
+    char have[96], want[96];
+    tensor_shape_text(have, sizeof have, e->ndim, e->shape);
+    tensor_shape_text(want, sizeof want, p->ndim, p->shape);
+    return st_error(ST_ERR_FORMAT, "%s: tensor '%s' is %s, the model expects %s", path, name, have,
+                    want);
+  }
+  ST_CHECK(check_dtype(e, path));
+  /* The model needs at most its own logical size: wpe may have more rows in the file (the
+   * first are taken) and wte fewer (the padding rows are zero). */
+  int64_t logical = 1;
+  for (int d = 0; d < p->ndim; d++) logical *= p->shape[d];
+  int64_t file_elements = (int64_t)e->numel < logical ? (int64_t)e->numel : logical;
+  ST_CHECK(safetensors_reader_read(r, e, 0, (uint64_t)file_elements, raw));
+  to_f32(e->dtype, raw, full, file_elements);
+  for (int64_t i = 0; i < p->numel; i++) {
+    int64_t g = unit_param_global_index(p, un->layout.T, un->layout.t, i);
+    slice[i] = g < file_elements ? full[g] : 0.0f;
+  }
+  return unit_set_params(un, p->offset, slice, p->numel);
+}
+
+/* A 2-D tensor the config is read from. */
+static st_status config_tensor(const safetensors_reader *r, const char *path, const char *name,
+                               const safetensors_entry **out) {
+  *out = safetensors_reader_find(r, name);
+  if (!*out) return st_error(ST_ERR_FORMAT, "%s: tensor '%s' is missing", path, name);
+  if ((*out)->ndim != 2 || (*out)->shape[0] > INT32_MAX || (*out)->shape[1] > INT32_MAX) {
+    char shape[96];
+    tensor_shape_text(shape, sizeof shape, (*out)->ndim, (*out)->shape);
+    return st_error(ST_ERR_FORMAT, "%s: tensor '%s' is %s, not a [rows, n_embd] table", path, name,
+                    shape);
+  }
+  return ST_OK;
+}
+
+/* 1 + the largest l of the "h.<l>." names (0 without any). */
+static int count_layers(const safetensors_reader *r) {
+  long most = -1;
+  for (size_t i = 0; i < safetensors_reader_count(r); i++) {
+    const char *name = safetensors_reader_entry(r, i)->name;
+    if (strncmp(name, "h.", 2) != 0) continue;
+    char *end = NULL;
+    errno = 0;
+    long l = strtol(name + 2, &end, 10);
+    if (end != name + 2 && *end == '.' && errno == 0 && l > most) most = l;
+  }
+  return most >= GPT_MAX_LAYERS ? GPT_MAX_LAYERS + 1 : (int)(most + 1);
+}
+
+static st_status config_heads(const safetensors_reader *r, const char *path, int n_head,
+                              gpt_config *c) {
+  if (n_head > 0) {
+    c->n_head = n_head;
+    return ST_OK;
+  }
+  const char *recorded = safetensors_reader_metadata(r, GPT_META_N_HEAD);
+  if (recorded) {
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(recorded, &end, 10);
+    if (end == recorded || *end || errno || v < 1 || v > INT32_MAX) {
+      return st_error(ST_ERR_FORMAT, "%s: metadata %s is '%s', not a positive integer", path,
+                      GPT_META_N_HEAD, recorded);
+    }
+    c->n_head = (int)v;
+    return ST_OK;
+  }
+  gpt_config named;
+  if (gpt_config_named_shape(c->n_layer, c->n_embd, &named)) {
+    c->n_head = named.n_head;
+    return ST_OK;
+  }
+  return st_error(
+      ST_ERR_INVALID_ARG,
+      "%s: the number of attention heads is not recorded (no %s metadata) and "
+      "n_layer %d, n_embd %d is not a named config's shape: it must be given (--n-head)",
+      path, GPT_META_N_HEAD, c->n_layer, c->n_embd);
+}
+
+st_status gpt_config_from_file(const char *path, int n_head, gpt_config *out) {
+  safetensors_reader *r = NULL;
+  ST_CHECK(safetensors_reader_open(&r, path));
+  const safetensors_entry *wte = NULL, *wpe = NULL;
+  gpt_config c = {0};
+  st_status status;
+  ST_CHECK_GOTO(config_tensor(r, path, "wte.weight", &wte), status, done);
+  ST_CHECK_GOTO(config_tensor(r, path, "wpe.weight", &wpe), status, done);
+  c = (gpt_config){.n_layer = count_layers(r),
+                   .n_embd = (int)wte->shape[1],
+                   .vocab = (int)wte->shape[0],
+                   .max_seq = (int)wpe->shape[0]};
+  if (c.n_layer == 0) {
+    status = st_error(ST_ERR_FORMAT, "%s: no transformer blocks (tensors 'h.<l>.*')", path);
+    goto done;
+  }
+  ST_CHECK_GOTO(config_heads(r, path, n_head, &c), status, done);
+  status = gpt_config_finish(&c, 1);
+  if (status != ST_OK) status = st_error(status, "%s: %s", path, st_last_error());
+done:
+  safetensors_reader_close(r);
+  if (status == ST_OK) *out = c;
+  return status;
+}
+
+st_status gpt_import(gpt_model *m, const char *path, const char *prefix) {
+  safetensors_reader *r = NULL;
+  ST_CHECK(safetensors_reader_open(&r, path));
+  int64_t most = gpt_largest_param(m);
+  float *full = NULL, *slice = NULL;
+  void *raw = NULL;
+  st_status status;
+  ST_CHECK_GOTO(
+      mem_alloc((void **)&full, (size_t)most * sizeof(float), MEM_HOST, MEM_WORKSPACE, NULL),
+      status, done);
+  ST_CHECK_GOTO(mem_alloc(&raw, (size_t)most * sizeof(float), MEM_HOST, MEM_WORKSPACE, NULL),
+                status, done);
+  ST_CHECK_GOTO(gpt_param_scratch(m, &slice), status, done);
+  for (int u = 0; u < m->n_units; u++) {
+    for (int k = 0; k < m->units[u].layout.count; k++) {
+      ST_CHECK_GOTO(import_param(m, u, k, r, path, prefix, full, raw, slice), status, done);
+    }
+  }
+done:
+  mem_free(slice);
+  mem_free(raw);
+  mem_free(full);
+  safetensors_reader_close(r);
+  return status;
+}
+
+/* Elements of a parameter's logical tensor. */
+static int64_t logical_numel(const unit_param *p) {
+  int64_t n = 1;
+  for (int d = 0; d < p->ndim; d++) n *= p->shape[d];
+  return n;
+}
+
+/* Writes parameter p's logical tensor into `full` from this tp rank's slice `local` (host):
+ * the slice itself when the parameter is replicated or on one tp rank, else every tp rank's
+ * slice gathered over the tp group (`slices` holds tp x numel) and placed by global index.
+ * Collective over the tp group for split parameters. */
+static st_status assemble(gpt_model *m, const unit_param *p, const float *local, float *full,
+                          float *slices) {
+  if (m->tp_size == 1 || p->split == TP_REPLICATED) {
+    memcpy(full, local, (size_t)p->numel * sizeof(float));
+    return ST_OK;
+  }
+  ST_CHECK(comm_all_gather(m->tp, local, slices, (size_t)p->numel, ST_FP32, NULL));
+  for (int t = 0; t < m->tp_size; t++) {
+    for (int64_t e = 0; e < p->numel; e++) {
+      full[unit_param_global_index(p, m->tp_size, t, e)] = slices[(int64_t)t * p->numel + e];
+    }
+  }
+  return ST_OK;
+}
+
+/* The scratch of an export: one unit's full master weights on the device, one parameter's
+ * slice on the host, the tp slices of one parameter, and the whole model's tensors. */
+typedef struct export_buffers {
+  float *unit_master, *local, *slices, *all;
+  safetensors_tensor *tensors;
+  char (*names)[UNIT_NAME_MAX + 16];
+} export_buffers;
+
+static void export_buffers_free(export_buffers *b) {
+  mem_free(b->names);
+  mem_free(b->tensors);
+  mem_free(b->all);
+  mem_free(b->slices);
+  mem_free(b->local);
+  mem_free(b->unit_master);
+}
+
+static st_status export_buffers_alloc(const gpt_model *m, int count, int64_t total,
+                                      export_buffers *b) {
+  int64_t largest_unit = 0;
+  for (int u = 0; u < m->n_units; u++) {
+    if (m->units[u].layout.numel > largest_unit) largest_unit = m->units[u].layout.numel;
+  }
+  ST_CHECK(mem_alloc((void **)&b->unit_master, (size_t)largest_unit * sizeof(float), MEM_DEVICE,
+                     MEM_WORKSPACE, m->dev));
+  ST_CHECK(gpt_param_scratch(m, &b->local));
+  ST_CHECK(gpt_param_scratch(m, &b->slices));
+  ST_CHECK(
+      mem_alloc((void **)&b->all, (size_t)total * sizeof(float), MEM_HOST, MEM_WORKSPACE, NULL));
+  ST_CHECK(mem_alloc((void **)&b->tensors, (size_t)count * sizeof *b->tensors, MEM_HOST,
+                     MEM_WORKSPACE, NULL));
+  return mem_alloc((void **)&b->names, (size_t)count * sizeof *b->names, MEM_HOST, MEM_WORKSPACE,
+                   NULL);
+}
+
+/* Assembles unit u's parameters at `at` from its fp32 master weights, describing each tensor. */
+static st_status export_unit(gpt_model *m, int u, export_buffers *b, float **at, int *i) {
+  unit *un = &m->units[u];
+  ST_CHECK(unit_gather_master(un, b->unit_master));
+  for (int k = 0; k < un->layout.count; k++, (*i)++) {
+    const unit_param *p = &un->layout.params[k];
+    ST_CHECK(stream_memcpy(&m->stream, b->local, b->unit_master + p->offset,
+                           (size_t)p->numel * sizeof(float)));
+    ST_CHECK(stream_sync(&m->stream));
+    ST_CHECK(assemble(m, p, b->local, *at, b->slices));
+    hf_name(m, u, p, "", b->names[*i], sizeof b->names[*i]);
+    b->tensors[*i] = (safetensors_tensor){
+        .name = b->names[*i], .dtype = SAFETENSORS_F32, .ndim = p->ndim, .data = *at};
+    memcpy(b->tensors[*i].shape, p->shape, sizeof p->shape);
+    if (u == 0 && k == GPT_WTE) b->tensors[*i].shape[0] = m->cfg.vocab; /* no padding rows */
+    *at += logical_numel(p);
+  }
+  return ST_OK;
+}
+
+st_status gpt_export(gpt_model *m, const char *path, int write_file) {
+  int64_t total = 0;
+  int count = 0;
+  for (int u = 0; u < m->n_units; u++) {
+    count += m->units[u].layout.count;
+    for (int k = 0; k < m->units[u].layout.count; k++) {
+      total += logical_numel(&m->units[u].layout.params[k]);
+    }
+  }
+  export_buffers b = {0};
+  st_status status;
+  ST_CHECK_GOTO(export_buffers_alloc(m, count, total, &b), status, done);
+  float *at = b.all;
+  int i = 0;
+  for (int u = 0; u < m->n_units; u++) ST_CHECK_GOTO(export_unit(m, u, &b, &at, &i), status, done);
+  char n_head[16];
+  snprintf(n_head, sizeof n_head, "%d", m->cfg.n_head);
+  const safetensors_metadata meta[] = {{"format", "pt"}, {GPT_META_N_HEAD, n_head}};
+  status = write_file ? safetensors_write(path, b.tensors, (size_t)count, meta, 2) : ST_OK;
+done:
+  export_buffers_free(&b);
+  return status;
+}

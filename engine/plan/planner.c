@@ -1,0 +1,233 @@
+/* planner.c - memory and communication predictions (see planner.h). Unit sizes come from the
+ * model's own declarations (gpt_declare_unit over unit_layout); the schedule walk below is an
+ * independent description of the engine's order of gathers, releases and reductions. */
+#include "engine/plan/planner.h"
+
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "engine/model/gpt.h"
+#include "sharding/comm.h"
+#include "sharding/unit_policy.h"
+
+typedef struct unit_sizes {
+  int count;
+  int64_t *numel; /* padded flat length, per unit */
+  int64_t *shard; /* shard length, per unit */
+  int64_t real;   /* unpadded parameters, all units */
+} unit_sizes;
+
+static void unit_sizes_free(unit_sizes *u) { mem_free(u->numel); }
+
+static st_status measure_units(const plan_input *in, unit_sizes *out) {
+  memset(out, 0, sizeof *out);
+  out->count = in->cfg.n_layer + 2;
+  ST_CHECK(mem_alloc_zeroed((void **)&out->numel, 2 * (size_t)out->count * sizeof *out->numel,
+                            MEM_HOST, MEM_WORKSPACE, NULL));
+  out->shard = out->numel + out->count;
+  for (int u = 0; u < out->count; u++) {
+    unit_layout l;
+    ST_CHECK(unit_layout_init(&l, in->S, in->T, 0));
+    st_status status = gpt_declare_unit(&in->cfg, u, &l);
+    if (status == ST_OK) {
+      out->numel[u] = l.numel;
+      out->shard[u] = l.shard_numel;
+      for (int k = 0; k < l.count; k++) out->real += l.params[k].numel;
+    }
+    unit_layout_free(&l);
+    if (status != ST_OK) {
+      unit_sizes_free(out);
+      return status;
+    }
+  }
+  return ST_OK;
+}
+
+/* The peak of the full-unit buffers (category GATHERED), in bytes, walking one step as
+ * engine/model/gpt_forward.c and engine/model/gpt_backward.c order it: parameters gathered per use
+ * (param dtype) from gather start to release, transient full gradients (reduce dtype) from the
+ * unit's first backward to its reduction, and, where the kernels compute in fp32 only, the fp32
+ * compute copies of low-precision parameters (wait to release) and gradients (the unit's backward).
+ */
+typedef struct walk {
+  const unit_sizes *u;
+  unit_policy pol;
+  int depth, reshard;
+  size_t p, g; /* bytes per element of the param and reduce dtypes */
+  int copies_params, copies_grads;
+  int *gathered, *param_copy, *has_grads, *grad_copy; /* per unit: which buffers exist */
+  int64_t now, peak;
+} walk;
+
+/* Turns `*flag` on or off, counting `bytes_per_element` per element of unit i when it changes. */
+static void toggle(walk *w, int *flag, int on, int i, size_t bytes_per_element) {
+  if (*flag == on) return;
+  *flag = on;
+  w->now += (on ? 1 : -1) * w->u->numel[i] * (int64_t)bytes_per_element;
+  if (w->now > w->peak) w->peak = w->now;
+}
+
+static void gather_start(walk *w, int i) {
+  if (w->pol.gather_params != UNIT_PARAMS_KEPT && i >= 0 && i < w->u->count)
+    toggle(w, &w->gathered[i], 1, i, w->p);
+}
+
+static void acquire(walk *w, int i, int direction) {
+  gather_start(w, i);
+  if (w->copies_params) toggle(w, &w->param_copy[i], 1, i, sizeof(float));
+  for (int k = 1; k <= w->depth; k++) gather_start(w, i + k * direction);
+}
+
+static void release(walk *w, int i) {
+  toggle(w, &w->param_copy[i], 0, i, sizeof(float));
+  if (w->pol.gather_params != UNIT_PARAMS_KEPT) toggle(w, &w->gathered[i], 0, i, w->p);
+}
+
+static void grads_begin(walk *w, int i) {
+  if (w->pol.transient_grads) toggle(w, &w->has_grads[i], 1, i, w->g);
+  if (w->copies_grads) toggle(w, &w->grad_copy[i], 1, i, sizeof(float));
+}
+
+static void reduced(walk *w, int i) {
+  if (i < w->u->count) toggle(w, &w->has_grads[i], 0, i, w->g);
+}
+
+/* gpt_backward.c's finish_unit. */
+static void finish(walk *w, int i, int reduce) {
+  toggle(w, &w->grad_copy[i], 0, i, sizeof(float));
+  if (reduce) reduced(w, i + 1);
+  release(w, i);
+}
+
+static st_status gathered_peak(const plan_input *in, const unit_sizes *u, int64_t *peak) {
+  walk w = {.u = u,
+            .depth = in->prefetch,
+            .reshard = in->reshard_after_forward,
+            .p = dtype_size(in->precision.param),
+            .g = dtype_size(in->precision.reduce),
+            .copies_params = in->compute_copies && in->precision.param != ST_FP32,
+            .copies_grads = in->compute_copies && in->precision.reduce != ST_FP32};
+  ST_CHECK(unit_policy_for_stage(in->stage, &w.pol));
+  ST_CHECK(mem_alloc_zeroed((void **)&w.gathered, 4 * (size_t)u->count * sizeof *w.gathered,
+                            MEM_HOST, MEM_WORKSPACE, NULL));
+  w.param_copy = w.gathered + u->count;
+  w.has_grads = w.param_copy + u->count;
+  w.grad_copy = w.has_grads + u->count;
+  const int n = u->count, last = n - 1;
+  for (int micro = 0; micro < in->grad_accum; micro++) {
+    int reduce = micro == in->grad_accum - 1;
+    acquire(&w, 0, +1);
+    for (int b = 1; b < last; b++) {
+      acquire(&w, b, +1);
+      if (w.reshard) release(&w, b);
+    }
+    acquire(&w, last, +1);
+    grads_begin(&w, 0);
+    grads_begin(&w, last);
+    finish(&w, last, reduce); /* after the head and ln_f backward */
+    for (int b = last - 1; b >= 0; b--) {
+      acquire(&w, b, -1);
+      grads_begin(&w, b);
+      finish(&w, b, reduce);
+    }
+  }
+  reduced(&w, 0); /* train_step waits for the embedding's reduction last */
+  mem_free(w.gathered);
+  *peak = w.peak;
+  return ST_OK;
+}
+
+/* The host tokens of every micro-batch of a step (cmd_train's buffer). */
+static int64_t host_token_bytes(const plan_input *in) {
+  return 2 * (int64_t)in->micro_batch * in->seq_len * in->grad_accum * (int64_t)sizeof(int32_t);
+}
+
+/* Workspace of a step: the backward's gradient buffers and token copies (gpt_acts), the host
+ * tokens of every micro-batch, and the largest transient. */
+static int64_t workspace_bytes(const plan_input *in) {
+  int64_t acts = 0, scratch = 0;
+  gpt_activation_bytes(&in->cfg, in->micro_batch, in->seq_len, in->T, &acts, &scratch);
+  int64_t bt = (int64_t)in->micro_batch * in->seq_len;
+  int64_t tokens = host_token_bytes(in);
+  int64_t attention = (int64_t)in->seq_len * in->seq_len * (int64_t)sizeof(float);
+  int64_t losses = bt * (int64_t)sizeof(float);
+  return scratch + tokens + (attention > losses ? attention : losses);
+}
+
+st_status plan_memory(const plan_input *in, memory_plan *out) {
+  memset(out, 0, sizeof *out);
+  unit_policy pol;
+  ST_CHECK(unit_policy_for_stage(in->stage, &pol));
+  unit_sizes u;
+  ST_CHECK(measure_units(in, &u));
+  int64_t full = 0, shard = 0, largest_owned = 0;
+  for (int i = 0; i < u.count; i++) {
+    full += u.numel[i];
+    shard += u.shard[i];
+    const int64_t owned = pol.shard_optimizer ? u.shard[i] : u.numel[i];
+    if (owned > largest_owned) largest_owned = owned;
+  }
+  const int64_t f = (int64_t)sizeof(float), p = (int64_t)dtype_size(in->precision.param),
+                g = (int64_t)dtype_size(in->precision.reduce);
+  out->psi = u.real;
+  out->bytes[MEM_PARAMS] = (uint64_t)((pol.shard_params ? shard : full) * p);
+  out->bytes[MEM_GRADS] = (uint64_t)((pol.shard_grads ? shard : full) * g);
+  const uint64_t optimizer = (uint64_t)(3 * (pol.shard_optimizer ? shard : full) * f);
+  if (in->offload_optimizer) {
+    /* unit_optim.c stages one unit's owned gradients and parameters at a time. */
+    const int64_t staging = in->device_is_host ? 0 : largest_owned * (g + p);
+    out->bytes[MEM_OPTIMIZER_HOST] = optimizer + (uint64_t)staging;
+  } else {
+    out->bytes[MEM_OPTIMIZER] = optimizer;
+  }
+  int64_t gathered = 0;
+  const st_status status = gathered_peak(in, &u, &gathered);
+  unit_sizes_free(&u);
+  ST_CHECK(status);
+  out->bytes[MEM_GATHERED] = (uint64_t)gathered;
+  int64_t acts = 0, scratch = 0;
+  gpt_activation_bytes(&in->cfg, in->micro_batch, in->seq_len, in->T, &acts, &scratch);
+  out->bytes[MEM_ACTIVATIONS] = (uint64_t)acts;
+  out->bytes[MEM_WORKSPACE] = (uint64_t)workspace_bytes(in);
+  out->bytes[MEM_COMM] = 0;
+  out->model_states = out->bytes[MEM_PARAMS] + out->bytes[MEM_GRADS] + out->bytes[MEM_OPTIMIZER] +
+                      out->bytes[MEM_OPTIMIZER_HOST];
+  for (int c = 0; c < MEM_CATEGORY_COUNT; c++) out->total += out->bytes[c];
+  out->host_bytes = out->bytes[MEM_OPTIMIZER_HOST] + (uint64_t)host_token_bytes(in);
+  out->device_bytes = out->total - out->host_bytes;
+  return ST_OK;
+}
+
+st_status plan_comm(const plan_input *in, comm_plan *out) {
+  memset(out, 0, sizeof *out);
+  unit_policy pol;
+  ST_CHECK(unit_policy_for_stage(in->stage, &pol));
+  unit_sizes u;
+  ST_CHECK(measure_units(in, &u));
+  const size_t f = sizeof(float), p = dtype_size(in->precision.param),
+               g = dtype_size(in->precision.reduce);
+  for (int i = 0; i < u.count; i++) {
+    const size_t numel = (size_t)u.numel[i], shard = (size_t)u.shard[i] * g;
+    /* Every stage reduce-scatters each unit's gradients once per step. */
+    out->shard_reduce_scatter += comm_ring_bytes(COMM_REDUCE_SCATTER, in->S, numel * g);
+    /* Gathered per use: in the forward and again in the backward of every micro-batch, except
+     * the embedding and final units, which stay gathered from the forward into the backward. */
+    int gathers = 0;
+    if (pol.gather_params == UNIT_PARAMS_GATHERED_PER_USE) {
+      const int kept = i == 0 || i == u.count - 1 || !in->reshard_after_forward;
+      gathers = (kept ? 1 : 2) * in->grad_accum;
+    }
+    gathers += pol.publish_params;
+    out->shard_all_gather += (uint64_t)gathers * comm_ring_bytes(COMM_ALL_GATHER, in->S, numel * p);
+    if (pol.gather_grads) {
+      out->shard_all_gather += comm_ring_bytes(COMM_ALL_GATHER, in->S, numel * g);
+    }
+    out->replicate_all_reduce += comm_ring_bytes(COMM_ALL_REDUCE, in->R, shard);
+  }
+  size_t activation = (size_t)in->micro_batch * in->seq_len * in->cfg.n_embd * f;
+  out->tp_all_reduce = (uint64_t)4 * in->cfg.n_layer * in->grad_accum *
+                       comm_ring_bytes(COMM_ALL_REDUCE, in->T, activation);
+  unit_sizes_free(&u);
+  return ST_OK;
+}

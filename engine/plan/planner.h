@@ -1,0 +1,67 @@
+/* planner.h - each rank's peak memory by category for a GPT training run, predicted from the
+ * config, the mesh, the ZeRO stage and the batch alone, before anything is allocated. The
+ * allocator tracks the same categories, so prediction and measurement can be printed side by
+ * side (and are tested against each other).
+ *
+ * What is predicted (Psi_u = unit u's padded flat length; params in the param dtype, grads in
+ * the reduce dtype, optimizer states and activations in fp32):
+ *   params, grads, optimizer: the stage's resident buffers (sharding/unit.h's table);
+ *   gathered: the largest set of full-unit buffers alive at once, found by walking the
+ *     engine's schedule (forward gathers with prefetch, releases, the backward's re-gathers,
+ *     its gradient lifetimes and, on a device computing in fp32 only, the compute copies);
+ *   activations: the forward activations kept for the backward;
+ *   workspace: the backward's gradient buffers, the micro-batches' tokens and the largest
+ *     transient of a step (attention backward's T x T scores, the host copy of the losses);
+ *   comm: collective staging buffers (none on the CPU);
+ *   optimizer_host: with the optimizer offloaded, the master, m and v instead of `optimizer`,
+ *     plus, where the device has its own memory, the pinned staging of the largest unit's
+ *     owned gradients and parameters during its update (sharding/unit.h).
+ * Not predicted: bookkeeping of a few kilobytes (structs, layout tables, loaders) and the
+ * one-off scratch of initialisation, import and export, which precede or follow the steps. */
+#ifndef ST_ENGINE_PLAN_PLANNER_H
+#define ST_ENGINE_PLAN_PLANNER_H
+
+#include <stdint.h>
+
+#include "core/alloc.h"
+#include "engine/model/gpt_config.h"
+#include "sharding/unit.h"
+
+typedef struct plan_input {
+  gpt_config cfg; /* finished (gpt_config_finish) */
+  int R, S, T;    /* mesh */
+  int stage;
+  int micro_batch, seq_len, grad_accum;
+  int prefetch;
+  int reshard_after_forward;
+  unit_precision precision; /* param and reduce dtypes ({0}: fp32) */
+  int compute_copies;       /* the device computes in fp32 only (the CPU): see unit.h */
+  int offload_optimizer;    /* master, m, v in host memory (--offload optimizer) */
+  int device_is_host;       /* device memory is host RAM (the CPU): offload stages nothing */
+} plan_input;
+
+/* Where the bytes live: host_bytes is what is allocated in host memory whatever the device
+ * (the offloaded optimizer state and its staging, and the micro-batches' tokens), device_bytes
+ * everything else. On the CPU both are the same RAM, and a budget must count their sum; on a
+ * GPU device_bytes is what its memory must hold. total = device_bytes + host_bytes is the sum
+ * of the categories' peaks. */
+typedef struct memory_plan {
+  uint64_t bytes[MEM_CATEGORY_COUNT]; /* peak per category on any rank */
+  uint64_t model_states;              /* params + grads + optimizer (+ optimizer_host) */
+  uint64_t total, device_bytes, host_bytes;
+  int64_t psi; /* parameters per rank after the TP split (unpadded) */
+} memory_plan;
+
+st_status plan_memory(const plan_input *in, memory_plan *out);
+
+/* Bytes one rank sends per step for the parameters and gradients (all-gather + reduce-scatter
+ * on the shard group, all-reduce on the replicate group) and for the activations (all-reduce
+ * on the tp group: two in the forward and two in the backward of every block, B x T x C each),
+ * in the counters' ring accounting. */
+typedef struct comm_plan {
+  uint64_t shard_all_gather, shard_reduce_scatter, replicate_all_reduce, tp_all_reduce;
+} comm_plan;
+
+st_status plan_comm(const plan_input *in, comm_plan *out);
+
+#endif /* ST_ENGINE_PLAN_PLANNER_H */

@@ -1,0 +1,199 @@
+/* sim_fit.c - the configuration search of `plan --fit` (see sim_fit.h). Every dimension lists
+ * values that do not depend on the others; a combination the engine cannot run (a mesh that
+ * does not divide the GPUs, a micro-batch that does not divide the global batch, prefetch or
+ * resharding variations below stage 3) is skipped when its value is applied. Memory is
+ * checked before the step is simulated, so configurations that do not fit cost little. */
+#include "engine/plan/sim_fit.h"
+
+#include <string.h>
+
+#include "core/error.h"
+#include "engine/plan/fit.h"
+#include "engine/plan/sim_report.h"
+
+enum { FIT_MAX_VALUES = 64, FIT_MAX_DIMS = 8 };
+
+typedef struct fit_ctx {
+  const sim_hardware *hw;
+  const fit_request *req;
+  int64_t sequences; /* global batch in sequences */
+} fit_ctx;
+
+/* A dimension of the search: applies `value` to a candidate whose earlier dimensions are set;
+ * returns 0 when the combination cannot run. */
+typedef struct fit_dim {
+  const char *name;
+  int (*apply)(const fit_ctx *x, int value, plan_input *in);
+  int count;
+  int values[FIT_MAX_VALUES];
+} fit_dim;
+
+static int apply_tp(const fit_ctx *x, int T, plan_input *in) {
+  if (x->req->gpus % T || T > x->hw->gpus_per_node) return 0;
+  in->T = T;
+  in->cfg = x->req->cfg;
+  if (gpt_config_finish(&in->cfg, T) != ST_OK) {
+    st_error_clear();
+    return 0;
+  }
+  return 1;
+}
+
+static int apply_replicate(const fit_ctx *x, int R, plan_input *in) {
+  const int dp = x->req->gpus / in->T;
+  if (dp % R) return 0;
+  in->R = R;
+  in->S = dp / R;
+  return 1;
+}
+
+static int apply_stage(const fit_ctx *x, int stage, plan_input *in) {
+  (void)x;
+  in->stage = stage;
+  return 1;
+}
+
+static int apply_micro_batch(const fit_ctx *x, int mb, plan_input *in) {
+  const int64_t per_step = (int64_t)mb * in->R * in->S;
+  if (x->sequences % per_step) return 0;
+  const int64_t accum = x->sequences / per_step;
+  if (accum > x->req->max_grad_accum) return 0;
+  in->micro_batch = mb;
+  in->grad_accum = (int)accum;
+  return 1;
+}
+
+/* Prefetch depth and resharding only change stage 3's schedule. */
+static int apply_prefetch(const fit_ctx *x, int depth, plan_input *in) {
+  (void)x;
+  if (in->stage != 3 && depth != 1) return 0;
+  in->prefetch = depth;
+  return 1;
+}
+
+/* The optimizer offloaded to the host: always possible where device memory is host RAM (it then
+ * changes nothing), else only on hardware that describes its host link. */
+static int apply_offload(const fit_ctx *x, int offload, plan_input *in) {
+  if (offload && !in->device_is_host && (x->hw->host_link_bw <= 0 || x->hw->host_mem_bw <= 0)) {
+    return 0;
+  }
+  in->offload_optimizer = offload;
+  return 1;
+}
+
+static int apply_reshard(const fit_ctx *x, int reshard, plan_input *in) {
+  (void)x;
+  if (in->stage != 3 && !reshard) return 0;
+  in->reshard_after_forward = reshard;
+  return 1;
+}
+
+static void add_divisors(fit_dim *d, int64_t n, int64_t cap) {
+  for (int64_t v = 1; v <= n && v <= cap && d->count < FIT_MAX_VALUES; v++) {
+    if (n % v == 0) d->values[d->count++] = (int)v;
+  }
+}
+
+/* The dimensions for this request, in the order they are applied (at most FIT_MAX_DIMS). */
+static int make_dims(const fit_ctx *x, fit_dim *dims) {
+  const fit_request *r = x->req;
+  int n = 0;
+  fit_dim *d = &dims[n++];
+  *d = (fit_dim){.name = "tp", .apply = apply_tp};
+  add_divisors(d, r->gpus, x->hw->gpus_per_node);
+  d = &dims[n++];
+  *d = (fit_dim){.name = "dp_replicate", .apply = apply_replicate};
+  add_divisors(d, r->gpus, r->gpus);
+  d = &dims[n++];
+  *d = (fit_dim){.name = "zero", .apply = apply_stage, .count = 4, .values = {0, 1, 2, 3}};
+  d = &dims[n++];
+  *d = (fit_dim){.name = "micro_batch", .apply = apply_micro_batch};
+  add_divisors(d, x->sequences, x->sequences);
+  d = &dims[n++];
+  *d = (fit_dim){.name = "prefetch", .apply = apply_prefetch, .count = 2, .values = {1, 2}};
+  d = &dims[n++];
+  *d = (fit_dim){.name = "reshard", .apply = apply_reshard, .count = 2, .values = {1, 0}};
+  d = &dims[n++];
+  *d = (fit_dim){.name = "offload", .apply = apply_offload, .count = 2, .values = {0, 1}};
+  return n;
+}
+
+/* Whether a ranks before b: faster, or as fast (within a part in a million: configurations
+ * that do the same work in a different order tie up to rounding) and smaller. */
+static int ranks_before(const fit_candidate *a, const fit_candidate *b) {
+  const double tie = 1e-6 * b->r.step_s;
+  if (a->r.step_s < b->r.step_s - tie) return 1;
+  if (a->r.step_s > b->r.step_s + tie) return 0;
+  return a->mp.total < b->mp.total;
+}
+
+/* Keeps best[] sorted (ranks_before), at most k entries. */
+static void consider(fit_candidate *best, int k, int *found, const fit_candidate *c) {
+  int at = *found;
+  while (at > 0 && ranks_before(c, &best[at - 1])) at--;
+  if (at >= k) return;
+  const int last = *found < k ? *found : k - 1;
+  memmove(&best[at + 1], &best[at], (size_t)(last - at) * sizeof *best);
+  best[at] = *c;
+  if (*found < k) (*found)++;
+}
+
+static st_status evaluate(const fit_ctx *x, const plan_input *in, fit_candidate *best, int k,
+                          int *found, fit_stats *stats) {
+  fit_candidate c = {.in = *in};
+  stats->enumerated++;
+  ST_CHECK(sim_memory(x->hw, &c.in, &c.mp));
+  if ((double)fit_need(&c.in, &c.mp) > x->req->gpu_gib * 1073741824.0) return ST_OK;
+  stats->fitting++;
+  ST_CHECK(sim_step(x->hw, &c.in, &c.r));
+  consider(best, k, found, &c);
+  return ST_OK;
+}
+
+st_status sim_fit(const sim_hardware *hw, const fit_request *req, fit_candidate *best, int k,
+                  int *found, fit_stats *stats) {
+  *found = 0;
+  memset(stats, 0, sizeof *stats);
+  const int seq = req->cfg.max_seq;
+  if (req->gpus < 1 || k < 1 || req->gpu_gib <= 0 || req->max_grad_accum < 1) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "--fit: %d GPUs of %g GiB: need at least one GPU and "
+                    "some memory",
+                    req->gpus, req->gpu_gib);
+  }
+  if (req->global_tokens < seq || req->global_tokens % seq) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "--global-batch %lld tokens is not a whole number of %d-token sequences",
+                    (long long)req->global_tokens, seq);
+  }
+  const fit_ctx x = {hw, req, req->global_tokens / seq};
+  fit_dim dims[FIT_MAX_DIMS];
+  const int nd = make_dims(&x, dims);
+  plan_input base = {.cfg = req->cfg, .seq_len = seq, .precision = req->precision};
+  sim_device_fields(hw, &base);
+  /* The odometer: idx[d] is dimension d's value; `cand[d]` the candidate with dimensions
+   * 0..d applied, so a change at d re-applies only d and the ones after it. */
+  int idx[FIT_MAX_DIMS] = {0};
+  plan_input cand[FIT_MAX_DIMS + 1];
+  cand[0] = base;
+  int d = 0;
+  while (d >= 0) {
+    if (idx[d] == dims[d].count) { /* dimension exhausted: carry into the previous one */
+      idx[d] = 0;
+      if (--d >= 0) idx[d]++;
+      continue;
+    }
+    cand[d + 1] = cand[d];
+    if (!dims[d].apply(&x, dims[d].values[idx[d]], &cand[d + 1])) {
+      idx[d]++;
+      continue;
+    }
+    if (d + 1 < nd) {
+      d++;
+      continue;
+    }
+    ST_CHECK(evaluate(&x, &cand[nd], best, k, found, stats));
+    idx[d]++;
+  }
+  return ST_OK;
+}

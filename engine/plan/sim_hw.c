@@ -1,0 +1,277 @@
+/* sim_hw.c - built-in hardware descriptions and the `--hardware` file reader (see sim_hw.h).
+ *
+ * The built-in GPU rows are datasheet peaks (NVIDIA's H100 SXM, H200 SXM and A100 SXM 80GB
+ * datasheets; DGX nodes: 8 GPUs on NVLink, one InfiniBand port per GPU: 400 Gb/s on DGX
+ * H100/H200, 200 Gb/s on DGX A100) scaled by efficiency factors that are NOT calibrated by
+ * kernel timings yet: matmul and attention take the large-GEMM ceiling measured on this
+ * project's H100 and H200 (docs/ENVIRONMENT.md: 798 and 790 of 989 TFLOP/s), the memory-bound
+ * classes its device-to-device copy ceiling (3.0 of 3.35 TB/s, 4.3 of 4.8 TB/s); the A100 row
+ * borrows the H100's ratios. Link latencies are assumptions (none is measured yet). The GPU
+ * session replaces these with per-kernel timings (docs/SIMULATOR.md, "Calibration"). */
+#include "engine/plan/sim_hw.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+
+static const char *const class_names[SIM_CLASS_COUNT] = {
+    "matmul",   "attention_fwd", "attention_bwd", "norm_fwd", "norm_bwd",
+    "gelu_fwd", "gelu_bwd",      "elementwise",   "fill",     "loss_fwd",
+    "loss_bwd", "optimizer",     "cast"};
+
+const char *sim_op_class_name(sim_op_class c) {
+  return c >= 0 && c < SIM_CLASS_COUNT ? class_names[c] : "?";
+}
+
+static const char *const collective_names[SIM_COLLECTIVE_COUNT] = {"all_gather", "reduce_scatter",
+                                                                   "all_reduce"};
+
+const char *sim_collective_name(sim_collective c) {
+  return c >= 0 && c < SIM_COLLECTIVE_COUNT ? collective_names[c] : "?";
+}
+
+/* A GPU row: peaks, the efficiency of the compute-bound and the memory-bound classes. */
+static sim_hardware gpu_row(const char *name, double bf16, double fp32, double hbm, double nvlink,
+                            double network, double pcie, double gib, double compute_eff,
+                            double memory_eff, const char *calibration) {
+  sim_hardware h = {.peak_flops = bf16,
+                    .peak_flops_fp32 = fp32,
+                    .mem_bw = hbm,
+                    .intra_bw = nvlink,
+                    .intra_latency = 5e-6, /* assumed, not measured */
+                    .inter_bw = network,
+                    .inter_latency = 10e-6, /* assumed, not measured */
+                    .memory_gib = gib,
+                    .host_link_bw = pcie,
+                    /* assumed: an 8-GPU node's two sockets of DDR5 (~600 GB/s) shared by 8 */
+                    .host_mem_bw = 75e9,
+                    .gpus_per_node = 8,
+                    .compute_slots = 0,
+                    .overlap = 1,
+                    .kernels = SIM_KERNELS_FUSED,
+                    .op_overhead = 0};
+  snprintf(h.name, sizeof h.name, "%s", name);
+  snprintf(h.calibration, sizeof h.calibration, "%s", calibration);
+  for (int c = 0; c < SIM_COLLECTIVE_COUNT; c++) h.comm_efficiency[c] = 1.0;
+  for (int c = 0; c < SIM_CLASS_COUNT; c++) {
+    h.efficiency[c] = c == SIM_MATMUL || c == SIM_ATTENTION_FWD || c == SIM_ATTENTION_BWD
+                          ? compute_eff
+                          : memory_eff;
+  }
+  return h;
+}
+
+st_status sim_hw_builtin(const char *name, sim_hardware *out) {
+  const double GB = 1e9, GiB_of_GB = 1e9 / 1073741824.0;
+  if (strcmp(name, "h100") == 0) {
+    *out = gpu_row("h100", 989e12, 67e12, 3.35e12, 450 * GB, 50 * GB, 50 * GB, 80 * GiB_of_GB,
+                   798.0 / 989.0, 3.0 / 3.35,
+                   "uncalibrated: datasheet peaks x measured GEMM and copy ceilings");
+  } else if (strcmp(name, "h200") == 0) {
+    *out = gpu_row("h200", 989e12, 67e12, 4.8e12, 450 * GB, 50 * GB, 50 * GB, 141 * GiB_of_GB,
+                   790.0 / 989.0, 4.3 / 4.8,
+                   "uncalibrated: datasheet peaks x measured GEMM and copy ceilings");
+  } else if (strcmp(name, "a100") == 0) {
+    *out = gpu_row("a100", 312e12, 19.5e12, 2.039e12, 300 * GB, 25 * GB, 25 * GB, 80 * GiB_of_GB,
+                   798.0 / 989.0, 3.0 / 3.35,
+                   "uncalibrated: datasheet peaks x the H100's ceiling ratios");
+  } else {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "--gpu '%s' is not one of h100, h200, a100 (or give "
+                    "--hardware FILE)",
+                    name);
+  }
+  return ST_OK;
+}
+
+double sim_hw_peak(const sim_hardware *hw, int param_bytes) {
+  if (hw->kernels == SIM_KERNELS_CPU || param_bytes >= 4) return hw->peak_flops_fp32;
+  return hw->peak_flops;
+}
+
+st_status sim_hw_check(const sim_hardware *h) {
+  const struct {
+    const char *key;
+    double value;
+    int positive; /* must be > 0, else >= 0 */
+  } fields[] = {{"peak_flops", h->peak_flops, 1},
+                {"peak_flops_fp32", h->peak_flops_fp32, 1},
+                {"mem_bw", h->mem_bw, 1},
+                {"intra_bw", h->intra_bw, 1},
+                {"intra_latency", h->intra_latency, 0},
+                {"inter_bw", h->inter_bw, 1},
+                {"inter_latency", h->inter_latency, 0},
+                {"memory_gib", h->memory_gib, 0},
+                {"host_link_bw", h->host_link_bw, 0},
+                {"host_mem_bw", h->host_mem_bw, 0},
+                {"op_overhead", h->op_overhead, 0}};
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+    double v = fields[i].value;
+    if (!isfinite(v) || v < 0 || (fields[i].positive && v == 0)) {
+      return st_error(ST_ERR_INVALID_ARG, "hardware '%s': %s = %g must be %s", h->name,
+                      fields[i].key, v, fields[i].positive ? "> 0" : ">= 0");
+    }
+  }
+  for (int c = 0; c < SIM_CLASS_COUNT; c++) {
+    if (!isfinite(h->efficiency[c]) || h->efficiency[c] <= 0) {
+      return st_error(ST_ERR_INVALID_ARG, "hardware '%s': eff_%s = %g must be > 0", h->name,
+                      class_names[c], h->efficiency[c]);
+    }
+  }
+  for (int c = 0; c < SIM_COLLECTIVE_COUNT; c++) {
+    if (!isfinite(h->comm_efficiency[c]) || h->comm_efficiency[c] <= 0) {
+      return st_error(ST_ERR_INVALID_ARG, "hardware '%s': eff_%s = %g must be > 0", h->name,
+                      collective_names[c], h->comm_efficiency[c]);
+    }
+  }
+  if (h->gpus_per_node < 1 || h->compute_slots < 0 || (h->overlap != 0 && h->overlap != 1)) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "hardware '%s': gpus_per_node %d must be >= 1, compute_slots %d >= 0, "
+                    "overlap %d 0 or 1",
+                    h->name, h->gpus_per_node, h->compute_slots, h->overlap);
+  }
+  return ST_OK;
+}
+
+/* ---- the file reader --------------------------------------------------------------------- */
+
+enum { REQUIRED = 6 };
+static const char *const required_keys[REQUIRED] = {"peak_flops",    "mem_bw",   "intra_bw",
+                                                    "intra_latency", "inter_bw", "inter_latency"};
+
+/* Where a numeric key's value goes; NULL for keys that are not plain doubles. */
+static double *double_field(sim_hardware *h, const char *key) {
+  static const char *const names[] = {"peak_flops",    "peak_flops_fp32", "mem_bw",
+                                      "intra_bw",      "intra_latency",   "inter_bw",
+                                      "inter_latency", "memory_gib",      "host_link_bw",
+                                      "host_mem_bw",   "op_overhead"};
+  double *fields[] = {&h->peak_flops,    &h->peak_flops_fp32, &h->mem_bw,        &h->intra_bw,
+                      &h->intra_latency, &h->inter_bw,        &h->inter_latency, &h->memory_gib,
+                      &h->host_link_bw,  &h->host_mem_bw,     &h->op_overhead};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    if (strcmp(key, names[i]) == 0) return fields[i];
+  }
+  for (int c = 0; c < SIM_CLASS_COUNT; c++) {
+    if (strncmp(key, "eff_", 4) == 0 && strcmp(key + 4, class_names[c]) == 0) {
+      return &h->efficiency[c];
+    }
+  }
+  for (int c = 0; c < SIM_COLLECTIVE_COUNT; c++) {
+    if (strncmp(key, "eff_", 4) == 0 && strcmp(key + 4, collective_names[c]) == 0) {
+      return &h->comm_efficiency[c];
+    }
+  }
+  return NULL;
+}
+
+static char *trim(char *s) {
+  while (isspace((unsigned char)*s)) s++;
+  char *end = s + strlen(s);
+  while (end > s && isspace((unsigned char)end[-1])) *--end = '\0';
+  return s;
+}
+
+static st_status parse_number(const char *path, int line, const char *key, const char *text,
+                              double *out) {
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (end == text || *end != '\0' || errno == ERANGE || !isfinite(v) || v < 0) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "hardware file %s line %d: %s = '%s' is not a finite number >= 0", path, line,
+                    key, text);
+  }
+  *out = v;
+  return ST_OK;
+}
+
+/* One `key = value` line into the description; `seen` marks the required keys found. */
+static st_status parse_line(const char *path, int line, char *key, char *value, sim_hardware *h,
+                            int seen[REQUIRED]) {
+  for (int i = 0; i < REQUIRED; i++) {
+    if (strcmp(key, required_keys[i]) == 0) seen[i] = 1;
+  }
+  double *field = double_field(h, key);
+  if (field && strncmp(key, "eff_", 4) == 0 && strncmp(h->calibration, "none", 4) == 0) {
+    snprintf(h->calibration, sizeof h->calibration, "efficiencies from %s", path);
+  }
+  if (field) return parse_number(path, line, key, value, field);
+  if (strcmp(key, "name") == 0) {
+    snprintf(h->name, sizeof h->name, "%s", value);
+  } else if (strcmp(key, "calibration") == 0) {
+    snprintf(h->calibration, sizeof h->calibration, "%s", value);
+  } else if (strcmp(key, "kernels") == 0) {
+    if (strcmp(value, "cpu") != 0 && strcmp(value, "fused") != 0) {
+      return st_error(ST_ERR_INVALID_ARG,
+                      "hardware file %s line %d: kernels = '%s' is not cpu "
+                      "or fused",
+                      path, line, value);
+    }
+    h->kernels = strcmp(value, "cpu") == 0 ? SIM_KERNELS_CPU : SIM_KERNELS_FUSED;
+  } else if (strcmp(key, "gpus_per_node") == 0 || strcmp(key, "compute_slots") == 0 ||
+             strcmp(key, "overlap") == 0) {
+    double v = 0;
+    ST_CHECK(parse_number(path, line, key, value, &v));
+    if (v != floor(v) || v > 1 << 20) {
+      return st_error(ST_ERR_INVALID_ARG,
+                      "hardware file %s line %d: %s = '%s' is not a whole "
+                      "number",
+                      path, line, key, value);
+    }
+    int *target = key[0] == 'g'   ? &h->gpus_per_node
+                  : key[0] == 'c' ? &h->compute_slots
+                                  : &h->overlap;
+    *target = (int)v;
+  } else {
+    return st_error(ST_ERR_INVALID_ARG, "hardware file %s line %d: unknown key '%s'", path, line,
+                    key);
+  }
+  return ST_OK;
+}
+
+st_status sim_hw_load(const char *path, sim_hardware *out) {
+  FILE *f = fopen(path, "r");
+  if (!f) return st_error(ST_ERR_INVALID_ARG, "--hardware %s: cannot open", path);
+  sim_hardware h = {
+      .peak_flops_fp32 = -1, .gpus_per_node = 8, .overlap = 1, .kernels = SIM_KERNELS_FUSED};
+  snprintf(h.name, sizeof h.name, "%s", path);
+  /* Without a calibration key: say whether the file sets any efficiency. */
+  snprintf(h.calibration, sizeof h.calibration, "none (efficiency 1: the roofline itself)");
+  for (int c = 0; c < SIM_CLASS_COUNT; c++) h.efficiency[c] = 1.0;
+  for (int c = 0; c < SIM_COLLECTIVE_COUNT; c++) h.comm_efficiency[c] = 1.0;
+  int seen[REQUIRED] = {0}, number = 0;
+  char buf[512];
+  st_status status = ST_OK;
+  while (status == ST_OK && fgets(buf, sizeof buf, f)) {
+    number++;
+    char *hash = strchr(buf, '#');
+    if (hash) *hash = '\0';
+    char *text = trim(buf);
+    if (!*text) continue;
+    char *eq = strchr(text, '=');
+    if (!eq) {
+      status = st_error(ST_ERR_INVALID_ARG, "hardware file %s line %d: '%s' is not key = value",
+                        path, number, text);
+      break;
+    }
+    *eq = '\0';
+    status = parse_line(path, number, trim(text), trim(eq + 1), &h, seen);
+  }
+  fclose(f);
+  ST_CHECK(status);
+  for (int i = 0; i < REQUIRED; i++) {
+    if (!seen[i]) {
+      return st_error(ST_ERR_INVALID_ARG, "hardware file %s: missing required key '%s'", path,
+                      required_keys[i]);
+    }
+  }
+  if (h.peak_flops_fp32 < 0) h.peak_flops_fp32 = h.peak_flops;
+  ST_CHECK(sim_hw_check(&h));
+  *out = h;
+  return ST_OK;
+}

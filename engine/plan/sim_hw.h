@@ -1,0 +1,97 @@
+/* sim_hw.h - the machine the step-time simulator predicts for: per-device peaks, the links
+ * between devices, how many devices a node holds, and the efficiency each class of op reaches
+ * against its roofline (the calibration). A description comes from the built-in table (h100,
+ * h200, a100: datasheet peaks, uncalibrated) or from a `--hardware` file of `key = value` lines
+ * (docs/SIMULATOR.md lists the keys). Every required field must be present and every number
+ * finite and non-negative; a description is checked before anything is simulated.
+ *
+ * It knows nothing of models or schedules: it only describes hardware. */
+#ifndef ST_ENGINE_PLAN_SIM_HW_H
+#define ST_ENGINE_PLAN_SIM_HW_H
+
+#include "shardtrain.h"
+
+/* The classes of ops whose achieved fraction of the roofline is calibrated separately: ops
+ * of one class cost the same per FLOP or per byte whatever their shape (checked per shape by
+ * benchmarks/kernels/cpu_op_timings on the CPU). */
+typedef enum sim_op_class {
+  SIM_MATMUL,        /* linear layers and the LM head, forward and backward */
+  SIM_ATTENTION_FWD, /* attention: scores, softmax, weighted sum */
+  SIM_ATTENTION_BWD,
+  SIM_NORM_FWD, /* LayerNorm (fused: with the residual add) */
+  SIM_NORM_BWD,
+  SIM_GELU_FWD, /* GELU: a tanh per element (fused kernels fold it into the matmul) */
+  SIM_GELU_BWD,
+  SIM_ELEMENTWISE, /* residual adds, embeddings */
+  SIM_FILL,        /* zero-fills of gradient buffers */
+  SIM_LOSS_FWD,    /* softmax cross-entropy over the vocabulary (fused: with its gradient) */
+  SIM_LOSS_BWD,
+  SIM_OPTIMIZER, /* AdamW and the gradient's sum of squares over the owned shard */
+  SIM_CAST,      /* dtype conversions (fp32 compute copies of bf16 buffers on the CPU) */
+  SIM_CLASS_COUNT
+} sim_op_class;
+
+const char *sim_op_class_name(sim_op_class c);
+
+/* The collectives whose achieved fraction of the link bandwidth is calibrated separately. */
+typedef enum sim_collective {
+  SIM_ALL_GATHER,
+  SIM_REDUCE_SCATTER,
+  SIM_ALL_REDUCE,
+  SIM_COLLECTIVE_COUNT
+} sim_collective;
+
+const char *sim_collective_name(sim_collective c);
+
+/* Which kernels the device runs, and so which op list a step is made of. */
+typedef enum sim_kernels {
+  SIM_KERNELS_CPU,  /* kernels/cpu: unfused ops in fp32, attention over dense T x T scores */
+  SIM_KERNELS_FUSED /* the CUDA design (DESIGN.md): bias/GELU epilogues, LayerNorm fused with
+                       the residual add, a fused classifier, causal flash attention; compute in
+                       the param dtype */
+} sim_kernels;
+
+typedef struct sim_hardware {
+  char name[64];
+  double peak_flops;      /* per device, dense, in the 16-bit compute dtype (FLOP/s) */
+  double peak_flops_fp32; /* per device in fp32 (FLOP/s); the CPU computes only in fp32 */
+  double mem_bw;          /* per device (bytes/s) */
+  double intra_bw;        /* per rank, to ranks of its node, one direction (bytes/s) */
+  double intra_latency;   /* per message step inside a node (s) */
+  double inter_bw;        /* per rank, to other nodes, one direction (bytes/s) */
+  double inter_latency;   /* per message step between nodes (s) */
+  double memory_gib;      /* per device; 0: unknown */
+  double host_link_bw;    /* per device, to and from its host, one direction (bytes/s): the
+                             offloaded optimizer's copies; 0: unknown (offload not simulated) */
+  double host_mem_bw;     /* the host memory bandwidth one device's offloaded AdamW gets
+                             (bytes/s); 0: unknown */
+  int gpus_per_node;      /* devices (ranks) per node */
+  int compute_slots;      /* ranks of a node that run at once (CPU cores); 0: all of them. With
+                             more ranks than slots, compute and the CPU's copies for
+                             collectives both stretch by ranks / slots */
+  int overlap;            /* 1: collectives progress while the device computes (NCCL streams);
+                             0: only while the rank waits for them (MPI on the CPU) */
+  sim_kernels kernels;
+  double efficiency[SIM_CLASS_COUNT];           /* achieved fraction of the roofline, per class */
+  double comm_efficiency[SIM_COLLECTIVE_COUNT]; /* achieved fraction of the link bandwidth */
+  double op_overhead;                           /* seconds added to every kernel call */
+  char calibration[160];                        /* where the efficiencies come from */
+} sim_hardware;
+
+/* The built-in description `name` (h100, h200, a100). ST_ERR_INVALID_ARG naming the known
+ * ones otherwise. */
+st_status sim_hw_builtin(const char *name, sim_hardware *out);
+
+/* Reads a `key = value` file ('#' starts a comment). The required keys are peak_flops,
+ * mem_bw, intra_bw, intra_latency, inter_bw and inter_latency; a missing one, a negative or
+ * malformed number, or an unknown key is ST_ERR_INVALID_ARG naming the file and the key. */
+st_status sim_hw_load(const char *path, sim_hardware *out);
+
+/* Checks a description (also run by the two functions above). */
+st_status sim_hw_check(const sim_hardware *hw);
+
+/* The peak for the dtype a step computes in: the CPU kernels compute in fp32 whatever the
+ * param dtype; fused kernels in the param dtype (bytes_per_element 4: fp32). */
+double sim_hw_peak(const sim_hardware *hw, int param_bytes);
+
+#endif /* ST_ENGINE_PLAN_SIM_HW_H */

@@ -1,0 +1,227 @@
+/* sim_ops.c - the op lists and their roofline costs (see sim_ops.h). The byte counts follow the
+ * kernels' passes: the kernels/cpu sources for the CPU list (e.g. a matmul with a bias first copies
+ * the bias into every output row, then sgemm reads the output back; the LayerNorm backward
+ * reads its input twice, once per row and once per column block), DESIGN.md's fused op
+ * vocabulary for the other. What a pass costs beyond its bytes and flops (the exp in the
+ * softmax, the tanh in GELU, sgemm below its peak) is the per-class efficiency's business. */
+#include "engine/plan/sim_ops.h"
+
+static double cost_matmul(const sim_shape *s, sim_kind kind, double m, double n, double k, int bias,
+                          int gelu_epilogue, double *bytes) {
+  const double a = s->act_bytes;
+  const int fwd = kind == SIM_K_MATMUL_FWD || kind == SIM_K_HEAD_FWD;
+  if (s->kernels == SIM_KERNELS_CPU) {
+    if (fwd) {
+      *bytes = a * (m * k + k * n + m * n) + (bias ? 2 * a * m * n : 0);
+    } else {
+      /* dinp: read dout and w, read and write dinp; dw: read dout and inp, read and write dw;
+       * the bias sums read dout once more. */
+      *bytes = a * (2 * m * n + k * n + 2 * m * k) + a * (m * n + m * k + 2 * k * n) +
+               (bias ? a * m * n : 0);
+    }
+  } else {
+    *bytes = fwd ? a * (m * k + k * n + m * n) + (gelu_epilogue ? a * m * n : 0)
+                 : 2 * a * (m * n + k * n + m * k) + (gelu_epilogue ? a * m * k : 0);
+  }
+  return (fwd ? 2 : 4) * m * n * k;
+}
+
+/* Attention over `heads` heads of size d for `batch` sequences of T tokens. The CPU computes
+ * full T x T scores (two products forward, four backward) and passes over them: written by
+ * sgemm, softmaxed in place, read by the next product; backward: dprobs written, probs read
+ * twice, the softmax gradient in place, read by two products. Flash attention does the causal
+ * half, recomputes the scores in the backward (five products) and never stores T x T. */
+static double cost_attention(const sim_shape *s, int backward, double batch, double heads, double T,
+                             double d, double *bytes) {
+  const double a = s->act_bytes, square = batch * heads * T * T, rows = batch * T * heads * d;
+  if (s->kernels == SIM_KERNELS_CPU) {
+    *bytes = backward ? a * 7 * square + a * 10 * rows : a * 4 * square + a * 4 * rows;
+    return backward ? 8 * square * d + 4 * square : 4 * square * d + 5 * square;
+  }
+  *bytes = backward ? a * 8 * rows : a * 4 * rows;
+  return backward ? 5 * square * d : 2 * square * d;
+}
+
+sim_op sim_op_make(const sim_shape *s, sim_kind kind, const char *label, int64_t m, int64_t n,
+                   int64_t k, int64_t d, int bias) {
+  sim_op op = {.kind = kind, .label = label, .m = m, .n = n, .k = k, .d = d, .bias = bias};
+  const double a = s->act_bytes, mn = (double)m * (double)n;
+  const int cpu = s->kernels == SIM_KERNELS_CPU;
+  switch (kind) {
+    case SIM_K_MATMUL_FWD:
+    case SIM_K_MATMUL_BWD:
+    case SIM_K_HEAD_FWD:
+    case SIM_K_HEAD_BWD:
+      op.cls = SIM_MATMUL;
+      /* Fused: the MLP up-projection writes GELU's input and output (forward) and the
+       * down-projection's backward applies dGELU in its epilogue. */
+      op.flops =
+          cost_matmul(s, kind, (double)m, (double)n, (double)k, bias, !cpu && d == 1, &op.bytes);
+      break;
+    case SIM_K_LN_FWD:
+      op.cls = SIM_NORM_FWD;
+      op.flops = 8 * mn;
+      op.bytes = cpu ? a * 2 * mn + 8.0 * (double)m : a * 4 * mn; /* fused: + residual add */
+      break;
+    case SIM_K_LN_BWD:
+      op.cls = SIM_NORM_BWD;
+      op.flops = 12 * mn;
+      op.bytes = cpu ? a * 6 * mn : a * 5 * mn;
+      break;
+    case SIM_K_GELU_FWD:
+      op.cls = SIM_GELU_FWD;
+      op.flops = 10 * mn;
+      op.bytes = a * 2 * mn;
+      break;
+    case SIM_K_GELU_BWD:
+      op.cls = SIM_GELU_BWD;
+      op.flops = 16 * mn;
+      op.bytes = a * 4 * mn;
+      break;
+    case SIM_K_RESIDUAL:
+      op.cls = SIM_ELEMENTWISE;
+      op.flops = mn;
+      op.bytes = a * 3 * mn;
+      break;
+    case SIM_K_ATTN_FWD:
+    case SIM_K_ATTN_BWD:
+      op.cls = kind == SIM_K_ATTN_FWD ? SIM_ATTENTION_FWD : SIM_ATTENTION_BWD;
+      op.flops = cost_attention(s, kind == SIM_K_ATTN_BWD, (double)m, (double)n, (double)k,
+                                (double)d, &op.bytes);
+      break;
+    case SIM_K_EMBED_FWD:
+      op.cls = SIM_ELEMENTWISE;
+      op.flops = mn;
+      op.bytes = a * 3 * mn;
+      break;
+    case SIM_K_EMBED_BWD:
+      op.cls = SIM_ELEMENTWISE;
+      op.flops = 2 * mn;
+      op.bytes = a * 5 * mn;
+      break;
+    case SIM_K_CE_FWD:
+      /* CPU: a max pass and an exp pass over the real vocabulary. Fused: the classifier
+       * reads the logits once and writes their gradient (forward and backward in one). */
+      op.cls = SIM_LOSS_FWD;
+      op.flops = cpu ? 3.0 * (double)m * (double)d : 6.0 * (double)m * (double)d;
+      op.bytes = a * 2 * (cpu ? (double)m * (double)d : mn);
+      break;
+    case SIM_K_CE_BWD:
+      /* CPU: the statistics again, then exp, scale and write per element. */
+      op.cls = SIM_LOSS_BWD;
+      op.flops = 6.0 * (double)m * (double)d;
+      op.bytes = a * (3 * (double)m * (double)d + mn);
+      break;
+    case SIM_K_ADAMW:
+      /* Reads the gradient, master, m and v; writes master, m, v and the param. */
+      op.cls = SIM_OPTIMIZER;
+      op.flops = 16.0 * (double)m;
+      op.bytes = (double)m * ((double)n + 24.0 + (double)k);
+      break;
+    case SIM_K_SUMSQ:
+      op.cls = SIM_OPTIMIZER;
+      op.flops = 2.0 * (double)m;
+      op.bytes = (double)m * (double)n;
+      break;
+    case SIM_K_CAST:
+      op.cls = SIM_CAST;
+      op.flops = (double)m;
+      op.bytes = (double)m * (double)(n + k);
+      break;
+    case SIM_K_ZERO:
+    default:
+      op.cls = SIM_FILL;
+      op.flops = 0;
+      op.bytes = a * mn;
+      break;
+  }
+  return op;
+}
+
+int sim_phase_ops(const sim_shape *s, sim_phase phase, sim_op *ops) {
+  const gpt_config *c = &s->cfg;
+  const int64_t B = s->B, T = s->T, BT = B * T, C = c->n_embd, CL = C / s->tp;
+  const int64_t NH = c->n_head / s->tp, hs = C / c->n_head, V = c->vocab_padded;
+  const int cpu = s->kernels == SIM_KERNELS_CPU;
+  int n = 0;
+#define OP(kind, label, m, nn, k, d, bias) ops[n++] = sim_op_make(s, kind, label, m, nn, k, d, bias)
+  switch (phase) {
+    case SIM_EMBED_FWD: OP(SIM_K_EMBED_FWD, "embedding", BT, C, 0, 0, 0); break;
+    case SIM_BLOCK_FWD:
+      OP(SIM_K_LN_FWD, "ln1", BT, C, 0, 0, 0);
+      OP(SIM_K_MATMUL_FWD, "qkv", BT, 3 * CL, C, 0, 1);
+      OP(SIM_K_ATTN_FWD, "attention", B, NH, T, hs, 0);
+      OP(SIM_K_MATMUL_FWD, "attproj", BT, C, CL, 0, 1);
+      if (cpu) OP(SIM_K_RESIDUAL, "res2", BT, C, 0, 0, 0);
+      OP(SIM_K_LN_FWD, "ln2", BT, C, 0, 0, 0);
+      OP(SIM_K_MATMUL_FWD, "fc", BT, 4 * CL, C, 1, 1);          /* d = 1 marks the GELU epilogue */
+      if (cpu) OP(SIM_K_GELU_FWD, "gelu", BT, 4 * CL, C, 0, 0); /* k: fan-in of its input */
+      OP(SIM_K_MATMUL_FWD, "fcproj", BT, C, 4 * CL, 0, 1);
+      if (cpu) OP(SIM_K_RESIDUAL, "res3", BT, C, 0, 0, 0);
+      break;
+    case SIM_FINAL_FWD:
+      OP(SIM_K_LN_FWD, "ln_f", BT, C, 0, 0, 0);
+      OP(SIM_K_HEAD_FWD, "head", BT, V, C, 0, 0);
+      OP(SIM_K_CE_FWD, "loss", BT, V, 0, c->vocab, 0);
+      break;
+    case SIM_FINAL_BWD:
+      if (cpu) {
+        OP(SIM_K_CE_BWD, "loss", BT, V, 0, c->vocab, 0);
+        OP(SIM_K_ZERO, "dln", BT, C, 0, 0, 0);
+      }
+      OP(SIM_K_HEAD_BWD, "head", BT, V, C, 0, 0);
+      if (cpu) OP(SIM_K_ZERO, "dres", BT, C, 0, 0, 0);
+      OP(SIM_K_LN_BWD, "ln_f", BT, C, 0, 0, 0);
+      break;
+    case SIM_BLOCK_BWD:
+      if (cpu) OP(SIM_K_ZERO, "dfch_gelu", BT, 4 * CL, 0, 0, 0);
+      OP(SIM_K_MATMUL_BWD, "fcproj", BT, C, 4 * CL, 1, 1); /* fused: dGELU epilogue */
+      if (cpu) {
+        OP(SIM_K_ZERO, "dfch", BT, 4 * CL, 0, 0, 0);
+        OP(SIM_K_GELU_BWD, "gelu", BT, 4 * CL, C, 0, 0);
+        OP(SIM_K_ZERO, "dln", BT, C, 0, 0, 0);
+      }
+      OP(SIM_K_MATMUL_BWD, "fc", BT, 4 * CL, C, 0, 1);
+      OP(SIM_K_LN_BWD, "ln2", BT, C, 0, 0, 0);
+      if (cpu) OP(SIM_K_ZERO, "datty", BT, CL, 0, 0, 0);
+      OP(SIM_K_MATMUL_BWD, "attproj", BT, C, CL, 0, 1);
+      if (cpu) OP(SIM_K_ZERO, "dqkv", BT, 3 * CL, 0, 0, 0);
+      OP(SIM_K_ATTN_BWD, "attention", B, NH, T, hs, 0);
+      if (cpu) OP(SIM_K_ZERO, "dln", BT, C, 0, 0, 0);
+      OP(SIM_K_MATMUL_BWD, "qkv", BT, 3 * CL, C, 0, 1);
+      OP(SIM_K_LN_BWD, "ln1", BT, C, 0, 0, 0);
+      break;
+    case SIM_EMBED_BWD: OP(SIM_K_EMBED_BWD, "embedding", BT, C, 0, 0, 0); break;
+    default: break;
+  }
+#undef OP
+  return n;
+}
+
+double sim_op_time(const sim_hardware *hw, const sim_op *op, double peak) {
+  double compute = op->flops / peak, memory = op->bytes / hw->mem_bw;
+  return (compute > memory ? compute : memory) / hw->efficiency[op->cls] + hw->op_overhead;
+}
+
+double sim_bytes_time(const sim_hardware *hw, sim_op_class cls, double bytes) {
+  return bytes / hw->mem_bw / hw->efficiency[cls] + hw->op_overhead;
+}
+
+double sim_phase_time(const sim_hardware *hw, const sim_shape *s, sim_phase phase, double peak,
+                      double *by_class) {
+  sim_op ops[SIM_MAX_PHASE_OPS];
+  const int n = sim_phase_ops(s, phase, ops);
+  double total = 0;
+  for (int i = 0; i < n; i++) {
+    double t = sim_op_time(hw, &ops[i], peak);
+    if (by_class) by_class[ops[i].cls] += t;
+    total += t;
+  }
+  return total;
+}
+
+double sim_model_flops(const gpt_config *c, double sequences, int T) {
+  const double C = c->n_embd, L = c->n_layer, tokens = sequences * T;
+  const double weights = L * 12.0 * C * C + (double)c->vocab_padded * C;
+  return tokens * (6.0 * weights + 6.0 * L * T * C);
+}

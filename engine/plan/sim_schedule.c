@@ -1,0 +1,348 @@
+/* sim_schedule.c - the step replay (see sim_schedule.h). Units are the embedding (0), the
+ * blocks (1..L) and the final norm (L+1); every block has the same size, so three layouts
+ * give every unit's flat and shard lengths, and three sets of costs every unit's. */
+#include "engine/plan/sim_schedule.h"
+
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "engine/model/gpt.h"
+#include "engine/plan/sim_collective.h"
+#include "engine/plan/sim_ops.h"
+#include "sharding/unit_policy.h"
+
+static const char *const comm_names[SIM_COMM_COUNT] = {"tp",        "gather",  "reduce",
+                                                       "replicate", "publish", "scalar"};
+
+const char *sim_comm_kind_name(sim_comm_kind k) {
+  return k >= 0 && k < SIM_COMM_COUNT ? comm_names[k] : "?";
+}
+
+/* ---- costs -------------------------------------------------------------------------------- */
+
+static st_status check_input(const plan_input *in) {
+  if (in->cfg.n_layer < 1 || in->cfg.n_layer > GPT_MAX_LAYERS || in->grad_accum < 1 ||
+      in->micro_batch < 1 || in->seq_len < 1 || in->R < 1 || in->S < 1 || in->T < 1 ||
+      in->prefetch < 0 || in->stage < 0 || in->stage > 3) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "simulate: mesh %dx%dx%d, stage %d, %d layers, micro-batch %d x %d, "
+                    "grad-accum %d, prefetch %d: out of range",
+                    in->R, in->S, in->T, in->stage, in->cfg.n_layer, in->micro_batch, in->seq_len,
+                    in->grad_accum, in->prefetch);
+  }
+  return ST_OK;
+}
+
+/* Flat and shard lengths of the embedding, a block and the final unit. */
+static st_status measure(const plan_input *in, int64_t numel[3], int64_t shard[3]) {
+  const int index[3] = {0, 1, in->cfg.n_layer + 1};
+  for (int k = 0; k < 3; k++) {
+    unit_layout l;
+    ST_CHECK(unit_layout_init(&l, in->S, in->T, 0));
+    st_status status = gpt_declare_unit(&in->cfg, index[k], &l);
+    numel[k] = l.numel;
+    shard[k] = l.shard_numel;
+    unit_layout_free(&l);
+    ST_CHECK(status);
+  }
+  return ST_OK;
+}
+
+/* AdamW with the optimizer offloaded to the host of a GPU (unit_optim.c's staging): the owned
+ * gradients copied down and the owned parameters copied up over the host link, one after the
+ * other, and the host's update reading the gradients, master, m and v and writing master, m, v
+ * and the parameters at the host's memory bandwidth (the roofline: uncalibrated). */
+static double offloaded_adamw_time(const sim_hardware *hw, double owned, int grad_bytes,
+                                   int param_bytes) {
+  const double copies = owned * (grad_bytes + param_bytes) / hw->host_link_bw;
+  return copies + owned * (grad_bytes + 24.0 + param_bytes) / hw->host_mem_bw;
+}
+
+st_status sim_costs_of(const sim_hardware *hw, const plan_input *in, sim_costs *c) {
+  memset(c, 0, sizeof *c);
+  ST_CHECK(check_input(in));
+  int64_t numel[3], shard[3];
+  ST_CHECK(measure(in, numel, shard));
+  unit_policy pol;
+  ST_CHECK(unit_policy_for_stage(in->stage, &pol));
+  const int world = in->R * in->S * in->T;
+  const int per_node = world < hw->gpus_per_node ? world : hw->gpus_per_node;
+  c->slowdown = hw->compute_slots > 0 && per_node > hw->compute_slots
+                    ? (double)per_node / hw->compute_slots
+                    : 1.0;
+  c->overlap = hw->overlap;
+  const sim_link tp = sim_group_link(hw, in->T, 1), sh = sim_group_link(hw, in->S, in->T),
+                 repl = sim_group_link(hw, in->R, in->S * in->T),
+                 dp = sim_group_link(hw, in->R * in->S, in->T);
+  /* Each collective on its link at its calibrated fraction of the bandwidth; on a node with
+   * fewer compute slots than ranks (a CPU), the copies take turns too. */
+  const double *eff = hw->comm_efficiency, stretch = c->slowdown;
+#define AG(n, bytes, l) (stretch * sim_ring_all_gather(n, (bytes) / eff[SIM_ALL_GATHER], l))
+#define RS(n, bytes, l) (stretch * sim_ring_reduce_scatter(n, (bytes) / eff[SIM_REDUCE_SCATTER], l))
+#define AR(n, bytes, l) (stretch * sim_all_reduce(n, (bytes) / eff[SIM_ALL_REDUCE], l))
+  const int pb = (int)dtype_size(in->precision.param), gb = (int)dtype_size(in->precision.reduce);
+  const int cpu = hw->kernels == SIM_KERNELS_CPU;
+  /* Where device memory is host RAM (the CPU) the offloaded optimizer does exactly the resident
+   * one's work; elsewhere it crosses the host link. */
+  const int offload_staged = in->offload_optimizer && !cpu;
+  if (offload_staged && (hw->host_link_bw <= 0 || hw->host_mem_bw <= 0)) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "hardware '%s' gives no host_link_bw and host_mem_bw: --offload optimizer "
+                    "cannot be simulated on it",
+                    hw->name);
+  }
+  const sim_shape s = {.cfg = in->cfg,
+                       .B = in->micro_batch,
+                       .T = in->seq_len,
+                       .tp = in->T,
+                       .act_bytes = cpu ? 4 : pb,
+                       .kernels = hw->kernels};
+  const double peak = sim_hw_peak(hw, pb);
+  const sim_phase phases[2][3] = {{SIM_EMBED_FWD, SIM_BLOCK_FWD, SIM_FINAL_FWD},
+                                  {SIM_EMBED_BWD, SIM_BLOCK_BWD, SIM_FINAL_BWD}};
+  for (int k = 0; k < 3; k++) {
+    c->fwd[k] = sim_phase_time(hw, &s, phases[0][k], peak, c->fwd_class[k]);
+    c->bwd[k] = sim_phase_time(hw, &s, phases[1][k], peak, c->bwd_class[k]);
+  }
+  /* The tp sums are over B x T x C activations in the compute dtype (fp32 on the CPU). */
+  c->tp_all_reduce =
+      AR(in->T, (double)in->micro_batch * in->seq_len * in->cfg.n_embd * s.act_bytes, tp);
+  const sim_shape flat = {.act_bytes = 4, .kernels = hw->kernels};
+  for (int k = 0; k < 3; k++) {
+    const double n = (double)numel[k], sn = (double)shard[k];
+    c->gather[k] = AG(in->S, n * pb, sh);
+    c->reduce_scatter[k] = RS(in->S, n * gb, sh);
+    c->replicate[k] = AR(in->R, sn * gb, repl);
+    c->grad_gather[k] = pol.gather_grads ? AG(in->S, n * gb, sh) : 0;
+    c->publish[k] = pol.publish_params ? AG(in->S, n * pb, sh) : 0;
+    c->fill[k] = sim_bytes_time(hw, SIM_FILL, n * gb);
+    c->cast_params[k] = sim_bytes_time(hw, SIM_CAST, n * (pb + 4));
+    c->cast_grads[k] = sim_bytes_time(hw, SIM_CAST, n * (gb + 4));
+    sim_op op = sim_op_make(&flat, SIM_K_SUMSQ, "sumsq", shard[k], gb, 0, 0, 0);
+    c->sumsq[k] = sim_op_time(hw, &op, hw->peak_flops_fp32);
+    const int64_t owned = pol.shard_optimizer ? shard[k] : numel[k];
+    op = sim_op_make(&flat, SIM_K_ADAMW, "adamw", owned, gb, pb, 0, 0);
+    c->adamw[k] = sim_op_time(hw, &op, hw->peak_flops_fp32);
+    if (offload_staged) c->adamw[k] = offloaded_adamw_time(hw, (double)owned, gb, pb);
+  }
+  /* The norm's sums over the shard and tp groups, the loss's mean over the dp group. */
+  c->scalars = AR(in->S, 4, sh) + AR(in->T, 4, tp) + AR(in->R * in->S, 4, dp);
+#undef AG
+#undef RS
+#undef AR
+  return ST_OK;
+}
+
+/* ---- the replay ------------------------------------------------------------------------- */
+
+/* A non-blocking collective in the queue. */
+typedef struct queued {
+  double dur, done; /* done < 0: not run yet (no overlap) */
+} queued;
+
+typedef struct replay {
+  const plan_input *in;
+  unit_policy pol;
+  const sim_costs *c;
+  sim_result *r;
+  int n;              /* units */
+  double tc, channel; /* compute stream clock; when the queue's last collective ends */
+  queued *q;          /* at most 3 per unit per micro-batch */
+  int nq;
+  int *gather_at, *reduce_at; /* per unit: queue index, -1 none */
+  int *gathered, *has_copy, *has_grads;
+} replay;
+
+static int kind_of(const replay *p, int u) { return u == 0 ? 0 : u == p->n - 1 ? 2 : 1; }
+
+static void compute(replay *p, sim_op_class cls, double seconds) {
+  p->tc += seconds * p->c->slowdown;
+  p->r->class_s[cls] += seconds * p->c->slowdown;
+}
+
+static void compute_phase(replay *p, double total, const double *by_class) {
+  p->tc += total * p->c->slowdown;
+  for (int k = 0; k < SIM_CLASS_COUNT; k++) p->r->class_s[k] += by_class[k] * p->c->slowdown;
+}
+
+static void blocking(replay *p, sim_comm_kind kind, double seconds) {
+  p->tc += seconds;
+  p->r->comm_s[kind] += seconds;
+}
+
+static int enqueue(replay *p, sim_comm_kind kind, double seconds) {
+  queued *e = &p->q[p->nq];
+  e->dur = seconds;
+  e->done = -1;
+  if (p->c->overlap) {
+    double start = p->channel > p->tc ? p->channel : p->tc;
+    e->done = p->channel = start + seconds;
+  }
+  p->r->comm_s[kind] += seconds;
+  return p->nq++;
+}
+
+/* The stream waits for queued collective i (and, without overlap, runs every earlier one). */
+static void wait_for(replay *p, int i) {
+  if (i < 0) return;
+  if (!p->c->overlap) {
+    for (int k = 0; k <= i; k++) {
+      if (p->q[k].done < 0) p->q[k].done = p->tc = p->tc + p->q[k].dur;
+    }
+  }
+  if (p->q[i].done > p->tc) p->tc = p->q[i].done;
+}
+
+static void gather_start(replay *p, int u) {
+  if (p->pol.gather_params == UNIT_PARAMS_KEPT || u < 0 || u >= p->n || p->gathered[u]) return;
+  p->gathered[u] = 1;
+  p->gather_at[u] = enqueue(p, SIM_COMM_GATHER, p->c->gather[kind_of(p, u)]);
+}
+
+static int copies_params(const replay *p) {
+  return p->in->compute_copies && p->in->precision.param != ST_FP32;
+}
+
+static int copies_grads(const replay *p) {
+  return p->in->compute_copies && p->in->precision.reduce != ST_FP32;
+}
+
+/* prefetch_acquire: wait for u's gather, then start the next `prefetch` units'. */
+static void acquire(replay *p, int u, int direction) {
+  gather_start(p, u);
+  wait_for(p, p->gather_at[u]);
+  p->gather_at[u] = -1;
+  if (copies_params(p) && !p->has_copy[u]) {
+    p->has_copy[u] = 1;
+    compute(p, SIM_CAST, p->c->cast_params[kind_of(p, u)]);
+  }
+  for (int k = 1; k <= p->in->prefetch; k++) gather_start(p, u + k * direction);
+}
+
+static void release(replay *p, int u) {
+  p->has_copy[u] = 0;
+  if (p->pol.gather_params != UNIT_PARAMS_KEPT) p->gathered[u] = 0;
+}
+
+static void grads_begin(replay *p, int u) {
+  if (p->pol.transient_grads && !p->has_grads[u]) {
+    p->has_grads[u] = 1; /* allocated zero-filled */
+    compute(p, SIM_FILL, p->c->fill[kind_of(p, u)]);
+  }
+  if (copies_grads(p)) compute(p, SIM_CAST, p->c->cast_grads[kind_of(p, u)]);
+}
+
+/* unit_reduce_wait: the reduce-scatter, then the blocking replicate all-reduce and the policy's
+ * all-gather of the reduced gradients. */
+static void reduce_wait(replay *p, int u) {
+  if (u >= p->n || p->reduce_at[u] < 0) return;
+  wait_for(p, p->reduce_at[u]);
+  p->reduce_at[u] = -1;
+  const int k = kind_of(p, u);
+  blocking(p, SIM_COMM_REPLICATE, p->c->replicate[k]);
+  blocking(p, SIM_COMM_PUBLISH, p->c->grad_gather[k]);
+  if (p->pol.transient_grads) p->has_grads[u] = 0;
+}
+
+/* gpt_backward.c's finish_unit. */
+static void finish(replay *p, int u, int reduce) {
+  if (copies_grads(p)) compute(p, SIM_CAST, p->c->cast_grads[kind_of(p, u)]);
+  if (reduce) {
+    p->reduce_at[u] = enqueue(p, SIM_COMM_REDUCE, p->c->reduce_scatter[kind_of(p, u)]);
+    reduce_wait(p, u + 1);
+  }
+  release(p, u);
+}
+
+static void micro_batch(replay *p, int reduce) {
+  const sim_costs *c = p->c;
+  const int last = p->n - 1;
+  acquire(p, 0, +1);
+  compute_phase(p, c->fwd[0], c->fwd_class[0]);
+  for (int b = 1; b < last; b++) {
+    acquire(p, b, +1);
+    compute_phase(p, c->fwd[1], c->fwd_class[1]);
+    blocking(p, SIM_COMM_TP, 2 * c->tp_all_reduce);
+    if (p->in->reshard_after_forward) release(p, b);
+  }
+  acquire(p, last, +1);
+  compute_phase(p, c->fwd[2], c->fwd_class[2]);
+  grads_begin(p, 0);
+  grads_begin(p, last);
+  compute_phase(p, c->bwd[2], c->bwd_class[2]);
+  finish(p, last, reduce);
+  for (int b = last - 1; b >= 1; b--) {
+    acquire(p, b, -1);
+    grads_begin(p, b);
+    compute_phase(p, c->bwd[1], c->bwd_class[1]);
+    blocking(p, SIM_COMM_TP, 2 * c->tp_all_reduce);
+    finish(p, b, reduce);
+  }
+  acquire(p, 0, -1);
+  compute_phase(p, c->bwd[0], c->bwd_class[0]);
+  finish(p, 0, reduce);
+}
+
+/* After the backward: norm, loss, AdamW and publishing (train_step.c). */
+static void optimizer(replay *p) {
+  const double start = p->tc;
+  for (int u = 0; u < p->n; u++) compute(p, SIM_OPTIMIZER, p->c->sumsq[kind_of(p, u)]);
+  blocking(p, SIM_COMM_SCALAR, p->c->scalars);
+  for (int u = 0; u < p->n; u++) {
+    compute(p, SIM_OPTIMIZER, p->c->adamw[kind_of(p, u)]);
+    blocking(p, SIM_COMM_PUBLISH, p->c->publish[kind_of(p, u)]);
+  }
+  p->r->optimizer_s = p->tc - start;
+}
+
+st_status sim_replay(const plan_input *in, const sim_costs *c, sim_result *out) {
+  memset(out, 0, sizeof *out);
+  ST_CHECK(check_input(in));
+  replay p = {.in = in, .c = c, .r = out, .n = in->cfg.n_layer + 2};
+  ST_CHECK(unit_policy_for_stage(in->stage, &p.pol));
+  /* One block for the queue and the per-unit tables. */
+  const size_t ints = 5 * (size_t)p.n, queue = 3 * (size_t)p.n + 8;
+  ST_CHECK(mem_alloc((void **)&p.q, queue * sizeof *p.q + ints * sizeof(int), MEM_HOST,
+                     MEM_WORKSPACE, NULL));
+  int *base = (int *)(p.q + queue);
+  p.gather_at = base;
+  p.reduce_at = base + p.n;
+  p.gathered = base + 2 * p.n;
+  p.has_copy = base + 3 * p.n;
+  p.has_grads = base + 4 * p.n;
+  for (int u = 0; u < p.n; u++) {
+    p.gather_at[u] = p.reduce_at[u] = -1;
+    p.gathered[u] = p.has_copy[u] = p.has_grads[u] = 0;
+  }
+  /* Resident full gradients are zeroed at the start of the step. */
+  if (!p.pol.transient_grads) {
+    for (int u = 0; u < p.n; u++) compute(&p, SIM_FILL, c->fill[kind_of(&p, u)]);
+  }
+  for (int m = 0; m < in->grad_accum; m++) {
+    p.nq = 0; /* every collective of the previous micro-batch has been waited for */
+    micro_batch(&p, m == in->grad_accum - 1);
+  }
+  reduce_wait(&p, 0);
+  optimizer(&p);
+  mem_free(p.q);
+  out->step_s = p.tc;
+  out->slowdown = c->slowdown;
+  for (int k = 0; k < SIM_CLASS_COUNT; k++) out->compute_s += out->class_s[k];
+  out->exposed_s = out->step_s - out->compute_s;
+  return ST_OK;
+}
+
+st_status sim_step(const sim_hardware *hw, const plan_input *in, sim_result *out) {
+  sim_costs c;
+  ST_CHECK(sim_costs_of(hw, in, &c));
+  ST_CHECK(sim_replay(in, &c, out));
+  out->world = in->R * in->S * in->T;
+  const double sequences = (double)in->micro_batch * in->R * in->S * in->grad_accum;
+  out->model_flops = sim_model_flops(&in->cfg, sequences, in->seq_len);
+  out->tokens_per_s = sequences * in->seq_len / out->step_s;
+  out->tokens_per_s_per_gpu = out->tokens_per_s / out->world;
+  out->mfu = out->model_flops /
+             (out->step_s * out->world * sim_hw_peak(hw, (int)dtype_size(in->precision.param)));
+  return ST_OK;
+}

@@ -1,0 +1,41 @@
+/* metrics.c - step records as JSON lines. */
+#include "engine/train/metrics.h"
+
+#include <math.h>
+
+/* `"key": value` with %.9g, or null for a value JSON cannot hold (inf, nan). */
+static void number(FILE *out, const char *key, double value) {
+  if (isfinite(value)) {
+    fprintf(out, ", \"%s\": %.9g", key, value);
+  } else {
+    fprintf(out, ", \"%s\": null", key);
+  }
+}
+
+int metrics_write_json(FILE *out, const step_record *r) {
+  fprintf(out, "{\"step\": %d", r->step);
+  number(out, "loss", r->loss);
+  number(out, "lr", r->lr);
+  number(out, "grad_norm", r->grad_norm);
+  fprintf(out, ", \"tokens\": %lld", (long long)r->tokens);
+  number(out, "tokens_per_s", r->tokens_per_s);
+  number(out, "step_ms", r->step_ms);
+  fprintf(out, ", \"mem\": {");
+  for (int c = 0; c < MEM_CATEGORY_COUNT; c++) {
+    fprintf(out, "%s\"%s\": %llu", c ? ", " : "", mem_category_name((mem_category)c),
+            (unsigned long long)r->mem->peak[c]);
+  }
+  fprintf(out,
+          "}, \"comm_bytes\": {\"all_gather\": %llu, \"reduce_scatter\": %llu, "
+          "\"all_reduce\": %llu}, \"mesh\": [%d, %d, %d], \"zero\": %d",
+          (unsigned long long)r->comm_bytes[COMM_ALL_GATHER],
+          (unsigned long long)r->comm_bytes[COMM_REDUCE_SCATTER],
+          (unsigned long long)r->comm_bytes[COMM_ALL_REDUCE], r->R, r->S, r->T, r->zero);
+  fprintf(out, ", \"dtypes\": {\"param\": \"%s\", \"reduce\": \"%s\"}", r->param_dtype,
+          r->reduce_dtype);
+  number(out, "loss_scale", r->loss_scale);
+  fprintf(out, ", \"skipped\": %d", r->skipped);
+  if (r->has_val) number(out, "val_loss", r->val_loss);
+  fputs("}\n", out);
+  return fflush(out) == 0 && !ferror(out);
+}

@@ -1,0 +1,43 @@
+/* metrics.h - the per-step record of a training run, written as one JSON object per line
+ * (numbers with enough digits to round-trip an fp32, %.9g) for machines; engine/train/run_report.h
+ * prints it for people.
+ *   {"step", "loss", "lr", "grad_norm", "tokens", "tokens_per_s", "step_ms",
+ *    "mem": {category: peak bytes}, "comm_bytes": {"all_gather", "reduce_scatter", "all_reduce"},
+ *    "mesh": [R, S, T], "zero", "dtypes": {"param", "reduce"}, "loss_scale", "skipped",
+ *    "val_loss" (eval steps only)}
+ * "tokens" counts every token trained on so far, all ranks together; "mem" and "comm_bytes"
+ * (bytes sent during the step under ring accounting, over all groups) are maxima over ranks.
+ * "loss_scale" is the scale the step's loss gradient was multiplied by (1 without fp16; every
+ * rank's, checked equal), "skipped" the number of ranks that skipped the step for an fp16
+ * overflow: 0, or every rank of the world. A skipped step has no "grad_norm" (null). */
+#ifndef ST_ENGINE_TRAIN_METRICS_H
+#define ST_ENGINE_TRAIN_METRICS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/alloc.h"
+#include "sharding/comm.h"
+
+typedef struct step_record {
+  int step;
+  double loss;
+  double lr;
+  double grad_norm;
+  double loss_scale;
+  int skipped; /* ranks that skipped the step */
+  int64_t tokens;
+  double tokens_per_s;
+  double step_ms;
+  const mem_stats *mem;
+  uint64_t comm_bytes[COMM_OP_COUNT];
+  int zero, R, S, T;
+  const char *param_dtype, *reduce_dtype;
+  int has_val;
+  double val_loss;
+} step_record;
+
+/* Writes the record as one JSON line and flushes, so a crash loses at most the current step. */
+int metrics_write_json(FILE *out, const step_record *r);
+
+#endif /* ST_ENGINE_TRAIN_METRICS_H */

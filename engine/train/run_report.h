@@ -1,0 +1,64 @@
+/* run_report.h - what a person sees of a training run on stdout (world rank 0 only, nothing at
+ * all with --quiet; warnings and errors go to stderr through core/log.h):
+ *   a start-up summary: model and parameter count, mesh and ZeRO stage, dtypes, tokens per
+ *     step, optimizer, and the planner's memory per rank by category next to the device's;
+ *   one line per step with the time since start-up and an estimate of the time left;
+ *   a final summary: tokens trained, mean throughput, best validation loss, peak memory, and
+ *     where the export, the metrics and the last checkpoint were written.
+ * It reads the run's state and prints; it changes nothing, and the metrics file is metrics.h's.
+ *
+ * Timing: "tok/s" is the global batch over the training step's own time (forward, backward,
+ * optimizer: data loading, evaluation and file writes excluded), as in the metrics. The first
+ * step a process runs (step 1, or the first after a resume) is a warm-up (first touch of every
+ * buffer, thread pools, on GPUs kernel selection), so the mean throughput and the time-left
+ * estimate leave it out once there is a later step. */
+#ifndef ST_ENGINE_TRAIN_RUN_REPORT_H
+#define ST_ENGINE_TRAIN_RUN_REPORT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "engine/model/gpt_config.h"
+#include "engine/train/metrics.h"
+#include "engine/train/train_options.h"
+#include "engine/train/train_step.h"
+#include "shardtrain.h"
+
+typedef struct run_report {
+  FILE *out; /* stdout on the printing rank; NULL on the others and with --quiet */
+  int total_steps;
+  int64_t step_tokens;       /* the global batch */
+  double start_ms;           /* when run_report_start ran */
+  double warm_ms;            /* when the first step was reported: the time-left origin */
+  int first_step, last_step; /* of this process (a resumed run starts past 0); from 0 */
+  int steps_run;
+  double first_step_ms; /* the warm-up's step time: the throughput of a one-step run */
+  double timed_ms;      /* step time of the steps after the warm-up */
+  int has_val;
+  double best_val;
+  int best_val_step;        /* counted from 0, like the metrics */
+  uint64_t predicted_bytes; /* the planner's peak per rank, every category (0: unknown) */
+  uint64_t peak_bytes;      /* measured: category peaks summed, maximum over ranks */
+  int scaled;               /* some step scaled its loss (fp16) */
+  int skipped_steps;        /* steps skipped for an fp16 overflow */
+  double last_scale;        /* the loss scale of the last step reported */
+  const char *export_path, *metrics_path;
+} run_report;
+
+/* Starts the report once the mesh exists and before the model is built (so that a run that
+ * runs out of memory has already shown what it expected), and prints the start-up summary.
+ * Collective over MPI_COMM_WORLD (it counts the ranks that share this device); warns on stderr
+ * when the ranks sharing a device are predicted to need more memory than it has available.
+ * A prediction or device query that fails is shown as unknown, never fails the run. */
+st_status run_report_start(run_report *rep, const train_options *o, const gpt_config *cfg,
+                           const train_hparams *h, const st_mesh *mesh);
+
+/* A finished step on the printing rank (the record after max_over_ranks): prints its line and
+ * accumulates the totals. */
+void run_report_step(run_report *rep, const step_record *rec);
+
+/* Prints the final summary after the last step and the export. checkpoint_path: the last
+ * checkpoint written, or NULL when the run wrote none. */
+void run_report_finish(const run_report *rep, const char *checkpoint_path);
+
+#endif /* ST_ENGINE_TRAIN_RUN_REPORT_H */
