@@ -69,11 +69,11 @@ static st_status cpu_event_query(void *event, int *done) {
   return ST_OK;
 }
 
-/* The CPU kernels compute in fp32; bf16 buffers are upcast for compute. fp16 would need the
- * loss scaler, which shardtrain does not have yet. */
+/* The CPU kernels compute in fp32; bf16 and fp16 buffers are upcast for compute (fp16 trains
+ * with the loss scaler, optim/loss_scaler.h). */
 static int cpu_holds_params_in(int ordinal, st_dtype dtype) {
   (void)ordinal;
-  return dtype == ST_FP32 || dtype == ST_BF16;
+  return dtype == ST_FP32 || dtype == ST_BF16 || dtype == ST_FP16;
 }
 
 /* The host's memory: MemAvailable (what the kernel can hand out without swapping, page cache

@@ -104,7 +104,8 @@ static st_status cuda_event_query(void *event, int *done) {
   return ST_OK;
 }
 
-/* bf16 needs compute capability 8.0 (Ampere) or newer; fp16 would need the loss scaler. */
+/* bf16 needs compute capability 8.0 (Ampere) or newer; fp16 (trained with the loss scaler,
+ * optim/loss_scaler.h) 7.0 (Volta), the first with fp16 tensor cores. */
 static int cuda_holds_params_in(int ordinal, st_dtype dtype) {
   if (dtype == ST_FP32) return 1;
   int major = 0;
@@ -112,7 +113,7 @@ static int cuda_holds_params_in(int ordinal, st_dtype dtype) {
     (void)cudaGetLastError();
     return 0;
   }
-  return dtype == ST_BF16 && major >= 8;
+  return (dtype == ST_BF16 && major >= 8) || (dtype == ST_FP16 && major >= 7);
 }
 
 /* cudaMemGetInfo answers for the current device: switch to `ordinal` for the query (a rank is

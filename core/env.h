@@ -9,13 +9,14 @@ extern "C" {
 #endif
 
 typedef enum env_var {
-  ENV_LOG_LEVEL = 0,          /* ST_LOG_LEVEL */
-  ENV_COMM_TIMEOUT = 1,       /* ST_COMM_TIMEOUT */
-  ENV_DEVICE = 2,             /* ST_DEVICE */
-  ENV_CKPT_TEST_DELAY_MS = 3, /* ST_CKPT_TEST_DELAY_MS */
-  ENV_MEMORY_LIMIT_BYTES = 4, /* ST_MEMORY_LIMIT_BYTES */
-  ENV_NCCL_HOSTID = 5,        /* NCCL_HOSTID (NCCL's own; read to know what NCCL will see) */
-  ENV_VAR_COUNT = 6
+  ENV_LOG_LEVEL = 0,            /* ST_LOG_LEVEL */
+  ENV_COMM_TIMEOUT = 1,         /* ST_COMM_TIMEOUT */
+  ENV_DEVICE = 2,               /* ST_DEVICE */
+  ENV_CKPT_TEST_DELAY_MS = 3,   /* ST_CKPT_TEST_DELAY_MS */
+  ENV_MEMORY_LIMIT_BYTES = 4,   /* ST_MEMORY_LIMIT_BYTES */
+  ENV_NCCL_HOSTID = 5,          /* NCCL_HOSTID (NCCL's own; read to know what NCCL will see) */
+  ENV_TEST_INJECT_OVERFLOW = 6, /* ST_TEST_INJECT_OVERFLOW */
+  ENV_VAR_COUNT = 7
 } env_var;
 
 typedef struct env_entry {

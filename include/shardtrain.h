@@ -116,10 +116,12 @@ st_status st_memory_live_bytes(uint64_t *bytes);
  * A unit is a group of parameters gathered, released and reduced together: one layer or block
  * of the caller's own model, computed by the caller's own code. Its buffers live on the mesh's
  * device (st_mesh_device_name; the CPU without a mesh). Parameters are held in the config's
- * param dtype and gradients in its reduce dtype (fp32 or bf16), with fp32 master weights and
- * Adam moments; the caller computes in the dtype the device's kernels compute in (the _typed
- * data calls say which), fp32 where they lack the unit's (on the CPU, a bf16 unit in use keeps
- * fp32 copies). A program's calls:
+ * param dtype and gradients in its reduce dtype (fp32, bf16 or fp16), with fp32 master weights
+ * and Adam moments; the caller computes in the dtype the device's kernels compute in (the _typed
+ * data calls say which), fp32 where they lack the unit's (on the CPU, a bf16 or fp16 unit in use
+ * keeps fp32 copies). fp16 needs loss scaling, which is the caller's: scale the loss gradient by
+ * S, skip the step (and lower S) when st_unit_grad_sumsq's sum is not finite, and pass 1 / S in
+ * st_unit_adamw_step's grad_scale. A program's calls:
  *
  *   st_unit_create; st_unit_add_param for each parameter; st_unit_finalize;
  *   st_unit_set_param for each parameter; st_unit_optimizer_reset; then every step:
@@ -145,8 +147,8 @@ typedef enum st_tp_split { ST_TP_REPLICATED = 0, ST_TP_COLUMN = 1, ST_TP_ROW = 2
 typedef struct st_unit_config {
   size_t struct_size;    /* sizeof(st_unit_config), filled by ST_UNIT_CONFIG_INIT */
   int zero_stage;        /* 0 (replicated, DDP) to 3 (full shard); 0 without a mesh */
-  st_dtype param_dtype;  /* ST_FP32 or ST_BF16: parameters as held, gathered, computed with */
-  st_dtype reduce_dtype; /* ST_FP32 or ST_BF16: gradients as accumulated, stored, reduced */
+  st_dtype param_dtype;  /* ST_FP32, ST_BF16 or ST_FP16: parameters as held, gathered, used */
+  st_dtype reduce_dtype; /* ST_FP32, ST_BF16 or ST_FP16: gradients as accumulated and reduced */
 } st_unit_config;
 
 #define ST_UNIT_CONFIG_INIT \

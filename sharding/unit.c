@@ -28,10 +28,6 @@ static st_status check_precision(const char *name, const st_device *dev, unit_pr
   if (status != ST_OK) {
     return st_error(status, "unit %s: %s", name, st_last_error());
   }
-  if (p.reduce != ST_FP32 && p.reduce != ST_BF16) {
-    return st_error(ST_ERR_INVALID_ARG, "unit %s: reduce dtype %s is not fp32 or bf16", name,
-                    dtype_name(p.reduce));
-  }
   return ST_OK;
 }
 

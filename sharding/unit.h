@@ -55,8 +55,8 @@
 
 /* The mixed-precision policy; {ST_FP32, ST_FP32} (all zero) is plain fp32. */
 typedef struct unit_precision {
-  st_dtype param;  /* parameters as held, gathered and computed with: fp32 or bf16 */
-  st_dtype reduce; /* gradients as accumulated, stored and reduced: fp32 or bf16 */
+  st_dtype param;  /* parameters as held, gathered and computed with: fp32, bf16 or fp16 */
+  st_dtype reduce; /* gradients as accumulated, stored and reduced: fp32, bf16 or fp16 */
 } unit_precision;
 
 typedef struct unit {
@@ -88,8 +88,9 @@ typedef struct unit {
 } unit;
 
 /* groups may be NULL for a single-rank unit (stage 0, S = R = 1); precision may be NULL
- * (fp32). A param dtype the device cannot train with is ST_ERR_UNSUPPORTED, a reduce dtype
- * other than fp32 or bf16 ST_ERR_INVALID_ARG. */
+ * (fp32). A param dtype the device cannot train with is ST_ERR_UNSUPPORTED, a value that is
+ * not a dtype ST_ERR_INVALID_ARG. fp16 in either place needs loss scaling (the caller's:
+ * optim/loss_scaler.h). */
 st_status unit_init(unit *u, const char *name, const st_device *dev, int stage,
                     const unit_precision *precision, const unit_groups *groups, int T, int t);
 

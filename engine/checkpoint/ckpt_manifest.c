@@ -250,7 +250,9 @@ static cJSON *manifest_json(const ckpt_manifest *m) {
   cJSON *dtypes = cJSON_AddObjectToObject(root, "dtypes");
   cJSON_AddStringToObject(dtypes, "param", dtype_name(m->param_dtype));
   cJSON_AddStringToObject(dtypes, "reduce", dtype_name(m->reduce_dtype));
-  cJSON_AddNumberToObject(root, "loss_scale", m->loss_scale);
+  cJSON_AddNumberToObject(root, "loss_scale", m->scaler.scale);
+  cJSON_AddItemToObject(root, "loss_scale_clean_steps", exact_integer(m->scaler.clean_steps));
+  cJSON_AddItemToObject(root, "skipped_steps", exact_integer(m->scaler.skipped));
   cJSON_AddItemToObject(root, "optimizer", run_json(m));
   cJSON *rng = cJSON_AddObjectToObject(root, "rng");
   cJSON_AddItemToObject(rng, "init_seed", exact_integer((int64_t)m->seed));
@@ -379,6 +381,13 @@ static st_status int_list(const reader *r, const cJSON *a, const char *what, int
 
 static const double most = 9007199254740992.0; /* 2^53 */
 
+/* A whole number in [0, 2^53] that may be absent (then 0). */
+static st_status optional_integer(const reader *r, const cJSON *o, const char *key, int64_t *out) {
+  *out = 0;
+  if (!cJSON_GetObjectItemCaseSensitive(o, key)) return ST_OK;
+  return integer(r, o, key, 0, most, out);
+}
+
 static st_status read_model(const reader *r, const cJSON *root, ckpt_manifest *m) {
   const cJSON *model;
   ST_CHECK(field(r, root, "model", &model));
@@ -409,7 +418,10 @@ static st_status read_model(const reader *r, const cJSON *root, ckpt_manifest *m
     return st_error(ST_ERR_FORMAT, "%s: unknown dtypes %s, %s", r->path, param, reduce);
   m->param_dtype = (st_dtype)p;
   m->reduce_dtype = (st_dtype)g;
-  return number(r, root, "loss_scale", 0, 1e38, &m->loss_scale);
+  ST_CHECK(number(r, root, "loss_scale", 0, 1e38, &m->scaler.scale));
+  /* The loss scaler's counters came with fp16: a manifest without them had no loss scaling. */
+  ST_CHECK(optional_integer(r, root, "loss_scale_clean_steps", &m->scaler.clean_steps));
+  return optional_integer(r, root, "skipped_steps", &m->scaler.skipped);
 }
 
 static st_status read_run(const reader *r, const cJSON *root, ckpt_manifest *m) {

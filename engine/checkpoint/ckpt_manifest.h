@@ -59,7 +59,7 @@ typedef struct ckpt_manifest {
   gpt_config cfg;
   int R, S, T, zero;
   st_dtype param_dtype, reduce_dtype;
-  double loss_scale; /* 1: no loss scaling */
+  loss_scaler_state scaler; /* fp16's loss scale (1: no loss scaling), with its counters */
   int micro_batch;
   train_hparams h;
   uint64_t seed;

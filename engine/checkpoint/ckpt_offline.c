@@ -202,7 +202,11 @@ st_status ckpt_describe(const ckpt_source *src, FILE *out) {
   fprintf(out, "  mesh        dp_replicate %d x dp_shard %d x tp %d, ZeRO-%d\n", m->R, m->S, m->T,
           m->zero);
   fprintf(out, "  dtypes      param %s, reduce %s, loss scale %g\n", dtype_name(m->param_dtype),
-          dtype_name(m->reduce_dtype), m->loss_scale);
+          dtype_name(m->reduce_dtype), m->scaler.scale);
+  if (m->scaler.scale != 1.0 || m->scaler.skipped) {
+    fprintf(out, "  loss scale  %g, %lld clean steps since it last changed, %lld steps skipped\n",
+            m->scaler.scale, (long long)m->scaler.clean_steps, (long long)m->scaler.skipped);
+  }
   fprintf(out,
           "  optimizer   AdamW lr %g (%s, warmup %d, min %g, %d steps), betas %g %g, eps %g, "
           "weight decay %g, clip %g\n",

@@ -18,6 +18,8 @@ typedef struct plan_options {
   int ranks, micro_batch, seq_len, grad_accum, prefetch;
   double gpu_gib;
   const char *param_dtype, *reduce_dtype, *device;
+  const char *loss_scale; /* checked as train checks it; scaling changes no memory */
+  int loss_scale_window;
 } plan_options;
 
 static double gib(double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
@@ -52,7 +54,11 @@ static st_status plan_precision(const plan_options *o, unit_precision *precision
   train_options_defaults(&t);
   t.param_dtype = o->param_dtype;
   t.reduce_dtype = o->reduce_dtype;
+  t.loss_scale = o->loss_scale;
+  t.loss_scale_window = o->loss_scale_window;
   ST_CHECK(train_options_precision(&t, precision));
+  loss_scaler scaler;
+  ST_CHECK(train_options_loss_scaler(&t, *precision, &scaler));
   if (strcmp(o->device, "cpu") == 0) {
     const st_device cpu = device_cpu();
     if (device_check_param_dtype(&cpu, precision->param) != ST_OK) {
@@ -65,11 +71,8 @@ static st_status plan_precision(const plan_options *o, unit_precision *precision
   if (strcmp(o->device, "cuda") != 0) {
     return st_error(ST_ERR_INVALID_ARG, "--device '%s' is not cpu or cuda", o->device);
   }
-  /* A GPU run is planned without a GPU: an Ampere or newer one, computing in the param dtype. */
-  if (precision->param != ST_FP32 && precision->param != ST_BF16) {
-    return st_error(ST_ERR_INVALID_ARG, "--param-dtype %s: GPUs train with fp32 or bf16 parameters",
-                    o->param_dtype);
-  }
+  /* A GPU run is planned without a GPU: an Ampere or newer one, computing in the param dtype
+   * (fp32, bf16 or fp16 all run there). */
   *device = ST_DEVICE_CUDA;
   *copies = 0;
   return ST_OK;
@@ -129,7 +132,8 @@ int cmd_plan(int argc, char **argv) {
       return cmd_plan_fit(argc, argv);
     }
   }
-  plan_options o = {"d12", 8, 4, 0, 1, 1, 0.0, "fp32", "fp32", "cuda"};
+  plan_options o = {"d12", 8,      4,      0,      1,    1,
+                    0.0,   "fp32", "fp32", "cuda", NULL, LOSS_SCALER_DEFAULT_WINDOW};
   const cli_flag flags[] = {
       {"model", FLAG_STRING, &o.model, "named config: tiny, d6, d12, d24, d36, d48"},
       {"ranks", FLAG_INT, &o.ranks, "number of ranks (every R x S = ranks is listed)"},
@@ -138,10 +142,13 @@ int cmd_plan(int argc, char **argv) {
       {"grad-accum", FLAG_INT, &o.grad_accum, "micro-batches per step"},
       {"prefetch", FLAG_INT, &o.prefetch, "units gathered ahead (stage 3)"},
       {"gpu-gib", FLAG_DOUBLE, &o.gpu_gib, "GPU memory to compare with (0: no verdict)"},
-      {"param-dtype", FLAG_STRING, &o.param_dtype, "parameters: fp32 or bf16"},
+      {"param-dtype", FLAG_STRING, &o.param_dtype, "parameters: fp32, bf16 or fp16"},
       {"reduce-dtype", FLAG_STRING, &o.reduce_dtype,
-       "gradients and their reductions: fp32 or bf16"},
+       "gradients and their reductions: fp32, bf16 or fp16"},
       {"device", FLAG_STRING, &o.device, "cuda (GPUs, the default) or cpu (fp32 compute copies)"},
+      {"loss-scale", FLAG_STRING, &o.loss_scale,
+       "fp16 only, as for train (checked the same way; no effect on memory)"},
+      {"loss-scale-window", FLAG_INT, &o.loss_scale_window, "as for train"},
   };
   int nflags = (int)(sizeof flags / sizeof flags[0]), help = 0;
   st_status status = cli_parse(argc, argv, 2, flags, nflags, &help);

@@ -28,6 +28,7 @@ typedef struct train_run {
   const train_options *o;
   gpt_config cfg;
   train_hparams h;
+  loss_scaler scaler; /* the same on every rank: every rank sees the same overflow verdict */
   st_mesh *mesh;
   st_mesh_coords coords;
   gpt_model *model;
@@ -119,6 +120,7 @@ static st_status setup_local(train_run *r) {
                       .prefetch = o->prefetch,
                       .reshard_after_forward = o->reshard_after_forward};
   ST_CHECK(train_options_precision(o, &par.precision));
+  ST_CHECK(train_options_loss_scaler(o, par.precision, &r->scaler));
   ST_CHECK(train_options_offload(o, &par.offload_optimizer));
   if (device_check_param_dtype(mesh_device(r->mesh), par.precision.param) != ST_OK) {
     return st_error(ST_ERR_INVALID_ARG, "--param-dtype %s: %s", o->param_dtype, st_last_error());
@@ -155,6 +157,11 @@ static st_status resume(train_run *r) {
    * mesh, so any entry serves. */
   if (r->train) ST_CHECK(job_agree(token_loader_seek(r->train, m->data[0])));
   r->first_step = (int)m->step;
+  /* A dynamic scale continues where the checkpoint left it (a fixed one is the flag's, and a
+   * checkpoint without loss scaling has no scale to give); the skipped steps always carry on,
+   * as AdamW's step count leaves them out whatever the dtype. */
+  if (r->scaler.mode == LOSS_SCALER_DYNAMIC && m->scaler.scale != 1.0) r->scaler.state = m->scaler;
+  r->scaler.state.skipped = m->scaler.skipped;
   if (is_writer(r)) {
     st_log(ST_LOG_INFO, "resumed from %s: step %lld, saved on mesh %dx%dx%d at ZeRO-%d in %s",
            ckpt_source_dir(r->resume), (long long)m->step, m->R, m->S, m->T, m->zero,
@@ -235,12 +242,14 @@ static st_status run_step(train_run *r, int step, step_record *rec) {
   }
   double start = now_ms();
   step_stats s;
-  ST_CHECK(train_step(r->model, &r->h, step, inputs, targets, &s));
+  ST_CHECK(train_step(r->model, &r->h, &r->scaler, step, inputs, targets, &s));
   double ms = now_ms() - start;
   *rec = (step_record){.step = step,
                        .loss = s.loss,
                        .lr = s.lr,
                        .grad_norm = s.grad_norm,
+                       .loss_scale = s.loss_scale,
+                       .skipped = s.skipped,
                        .tokens = r->h.global_tokens * (step + 1),
                        .tokens_per_s = (double)r->h.global_tokens / (ms / 1e3),
                        .step_ms = ms,
@@ -259,13 +268,25 @@ static st_status run_step(train_run *r, int step, step_record *rec) {
   return ST_OK;
 }
 
-/* The record's memory and communication become the maximum over all ranks. */
-static void max_over_ranks(step_record *rec, mem_stats *mem) {
+/* The record's memory and communication become the maximum over all ranks, and its skipped
+ * count the number of ranks that skipped the step. Every rank must have run the step at the
+ * same loss scale and skipped it or not with all the others: a rank that did not would hold
+ * other parameters from here on. */
+static st_status over_ranks(step_record *rec, int world_size, mem_stats *mem) {
   mem_stats_get(mem);
   MPI_Allreduce(MPI_IN_PLACE, mem->peak, MEM_CATEGORY_COUNT, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, rec->comm_bytes, COMM_OP_COUNT, MPI_UINT64_T, MPI_MAX,
                 MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &rec->skipped, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  double scale[2] = {-rec->loss_scale, rec->loss_scale}; /* {-min, max} in one reduction */
+  MPI_Allreduce(MPI_IN_PLACE, scale, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   rec->mem = mem;
+  if (-scale[0] != scale[1] || (rec->skipped != 0 && rec->skipped != world_size)) {
+    return st_error(ST_ERR_INTERNAL,
+                    "step %d: the ranks disagree: loss scales from %g to %g, %d of %d skipped",
+                    rec->step, -scale[0], scale[1], rec->skipped, world_size);
+  }
+  return ST_OK;
 }
 
 /* Writes --ckpt-dir/step_<step + 1> when the step is due (every --ckpt-every, and the last of
@@ -284,7 +305,7 @@ static st_status maybe_save(train_run *r, int step) {
                      .zero = o->zero,
                      .param_dtype = r->model->par.precision.param,
                      .reduce_dtype = r->model->par.precision.reduce,
-                     .loss_scale = 1.0,
+                     .scaler = r->scaler.state,
                      .micro_batch = o->micro_batch,
                      .h = r->h,
                      .seed = (uint64_t)o->seed};
@@ -312,7 +333,7 @@ static st_status train(train_run *r) {
   for (int step = r->first_step; step < end; step++) {
     step_record rec;
     ST_CHECK(run_step(r, step, &rec));
-    max_over_ranks(&rec, &mem);
+    ST_CHECK(over_ranks(&rec, r->coords.world_size, &mem));
     if (is_writer(r)) {
       run_report_step(&r->report, &rec);
       if (r->metrics && !metrics_write_json(r->metrics, &rec)) {

@@ -66,8 +66,10 @@ typedef struct gpt_layer_acts {
   float *ln1_mean, *ln1_rstd, *att_state, *ln2_mean, *ln2_rstd;
 } gpt_layer_acts;
 
-/* The step's device scalars (gpt_acts.scalars): train_step sums into them and reads them once. */
-enum gpt_scalar { GPT_LOSS_SUM = 0, GPT_GRAD_SUMSQ = 1, GPT_SCALARS };
+/* The step's device scalars (gpt_acts.scalars): train_step sums into them and reads them once.
+ * The overflow flag of loss scaling sits beside the squared norm, so one all-reduce carries
+ * both. */
+enum gpt_scalar { GPT_LOSS_SUM = 0, GPT_GRAD_SUMSQ = 1, GPT_OVERFLOW = 2, GPT_SCALARS };
 
 /* Activations and the backward's gradient buffers (void *: the activation dtype) and the
  * statistics (float *: fp32). */
@@ -136,8 +138,9 @@ st_status gpt_init_params(gpt_model *model, uint64_t seed);
 /* Forward over a micro-batch; tokens are host int32 [B * T]. Its per-token losses stay in
  * device memory (acts.losses; gpt_loss_sum adds them up there). In training, dloss_scale > 0:
  * the fused classifier also overwrites the logits with the gradient of dloss_scale * (sum of
- * the losses), where gpt_backward starts; dloss_scale is 1 / (tokens of the global batch), so
- * the gradients sum to those of the global mean loss. In evaluation, dloss_scale = 0: the
+ * the losses), where gpt_backward starts; dloss_scale is the loss scale (1 without fp16:
+ * train_step.h) over the tokens of the global batch, so the gradients sum to those of the global
+ * mean loss times the scale. In evaluation, dloss_scale = 0: the
  * logits are kept. */
 st_status gpt_forward(gpt_model *model, const int32_t *inputs, const int32_t *targets,
                       float dloss_scale);

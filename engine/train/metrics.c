@@ -33,6 +33,8 @@ int metrics_write_json(FILE *out, const step_record *r) {
           (unsigned long long)r->comm_bytes[COMM_ALL_REDUCE], r->R, r->S, r->T, r->zero);
   fprintf(out, ", \"dtypes\": {\"param\": \"%s\", \"reduce\": \"%s\"}", r->param_dtype,
           r->reduce_dtype);
+  number(out, "loss_scale", r->loss_scale);
+  fprintf(out, ", \"skipped\": %d", r->skipped);
   if (r->has_val) number(out, "val_loss", r->val_loss);
   fputs("}\n", out);
   return fflush(out) == 0 && !ferror(out);

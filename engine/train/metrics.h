@@ -3,9 +3,13 @@
  * prints it for people.
  *   {"step", "loss", "lr", "grad_norm", "tokens", "tokens_per_s", "step_ms",
  *    "mem": {category: peak bytes}, "comm_bytes": {"all_gather", "reduce_scatter", "all_reduce"},
- *    "mesh": [R, S, T], "zero", "dtypes": {"param", "reduce"}, "val_loss" (eval steps only)}
+ *    "mesh": [R, S, T], "zero", "dtypes": {"param", "reduce"}, "loss_scale", "skipped",
+ *    "val_loss" (eval steps only)}
  * "tokens" counts every token trained on so far, all ranks together; "mem" and "comm_bytes"
- * (bytes sent during the step under ring accounting, over all groups) are maxima over ranks. */
+ * (bytes sent during the step under ring accounting, over all groups) are maxima over ranks.
+ * "loss_scale" is the scale the step's loss gradient was multiplied by (1 without fp16; every
+ * rank's, checked equal), "skipped" the number of ranks that skipped the step for an fp16
+ * overflow: 0, or every rank of the world. A skipped step has no "grad_norm" (null). */
 #ifndef ST_ENGINE_TRAIN_METRICS_H
 #define ST_ENGINE_TRAIN_METRICS_H
 
@@ -20,6 +24,8 @@ typedef struct step_record {
   double loss;
   double lr;
   double grad_norm;
+  double loss_scale;
+  int skipped; /* ranks that skipped the step */
   int64_t tokens;
   double tokens_per_s;
   double step_ms;

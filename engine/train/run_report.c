@@ -61,7 +61,8 @@ static text count_text(double n) {
 }
 
 /* "step 12/400 | loss 3.2 | lr 3.0e-03 | norm 0.52 | 24.1 ms | 42000 tok/s | 0:12 elapsed |
- * ETA 2:30 | val 3.3": the step counted from 1. */
+ * ETA 2:30 | val 3.3": the step counted from 1. With loss scaling (fp16) the scale follows,
+ * and a skipped step says so (its norm is nan). */
 static void print_step(FILE *out, const step_record *r, int total_steps, double elapsed_s,
                        double left_s) {
   fprintf(out,
@@ -70,6 +71,8 @@ static void print_step(FILE *out, const step_record *r, int total_steps, double 
           r->step + 1, total_steps, r->loss, r->lr, r->grad_norm, r->step_ms, r->tokens_per_s,
           duration_text(elapsed_s).s, duration_text(left_s).s);
   if (r->has_val) fprintf(out, " | val %.6f", r->val_loss);
+  if (r->loss_scale != 1.0) fprintf(out, " | scale %g", r->loss_scale);
+  if (r->skipped) fprintf(out, " | skipped: fp16 overflow");
   fputc('\n', out);
   fflush(out);
 }
@@ -91,10 +94,20 @@ static void print_run(FILE *out, const train_options *o, const gpt_config *cfg,
   (void)train_options_precision(o, &p); /* already checked by train_options_resolve */
   fprintf(out,
           "  mesh R x S x T = %d x %d x %d (%d rank%s), ZeRO stage %d, device %s, collectives %s, "
-          "dtypes param %s / reduce %s\n",
+          "dtypes param %s / reduce %s",
           c->R, c->S, c->T, c->world_size, c->world_size == 1 ? "" : "s", o->zero,
           st_mesh_device_name(mesh), st_mesh_backend_name(mesh), dtype_name(p.param),
           dtype_name(p.reduce));
+  loss_scaler scaler;
+  loss_scaler_init_none(&scaler);
+  (void)train_options_loss_scaler(o, p, &scaler); /* checked by train_options_resolve too */
+  if (scaler.mode == LOSS_SCALER_DYNAMIC) {
+    fprintf(out, ", loss scale dynamic from %g (doubled every %d clean steps)", scaler.state.scale,
+            scaler.window);
+  } else if (scaler.mode == LOSS_SCALER_FIXED) {
+    fprintf(out, ", loss scale fixed at %g", scaler.state.scale);
+  }
+  fputc('\n', out);
   fprintf(
       out,
       "  batch %lld tokens per step = micro-batch %d x %d tokens x %d dp rank%s x grad-accum %d; "
@@ -203,6 +216,9 @@ void run_report_step(run_report *rep, const step_record *rec) {
     rep->timed_ms += rec->step_ms;
   }
   rep->last_step = rec->step;
+  rep->scaled |= rec->loss_scale != 1.0;
+  rep->skipped_steps += rec->skipped != 0;
+  rep->last_scale = rec->loss_scale;
   if (rec->has_val && (!rep->has_val || rec->val_loss < rep->best_val)) {
     rep->has_val = 1;
     rep->best_val = rec->val_loss;
@@ -238,6 +254,10 @@ void run_report_finish(const run_report *rep, const char *checkpoint_path) {
             (double)tokens / (rep->first_step_ms / 1e3));
   } else {
     fputc('\n', out);
+  }
+  if (rep->scaled) {
+    fprintf(out, "fp16 loss scaling: %d steps skipped for overflow, last scale %g\n",
+            rep->skipped_steps, rep->last_scale);
   }
   if (rep->has_val) {
     fprintf(out, "best val loss %.6f at step %d/%d\n", rep->best_val, rep->best_val_step + 1,

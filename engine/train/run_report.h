@@ -39,6 +39,9 @@ typedef struct run_report {
   int best_val_step;        /* counted from 0, like the metrics */
   uint64_t predicted_bytes; /* the planner's peak per rank, every category (0: unknown) */
   uint64_t peak_bytes;      /* measured: category peaks summed, maximum over ranks */
+  int scaled;               /* some step scaled its loss (fp16) */
+  int skipped_steps;        /* steps skipped for an fp16 overflow */
+  double last_scale;        /* the loss scale of the last step reported */
   const char *export_path, *metrics_path;
 } run_report;
 

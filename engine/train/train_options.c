@@ -2,6 +2,8 @@
 #include "engine/train/train_options.h"
 
 #include <float.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -33,7 +35,9 @@ void train_options_defaults(train_options *o) {
                        .reshard_after_forward = 1,
                        .param_dtype = "fp32",
                        .reduce_dtype = "fp32",
-                       .offload = "none"};
+                       .offload = "none",
+                       .loss_scale = NULL,
+                       .loss_scale_window = LOSS_SCALER_DEFAULT_WINDOW};
 }
 
 int train_options_flags(train_options *o, cli_flag f[TRAIN_MAX_FLAGS]) {
@@ -75,9 +79,14 @@ int train_options_flags(train_options *o, cli_flag f[TRAIN_MAX_FLAGS]) {
       {"reshard-after-forward", FLAG_BOOL, &o->reshard_after_forward,
        "free each block's gathered parameters (stage 3) and fp32 compute copy after its forward"},
       {"param-dtype", FLAG_STRING, &o->param_dtype,
-       "parameters as held, gathered and computed with: fp32 or bf16"},
+       "parameters as held, gathered and computed with: fp32, bf16 or fp16"},
       {"reduce-dtype", FLAG_STRING, &o->reduce_dtype,
-       "gradients as stored and reduced: fp32 or bf16"},
+       "gradients as stored and reduced: fp32, bf16 or fp16"},
+      {"loss-scale", FLAG_STRING, &o->loss_scale,
+       "fp16 only: dynamic (from 65536, halved on overflow) or a fixed positive number "
+       "(default: dynamic)"},
+      {"loss-scale-window", FLAG_INT, &o->loss_scale_window,
+       "clean steps in a row that double a dynamic loss scale"},
       {"ckpt-dir", FLAG_STRING, &o->ckpt_dir,
        "write checkpoints to DIR/step_<N> (every --ckpt-every steps and at the last step)"},
       {"ckpt-every", FLAG_INT, &o->ckpt_every, "steps between checkpoints (0: the last step only)"},
@@ -181,13 +190,40 @@ static st_status resolve_adam(const train_options *o, adamw_hparams *adam) {
 st_status train_options_precision(const train_options *o, unit_precision *out) {
   const int param = dtype_parse(o->param_dtype), reduce = dtype_parse(o->reduce_dtype);
   if (param < 0) {
-    return st_error(ST_ERR_INVALID_ARG, "--param-dtype '%s' is not a dtype (fp32, bf16)",
+    return st_error(ST_ERR_INVALID_ARG, "--param-dtype '%s' is not a dtype (fp32, bf16, fp16)",
                     o->param_dtype);
   }
-  if (reduce != ST_FP32 && reduce != ST_BF16) {
-    return st_error(ST_ERR_INVALID_ARG, "--reduce-dtype '%s' is not fp32 or bf16", o->reduce_dtype);
+  if (reduce < 0) {
+    return st_error(ST_ERR_INVALID_ARG, "--reduce-dtype '%s' is not a dtype (fp32, bf16, fp16)",
+                    o->reduce_dtype);
   }
   *out = (unit_precision){(st_dtype)param, (st_dtype)reduce};
+  return ST_OK;
+}
+
+st_status train_options_loss_scaler(const train_options *o, unit_precision precision,
+                                    loss_scaler *out) {
+  const int fp16 = precision.param == ST_FP16 || precision.reduce == ST_FP16;
+  if (o->loss_scale && !fp16) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "--loss-scale %s: only fp16 scales the loss (param %s, reduce %s never do)",
+                    o->loss_scale, dtype_name(precision.param), dtype_name(precision.reduce));
+  }
+  ST_CHECK(require_positive("loss-scale-window", o->loss_scale_window));
+  if (!fp16) {
+    loss_scaler_init_none(out);
+  } else if (!o->loss_scale || strcmp(o->loss_scale, "dynamic") == 0) {
+    loss_scaler_init_dynamic(out, LOSS_SCALER_INITIAL_SCALE, o->loss_scale_window);
+  } else {
+    char *end = NULL;
+    const double scale = strtod(o->loss_scale, &end);
+    const float rounded = (float)scale; /* the step multiplies in fp32 */
+    if (end == o->loss_scale || *end != '\0' || !(rounded > 0) || !isfinite(rounded)) {
+      return st_error(ST_ERR_INVALID_ARG,
+                      "--loss-scale '%s' is not dynamic or a positive fp32 number", o->loss_scale);
+    }
+    loss_scaler_init_fixed(out, rounded);
+  }
   return ST_OK;
 }
 
@@ -220,6 +256,8 @@ st_status train_options_resolve(const train_options *o, int dp_size, gpt_config 
   ST_CHECK(train_options_precision(o, &precision));
   int offload = 0;
   ST_CHECK(train_options_offload(o, &offload));
+  loss_scaler scaler;
+  ST_CHECK(train_options_loss_scaler(o, precision, &scaler));
 
   if (o->steps > 0 && !o->data_train) {
     return st_error(ST_ERR_INVALID_ARG, "--data-train is required to train (--steps %d)", o->steps);

@@ -30,9 +30,11 @@ typedef struct train_options {
   const char *param_dtype, *reduce_dtype;
   const char *ckpt_dir, *resume_from;
   int ckpt_every, keep, resume;
-  int stop_at;         /* 0: --steps */
-  const char *offload; /* "none" or "optimizer" */
-  int no_fit_check;    /* skip the start-up memory check (engine/train/train_fit.h) */
+  int stop_at;            /* 0: --steps */
+  const char *offload;    /* "none" or "optimizer" */
+  int no_fit_check;       /* skip the start-up memory check (engine/train/train_fit.h) */
+  const char *loss_scale; /* fp16: "dynamic" or a fixed positive number; NULL: dynamic */
+  int loss_scale_window;  /* clean steps that double a dynamic loss scale */
 } train_options;
 
 void train_options_defaults(train_options *o);
@@ -53,9 +55,17 @@ st_status train_options_resolve(const train_options *o, int dp_size, gpt_config 
 int train_options_end(const train_options *o);
 
 /* The mixed-precision policy of --param-dtype and --reduce-dtype. A dtype name shardtrain does
- * not know, or a reduce dtype other than fp32 or bf16, is ST_ERR_INVALID_ARG; whether the
+ * not know is ST_ERR_INVALID_ARG; whether the
  * device can hold parameters in the param dtype is checked once the device is known. */
 st_status train_options_precision(const train_options *o, unit_precision *out);
+
+/* The loss scaler of --loss-scale and --loss-scale-window for `precision`: dynamic (initial
+ * scale LOSS_SCALER_INITIAL_SCALE) or fixed when the param or reduce dtype is fp16, none
+ * otherwise. ST_ERR_INVALID_ARG for a --loss-scale that is neither "dynamic" nor a finite
+ * positive number, for --loss-scale without fp16 (bf16 and fp32 never scale), and for a window
+ * below 1. */
+st_status train_options_loss_scaler(const train_options *o, unit_precision precision,
+                                    loss_scaler *out);
 
 /* *optimizer = 1 for --offload optimizer, 0 for none; anything else is ST_ERR_INVALID_ARG. */
 st_status train_options_offload(const train_options *o, int *optimizer);

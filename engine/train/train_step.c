@@ -1,12 +1,16 @@
 /* train_step.c - gradients, norm, clipping and AdamW for one step, on any mesh and ZeRO stage:
- * the optimizer only ever touches each unit's owned range (unit.h). The loss and the squared
- * gradient norm are summed and reduced in device scalars (gpt_scalar), and the host reads the
- * two once per step. */
+ * the optimizer only ever touches each unit's owned range (unit.h). The loss, the squared
+ * gradient norm and (with loss scaling) the overflow flag are summed and reduced in device
+ * scalars (gpt_scalar), and the host reads them once per step. With loss scaling (fp16) the
+ * loss gradient is multiplied by the scale, every rank's owned gradients are checked for
+ * inf/NaN, and a step that overflowed anywhere is skipped everywhere; the scale is divided out
+ * of the norm and of AdamW's gradient factor, never out of the gradients themselves. */
 #include "engine/train/train_step.h"
 
 #include <math.h>
 
 #include "core/error.h"
+#include "engine/train/overflow_inject.h"
 #include "optim/clip.h"
 #include "optim/unit_optim.h"
 
@@ -15,23 +19,48 @@ st_status train_state_reset(gpt_model *m) {
   return ST_OK;
 }
 
+/* Raises the flag (a device scalar) when any owned gradient of any unit is inf or NaN: every
+ * gradient AdamW would read, replicated tp parameters included. */
+static st_status check_units(gpt_model *m, const st_tensor *flag) {
+  for (int i = 0; i < m->n_units; i++) {
+    const unit *u = &m->units[i];
+    if (u->owned_numel == 0) continue;
+    st_tensor grads;
+    ST_CHECK(tensor_make(&grads, unit_owned_grads(u), u->precision.reduce, m->dev->backend->kind, 1,
+                         &u->owned_numel));
+    ST_CHECK(kernel_finite_check(m->kb, flag, &grads, &m->stream));
+  }
+  return ST_OK;
+}
+
 /* The global gradient norm's square into its device scalar: each rank sums its shard of every
  * unit, then the sums are added over the shard group and the tp group. Every stage sums exactly
  * this way (stage 0 too, though it holds the full gradients), so equal meshes give
  * bit-identical norms at every stage. The replicate group holds copies of the same shards and
  * takes no part. fp32 is enough for the collective: the norm only scales the step (relative
- * error ~1e-7). */
-static st_status grad_sumsq(gpt_model *m, const st_tensor *sumsq) {
+ * error ~1e-7). With loss scaling the overflow flag, the scalar beside it, travels with the
+ * norm (its sum over the shard and tp groups is non-zero when any rank raised it) and then
+ * takes the maximum over the replicate group, so every rank that holds gradients reaches the
+ * same verdict. */
+static st_status grad_sumsq(gpt_model *m, int scaling) {
+  const st_tensor sumsq = gpt_scalar(m, GPT_GRAD_SUMSQ), flag = gpt_scalar(m, GPT_OVERFLOW);
   for (int u = 0; u < m->n_units; u++) {
-    ST_CHECK(unit_optim_grad_sumsq(&m->units[u], m->kb, &m->stream, sumsq));
+    ST_CHECK(unit_optim_grad_sumsq(&m->units[u], m->kb, &m->stream, &sumsq));
   }
+  if (scaling) ST_CHECK(check_units(m, &flag));
+  const size_t count = scaling ? 2 : 1;
   comm *groups[2] = {m->units[0].groups.shard, m->tp};
   for (int g = 0; g < 2; g++) {
     if (groups[g] && comm_size(groups[g]) > 1) {
-      /* Ordered on C, after the sums of squares that produce it. */
-      ST_CHECK(comm_all_reduce_on(groups[g], &m->stream, sumsq->data, sumsq->data, 1, ST_FP32,
+      /* Ordered on C, after the sums of squares and the check that produce them. */
+      ST_CHECK(comm_all_reduce_on(groups[g], &m->stream, sumsq.data, sumsq.data, count, ST_FP32,
                                   COMM_SUM, NULL));
     }
+  }
+  comm *replicate = m->units[0].groups.replicate;
+  if (scaling && replicate && comm_size(replicate) > 1) {
+    ST_CHECK(comm_all_reduce_on(replicate, &m->stream, flag.data, flag.data, 1, ST_FP32, COMM_MAX,
+                                NULL));
   }
   return ST_OK;
 }
@@ -45,11 +74,12 @@ static st_status loss_over_dp(const gpt_model *m, const st_tensor *loss_sum) {
                             NULL);
 }
 
-st_status train_step(gpt_model *m, const train_hparams *h, int step, const int32_t *const *inputs,
-                     const int32_t *const *targets, step_stats *out) {
+st_status train_step(gpt_model *m, const train_hparams *h, loss_scaler *scaler, int step,
+                     const int32_t *const *inputs, const int32_t *const *targets, step_stats *out) {
   ST_CHECK(gpt_zero_grads(m));
-  const float dloss_scale = (float)(1.0 / (double)h->global_tokens);
-  const st_tensor loss_sum = gpt_scalar(m, GPT_LOSS_SUM), sumsq = gpt_scalar(m, GPT_GRAD_SUMSQ);
+  const double scale = scaler->state.scale;
+  const float dloss_scale = (float)(scale / (double)h->global_tokens);
+  const st_tensor loss_sum = gpt_scalar(m, GPT_LOSS_SUM);
   ST_CHECK(stream_memset(&m->stream, m->acts.scalars, 0, GPT_SCALARS * sizeof(float)));
   for (int i = 0; i < h->grad_accum; i++) {
     ST_CHECK(gpt_forward(m, inputs[i], targets[i], dloss_scale));
@@ -57,24 +87,43 @@ st_status train_step(gpt_model *m, const train_hparams *h, int step, const int32
     ST_CHECK(gpt_backward(m, i == h->grad_accum - 1));
   }
   ST_CHECK(unit_reduce_wait(&m->units[0])); /* the backward finished all the others */
-  ST_CHECK(grad_sumsq(m, &sumsq));
+  ST_CHECK(overflow_inject(m, step));
+  const int scaling = scaler->mode != LOSS_SCALER_NONE;
+  ST_CHECK(grad_sumsq(m, scaling));
   ST_CHECK(loss_over_dp(m, &loss_sum));
-  /* The host reads the two scalars together, once per step. */
+  /* The host reads the scalars together, once per step. */
   float host[GPT_SCALARS];
   ST_CHECK(stream_memcpy(&m->stream, host, m->acts.scalars, sizeof host));
   ST_CHECK(stream_sync(&m->stream));
+  /* A sum of squares past fp32's range is an overflow too, however finite each gradient. */
+  const int overflow = scaling && (host[GPT_OVERFLOW] != 0.0f || !isfinite(host[GPT_GRAD_SUMSQ]));
   out->loss = (double)host[GPT_LOSS_SUM] / (double)h->global_tokens;
-  out->grad_norm = sqrt((double)host[GPT_GRAD_SUMSQ]);
-  if (!isfinite(out->loss) || !isfinite(out->grad_norm)) {
-    /* Every rank sees the same reduced values, so every rank stops here together. */
+  out->grad_norm = sqrt((double)host[GPT_GRAD_SUMSQ]) / scale;
+  out->loss_scale = scale;
+  /* Every rank sees the same reduced values, so every rank stops here together. */
+  if (!isfinite(out->loss) || (!overflow && !isfinite(out->grad_norm))) {
     return st_error(ST_ERR_INTERNAL, "step %d: loss %g, gradient norm %g: training diverged", step,
                     out->loss, out->grad_norm);
   }
+  if (overflow && loss_scaler_at_floor(scaler)) {
+    return st_error(ST_ERR_INTERNAL,
+                    "step %d: the gradients overflow at loss scale %g: training diverged", step,
+                    scale);
+  }
+  out->skipped = !loss_scaler_update(scaler, overflow);
   out->lr = lr_at(&h->schedule, step);
-  const float scale = clip_scale(out->grad_norm, h->clip);
+  if (out->skipped) {
+    /* Nothing changed: the published parameters stand. The norm of gradients that overflowed
+     * somewhere means nothing (a rank may even have summed finite ones). */
+    out->grad_norm = NAN;
+    return gpt_step_end(m);
+  }
+  /* Skipped steps are not optimizer steps: AdamW's bias correction counts the applied ones. */
+  const int adam_step = step + 1 - (int)scaler->state.skipped;
+  const float grad_scale = (float)(clip_scale(out->grad_norm, h->clip) / scale);
   for (int u = 0; u < m->n_units; u++) {
-    ST_CHECK(
-        unit_optim_adamw(&m->units[u], &h->adam, h->weight_decay, step + 1, (float)out->lr, scale));
+    ST_CHECK(unit_optim_adamw(&m->units[u], &h->adam, h->weight_decay, adam_step, (float)out->lr,
+                              grad_scale));
   }
   return gpt_step_end(m);
 }

@@ -1,6 +1,7 @@
 /* train_step.h - one optimizer step of the GPT: gradients over the micro-batches of a global
  * batch, the global gradient norm and clipping, AdamW on the owned shard of each unit, and the
- * updated master weights written back into the parameters.
+ * updated master weights written back into the parameters; with loss scaling (fp16), the step
+ * is skipped on every rank when any rank's gradients overflowed.
  *
  * The optimizer walks each unit's owned shard parameter by parameter, so weight decay applies
  * exactly to the tensors of rank >= 2, however a shard cuts through them. */
@@ -11,6 +12,7 @@
 
 #include "engine/model/gpt.h"
 #include "optim/adamw.h"
+#include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 
 typedef struct train_hparams {
@@ -24,16 +26,22 @@ typedef struct train_hparams {
 
 typedef struct step_stats {
   double loss;      /* mean over the global batch */
-  double grad_norm; /* before clipping */
+  double grad_norm; /* before clipping, unscaled (not finite on a skipped step) */
   double lr;
+  double loss_scale; /* the scale this step's loss gradient was multiplied by (1: none) */
+  int skipped;       /* 1: the gradients overflowed and the step changed no parameter */
 } step_stats;
 
 /* Copies the current parameters into the fp32 master weights and zeroes the Adam moments:
  * call after initialisation or import, before the first step. */
 st_status train_state_reset(gpt_model *model);
 
-/* Step `step` (from 0). inputs[i] and targets[i] are micro-batch i's host tokens, B x T each. */
-st_status train_step(gpt_model *model, const train_hparams *h, int step,
+/* Step `step` (from 0). inputs[i] and targets[i] are micro-batch i's host tokens, B x T each.
+ * `scaler` (loss_scaler_init_none for fp32 and bf16) gives the loss scale and records the
+ * step's outcome; every rank holds the same scaler and updates it the same way. Non-finite
+ * gradients without loss scaling, or at a dynamic scale that cannot go lower, and a non-finite
+ * loss are divergence: ST_ERR_INTERNAL on every rank. */
+st_status train_step(gpt_model *model, const train_hparams *h, loss_scaler *scaler, int step,
                      const int32_t *const *inputs, const int32_t *const *targets, step_stats *out);
 
 #endif /* ST_ENGINE_TRAIN_TRAIN_STEP_H */

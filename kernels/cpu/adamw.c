@@ -3,9 +3,9 @@
  *
  * The bias corrections are computed once per call in double and applied in fp32, as PyTorch's
  * single-tensor implementation does; the decay factor once per segment. There is one loop per
- * pair of gradient and parameter dtypes (fp32 or bf16 each, or no parameters): a straight loop
- * that OpenMP splits over threads and the compiler vectorises (a dtype switch per element would
- * keep it scalar). Every loop does the same fp32 operations in the same order per element, so
+ * pair of gradient and parameter dtypes (fp32, bf16 or fp16 each, or no parameters): a straight
+ * loop that OpenMP splits over threads and the compiler vectorises (a dtype switch per element
+ * would keep it scalar). Every loop does the same fp32 operations in the same order per element, so
  * the results do not depend on the dtypes' dispatch, the thread count or the vector width. */
 #include <math.h>
 
@@ -47,37 +47,36 @@ typedef struct adamw_run {
     }                                                                                   \
   } while (0)
 
-#define GRAD_F32(i) grad_f32[i]
-#define GRAD_BF16(i) f32_from_bf16(grad_bf16[i])
+#define GRAD_F32(i) ((const float *)r->grad)[i]
+#define GRAD_BF16(i) f32_from_bf16(((const uint16_t *)r->grad)[i])
+#define GRAD_F16(i) f32_from_fp16(((const uint16_t *)r->grad)[i])
 #define STORE_NONE(i, x) (void)0
-#define STORE_F32(i, x) param_f32[i] = (x)
-#define STORE_BF16(i, x) param_bf16[i] = bf16_from_f32(x)
+#define STORE_F32(i, x) ((float *)r->param)[i] = (x)
+#define STORE_BF16(i, x) ((uint16_t *)r->param)[i] = bf16_from_f32(x)
+#define STORE_F16(i, x) ((uint16_t *)r->param)[i] = fp16_from_f32(x)
 
-/* cpu_supports admits fp32 and bf16 gradients and parameters only. */
+/* The loop for gradients read by GRAD, for each parameter dtype (or none). */
+#define ADAMW_FOR_PARAMS(GRAD)      \
+  do {                              \
+    if (p == ST_FP32) {             \
+      ADAMW_LOOP(GRAD, STORE_F32);  \
+    } else if (p == ST_BF16) {      \
+      ADAMW_LOOP(GRAD, STORE_BF16); \
+    } else if (p == ST_FP16) {      \
+      ADAMW_LOOP(GRAD, STORE_F16);  \
+    } else {                        \
+      ADAMW_LOOP(GRAD, STORE_NONE); \
+    }                               \
+  } while (0)
+
 static void update_run(const adamw_coeffs *c, const adamw_run *r, st_dtype grad, st_dtype param) {
   const int64_t n = r->n;
   float *master = r->master, *m = r->m, *v = r->v;
-  const float *grad_f32 = r->grad;
-  const uint16_t *grad_bf16 = r->grad;
-  float *param_f32 = r->param;
-  uint16_t *param_bf16 = r->param;
   const st_dtype p = r->param ? param : ST_DTYPE_COUNT; /* COUNT: no parameters */
-  if (grad == ST_FP32) {
-    if (p == ST_FP32) {
-      ADAMW_LOOP(GRAD_F32, STORE_F32);
-    } else if (p == ST_BF16) {
-      ADAMW_LOOP(GRAD_F32, STORE_BF16);
-    } else {
-      ADAMW_LOOP(GRAD_F32, STORE_NONE);
-    }
-  } else {
-    if (p == ST_FP32) {
-      ADAMW_LOOP(GRAD_BF16, STORE_F32);
-    } else if (p == ST_BF16) {
-      ADAMW_LOOP(GRAD_BF16, STORE_BF16);
-    } else {
-      ADAMW_LOOP(GRAD_BF16, STORE_NONE);
-    }
+  switch (grad) {
+    case ST_FP32: ADAMW_FOR_PARAMS(GRAD_F32); break;
+    case ST_BF16: ADAMW_FOR_PARAMS(GRAD_BF16); break;
+    case ST_FP16: ADAMW_FOR_PARAMS(GRAD_F16); break;
   }
 }
 

@@ -1,16 +1,17 @@
 /* backend.c - the CPU kernel backend's table: ops on host memory, synchronous, no context.
- * The CPU computes in fp32 only; bf16 is a storage format there (casts, sums of squares, the
- * gradients AdamW reads and the parameters it writes), so a unit with bf16 parameters keeps
- * fp32 compute copies on this backend. */
+ * The CPU computes in fp32 only; bf16 and fp16 are storage formats there (casts, sums of
+ * squares, loss scaling's scale and finite check, the gradients AdamW reads and the parameters it
+ * writes), so a unit with bf16 or fp16 parameters
+ * keeps fp32 compute copies on this backend. */
 #include "kernels/cpu/cpu_ops.h"
 
 static int cpu_supports(kernel_op op, st_dtype dtype) {
   switch (op) {
     case KERNEL_OP_CAST:
     case KERNEL_OP_SUM_SQUARES:
-    case KERNEL_OP_ADAMW: return dtype == ST_FP32 || dtype == ST_BF16;
     case KERNEL_OP_SCALE:
-    case KERNEL_OP_FINITE_CHECK: return 0;
+    case KERNEL_OP_FINITE_CHECK:
+    case KERNEL_OP_ADAMW: return 1;
     default: return dtype == ST_FP32;
   }
 }
@@ -36,5 +37,7 @@ const kernel_ops kernel_ops_cpu = {
     .cast = kernel_cpu_cast,
     .sum_squares = kernel_cpu_sum_squares,
     .sum = kernel_cpu_sum,
+    .scale = kernel_cpu_scale,
+    .finite_check = kernel_cpu_finite_check,
     .adamw = kernel_cpu_adamw,
 };

@@ -1,5 +1,6 @@
-/* buffers.c - whole-buffer ops on the CPU: fp32 <-> bf16 casts (core/dtype.h's conversion),
- * the sum of squares behind the global gradient norm, and the sum behind the step's loss. */
+/* buffers.c - whole-buffer ops on the CPU: fp32 <-> bf16 / fp16 casts (core/dtype.h's
+ * conversions), the sum of squares behind the global gradient norm, and the sum behind the
+ * step's loss. */
 #include "kernels/cpu/cpu_ops.h"
 
 /* A sum is cut into this many slices whatever the thread count, each summed in
@@ -19,8 +20,7 @@ st_status kernel_cpu_cast(void *ctx, const st_tensor *dst, const st_tensor *src,
 static double slice_sum(const st_tensor *x, int64_t begin, int64_t end, int square) {
   double sum = 0.0;
   for (int64_t i = begin; i < end; i++) {
-    double v = x->dtype == ST_FP32 ? ((const float *)x->data)[i]
-                                   : f32_from_bf16(((const uint16_t *)x->data)[i]);
+    double v = dtype_load_f32(x->data, x->dtype, (size_t)i);
     sum += square ? v * v : v;
   }
   return sum;

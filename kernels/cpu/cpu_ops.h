@@ -1,8 +1,9 @@
 /* cpu_ops.h - the CPU backend's ops, one group per file, gathered into kernel_ops_cpu by
  * backend.c. Private to kernels/cpu/. Every op takes arguments already checked by the
- * kernel_<op> wrappers (fp32, contiguous, consistent shapes) and runs synchronously, so the
- * stream is unused. BLAS takes int extents, which GPT shapes never approach (2^31 rows of
- * 768 floats would be 6 TB). */
+ * kernel_<op> wrappers (fp32 compute, except the whole-buffer ops that also read and write bf16
+ * and fp16; contiguous; consistent shapes) and runs synchronously, so the stream is unused.
+ * BLAS takes int extents, which GPT shapes never approach (2^31 rows of 768 floats would be
+ * 6 TB). */
 #ifndef ST_KERNELS_CPU_CPU_OPS_H
 #define ST_KERNELS_CPU_CPU_OPS_H
 
@@ -83,6 +84,9 @@ st_status kernel_cpu_adamw(void *ctx, const st_tensor *param, const st_tensor *m
                            const st_tensor *m, const st_tensor *v, const st_tensor *grad,
                            const kernel_adamw_step *step, const kernel_adamw_segment *segments,
                            int segment_count, const st_stream *stream);
+st_status kernel_cpu_scale(void *ctx, const st_tensor *x, float factor, const st_stream *stream);
+st_status kernel_cpu_finite_check(void *ctx, const st_tensor *flag, const st_tensor *x,
+                                  const st_stream *stream);
 
 /* ST_ERR_INVALID_ARG naming the first of ids[0..count) outside [0, limit): an id indexes
  * memory, and host memory is cheap to check before it is trusted. `what` names the ids. */

@@ -127,6 +127,33 @@ static void test_cpu_streams_and_events(void) {
   CHECK_EQ_INT(stats.live_blocks, 0);
 }
 
+/* A GPU older than fp16's sm_70 would answer like this. */
+static int holds_all_but_fp16(int ordinal, st_dtype dtype) {
+  (void)ordinal;
+  return dtype != ST_FP16;
+}
+
+/* The CPU holds every dtype (bf16 and fp16 as storage, computing on fp32 copies); a device that
+ * cannot hold one is refused with a message naming it, the dtype and what it can hold; a
+ * backend that does not say holds fp32 only. */
+static void test_param_dtypes(void) {
+  const st_device cpu = device_cpu();
+  for (int d = 0; d < ST_DTYPE_COUNT; d++) CHECK_OK(device_check_param_dtype(&cpu, (st_dtype)d));
+  const device_backend old = {
+      .name = "old", .kind = ST_DEVICE_CUDA, .holds_params_in = holds_all_but_fp16};
+  const st_device dev = {.backend = &old, .ordinal = 0};
+  CHECK_OK(device_check_param_dtype(&dev, ST_BF16));
+  CHECK_STATUS(device_check_param_dtype(&dev, ST_FP16), ST_ERR_UNSUPPORTED);
+  CHECK_MSG(strstr(st_last_error(),
+                   "the old device cannot train with fp16 parameters (it can: "
+                   "fp32, bf16)") != NULL,
+            "detail '%s'", st_last_error());
+  const device_backend silent = {.name = "silent", .kind = ST_DEVICE_CUDA};
+  const st_device quiet = {.backend = &silent, .ordinal = 0};
+  CHECK_STATUS(device_check_param_dtype(&quiet, ST_FP16), ST_ERR_UNSUPPORTED);
+  CHECK_MSG(strstr(st_last_error(), "(it can: fp32)") != NULL, "detail '%s'", st_last_error());
+}
+
 static void test_memory_info(void) {
   const st_device cpu = device_cpu();
   device_memory m = {0};
@@ -162,6 +189,7 @@ static void test_registry(void) {
 int main(void) {
   test_registry();
   test_select();
+  test_param_dtypes();
   test_memory_info();
   test_cpu_streams_and_events();
   return test_finish("device_test");

@@ -21,6 +21,7 @@ static void test_table(void) {
       [ENV_CKPT_TEST_DELAY_MS] = "ST_CKPT_TEST_DELAY_MS",
       [ENV_MEMORY_LIMIT_BYTES] = "ST_MEMORY_LIMIT_BYTES",
       [ENV_NCCL_HOSTID] = "NCCL_HOSTID",
+      [ENV_TEST_INJECT_OVERFLOW] = "ST_TEST_INJECT_OVERFLOW",
   };
   const env_entry *table = env_table();
   for (int v = 0; v < ENV_VAR_COUNT; v++) {
@@ -37,6 +38,7 @@ static void test_defaults_when_unset(void) {
   CHECK(strcmp(env_get_string(ENV_COMM_TIMEOUT), "300") == 0);
   CHECK(strcmp(env_get_string(ENV_DEVICE), "auto") == 0);
   CHECK(strcmp(env_get_string(ENV_MEMORY_LIMIT_BYTES), "none") == 0);
+  CHECK(strcmp(env_get_string(ENV_TEST_INJECT_OVERFLOW), "none") == 0);
   int ok = 0;
   double timeout = env_get_positive(ENV_COMM_TIMEOUT, &ok);
   CHECK(ok);

@@ -10,8 +10,9 @@
  *
  * Files: writing then reading gives back every field; a manifest edited or damaged (a piece
  * changed, a field missing, a wrong version or format, a file name or count changed, not
- * JSON) is refused with ST_ERR_FORMAT and a message naming the file and the problem, and
- * leaves nothing allocated. */
+ * JSON, a loss scaler counter that is not a whole number >= 0) is refused with ST_ERR_FORMAT
+ * and a message naming the file and the problem, and leaves nothing allocated; a manifest
+ * from before fp16, without the scaler's counters, reads them as 0. */
 #include "engine/checkpoint/ckpt_manifest.h"
 
 #include <cjson/cJSON.h>
@@ -204,7 +205,7 @@ static void fill_run(ckpt_manifest *m) {
   m->zero = 3;
   m->param_dtype = ST_BF16;
   m->reduce_dtype = ST_FP32;
-  m->loss_scale = 1024.0;
+  m->scaler = (loss_scaler_state){1024.0, 1999, 9007199254740991}; /* 2^53 - 1 steps skipped */
   m->micro_batch = 3;
   m->h = (train_hparams){.schedule = {LR_COSINE, 3e-3, 3e-4, 7, 1000},
                          .adam = {0.9f, 0.95f, 1e-8f},
@@ -232,7 +233,8 @@ static void check_same(const ckpt_manifest *a, const ckpt_manifest *b) {
         a->cfg.vocab_padded == b->cfg.vocab_padded && a->cfg.max_seq == b->cfg.max_seq);
   CHECK(a->R == b->R && a->S == b->S && a->T == b->T && a->zero == b->zero);
   CHECK(a->param_dtype == b->param_dtype && a->reduce_dtype == b->reduce_dtype);
-  CHECK(a->loss_scale == b->loss_scale && a->micro_batch == b->micro_batch);
+  CHECK(a->scaler.scale == b->scaler.scale && a->scaler.clean_steps == b->scaler.clean_steps &&
+        a->scaler.skipped == b->scaler.skipped && a->micro_batch == b->micro_batch);
   const train_hparams *x = &a->h, *y = &b->h;
   CHECK(x->schedule.shape == y->schedule.shape && x->schedule.lr == y->schedule.lr &&
         x->schedule.min_lr == y->schedule.min_lr && x->schedule.warmup == y->schedule.warmup &&
@@ -336,6 +338,12 @@ static void drop_pieces(cJSON *r) { remove_key(r, "pieces"); }
 static void drop_files(cJSON *r) { remove_key(r, "files"); }
 static void drop_sha256(cJSON *r) { remove_key(cJSON_GetArrayItem(obj(r, "files"), 0), "sha256"); }
 static void drop_bytes(cJSON *r) { remove_key(cJSON_GetArrayItem(obj(r, "files"), 1), "bytes"); }
+static void edit_clean_fraction(cJSON *r) { set_number(r, "loss_scale_clean_steps", 0.5); }
+static void edit_skipped_negative(cJSON *r) { set_number(r, "skipped_steps", -1); }
+static void drop_scaler_counters(cJSON *r) {
+  remove_key(r, "loss_scale_clean_steps");
+  remove_key(r, "skipped_steps");
+}
 
 static void test_refused(void) {
   ckpt_manifest m;
@@ -381,6 +389,8 @@ static void test_refused(void) {
       {"no files", drop_files, "field 'files' is missing"},
       {"no files[0].sha256", drop_sha256, "field 'sha256' is missing"},
       {"no files[1].bytes", drop_bytes, "field 'bytes' is missing"},
+      {"half a clean step", edit_clean_fraction, "'loss_scale_clean_steps' is not a whole number"},
+      {"-1 skipped steps", edit_skipped_negative, "'skipped_steps' is not a number in [0"},
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     cJSON *root = cJSON_Parse((const char *)text);
@@ -405,6 +415,16 @@ static void test_refused(void) {
   CHECK_MSG(strstr(st_last_error(), bad) != NULL, "names the file: %s", st_last_error());
   /* And the untouched text still reads. */
   CHECK_OK(ckpt_manifest_read(&back, good));
+  ckpt_manifest_free(&back);
+  /* A manifest from before fp16 has the scale alone: its counters read as 0. */
+  cJSON *root = cJSON_Parse((const char *)text);
+  drop_scaler_counters(root);
+  write_json(bad, root);
+  cJSON_Delete(root);
+  CHECK_OK(ckpt_manifest_read(&back, bad));
+  CHECK_MSG(back.scaler.scale == 1024.0 && back.scaler.clean_steps == 0 && back.scaler.skipped == 0,
+            "a manifest without the scaler's counters: scale %g, %lld clean, %lld skipped",
+            back.scaler.scale, (long long)back.scaler.clean_steps, (long long)back.scaler.skipped);
   ckpt_manifest_free(&back);
   free(text);
 }

@@ -107,9 +107,11 @@ int main(int argc, char **argv) {
         *ref_lr = read_tensor(r, "step_lr", NULL);
   CHECK_OK(train_state_reset(m));
   const int32_t *in[1] = {inputs}, *tg[1] = {targets};
+  loss_scaler scaler;
+  loss_scaler_init_none(&scaler);
   for (int step = 0; step < STEPS; step++) {
     step_stats s;
-    CHECK_OK(train_step(m, &h, step, in, tg, &s));
+    CHECK_OK(train_step(m, &h, &scaler, step, in, tg, &s));
     CHECK_MSG(relative(s.loss, ref_loss[step]) <= 1e-5, "step %d loss %.9g, reference %.9g", step,
               s.loss, ref_loss[step]);
     CHECK_MSG(relative(s.grad_norm, ref_norm[step]) <= 1e-5, "step %d norm %.9g, reference %.9g",

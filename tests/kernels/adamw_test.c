@@ -1,10 +1,10 @@
 /* adamw_test.c - AdamW over a flat range with segments, against PyTorch's AdamW written here in
  * float64 over four steps (bias correction and moment accumulation exercised, learning rate
  * changing per step, a clipping scale), on 1000 elements cut into segments with and without weight
- * decay and gaps between them, for each pair of gradient dtype (fp32, bf16) and parameter output
- * (fp32, bf16, none): master, m and v within fp32 rounding of the reference; a bf16 parameter
- * exactly the master rounded, an fp32 one exactly the master; the gaps untouched to the bit; and
- * a range the wrapper must refuse. */
+ * decay and gaps between them, for each pair of gradient dtype (fp32, bf16, fp16) and parameter
+ * output (fp32, bf16, fp16, none): master, m and v within fp32 rounding of the reference; a
+ * parameter exactly the master rounded to its dtype; the gaps untouched to the bit; and a range
+ * the wrapper must refuse. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,12 +75,8 @@ static void check_adamw(test_backend *tb, st_dtype grad_dtype, st_dtype param_dt
     const double lr = 1e-3 * step;
     rng_fill(&rng, g32, N, -1e-2, 1e-2);
     for (int64_t i = 0; i < N; i++) {
-      if (grad_dtype == ST_BF16) {
-        ((uint16_t *)grad.host)[i] = bf16_from_f32(g32[i]);
-        g32[i] = f32_from_bf16(((uint16_t *)grad.host)[i]); /* the reference sees what is stored */
-      } else {
-        ((float *)grad.host)[i] = g32[i];
-      }
+      dtype_store_f32(grad.host, grad_dtype, (size_t)i, g32[i]);
+      g32[i] = dtype_load_f32(grad.host, grad_dtype, (size_t)i); /* the reference sees it stored */
       const double wd = decay_of(i);
       if (wd >= 0) ref_step(step, lr, wd, g32[i], &rp[i], &rm[i], &rv[i]);
     }
@@ -108,10 +104,10 @@ static void check_adamw(test_backend *tb, st_dtype grad_dtype, st_dtype param_dt
     if (decay_of(i) < 0) {
       gaps_kept &= pm[i] == before[i] && mm[i] == before[N + i] && vm[i] == before[2 * N + i];
       gaps_kept &= memcmp(pb, param_before + i * psize, psize) == 0;
-    } else if (with_param && param_dtype == ST_BF16) {
-      params_rounded &= ((const uint16_t *)param.host)[i] == bf16_from_f32(pm[i]);
     } else if (with_param) {
-      params_rounded &= ((const float *)param.host)[i] == pm[i];
+      float want; /* the master rounded to the param dtype, in the first psize bytes */
+      dtype_store_f32(&want, param_dtype, 0, pm[i]);
+      params_rounded &= memcmp(pb, &want, psize) == 0;
     } else {
       params_rounded &= memcmp(pb, param_before + i * psize, psize) == 0; /* never written */
     }
@@ -155,10 +151,11 @@ static void check_refusals(test_backend *tb) {
 static void body(test_backend *tb) {
   CHECK(kernel_supports(tb->kb, KERNEL_OP_ADAMW, ST_FP32));
   CHECK(kernel_supports(tb->kb, KERNEL_OP_ADAMW, ST_BF16));
-  const st_dtype grads[] = {ST_FP32, ST_BF16};
-  const st_dtype params[] = {ST_FP32, ST_BF16, ST_DTYPE_COUNT};
-  for (int g = 0; g < 2; g++) {
-    for (int p = 0; p < 3; p++) check_adamw(tb, grads[g], params[p]);
+  CHECK(kernel_supports(tb->kb, KERNEL_OP_ADAMW, ST_FP16));
+  const st_dtype grads[] = {ST_FP32, ST_BF16, ST_FP16};
+  const st_dtype params[] = {ST_FP32, ST_BF16, ST_FP16, ST_DTYPE_COUNT};
+  for (int g = 0; g < 3; g++) {
+    for (int p = 0; p < 4; p++) check_adamw(tb, grads[g], params[p]);
   }
   check_refusals(tb);
 }

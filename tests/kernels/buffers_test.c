@@ -1,9 +1,9 @@
-/* buffers_test.c - the whole-buffer ops. Casts: fp32 -> bf16 against a float64 model of
- * round-to-nearest-even (ties, subnormals, overflow to infinity, signed zero, NaN) and within
- * half a bf16 ulp on random values; bf16 -> fp32 against a float64 decoding of the bits. Sum of
- * squares into a device scalar: fp32 and bf16 against float64 sums, added to what the scalar
- * holds, and the same bits with 1 and 2 threads. Sum: against a float64 sum. */
-#include <float.h>
+/* buffers_test.c - the whole-buffer ops. Casts: fp32 -> bf16 and fp16 against a float64 model
+ * of round-to-nearest-even (ties, subnormals, overflow to infinity, signed zero, NaN) and
+ * within half an ulp on random values; bf16 and fp16 -> fp32 against a float64 decoding of
+ * the bits, for all 65536 of them. Sum of squares into a device scalar: fp32, bf16 and fp16
+ * against float64 sums, added to what the scalar holds, and the same bits with 1 and 2
+ * threads. Sum: against a float64 sum. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,50 +11,36 @@
 #include "tests/kernels/kernel_testing.h"
 #include "tests/testing.h"
 
-/* The bf16 value nearest x, ties to even: 8 significant bits, exponents as fp32, spacing 2^-133
- * below the normal range, and infinity past the largest finite bf16. */
-static double ref_bf16_round(double x) {
-  if (x == 0.0 || isinf(x)) return x;
-  int exponent;
-  frexp(fabs(x), &exponent); /* |x| = m 2^exponent, m in [0.5, 1) */
-  int quantum = exponent - 8 < -133 ? -133 : exponent - 8;
-  double y = ldexp(nearbyint(ldexp(fabs(x), -quantum)), quantum); /* the FPU rounds to even */
-  if (y > ldexp(255.0 / 128.0, 127)) y = INFINITY;
-  return copysign(y, x);
-}
-
-/* The value of bf16 bits: sign, 8 exponent bits (bias 127), 7 fraction bits. */
-static double ref_bf16_value(uint16_t bits) {
-  int exponent = (bits >> 7) & 0xff, fraction = bits & 0x7f;
-  double sign = (bits & 0x8000) ? -1.0 : 1.0;
-  if (exponent == 0xff) return fraction ? NAN : sign * INFINITY;
-  if (exponent == 0) return sign * ldexp(fraction, -133);
-  return sign * ldexp(128 + fraction, exponent - 134);
-}
-
-static void check_cast_to_bf16(test_backend *tb) {
-  enum { RANDOM = 1000 };
-  static const float special[] = {0.0f,
+/* fp32 -> the format: specials (signed zeros, ties both ways, the largest finite value and the
+ * first value that rounds past it, subnormals, infinities, NaN) exactly, and random values of
+ * magnitudes 2^-30 .. 2^30 both exactly and within half an ulp. */
+static void check_cast_down(test_backend *tb, st_dtype f) {
+  enum { RANDOM = 1000, SPECIAL = 16, COUNT = SPECIAL + RANDOM };
+  const int fraction_bits = f == ST_BF16 ? 7 : 10;
+  const double max = ref_max_finite(f), ulp = ldexp(1.0, -fraction_bits);
+  const double top_ulp = max * ulp / (2.0 - ulp); /* the spacing just below max */
+  const double lowest = ref_half_value(f, 1);     /* the smallest subnormal */
+  const float special[SPECIAL] = {0.0f,
                                   -0.0f,
                                   1.0f,
                                   -2.5f,
-                                  0x1.01p+0f /* tie: down to even */,
-                                  0x1.03p+0f /* tie: up to even */,
-                                  0x1.010002p+0f /* just past a tie: up */,
-                                  0x1.fep+127f /* the largest finite bf16 */,
-                                  FLT_MAX /* rounds past it: infinity */,
-                                  1e-40f /* subnormal */,
-                                  FLT_MIN,
+                                  (float)(1.0 + ulp / 2) /* tie: down to even */,
+                                  (float)(1.0 + 3 * ulp / 2) /* tie: up to even */,
+                                  (float)(1.0 + ulp / 2 + ulp / 64) /* past a tie: up */,
+                                  (float)max,
+                                  (float)(max + top_ulp / 4) /* rounds down to max */,
+                                  (float)(max + top_ulp / 2) /* halfway past: infinity */,
+                                  (float)(3 * lowest) /* subnormal */,
+                                  (float)(lowest / 2) /* tie with zero: 0 */,
+                                  (float)(lowest * 0.75) /* up to the smallest subnormal */,
                                   -INFINITY,
                                   INFINITY,
                                   NAN};
-  enum { SPECIAL = sizeof special / sizeof *special, COUNT = SPECIAL + RANDOM };
   test_rng rng = {81};
   test_buf src = tbuf_tensor(tb, ST_FP32, 1, (int64_t[]){COUNT});
-  test_buf dst = tbuf_tensor(tb, ST_BF16, 1, (int64_t[]){COUNT});
+  test_buf dst = tbuf_tensor(tb, f, 1, (int64_t[]){COUNT});
   float *x = src.host;
   memcpy(x, special, sizeof special);
-  /* magnitudes over 2^-30 .. 2^30, both signs */
   for (int i = SPECIAL; i < COUNT; i++) {
     x[i] = (float)(ldexp(rng_uniform(&rng, 1.0, 2.0), rng_below(&rng, 61) - 30) *
                    (rng_below(&rng, 2) ? 1.0 : -1.0));
@@ -66,11 +52,14 @@ static void check_cast_to_bf16(test_backend *tb) {
   const uint16_t *bits = dst.host;
   float got[COUNT];
   double rounded[COUNT], exact[COUNT];
-  int specials_ok = 1;
+  int specials_ok = 1, in_range = 0;
   for (int i = 0; i < COUNT; i++) {
-    got[i] = (float)ref_bf16_value(bits[i]);
-    rounded[i] = isnan(x[i]) ? NAN : ref_bf16_round(x[i]);
-    exact[i] = x[i];
+    got[i] = (float)ref_half_value(f, bits[i]);
+    rounded[i] = isnan(x[i]) ? NAN : ref_round(f, x[i]);
+    /* within half an ulp: values in the format's normal range only */
+    const int normal = fabs(x[i]) >= ldexp(lowest, fraction_bits) && fabs(x[i]) <= max;
+    exact[i] = normal ? x[i] : rounded[i];
+    in_range += i >= SPECIAL && normal;
     /* NaN and infinities are compared here and left out of check_close's differences */
     if (!isfinite(rounded[i])) {
       specials_ok &= isnan(rounded[i]) ? isnan(got[i]) : got[i] == rounded[i];
@@ -78,21 +67,28 @@ static void check_cast_to_bf16(test_backend *tb) {
       rounded[i] = exact[i] = 0.0;
     }
   }
-  CHECK_MSG(specials_ok, "fp32 -> bf16 keeps NaN and infinities, and overflows to infinity");
-  const test_tol exact_tol = {0.0, 0.0};
-  check_close("fp32 -> bf16 rounds to nearest even", got, rounded, COUNT, exact_tol);
-  check_close("fp32 -> bf16 within half an ulp", got + SPECIAL, exact + SPECIAL, RANDOM, TOL_BF16);
-  CHECK_MSG(signbit(got[1]) && got[1] == 0.0f, "fp32 -> bf16 keeps -0");
+  const char *name = dtype_name(f);
+  CHECK_MSG(specials_ok, "fp32 -> %s keeps NaN and infinities, and overflows to infinity", name);
+  const test_tol exact_tol = {0.0, 0.0}, half_ulp = {0.0, ulp / 2};
+  CHECK_MSG(check_close("fp32 -> half rounds to nearest even", got, rounded, COUNT, exact_tol),
+            "%s", name);
+  CHECK_MSG(check_close("fp32 -> half within half an ulp", got, exact, COUNT, half_ulp), "%s",
+            name);
+  CHECK_MSG(in_range > RANDOM / 4, "%d random values in %s's normal range", in_range, name);
+  CHECK_MSG(got[8] == (float)max && bits[9] == bits[14], "%s: max + ulp/4 -> max, + ulp/2 -> inf",
+            name);
+  CHECK_MSG(signbit(got[1]) && got[1] == 0.0f, "fp32 -> %s keeps -0", name);
   tbuf_free(&dst);
   tbuf_free(&src);
 }
 
-static void check_cast_to_fp32(test_backend *tb) {
+/* Every one of the format's 65536 values -> fp32, against a float64 decoding of the bits. */
+static void check_cast_up(test_backend *tb, st_dtype f) {
   enum { COUNT = 1 << 16 };
-  test_buf src = tbuf_tensor(tb, ST_BF16, 2, (int64_t[]){256, 256});
+  test_buf src = tbuf_tensor(tb, f, 2, (int64_t[]){256, 256});
   test_buf dst = tbuf_tensor(tb, ST_FP32, 1, (int64_t[]){COUNT});
   uint16_t *bits = src.host;
-  for (int i = 0; i < COUNT; i++) bits[i] = (uint16_t)i; /* every bf16 */
+  for (int i = 0; i < COUNT; i++) bits[i] = (uint16_t)i;
   tbuf_upload(&src);
   CHECK_OK(kernel_cast(tb->kb, &dst.t, &src.t, &tb->stream));
   tbuf_download(&dst);
@@ -100,61 +96,67 @@ static void check_cast_to_fp32(test_backend *tb) {
   double *want = malloc(COUNT * sizeof *want);
   int specials_ok = 1;
   for (int i = 0; i < COUNT; i++) {
-    want[i] = ref_bf16_value(bits[i]);
+    want[i] = ref_half_value(f, bits[i]);
     if (!isfinite(want[i])) {
       specials_ok &= isnan(want[i]) ? isnan(got[i]) : got[i] == want[i];
       got[i] = 0.0f;
       want[i] = 0.0;
     }
   }
-  CHECK_MSG(specials_ok, "bf16 -> fp32 keeps NaN and infinities");
+  CHECK_MSG(specials_ok, "%s -> fp32 keeps NaN and infinities", dtype_name(f));
   const test_tol exact_tol = {0.0, 0.0};
-  check_close("bf16 -> fp32 is exact for all 65536 values", got, want, COUNT, exact_tol);
+  CHECK_MSG(check_close("half -> fp32 is exact for all 65536 values", got, want, COUNT, exact_tol),
+            "%s", dtype_name(f));
   free(want);
   tbuf_free(&dst);
   tbuf_free(&src);
 }
 
-/* Sum of squares of `count` values (odd, so the 64 slices are uneven), as fp32 and as bf16. */
+/* Sum of squares of `count` values (odd, so the 64 slices are uneven), as fp32, bf16 and fp16
+ * (each rounded from the same fp32 values, the reference summing the rounded values). */
 static void check_sum_squares(test_backend *tb, int64_t count) {
+  enum { KINDS = 3 };
+  const st_dtype dtypes[KINDS] = {ST_FP32, ST_BF16, ST_FP16};
   test_rng rng = {91};
-  test_buf x32 = tbuf_tensor(tb, ST_FP32, 1, &count);
-  test_buf x16 = tbuf_tensor(tb, ST_BF16, 1, &count);
-  float *v = x32.host;
-  uint16_t *h = x16.host;
-  double want32 = 0.0, want16 = 0.0;
+  test_buf x[KINDS];
+  double want[KINDS + 1] = {0};
+  for (int k = 0; k < KINDS; k++) {
+    x[k] = tbuf_tensor(tb, dtypes[k], 1, &count);
+  }
+  float *v = x[0].host;
   rng_fill(&rng, v, count, -3.0, 3.0);
   for (int64_t i = 0; i < count; i++) {
-    h[i] = bf16_from_f32(v[i]);
-    double w = ref_bf16_value(h[i]);
-    want32 += (double)v[i] * v[i];
-    want16 += w * w;
+    want[0] += (double)v[i] * v[i];
+    for (int k = 1; k < KINDS; k++) {
+      const double r = ref_round(dtypes[k], v[i]);
+      dtype_store_f32(x[k].host, dtypes[k], (size_t)i, (float)r);
+      want[k] += r * r;
+    }
   }
-  tbuf_upload(&x32);
-  tbuf_upload(&x16);
-  /* got[threads - 1] = {x32's sum, x16's sum, both added into one scalar} */
+  want[KINDS] = want[0] + want[1] + want[2];
+  for (int k = 0; k < KINDS; k++) tbuf_upload(&x[k]);
+  /* got[threads - 1] = {each kind's sum, all of them added into one scalar} */
   int64_t one = 1;
   test_buf sum = tbuf_tensor(tb, ST_FP32, 1, &one);
-  float got[2][3];
+  float got[2][KINDS + 1];
   for (int threads = 1; threads <= 2; threads++) {
     test_set_threads(threads);
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k <= KINDS; k++) {
       tbuf_zero(&sum);
-      if (k != 1) CHECK_OK(kernel_sum_squares(tb->kb, &sum.t, &x32.t, &tb->stream));
-      if (k != 0) CHECK_OK(kernel_sum_squares(tb->kb, &sum.t, &x16.t, &tb->stream));
+      for (int j = 0; j < KINDS; j++) {
+        if (k == j || k == KINDS)
+          CHECK_OK(kernel_sum_squares(tb->kb, &sum.t, &x[j].t, &tb->stream));
+      }
       tbuf_download(&sum);
       got[threads - 1][k] = *(const float *)sum.host;
     }
   }
   test_set_threads(1);
-  CHECK_NEAR(got[0][0], want32, TOL_SCALAR.rel * want32);
-  CHECK_NEAR(got[0][1], want16, TOL_SCALAR.rel * want16);
-  CHECK_NEAR(got[0][2], want32 + want16, TOL_SCALAR.rel * (want32 + want16));
+  for (int k = 0; k <= KINDS; k++) CHECK_NEAR(got[0][k], want[k], TOL_SCALAR.rel * want[k]);
   CHECK_MSG(memcmp(got[0], got[1], sizeof got[0]) == 0,
             "sum of squares is bit-identical with 1 and 2 threads (%lld values)", (long long)count);
   tbuf_free(&sum);
-  tbuf_free(&x16);
-  tbuf_free(&x32);
+  for (int k = KINDS - 1; k >= 0; k--) tbuf_free(&x[k]);
 }
 
 /* kernel_sum of `count` fp32 values of both signs into a scalar that already holds 1.5. */
@@ -177,8 +179,10 @@ static void check_sum(test_backend *tb, int64_t count) {
 }
 
 static void body(test_backend *tb) {
-  check_cast_to_bf16(tb);
-  check_cast_to_fp32(tb);
+  check_cast_down(tb, ST_BF16);
+  check_cast_down(tb, ST_FP16);
+  check_cast_up(tb, ST_BF16);
+  check_cast_up(tb, ST_FP16);
   check_sum_squares(tb, 5);
   check_sum_squares(tb, 100003);
   check_sum(tb, 7);

@@ -39,14 +39,16 @@ static void check_lookup(void) {
   for (int op = 0; op < KERNEL_OP_COUNT; op++) {
     CHECK_MSG(strcmp(kernel_op_name((kernel_op)op), "unknown") != 0, "op %d has a name", op);
   }
-  /* The CPU computes in fp32 only; bf16 is a storage format there. */
+  /* The CPU computes in fp32 only; bf16 and fp16 are storage formats there, which the buffer ops
+   * (casts, AdamW's gradients and parameters, loss scaling) read and write. */
   CHECK(kernel_supports(kb, KERNEL_OP_MATMUL, ST_FP32));
   CHECK(!kernel_supports(kb, KERNEL_OP_MATMUL, ST_BF16));
   CHECK(kernel_supports(kb, KERNEL_OP_CAST, ST_BF16));
   CHECK(!kernel_supports(kb, KERNEL_OP_COUNT, ST_FP32));
   CHECK(kernel_supports(kb, KERNEL_OP_MATMUL_GELU, ST_FP32));
   CHECK(kernel_supports(kb, KERNEL_OP_ADAMW, ST_BF16));
-  CHECK(!kernel_supports(kb, KERNEL_OP_ADAMW, ST_FP16));
+  CHECK(kernel_supports(kb, KERNEL_OP_ADAMW, ST_FP16));
+  CHECK(!kernel_supports(kb, KERNEL_OP_LAYERNORM, ST_FP16));
   CHECK(kernel_attention_state_numel(kb, B, NH, T) == (int64_t)B * NH * T * T);
   /* Asked by device kind, without a backend (the planner), the answers are the backend's. */
   int same = 1;
@@ -181,13 +183,16 @@ static void check_other_refusals(const kernel_backend *kb, const st_stream *s) {
   st_tensor half;
   CHECK_OK(tensor_make(&half, scratch_data, ST_FP16, ST_DEVICE_CPU, 1, (int64_t[]){N}));
   st_tensor flat = fp32(inp_data, 1, (int64_t[]){N});
-  CHECK_REFUSED(kernel_cast(kb, &half, &flat, s), ST_ERR_UNSUPPORTED, "no cast from fp32 to fp16");
   st_tensor longer = fp32(inp_data, 1, (int64_t[]){N + 1});
   st_tensor bf;
   CHECK_OK(tensor_make(&bf, scratch_data, ST_BF16, ST_DEVICE_CPU, 1, (int64_t[]){N}));
+  CHECK_REFUSED(kernel_cast(kb, &half, &bf, s), ST_ERR_UNSUPPORTED, "no cast from bf16 to fp16");
   CHECK_REFUSED(kernel_cast(kb, &bf, &longer, s), ST_ERR_INVALID_ARG, "expected 11 elements");
-  st_tensor sum = fp32(out_data, 1, (int64_t[]){1});
-  CHECK_REFUSED(kernel_sum_squares(kb, &sum, &half, s), ST_ERR_UNSUPPORTED, "fp16");
+  CHECK_REFUSED(kernel_finite_check(kb, &half, &flat, s), ST_ERR_INVALID_ARG,
+                "flag is fp16, expected fp32");
+  CHECK_REFUSED(kernel_finite_check(kb, &flat, &flat, s), ST_ERR_INVALID_ARG,
+                "flag is [10], expected 1 elements");
+  CHECK_REFUSED(kernel_scale(kb, NULL, 2.0f, s), ST_ERR_INVALID_ARG, "x is NULL");
   CHECK_REFUSED(kernel_sum_squares(kb, NULL, &flat, s), ST_ERR_INVALID_ARG, "out is NULL");
   CHECK_REFUSED(kernel_sum_squares(kb, &flat, &flat, s), ST_ERR_INVALID_ARG,
                 "out is [10], expected 1 elements");

@@ -135,6 +135,53 @@ double *to_f64(const float *x, int64_t count) {
   return y;
 }
 
+/* A format described by its fraction bits and exponent bias (the exponent takes the bits that
+ * the sign and the fraction leave). */
+typedef struct ref_format {
+  int bits, fraction_bits, bias;
+} ref_format;
+
+static ref_format format_of(st_dtype dtype) {
+  switch (dtype) {
+    case ST_BF16: return (ref_format){16, 7, 127};
+    case ST_FP16: return (ref_format){16, 10, 15};
+    default: return (ref_format){32, 23, 127};
+  }
+}
+
+static int exponent_bits(ref_format f) { return f.bits - 1 - f.fraction_bits; }
+
+/* The exponent of the subnormals' spacing: 2^lowest is the smallest positive value. */
+static int lowest_exponent(ref_format f) { return 1 - f.bias - f.fraction_bits; }
+
+double ref_max_finite(st_dtype dtype) {
+  const ref_format f = format_of(dtype);
+  const int top = (1 << exponent_bits(f)) - 2 - f.bias;
+  return ldexp(2.0 - ldexp(1.0, -f.fraction_bits), top);
+}
+
+double ref_half_value(st_dtype dtype, uint16_t bits) {
+  const ref_format f = format_of(dtype);
+  const int all_ones = (1 << exponent_bits(f)) - 1;
+  const int exponent = (bits >> f.fraction_bits) & all_ones;
+  const int fraction = bits & ((1 << f.fraction_bits) - 1);
+  const double sign = (bits & 0x8000) ? -1.0 : 1.0;
+  if (exponent == all_ones) return fraction ? NAN : sign * INFINITY;
+  if (exponent == 0) return sign * ldexp(fraction, lowest_exponent(f));
+  return sign * ldexp((1 << f.fraction_bits) + fraction, exponent + lowest_exponent(f) - 1);
+}
+
+double ref_round(st_dtype dtype, double x) {
+  if (x == 0.0 || !isfinite(x)) return x;
+  const ref_format f = format_of(dtype);
+  int exponent;
+  frexp(fabs(x), &exponent); /* |x| = m 2^exponent, m in [0.5, 1) */
+  int quantum = exponent - 1 - f.fraction_bits;
+  if (quantum < lowest_exponent(f)) quantum = lowest_exponent(f);
+  const double y = ldexp(nearbyint(ldexp(fabs(x), -quantum)), quantum); /* ties to even */
+  return copysign(y > ref_max_finite(dtype) ? INFINITY : y, x);
+}
+
 int check_close(const char *what, const float *got, const double *want, int64_t count,
                 test_tol tol) {
   int64_t worst = -1;

@@ -83,6 +83,22 @@ void rng_fill(test_rng *rng, float *x, int64_t count, double lo, double hi);
 /* A malloc'ed float64 copy of x (the reference computes on the exact same values). */
 double *to_f64(const float *x, int64_t count);
 
+/* ---- Float64 models of the storage formats -------------------------------------------------- */
+
+/* Written from the formats' definitions, independently of core/dtype.h, so the casts and the
+ * loss-scaling ops are checked against them and not against the library's own conversions. */
+
+/* The largest finite value of `dtype`. */
+double ref_max_finite(st_dtype dtype);
+
+/* The value of 16 bits of bf16 or fp16: sign, exponent, fraction (NaN and infinities too). */
+double ref_half_value(st_dtype dtype, uint16_t bits);
+
+/* The value of `dtype` nearest x, ties to even: its significant bits, the subnormals' fixed
+ * spacing, and infinity past the largest finite value (halfway past it rounds to even, which
+ * is infinity). NaN and infinities are returned as they are. */
+double ref_round(st_dtype dtype, double x);
+
 /* ---- Checks -------------------------------------------------------------------------------- */
 
 /* One check for the whole array: every got[i] is within `tol` of want[i]. A failure names the

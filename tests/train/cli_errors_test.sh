@@ -75,18 +75,44 @@ expect_every_rank() {
   fi
 }
 
-# An impossible mesh, a TP size that does not divide the heads, a param dtype the device cannot
-# train with: every rank says so and exits 2, nobody hangs.
+# An impossible mesh, a TP size that does not divide the heads, a GPU asked for where none is
+# usable: every rank says so and exits 2, nobody hangs. (A param dtype the device cannot train
+# with, fp16 on a GPU older than sm_70, takes the same path; the CPU holds every dtype.)
 expect_every_rank 4 2 "needs 6 ranks, world has 4" selftest --dp-shard 3 --tp 2
 expect_every_rank 4 2 "needs 6 ranks, world has 4" train --dp-shard 3 --tp 2 --steps 0
 expect_every_rank 3 2 "tp 3 does not divide n_head 4" train --tp 3 --steps 0
-expect_every_rank 2 2 "--param-dtype fp16: the cpu device cannot train with fp16 parameters" \
-  train --device cpu --param-dtype fp16 --zero 3 --steps 0
+expect_every_rank 2 2 "device cuda requested but no usable GPU was found" \
+  train --device cuda --param-dtype fp16 --zero 3 --steps 0
 # The NCCL backend where NCCL cannot join the ranks (here: no GPU, or a build without NCCL; on
 # one GPU: ranks without distinct NCCL_HOSTIDs): every rank names the first rank at fault.
 expect_every_rank 2 2 "NCCL cannot join the ranks: rank 0" selftest --device cpu --backend nccl
 expect 2 "--param-dtype 'int8' is not a dtype" train --param-dtype int8 --steps 0
-expect 2 "--reduce-dtype 'fp16' is not fp32 or bf16" train --reduce-dtype fp16 --steps 0
+expect 2 "--reduce-dtype 'int8' is not a dtype" train --reduce-dtype int8 --steps 0
+
+# Loss scaling: only fp16 scales, and a scale is "dynamic" or a positive fp32 number (train and
+# plan alike).
+expect 2 "--loss-scale '0' is not dynamic or a positive fp32 number" \
+  train --param-dtype fp16 --loss-scale 0 --steps 0
+expect 2 "--loss-scale '-8' is not dynamic or a positive fp32 number" \
+  train --param-dtype fp16 --loss-scale -8 --steps 0
+expect 2 "--loss-scale 'auto' is not dynamic or a positive fp32 number" \
+  train --param-dtype fp16 --loss-scale auto --steps 0
+expect 2 "--loss-scale '1e39' is not dynamic or a positive fp32 number" \
+  train --param-dtype fp16 --loss-scale 1e39 --steps 0
+expect 2 "--loss-scale 'nan' is not dynamic or a positive fp32 number" \
+  train --param-dtype fp16 --loss-scale nan --steps 0
+expect 2 "--loss-scale 1024: only fp16 scales the loss (param bf16, reduce bf16 never do)" \
+  train --param-dtype bf16 --reduce-dtype bf16 --loss-scale 1024 --steps 0
+expect 2 "--loss-scale dynamic: only fp16 scales the loss (param fp32, reduce fp32 never do)" \
+  train --loss-scale dynamic --steps 0
+expect 2 "--loss-scale-window must be >= 1, got 0" \
+  train --param-dtype fp16 --loss-scale-window 0 --steps 0
+expect 2 "--loss-scale 64: only fp16 scales the loss (param bf16, reduce fp32 never do)" \
+  plan --param-dtype bf16 --loss-scale 64
+expect 2 "--loss-scale '0.0' is not dynamic or a positive fp32 number" \
+  plan --param-dtype fp16 --loss-scale 0.0
+expect_every_rank 2 2 "--loss-scale 512: only fp16 scales the loss" \
+  train --dp-shard 2 --param-dtype bf16 --loss-scale 512 --steps 0
 expect 2 "--offload 'gpu' is not optimizer or none" train --offload gpu --steps 0
 expect 2 "--offload 'params' is not optimizer or none" train --offload params --steps 0
 

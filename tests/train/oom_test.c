@@ -1,9 +1,10 @@
 /* oom_test.c - every allocation of a model's life on one rank fails in turn: creating the GPT,
- * initialising it, one training step and an export, in fp32 and with bf16 parameters and
- * gradients (whose compute copies and conversions allocate too), and in fp32 with the
- * optimizer offloaded through a GPU's pinned staging (forced on the CPU). Each failure must come
- * back as ST_ERR_OOM and leave no block allocated; the run without injected failures must succeed
- * (so the loop really covered every allocation). */
+ * initialising it, one training step and an export, in fp32, with bf16 parameters and
+ * gradients (whose compute copies and conversions allocate too), with fp16 ones and dynamic
+ * loss scaling (exactly bf16's allocations: the overflow flag shares the norm's device
+ * buffer), and in fp32 with the optimizer offloaded through a GPU's pinned staging (forced on
+ * the CPU). Each failure must come back as ST_ERR_OOM and leave no block allocated; the run
+ * without injected failures must succeed (so the loop really covered every allocation). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -28,11 +29,17 @@ static st_status life(const char *export_path, st_dtype dtype, int offload) {
   test_step_tokens(inputs, targets, B * T);
   const int32_t *in[1] = {inputs}, *tg[1] = {targets};
   const train_hparams h = test_step_hparams(B * T);
+  loss_scaler scaler;
+  if (dtype == ST_FP16) {
+    loss_scaler_init_dynamic(&scaler, LOSS_SCALER_INITIAL_SCALE, LOSS_SCALER_DEFAULT_WINDOW);
+  } else {
+    loss_scaler_init_none(&scaler);
+  }
   step_stats s;
   st_status status;
   ST_CHECK_GOTO(gpt_init_params(m, 1), status, done);
   ST_CHECK_GOTO(train_state_reset(m), status, done);
-  ST_CHECK_GOTO(train_step(m, &h, 0, in, tg, &s), status, done);
+  ST_CHECK_GOTO(train_step(m, &h, &scaler, 0, in, tg, &s), status, done);
   ST_CHECK_GOTO(gpt_export(m, export_path, 1), status, done);
 done:
   gpt_destroy(m);
@@ -70,6 +77,8 @@ int main(void) {
   const int fp32 = fail_each_allocation(path, ST_FP32, 0);
   const int bf16 = fail_each_allocation(path, ST_BF16, 0);
   CHECK_MSG(bf16 > fp32, "bf16 exercised %d allocations, no more than fp32's %d", bf16, fp32);
+  const int fp16 = fail_each_allocation(path, ST_FP16, 0); /* with dynamic loss scaling */
+  CHECK_MSG(fp16 == bf16, "fp16 exercised %d allocations, bf16 %d: the same buffers", fp16, bf16);
   const int staged = fail_each_allocation(path, ST_FP32, 1);
   CHECK_MSG(staged > fp32, "offloaded exercised %d allocations, no more than fp32's %d", staged,
             fp32);

@@ -1,6 +1,7 @@
 /* planner_test.c - the memory planner and the communication formulas against what one real
  * training step takes and sends, on every rank, for every ZeRO stage on 1x4x1, 2x2x1 and 1x2x2
- * meshes in fp32 and in bf16 (params and reduce), plus stage 3 with prefetch 2, with
+ * meshes in fp32 and in bf16 (params and reduce), fp16 params with loss scaling on 2x2x1 and
+ * 1x2x2 and fp16 params and reduce at stage 3 on 1x4x1, plus stage 3 with prefetch 2, with
  * reshard-after-forward off, on 1x1x4, the two mixed policies, and the optimizer offloaded
  * (every stage; bf16; and with the pinned staging of a GPU forced on the CPU):
  *   - measured peak bytes per category = the planner's prediction within 3%, and so is the
@@ -15,7 +16,9 @@
  *   - the bytes counted on the shard group (all-gather, reduce-scatter) and the replicate group
  *     (all-reduce) equal the ring formulas per unit (planner's plan_comm, checked here against
  *     the closed forms (2g or p+g) Psi (S-1)/S for stages 0-2 and per-unit counts for stage 3),
- *     and on the tp group 4 all-reduces of B x T x C activations per block per micro-batch. */
+ *     and on the tp group 4 all-reduces of B x T x C activations per block per micro-batch;
+ *     besides these, the step's scalars: the squared norm over the tp group and, with loss
+ *     scaling, the overflow flag beside it and alone over the replicate group. */
 #include "engine/plan/planner.h"
 
 #include <math.h>
@@ -76,7 +79,16 @@ static void check_case(test_case tc) {
   for (int g = 0; g < ST_GROUP_COUNT; g++) comm_counters_reset(mesh_comm(mesh, (st_group)g));
   mem_reset_peak();
   step_stats s;
-  CHECK_OK(train_step(m, &h, 0, in, tg, &s));
+  loss_scaler scaler;
+  const int scaled = tc.param == ST_FP16 || tc.reduce == ST_FP16;
+  if (scaled) {
+    loss_scaler_init_dynamic(&scaler, LOSS_SCALER_INITIAL_SCALE, LOSS_SCALER_DEFAULT_WINDOW);
+  } else {
+    loss_scaler_init_none(&scaler);
+  }
+  CHECK_OK(train_step(m, &h, &scaler, 0, in, tg, &s));
+  /* an applied step: a skipped one would not publish what the plan counts */
+  CHECK_MSG(!s.skipped, "mesh %dx%dx%d stage %d: the fp16 step overflowed", R, S, T, stage);
   mem_stats measured;
   mem_stats_get(&measured);
 
@@ -148,8 +160,12 @@ static void check_case(test_case tc) {
   comm_counters_get(mesh_comm(mesh, ST_GROUP_SHARD), &shard);
   comm_counters_get(mesh_comm(mesh, ST_GROUP_REPLICATE), &repl);
   comm_counters_get(mesh_comm(mesh, ST_GROUP_TP), &tp);
-  /* Besides the activations, the tp group sums the squared gradient norm: one fp32. */
-  uint64_t tp_want = cp.tp_all_reduce + comm_ring_bytes(COMM_ALL_REDUCE, T, sizeof(float));
+  /* Besides the activations, the tp group sums the squared gradient norm: one fp32, and with
+   * loss scaling the overflow flag beside it, which the replicate group then reduces alone. */
+  const size_t scalars = (scaled ? 2 : 1) * sizeof(float);
+  uint64_t tp_want = cp.tp_all_reduce + comm_ring_bytes(COMM_ALL_REDUCE, T, scalars);
+  const uint64_t repl_want =
+      cp.replicate_all_reduce + (scaled ? comm_ring_bytes(COMM_ALL_REDUCE, R, sizeof(float)) : 0);
   CHECK_MSG(tp.bytes_sent[COMM_ALL_REDUCE] == tp_want, "%s: tp all-reduce %llu bytes, planned %llu",
             label, (unsigned long long)tp.bytes_sent[COMM_ALL_REDUCE], (unsigned long long)tp_want);
   CHECK_MSG(shard.bytes_sent[COMM_ALL_GATHER] == cp.shard_all_gather,
@@ -160,10 +176,9 @@ static void check_case(test_case tc) {
             "%s: reduce-scatter %llu bytes, planned %llu", label,
             (unsigned long long)shard.bytes_sent[COMM_REDUCE_SCATTER],
             (unsigned long long)cp.shard_reduce_scatter);
-  CHECK_MSG(repl.bytes_sent[COMM_ALL_REDUCE] == cp.replicate_all_reduce,
+  CHECK_MSG(repl.bytes_sent[COMM_ALL_REDUCE] == repl_want,
             "%s: replicate all-reduce %llu bytes, planned %llu", label,
-            (unsigned long long)repl.bytes_sent[COMM_ALL_REDUCE],
-            (unsigned long long)cp.replicate_all_reduce);
+            (unsigned long long)repl.bytes_sent[COMM_ALL_REDUCE], (unsigned long long)repl_want);
   /* The closed forms on the shard group for stages 0-2: stage 0 reduce-scatters and
    * all-gathers gradients (2g bytes per element), stages 1-2 gradients and parameters (g+p). */
   if (stage < 3) {
@@ -193,6 +208,12 @@ int main(int argc, char **argv) {
     check_case((test_case){1, world, 1, 3, 2, 1, x, x, 0});
     check_case((test_case){1, world, 1, 3, 1, 0, x, x, 0});
   }
+  /* fp16 with dynamic loss scaling: parameters only (every mesh and stage), and gradients too */
+  for (int stage = 0; stage <= 3; stage++) {
+    if (world % 2 == 0) check_case((test_case){2, world / 2, 1, stage, 1, 1, ST_FP16, ST_FP32, 0});
+    if (world % 2 == 0) check_case((test_case){1, world / 2, 2, stage, 1, 1, ST_FP16, ST_FP32, 0});
+  }
+  check_case((test_case){1, world, 1, 3, 1, 1, ST_FP16, ST_FP16, 0});
   if (world % 4 == 0) check_case((test_case){1, world / 4, 4, 3, 1, 1, ST_FP32, ST_FP32, 0});
   check_case((test_case){1, world, 1, 3, 1, 1, ST_BF16, ST_FP32, 0});
   check_case((test_case){1, world, 1, 1, 1, 1, ST_FP32, ST_BF16, 0});
