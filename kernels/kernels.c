@@ -482,12 +482,6 @@ st_status kernel_classifier(const kernel_backend *kb, const st_tensor *losses,
   return kb->ops->classifier(kb->ctx, losses, dlogits, logits, targets, vocab, dloss_scale, stream);
 }
 
-/* A device scalar: one fp32 element. */
-static st_status check_scalar(const kernel_check *c, const char *name, const st_tensor *t) {
-  ST_CHECK(kernel_check_stats(c, name, t));
-  return kernel_check_numel(c, name, t, 1);
-}
-
 st_status kernel_cast(const kernel_backend *kb, const st_tensor *dst, const st_tensor *src,
                       const st_stream *stream) {
   kernel_check c;
@@ -512,30 +506,33 @@ st_status kernel_scale(const kernel_backend *kb, const st_tensor *x, float facto
   return kb->ops->scale(kb->ctx, x, factor, stream);
 }
 
+/* The reductions into a device scalar (sum of squares, sum, finite check): x a whole buffer in
+ * a dtype the op runs on, `out` (named `out_name`) one fp32 element. */
+static st_status check_reduction(const char *op, kernel_op kop, const kernel_backend *kb,
+                                 const char *out_name, const st_tensor *out, const st_tensor *x,
+                                 const st_stream *stream) {
+  kernel_check c;
+  ST_CHECK(kernel_check_begin(&c, op, kop, kb, stream));
+  ST_CHECK(kernel_check_compute(&c, "x", x));
+  ST_CHECK(kernel_check_stats(&c, out_name, out));
+  return kernel_check_numel(&c, out_name, out, 1);
+}
+
 st_status kernel_sum_squares(const kernel_backend *kb, const st_tensor *out, const st_tensor *x,
                              const st_stream *stream) {
-  kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_SUM_SQUARES, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "x", x));
-  ST_CHECK(check_scalar(&c, "out", out));
+  ST_CHECK(check_reduction(__func__, KERNEL_OP_SUM_SQUARES, kb, "out", out, x, stream));
   return kb->ops->sum_squares(kb->ctx, out, x, stream);
 }
 
 st_status kernel_sum(const kernel_backend *kb, const st_tensor *out, const st_tensor *x,
                      const st_stream *stream) {
-  kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_SUM, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "x", x));
-  ST_CHECK(check_scalar(&c, "out", out));
+  ST_CHECK(check_reduction(__func__, KERNEL_OP_SUM, kb, "out", out, x, stream));
   return kb->ops->sum(kb->ctx, out, x, stream);
 }
 
 st_status kernel_finite_check(const kernel_backend *kb, const st_tensor *flag, const st_tensor *x,
                               const st_stream *stream) {
-  kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_FINITE_CHECK, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "x", x));
-  ST_CHECK(check_scalar(&c, "flag", flag));
+  ST_CHECK(check_reduction(__func__, KERNEL_OP_FINITE_CHECK, kb, "flag", flag, x, stream));
   return kb->ops->finite_check(kb->ctx, flag, x, stream);
 }
 
