@@ -23,6 +23,10 @@ set -uo pipefail
 bundle=$(cd "${1:?usage: run_gpu_suite.sh BUNDLE_DIR SECTION...}" && pwd)
 shift
 here=$(cd "$(dirname "$0")/../.." && pwd)
+# tools/gpu_bundle.sh ships bin/, lib/ and fortunes/ compressed.
+if [ ! -d "$bundle/bin" ]; then
+  tar -xJf "$bundle/bundle.tar.xz" -C "$bundle" || { echo "run_gpu_suite: cannot unpack the bundle"; exit 2; }
+fi
 logs=${OUT:-$bundle/logs}
 mkdir -p "$logs"
 bin=$bundle/bin
