@@ -74,7 +74,7 @@ static int apply_prefetch(const fit_ctx *x, int depth, plan_input *in) {
 /* The optimizer offloaded to the host: always possible where device memory is host RAM (it then
  * changes nothing), else only on hardware that describes its host link. */
 static int apply_offload(const fit_ctx *x, int offload, plan_input *in) {
-  if (offload && !in->device_is_host && (x->hw->host_link_bw <= 0 || x->hw->host_mem_bw <= 0)) {
+  if (offload && !in->device_is_host && !sim_hw_has_host_link(x->hw)) {
     return 0;
   }
   in->offload_optimizer = offload;

@@ -89,6 +89,10 @@ st_status sim_hw_builtin(const char *name, sim_hardware *out) {
   return ST_OK;
 }
 
+int sim_hw_has_host_link(const sim_hardware *hw) {
+  return hw->host_link_bw > 0 && hw->host_mem_bw > 0;
+}
+
 double sim_hw_peak(const sim_hardware *hw, int param_bytes) {
   if (hw->kernels == SIM_KERNELS_CPU || param_bytes >= 4) return hw->peak_flops_fp32;
   return hw->peak_flops;

@@ -78,6 +78,9 @@ typedef struct sim_hardware {
   char calibration[160];                        /* where the efficiencies come from */
 } sim_hardware;
 
+/* 1 when the description gives the host link and host memory an offloaded optimizer uses. */
+int sim_hw_has_host_link(const sim_hardware *hw);
+
 /* The built-in description `name` (h100, h200, a100). ST_ERR_INVALID_ARG naming the known
  * ones otherwise. */
 st_status sim_hw_builtin(const char *name, sim_hardware *out);

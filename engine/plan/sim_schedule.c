@@ -86,7 +86,7 @@ st_status sim_costs_of(const sim_hardware *hw, const plan_input *in, sim_costs *
   /* Where device memory is host RAM (the CPU) the offloaded optimizer does exactly the resident
    * one's work; elsewhere it crosses the host link. */
   const int offload_staged = in->offload_optimizer && !cpu;
-  if (offload_staged && (hw->host_link_bw <= 0 || hw->host_mem_bw <= 0)) {
+  if (offload_staged && !sim_hw_has_host_link(hw)) {
     return st_error(ST_ERR_INVALID_ARG,
                     "hardware '%s' gives no host_link_bw and host_mem_bw: --offload optimizer "
                     "cannot be simulated on it",
