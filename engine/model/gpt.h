@@ -11,7 +11,8 @@
  * row-parallel and joined by an all-reduce over the tp group (g), with their bias added once;
  * the backward all-reduces the input gradient of the column-parallel layers (f). Norms, the
  * embeddings and the tied head are replicated. It owns its
- * activations (planned up front from B, T and the config) and its backward scratch. */
+ * activations (planned up front from B, T and the config) and its backward scratch. The head
+ * and its loss run a chunk of rows at a time (gpt_head.c): the full logits never exist. */
 #ifndef ST_ENGINE_MODEL_GPT_H
 #define ST_ENGINE_MODEL_GPT_H
 
@@ -72,12 +73,15 @@ typedef struct gpt_layer_acts {
 enum gpt_scalar { GPT_LOSS_SUM = 0, GPT_GRAD_SUMSQ = 1, GPT_OVERFLOW = 2, GPT_SCALARS };
 
 /* Activations and the backward's gradient buffers (void *: the activation dtype) and the
- * statistics (float *: fp32). */
+ * statistics (float *: fp32). logits holds one chunk of the head: head_rows rows of the padded
+ * vocabulary (gpt_head_rows), in the scratch. dln also carries d(lnf), which the training
+ * forward's head writes, to the start of the backward. */
 typedef struct gpt_acts {
-  void *arena;   /* one MEM_ACTIVATIONS block holding everything below */
-  void *scratch; /* one MEM_WORKSPACE block for the backward's gradient buffers */
+  void *arena;   /* one MEM_ACTIVATIONS block holding the buffers kept for the backward */
+  void *scratch; /* one MEM_WORKSPACE block: the logits chunk and the gradient buffers */
   void *encoded, *lnf, *logits;
   float *lnf_mean, *lnf_rstd, *losses;
+  int64_t head_rows; /* rows of logits per chunk (gpt_head_rows; gpt_set_head_rows) */
   gpt_layer_acts *layers;
   void *dres, *dln, *datty, *dqkv, *dfch_gelu;
   int32_t *inputs, *targets; /* the micro-batch's tokens in device memory (in the scratch) */
@@ -136,14 +140,31 @@ void gpt_activation_bytes(const gpt_config *cfg, st_device_kind device, st_dtype
 st_status gpt_init_params(gpt_model *model, uint64_t seed);
 
 /* Forward over a micro-batch; tokens are host int32 [B * T]. Its per-token losses stay in
- * device memory (acts.losses; gpt_loss_sum adds them up there). In training, dloss_scale > 0:
- * the fused classifier also overwrites the logits with the gradient of dloss_scale * (sum of
- * the losses), where gpt_backward starts; dloss_scale is the loss scale (1 without fp16:
+ * device memory (acts.losses; gpt_loss_sum adds them up there). In training, dloss_scale > 0,
+ * the head's backward runs too, chunk by chunk (gpt_head.c): the gradient of dloss_scale *
+ * (sum of the losses) reaches wte's gradient (the embedding unit's backward begins here) and
+ * d(lnf), where gpt_backward starts; dloss_scale is the loss scale (1 without fp16:
  * train_step.h) over the tokens of the global batch, so the gradients sum to those of the global
- * mean loss times the scale. In evaluation, dloss_scale = 0: the
- * logits are kept. */
+ * mean loss times the scale. In evaluation, dloss_scale = 0: losses only, no gradient is
+ * touched. */
 st_status gpt_forward(gpt_model *model, const int32_t *inputs, const int32_t *targets,
                       float dloss_scale);
+
+/* Rows of logits the head computes at once for micro-batches of B x T tokens on a rank of a
+ * tensor-parallel group of tp: no more elements than the largest per-layer activation (the
+ * MLP's B T x 4 n_embd / tp), rounded down to a multiple of 64 rows, at least 64 rows and at
+ * most B T. d12 at 16 x 1024 tokens: 960 rows (17 chunks of 960 and one of 64). */
+int64_t gpt_head_rows(const gpt_config *cfg, int B, int T, int tp);
+
+/* Lowers the rows per chunk below gpt_head_rows's (the buffer is sized for that many): the
+ * tests force uneven chunks with it. rows outside [1, gpt_head_rows] is ST_ERR_INVALID_ARG. */
+st_status gpt_set_head_rows(gpt_model *model, int64_t rows);
+
+/* The logits of rows [first, first + rows) of the last forward's micro-batch, computed from the
+ * final norm's output it keeps, while the embedding unit is still gathered (after a forward,
+ * before a backward): *out describes them, [rows, vocab_padded] in the model's activation
+ * dtype, in the chunk buffer, until the next call or forward. At most acts.head_rows rows. */
+st_status gpt_head_logits(gpt_model *model, int64_t first, int64_t rows, st_tensor *out);
 
 /* out[0] += the sum of the last forward's per-token losses; out is an fp32 scalar in device
  * memory (kernel_sum), so a step's or an evaluation's loss is read by the host once. */
@@ -152,10 +173,10 @@ st_status gpt_loss_sum(gpt_model *model, const st_tensor *out);
 /* Step scalar `which` (acts.scalars) as a one-element fp32 tensor in device memory. */
 st_tensor gpt_scalar(const gpt_model *model, enum gpt_scalar which);
 
-/* Backward of the last training forward (its tokens and the logits' gradient are still on the
- * device); adds into every parameter gradient. On the last micro-batch of a step (`reduce`),
- * each unit's gradient reduction starts as soon as its backward is done; train_step waits for
- * them. */
+/* Backward of the last training forward, from the d(lnf) and the wte gradient its head left
+ * (its tokens are still on the device); adds into every parameter gradient. On the last micro-batch
+ * of a step (`reduce`), each unit's gradient reduction starts as soon as its backward is done;
+ * train_step waits for them. */
 st_status gpt_backward(gpt_model *model, int reduce);
 
 /* Sets every gradient to zero (start of a step; see unit_grads_zero). */

@@ -20,7 +20,7 @@ st_dtype gpt_activation_dtype(st_device_kind device, st_dtype param) {
 
 /* The sizes one walk needs: activation elements (act bytes) and fp32 statistics. */
 typedef struct acts_shape {
-  int64_t BT, C, CL, vocab_padded, att_state;
+  int64_t BT, C, CL, vocab_padded, att_state, head_rows;
   size_t act, f32;
 } acts_shape;
 
@@ -31,6 +31,7 @@ static acts_shape shape_of(const gpt_config *c, st_device_kind device, st_dtype 
                       .CL = c->n_embd / tp,
                       .vocab_padded = c->vocab_padded,
                       .att_state = kernel_kind_attention_state_numel(device, B, c->n_head / tp, T),
+                      .head_rows = gpt_head_rows(c, B, T, tp),
                       .act = dtype_size(gpt_activation_dtype(device, param)),
                       .f32 = sizeof(float)};
 }
@@ -69,14 +70,16 @@ static void plan_forward(gpt_carve *p, gpt_acts *a, int n_layer, const acts_shap
   CARVE(a->lnf, BT * C, s->act);
   CARVE(a->lnf_mean, BT, s->f32);
   CARVE(a->lnf_rstd, BT, s->f32);
-  CARVE(a->logits, BT * s->vocab_padded, s->act);
   CARVE(a->losses, BT, s->f32);
 }
 
-/* Backward gradient buffers (the MLP's pre-activation gradient overwrites dfch_gelu in place),
- * the device copies of the tokens and the step's scalars. */
+/* The head's one chunk of logits (and of their gradient, in place: gpt_head.c), the backward
+ * gradient buffers (the MLP's pre-activation gradient overwrites dfch_gelu in place; dln also
+ * carries d(lnf) from the training forward's head), the device copies of the tokens and the
+ * step's scalars. */
 static void plan_scratch(gpt_carve *p, gpt_acts *a, const acts_shape *s) {
   const int64_t BT = s->BT, C = s->C, CL = s->CL;
+  CARVE(a->logits, s->head_rows * s->vocab_padded, s->act);
   CARVE(a->dres, BT * C, s->act);
   CARVE(a->dln, BT * C, s->act);
   CARVE(a->datty, BT * CL, s->act);
@@ -113,6 +116,7 @@ st_status gpt_acts_allocate(gpt_model *m) {
   bwd = (gpt_carve){.base = a->scratch};
   plan_forward(&fwd, a, m->cfg.n_layer, &s);
   plan_scratch(&bwd, a, &s);
+  a->head_rows = s.head_rows;
   return ST_OK;
 }
 

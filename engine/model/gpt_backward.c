@@ -65,7 +65,7 @@ static st_status block_backward(gpt_model *m, int l, void *x_in) {
 /* A unit's backward is done: end its gradients' use, start its reduction (last micro-batch)
  * and let it go. The reduction of the unit before it in the backward (u + 1) is finished here,
  * so at most two units' full gradients exist at once at stages 2-3. The embedding (unit 0) is the
- * exception: the tied head adds to its gradient at the start of the backward. */
+ * exception: the tied head adds to its gradient in the training forward (gpt_head.c). */
 static st_status finish_unit(gpt_model *m, int u, int reduce) {
   ST_CHECK(unit_grads_end(&m->units[u]));
   if (reduce) {
@@ -84,17 +84,14 @@ st_status gpt_backward(gpt_model *m, int reduce) {
   const int final_unit = m->n_units - 1;
   gpt_acts *g = &m->acts;
   void *x_last = c->n_layer ? g->layers[c->n_layer - 1].res3 : g->encoded;
-  ST_CHECK(unit_grads_begin(&m->units[0]));
   ST_CHECK(unit_grads_begin(&m->units[final_unit]));
 
-  /* Tied head, from the logits' gradient the forward's classifier left in their place. */
-  st_tensor logits = gpt_a2(m, g->logits, BT, c->vocab_padded), lnf = gpt_a2(m, g->lnf, BT, C),
-            dln = gpt_a2(m, g->dln, BT, C), dres = gpt_a2(m, g->dres, BT, C),
+  /* The final norm, from the d(lnf) the forward's head left in dln (gpt_head.c, which also
+   * began the embedding unit's backward with wte's gradient from the head). */
+  st_tensor dln = gpt_a2(m, g->dln, BT, C), dres = gpt_a2(m, g->dres, BT, C),
             x = gpt_a2(m, x_last, BT, C), mean = gpt_t1(m, g->lnf_mean, BT),
             rstd = gpt_t1(m, g->lnf_rstd, BT);
-  st_tensor wte = GPT_P(m, 0, GPT_WTE), dwte = GPT_G(m, 0, GPT_WTE), dwpe = GPT_G(m, 0, GPT_WPE);
-  ST_CHECK(zero_view(m, &dln));
-  ST_CHECK(kernel_matmul_wt_backward(kb, &dln, &dwte, &logits, &lnf, &wte, s));
+  st_tensor dwte = GPT_G(m, 0, GPT_WTE), dwpe = GPT_G(m, 0, GPT_WPE);
   ST_CHECK(zero_view(m, &dres));
   ST_CHECK(norm_backward(m, final_unit, GPT_LNF_W, GPT_LNF_B, &dres, &dln, &x, &mean, &rstd));
   ST_CHECK(finish_unit(m, final_unit, reduce));

@@ -7,7 +7,8 @@
  * Units are gathered in order with look-ahead (prefetch_acquire); a block is released after
  * its forward (stage 3: its full parameters; any stage: its fp32 compute copy) unless
  * reshard-after-forward is off. The embedding and final units stay gathered: the tied head
- * needs wte at the end of the forward and the start of the backward. */
+ * needs wte at the end of the forward, and the embedding's backward at the end of the backward.
+ * The head, its loss and, in training, its backward run chunk by chunk (gpt_head.c). */
 #include "core/error.h"
 #include "engine/model/gpt_internal.h"
 #include "engine/model/gpt_tp.h"
@@ -97,14 +98,9 @@ st_status gpt_forward(gpt_model *m, const int32_t *inputs, const int32_t *target
   ST_CHECK(prefetch_acquire(m->units, m->n_units, final_unit, +1, depth));
 
   st_tensor lnf = gpt_a2(m, a->lnf, BT, C), mean = gpt_t1(m, a->lnf_mean, BT),
-            rstd = gpt_t1(m, a->lnf_rstd, BT), logits = gpt_a2(m, a->logits, BT, c->vocab_padded),
-            losses = gpt_t1(m, a->losses, BT);
+            rstd = gpt_t1(m, a->lnf_rstd, BT);
   ST_CHECK(open_norm(m, c->n_layer, final_unit, GPT_LNF_W, GPT_LNF_B, &lnf, &mean, &rstd));
-  ST_CHECK(kernel_matmul_wt_forward(kb, &logits, &lnf, &wte, s));
-  /* Training: the logits' gradient replaces them in the same pass (the largest activation
-   * reused in place); the backward starts from it. */
-  const st_tensor *dlogits = dloss_scale > 0 ? &logits : NULL;
-  return kernel_classifier(kb, &losses, dlogits, &logits, a->targets, c->vocab, dloss_scale, s);
+  return gpt_head_forward(m, dloss_scale);
 }
 
 st_status gpt_loss_sum(gpt_model *m, const st_tensor *out) {

@@ -20,6 +20,10 @@ void *gpt_carve_add(gpt_carve *c, int64_t len, size_t elem_bytes);
 st_status gpt_acts_allocate(gpt_model *m);
 void gpt_acts_free(gpt_model *m);
 
+/* The head and its loss over the final norm's output, chunk by chunk (gpt_head.c): losses,
+ * and in training (dloss_scale > 0) d(lnf) into acts.dln and wte's gradient. */
+st_status gpt_head_forward(gpt_model *m, float dloss_scale);
+
 /* Elements of the model's largest logical tensor, and a host scratch buffer that holds it. */
 int64_t gpt_largest_param(const gpt_model *m);
 st_status gpt_param_scratch(const gpt_model *m, float **out);

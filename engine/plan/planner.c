@@ -123,9 +123,9 @@ static st_status gathered_peak(const plan_input *in, const unit_sizes *u, int64_
       if (w.reshard) release(&w, b);
     }
     acquire(&w, last, +1);
-    grads_begin(&w, 0);
+    grads_begin(&w, 0); /* the head's backward, chunk by chunk in the forward (gpt_head.c) */
     grads_begin(&w, last);
-    finish(&w, last, reduce); /* after the head and ln_f backward */
+    finish(&w, last, reduce); /* after ln_f's backward */
     for (int b = last - 1; b >= 0; b--) {
       acquire(&w, b, -1);
       grads_begin(&w, b);
@@ -143,9 +143,9 @@ static int64_t host_token_bytes(const plan_input *in) {
   return 2 * (int64_t)in->micro_batch * in->seq_len * in->grad_accum * (int64_t)sizeof(int32_t);
 }
 
-/* Workspace of a step: the backward's gradient buffers, token copies and step scalars
- * (gpt_acts), the host tokens of every micro-batch, and the largest transient, the attention
- * backward's T x T scores. */
+/* Workspace of a step: the head's chunk of logits, the backward's gradient buffers, token
+ * copies and step scalars (gpt_acts), the host tokens of every micro-batch, and the largest
+ * transient, the attention backward's T x T scores. */
 static int64_t workspace_bytes(const plan_input *in) {
   int64_t acts = 0, scratch = 0;
   gpt_activation_bytes(&in->cfg, in->device, in->precision.param, in->micro_batch, in->seq_len,

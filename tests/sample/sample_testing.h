@@ -20,7 +20,8 @@ typedef enum test_weights {
  * weights drawn from `seed`. Exits the test if it cannot be built. */
 gpt_model *test_model(gpt_config cfg, int B, test_weights weights, uint64_t seed);
 
-/* The logits gpt_forward computes for tokens[B * T] (host, [B * T, vocab_padded]) into `out`. */
+/* The logits of a full forward (gpt_forward, then gpt_head_logits chunk by chunk) for
+ * tokens[B * T] (host, [B * T, vocab_padded]) into `out`. */
 void test_full_logits(gpt_model *m, const int32_t *tokens, float *out);
 
 /* The device the test models live on (they keep a pointer to it). */
