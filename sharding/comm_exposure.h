@@ -38,7 +38,8 @@ st_status comm_exposure_begin(comm_exposure *x);
 /* Records the end of the wait begun last. */
 st_status comm_exposure_end(comm_exposure *x);
 
-/* The stream waits for a started collective (comm_order_after), bracketed by a pair. */
+/* The stream waits for a started collective (comm_order_after), bracketed by a pair unless the
+ * collective's group has one rank: a copy, no communication, so a run on one rank reports 0. */
 st_status comm_exposure_order_after(comm_exposure *x, comm_work *work);
 
 /* After the host has synchronised the stream: the sum of the recorded pairs' times in

@@ -380,13 +380,15 @@ st_status unit_reduce_wait(unit *u) {
   if (!u->reduce_pending) return ST_OK;
   u->reduce_pending = 0;
   /* C's wait spans the host's: where collectives complete on the host (MPI), the host
-   * finishes R's work here, and C (the host on the CPU) waits meanwhile. */
-  comm_exposure *x = &u->streams->exposure;
-  ST_CHECK(comm_exposure_begin(x));
+   * finishes R's work here, and C (the host on the CPU) waits meanwhile. On one rank the
+   * "reduction" is a copy, not communication, and is not counted. */
+  unit_streams *s = u->streams;
+  const int communicates = shards_of(u) > 1 || s->replicate_comm;
+  if (communicates) ST_CHECK(comm_exposure_begin(&s->exposure));
   ST_CHECK(finish_reduce(u));
-  ST_CHECK(comm_exposure_end(x));
+  if (communicates) ST_CHECK(comm_exposure_end(&s->exposure));
   /* reused after reduced(u) */
-  if (u->policy.transient_grads) give_back(u, &u->grads, u->precision.reduce, &u->streams->reduce);
+  if (u->policy.transient_grads) give_back(u, &u->grads, u->precision.reduce, &s->reduce);
   return ST_OK;
 }
 
