@@ -308,6 +308,18 @@ static void test_publish(void) {
   rig_close(&k);
 }
 
+/* Pairs recorded before a discard (an evaluation's waits, before a step) are not summed. */
+static void test_discard(void) {
+  rig k;
+  rig_open(&k, 1);
+  CHECK_OK(unit_publish(&k.u));
+  comm_exposure_discard(&k.streams.exposure);
+  fake_complete_all();
+  CHECK_OK(unit_streams_step_end(&k.streams));
+  CHECK(k.streams.comm_exposed_ms == 0.0);
+  rig_close(&k);
+}
+
 /* A stage-3 unit's life on the fake device, as test_stage3 runs it; the first error returns. */
 static st_status life(void) {
   const st_device dev = fake_device();
@@ -371,6 +383,7 @@ int main(void) {
   test_stage3();
   test_stage0();
   test_publish();
+  test_discard();
   test_out_of_memory();
   if (test_checks_failed()) fake_log_print();
   return test_finish("unit_streams_test");
