@@ -22,9 +22,9 @@
 
 typedef struct step_mfu {
   double flops_per_token;
-  double peak_flops;     /* of one device, FLOP/s; 0: unknown (no MFU) */
-  int devices;           /* ranks of the mesh */
-  char peak_source[160]; /* where the peak comes from, or why there is none */
+  double peak_flops;                        /* of one device, FLOP/s; 0: unknown (no MFU) */
+  int devices;                              /* ranks of the mesh */
+  char peak_source[DEVICE_NAME_SIZE + 128]; /* where the peak comes from, or why none */
 } step_mfu;
 
 /* FLOPs per token of the model `cfg` at its max_seq (the training sequence length). */
