@@ -149,7 +149,7 @@ static int64_t host_token_bytes(const plan_input *in) {
 static int64_t workspace_bytes(const plan_input *in) {
   int64_t acts = 0, scratch = 0;
   gpt_activation_bytes(&in->cfg, in->device, in->precision.param, in->micro_batch, in->seq_len,
-                       in->T, &acts, &scratch);
+                       in->T, in->recompute, &acts, &scratch);
   int64_t tokens = host_token_bytes(in);
   int64_t attention = (int64_t)in->seq_len * in->seq_len * (int64_t)sizeof(float);
   return scratch + tokens + attention;
@@ -188,7 +188,7 @@ st_status plan_memory(const plan_input *in, memory_plan *out) {
   out->bytes[MEM_GATHERED] = (uint64_t)gathered;
   int64_t acts = 0, scratch = 0;
   gpt_activation_bytes(&in->cfg, in->device, in->precision.param, in->micro_batch, in->seq_len,
-                       in->T, &acts, &scratch);
+                       in->T, in->recompute, &acts, &scratch);
   out->bytes[MEM_ACTIVATIONS] = (uint64_t)acts;
   out->bytes[MEM_WORKSPACE] = (uint64_t)workspace_bytes(in);
   out->bytes[MEM_COMM] = 0;
@@ -227,7 +227,10 @@ st_status plan_comm(const plan_input *in, comm_plan *out) {
     out->replicate_all_reduce += comm_ring_bytes(COMM_ALL_REDUCE, in->R, shard);
   }
   size_t activation = (size_t)in->micro_batch * in->seq_len * in->cfg.n_embd * f;
-  out->tp_all_reduce = (uint64_t)4 * in->cfg.n_layer * in->grad_accum *
+  /* Block recompute repeats the attention's g in the backward of every block but the last
+   * (its MLP output projection, and so its g, is not recomputed). */
+  const int recomputed = in->recompute == GPT_RECOMPUTE_BLOCK ? in->cfg.n_layer - 1 : 0;
+  out->tp_all_reduce = (uint64_t)(4 * in->cfg.n_layer + recomputed) * in->grad_accum *
                        comm_ring_bytes(COMM_ALL_REDUCE, in->T, activation);
   unit_sizes_free(&u);
   return ST_OK;

@@ -11,7 +11,8 @@
  *     engine's schedule (forward gathers with prefetch, releases, the backward's re-gathers,
  *     its gradient lifetimes and, where the kernels lack the dtype, the compute copies);
  *   activations: the forward activations kept for the backward (the attention state as the
- *     device's kernels size it: kernel_kind_attention_state_numel);
+ *     device's kernels size it: kernel_kind_attention_state_numel), less what activation
+ *     recompute shares between the layers (engine/model/gpt_recompute.h);
  *   workspace: the backward's gradient buffers, the micro-batches' tokens, the step's device
  *     scalars and the largest transient of a step (the attention backward's T x T scores);
  *   comm: collective staging buffers (none on the CPU);
@@ -27,6 +28,7 @@
 
 #include "core/alloc.h"
 #include "engine/model/gpt_config.h"
+#include "engine/model/gpt_recompute.h"
 #include "sharding/unit.h"
 
 typedef struct plan_input {
@@ -41,6 +43,7 @@ typedef struct plan_input {
   int compute_copies;       /* the kernels lack the param dtype (the CPU): see unit.h */
   int offload_optimizer;    /* master, m, v in host memory (--offload optimizer) */
   int device_is_host;       /* device memory is host RAM (the CPU): offload stages nothing */
+  gpt_recompute recompute;  /* activations recomputed in the backward ({0}: none) */
 } plan_input;
 
 /* Where the bytes live: host_bytes is what is allocated in host memory whatever the device
@@ -59,8 +62,9 @@ st_status plan_memory(const plan_input *in, memory_plan *out);
 
 /* Bytes one rank sends per step for the parameters and gradients (all-gather + reduce-scatter
  * on the shard group, all-reduce on the replicate group) and for the activations (all-reduce
- * on the tp group: two in the forward and two in the backward of every block, B x T x C each),
- * in the counters' ring accounting. */
+ * on the tp group: two in the forward and two in the backward of every block, B x T x C each,
+ * and with block recompute one more in the recomputed forward of every block but the last), in
+ * the counters' ring accounting. */
 typedef struct comm_plan {
   uint64_t shard_all_gather, shard_reduce_scatter, replicate_all_reduce, tp_all_reduce;
 } comm_plan;
