@@ -19,7 +19,7 @@ typedef struct simulate_options {
   sim_cluster_flags cluster;
   int nodes;
   int zero, dp_replicate, dp_shard, tp, micro_batch, grad_accum, prefetch, reshard;
-  const char *param_dtype, *reduce_dtype, *offload;
+  const char *param_dtype, *reduce_dtype, *offload, *recompute;
   const char *csv, *sweep, *configs, *label;
   double efficiency_scale;
 } simulate_options;
@@ -78,7 +78,9 @@ static st_status make_input(const simulate_options *o, int gpus, int stage, int 
   train_options t;
   train_options_defaults(&t);
   t.offload = o->offload;
+  t.recompute = o->recompute;
   ST_CHECK(train_options_offload(&t, &in->offload_optimizer));
+  ST_CHECK(train_options_recompute(&t, &in->recompute));
   if (stage < 0 || stage > 3) return st_error(ST_ERR_INVALID_ARG, "--zero %d is not 0-3", stage);
   if (o->micro_batch < 1 || o->grad_accum < 1 || o->prefetch < 0) {
     return st_error(ST_ERR_INVALID_ARG,
@@ -109,11 +111,12 @@ static st_status run_one(const simulate_options *o, const sim_hardware *hw) {
   ST_CHECK(open_csv(o->csv, &csv));
   printf(
       "shardtrain simulate: %s (%.1f M parameters) on %d x %s (%d node%s of %d), mesh "
-      "%dx%dx%d, ZeRO-%d, micro-batch %d x %d, grad-accum %d, %s/%s, prefetch %d\n",
+      "%dx%dx%d, ZeRO-%d, micro-batch %d x %d, grad-accum %d, %s/%s, prefetch %d, recompute "
+      "%s\n",
       o->model.model, (double)gpt_config_num_params(&in.cfg) / 1e6, gpus, hw->name, o->nodes,
       o->nodes > 1 ? "s" : "", hw->gpus_per_node, in.R, in.S, in.T, in.stage, in.micro_batch,
       in.seq_len, in.grad_accum, dtype_name(in.precision.param), dtype_name(in.precision.reduce),
-      in.prefetch);
+      in.prefetch, gpt_recompute_name(in.recompute));
   printf("hardware %s: %s\n", hw->name, hw->calibration);
   sim_print(stdout, hw, &r, &mp);
   if (csv) {
@@ -192,6 +195,7 @@ int cmd_simulate(int argc, char **argv) {
                         .param_dtype = "bf16",
                         .reduce_dtype = "bf16",
                         .offload = "none",
+                        .recompute = "none",
                         .configs = "zero0,zero1,zero2,zero3,hsdp3",
                         .label = "run",
                         .efficiency_scale = 1.0};
@@ -212,6 +216,8 @@ int cmd_simulate(int argc, char **argv) {
       {"reduce-dtype", FLAG_STRING, &o.reduce_dtype, "gradients: fp32 or bf16"},
       {"offload", FLAG_STRING, &o.offload,
        "optimizer: master weights and Adam moments in host memory, AdamW on the host; or none"},
+      {"recompute", FLAG_STRING, &o.recompute,
+       "activations recomputed in the backward: none, gelu or block (as for train)"},
       {"csv", FLAG_STRING, &o.csv, "write the result(s) as CSV to this file"},
       {"label", FLAG_STRING, &o.label, "the CSV row's label (single runs)"},
       {"efficiency-scale", FLAG_DOUBLE, &o.efficiency_scale,

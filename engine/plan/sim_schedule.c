@@ -97,7 +97,8 @@ st_status sim_costs_of(const sim_hardware *hw, const plan_input *in, sim_costs *
                        .T = in->seq_len,
                        .tp = in->T,
                        .act_bytes = cpu ? 4 : pb,
-                       .kernels = hw->kernels};
+                       .kernels = hw->kernels,
+                       .recompute = in->recompute};
   const double peak = sim_hw_peak(hw, pb);
   const sim_phase phases[2][3] = {{SIM_EMBED_FWD, SIM_BLOCK_FWD, SIM_FINAL_FWD},
                                   {SIM_EMBED_BWD, SIM_BLOCK_BWD, SIM_FINAL_BWD}};
@@ -105,6 +106,7 @@ st_status sim_costs_of(const sim_hardware *hw, const plan_input *in, sim_costs *
     c->fwd[k] = sim_phase_time(hw, &s, phases[0][k], peak, c->fwd_class[k]);
     c->bwd[k] = sim_phase_time(hw, &s, phases[1][k], peak, c->bwd_class[k]);
   }
+  c->recompute = sim_phase_time(hw, &s, SIM_BLOCK_RECOMPUTE, peak, c->recompute_class);
   /* The tp sums are over B x T x C activations in the compute dtype (fp32 on the CPU). */
   c->tp_all_reduce =
       AR(in->T, (double)in->micro_batch * in->seq_len * in->cfg.n_embd * s.act_bytes, tp);
@@ -275,6 +277,10 @@ static void micro_batch(replay *p, int reduce) {
   for (int b = last - 1; b >= 1; b--) {
     acquire(p, b, -1);
     grads_begin(p, b);
+    if (b < last - 1) { /* the last block's activations are still in place */
+      compute_phase(p, c->recompute, c->recompute_class);
+      if (p->in->recompute == GPT_RECOMPUTE_BLOCK) blocking(p, SIM_COMM_TP, c->tp_all_reduce);
+    }
     compute_phase(p, c->bwd[1], c->bwd_class[1]);
     blocking(p, SIM_COMM_TP, 2 * c->tp_all_reduce);
     finish(p, b, reduce);
