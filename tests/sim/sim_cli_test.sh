@@ -64,6 +64,7 @@ expect 2 "--configs: 'zero7' is not zero0-zero3 or hsdp0-hsdp3" simulate --gpu h
   --configs zero7
 expect 2 "--efficiency-scale must be > 0, got 0" simulate --gpu h100 --efficiency-scale 0
 expect 2 "--offload 'disk' is not optimizer or none" simulate --gpu h100 --offload disk
+expect 2 "--recompute 'mlp' is not none, gelu or block" simulate --gpu h100 --recompute mlp
 expect 2 "hardware 'test-node' gives no host_link_bw and host_mem_bw" \
   simulate --hardware "$good" --offload optimizer
 expect 2 "--gpu 'tpu' is not one of" plan --fit --gpu tpu
@@ -89,8 +90,9 @@ done
 [ "$(wc -l < "$work/sweep.csv")" -eq 7 ] ||
   { echo "FAIL: a sweep of 3 GPU counts x 2 configs wrote $(wc -l < "$work/sweep.csv") lines"; fail=1; }
 fit=$("$shardtrain" plan --fit --gpu h100 --model d12 --gpus 16 --global-batch 524288 --top 3)
-grep -q -- "mpirun -np 16 shardtrain train --model d12 --zero [0-3] --dp-replicate" <<<"$fit" ||
+grep -q -- "mpirun -np 16 shardtrain train --model d12 --zero [0-3] --dp-replicate.* --recompute \(none\|gelu\|block\) ..." <<<"$fit" ||
   { echo "FAIL: plan --fit printed no train command:"; echo "$fit"; fail=1; }
+grep -q -- "not searched" <<<"$fit" && { echo "FAIL: plan --fit still leaves something out:"; echo "$fit"; fail=1; }
 [ "$(grep -cE '^ +[0-9]+ [0-9]+x[0-9]+x[0-9]+ ' <<<"$fit")" -eq 3 ] ||
   { echo "FAIL: plan --fit --top 3 did not list 3 configurations:"; echo "$fit"; fail=1; }
 out=$("$shardtrain" simulate --gpu h100 --model d12 --zero 1 --offload optimizer)
