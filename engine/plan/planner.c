@@ -8,6 +8,7 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "engine/model/gpt.h"
+#include "kernels/kernels.h"
 #include "sharding/comm.h"
 #include "sharding/unit_policy.h"
 
@@ -143,16 +144,25 @@ static int64_t host_token_bytes(const plan_input *in) {
   return 2 * (int64_t)in->micro_batch * in->seq_len * in->grad_accum * (int64_t)sizeof(int32_t);
 }
 
+/* The fixed memory of the model's kernel backend (its context, from creation to release) in
+ * host memory: the CUDA backend's segment staging; the CPU's none. */
+static int64_t kernel_host_bytes(const plan_input *in) {
+  return (int64_t)kernel_kind_workspace_bytes(in->device, MEM_HOST);
+}
+
 /* Workspace of a step: the backward's gradient buffers, token copies and step scalars
- * (gpt_acts), the host tokens of every micro-batch, and the largest transient, the attention
- * backward's T x T scores. */
+ * (gpt_acts), the host tokens of every micro-batch, the kernel backend's fixed workspace (on
+ * CUDA cuBLASLt's scratch and the ops' regions, and their host staging), and the largest
+ * transient, the attention backward's own scratch (the CPU's T x T scores; none on CUDA). */
 static int64_t workspace_bytes(const plan_input *in) {
   int64_t acts = 0, scratch = 0;
   gpt_activation_bytes(&in->cfg, in->device, in->precision.param, in->micro_batch, in->seq_len,
                        in->T, &acts, &scratch);
-  int64_t tokens = host_token_bytes(in);
-  int64_t attention = (int64_t)in->seq_len * in->seq_len * (int64_t)sizeof(float);
-  return scratch + tokens + attention;
+  const int64_t tokens = host_token_bytes(in);
+  const int64_t kernels =
+      (int64_t)kernel_kind_workspace_bytes(in->device, MEM_DEVICE) + kernel_host_bytes(in);
+  const int64_t attention = (int64_t)kernel_kind_attention_scratch_bytes(in->device, in->seq_len);
+  return scratch + tokens + kernels + attention;
 }
 
 st_status plan_memory(const plan_input *in, memory_plan *out) {
@@ -195,9 +205,15 @@ st_status plan_memory(const plan_input *in, memory_plan *out) {
   out->model_states = out->bytes[MEM_PARAMS] + out->bytes[MEM_GRADS] + out->bytes[MEM_OPTIMIZER] +
                       out->bytes[MEM_OPTIMIZER_HOST];
   for (int c = 0; c < MEM_CATEGORY_COUNT; c++) out->total += out->bytes[c];
-  out->host_bytes = out->bytes[MEM_OPTIMIZER_HOST] + (uint64_t)host_token_bytes(in);
+  out->host_bytes = out->bytes[MEM_OPTIMIZER_HOST] + (uint64_t)host_token_bytes(in) +
+                    (uint64_t)kernel_host_bytes(in);
   out->device_bytes = out->total - out->host_bytes;
   return ST_OK;
+}
+
+int plan_compute_copies(st_device_kind kind, unit_precision precision) {
+  return !kernel_kind_computes_in(kind, precision.param) ||
+         !kernel_kind_computes_in(kind, precision.reduce);
 }
 
 st_status plan_comm(const plan_input *in, comm_plan *out) {

@@ -232,13 +232,14 @@ static void check_offload(void) {
 }
 
 /* plan --fit searches the offload: for d12 on 8 H100s with so little memory that only the
- * offloaded optimizer fits, every answer offloads and its device part fits; without a host
- * link in the hardware nothing does. */
+ * offloaded optimizer fits (0.75 GiB: bf16 activations with CUDA's attention state make the
+ * smallest resident run about 0.85 GiB, the smallest offloaded one 0.54 GiB), every answer
+ * offloads and its device part fits; without a host link in the hardware nothing does. */
 static void check_fit_offload(void) {
   sim_hardware hw;
   CHECK_OK(sim_hw_builtin("h100", &hw));
   fit_request req = {.gpus = 8,
-                     .gpu_gib = 1.0,
+                     .gpu_gib = 0.75,
                      .global_tokens = 8 * 1024,
                      .precision = {ST_BF16, ST_BF16},
                      .max_grad_accum = 64};
@@ -251,7 +252,7 @@ static void check_fit_offload(void) {
   CHECK(found > 0);
   for (int i = 0; i < found; i++) {
     CHECK(best[i].in.offload_optimizer);
-    CHECK(best[i].mp.device_bytes <= 1073741824ull && best[i].mp.host_bytes > 0);
+    CHECK(best[i].mp.device_bytes <= 805306368ull && best[i].mp.host_bytes > 0);
   }
   hw.host_link_bw = 0;
   CHECK_OK(sim_fit(&hw, &req, best, 4, &found, &stats));
