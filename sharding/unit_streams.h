@@ -42,8 +42,8 @@ st_status unit_streams_create(unit_streams *s, const st_device *dev, const st_st
 /* Frees everything it created (NULL streams' fields are accepted: a failed create). */
 void unit_streams_destroy(unit_streams *s);
 
-/* The host's one wait of a step: the streams finish their work, the watchdog drains the
- * collectives ordered on them, and the pool frees what nobody reads any more. */
+/* The host's one wait of a step: the watchdog drains the collectives ordered on the streams,
+ * and the streams finish their work. The pool keeps its buffers for the next step. */
 st_status unit_streams_step_end(unit_streams *s);
 
 #endif /* ST_SHARDING_UNIT_STREAMS_H */
