@@ -7,9 +7,10 @@
  * the reduce dtype, optimizer states in fp32, activations in gpt_activation_dtype: fp32 on the
  * CPU):
  *   params, grads, optimizer: the stage's resident buffers (sharding/unit.h's table);
- *   gathered: the largest set of full-unit buffers alive at once, found by walking the
- *     engine's schedule (forward gathers with prefetch, releases, the backward's re-gathers,
- *     its gradient lifetimes and, where the kernels lack the dtype, the compute copies);
+ *   gathered: what the buffer pool holds, for each size the most full-unit buffers of that
+ *     size alive at once, found by walking the engine's schedule (forward gathers with
+ *     prefetch, releases, the backward's re-gathers, its gradient lifetimes and, where the
+ *     kernels lack the dtype, the compute copies);
  *   activations: the forward activations kept for the backward (the attention state as the
  *     device's kernels size it: kernel_kind_attention_state_numel);
  *   workspace: the backward's gradient buffers, the micro-batches' tokens, the step's device
