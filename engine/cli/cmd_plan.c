@@ -11,7 +11,6 @@
 #include "engine/flags/cli_flags.h"
 #include "engine/plan/planner.h"
 #include "engine/train/train_options.h"
-#include "kernels/kernels.h"
 
 typedef struct plan_options {
   const char *model;
@@ -65,16 +64,15 @@ static st_status plan_precision(const plan_options *o, unit_precision *precision
       return st_error(ST_ERR_INVALID_ARG, "--param-dtype %s: %s", o->param_dtype, st_last_error());
     }
     *device = ST_DEVICE_CPU;
-    *copies = !kernel_kind_computes_in(ST_DEVICE_CPU, ST_BF16);
+    *copies = plan_compute_copies(*device, *precision);
     return ST_OK;
   }
   if (strcmp(o->device, "cuda") != 0) {
     return st_error(ST_ERR_INVALID_ARG, "--device '%s' is not cpu or cuda", o->device);
   }
-  /* A GPU run is planned without a GPU: an Ampere or newer one, computing in the param dtype
-   * (fp32, bf16 or fp16 all run there). */
+  /* A GPU run is planned without a GPU, with the CUDA kernels' answers (this build's). */
   *device = ST_DEVICE_CUDA;
-  *copies = 0;
+  *copies = plan_compute_copies(*device, *precision);
   return ST_OK;
 }
 

@@ -44,10 +44,6 @@ static st_status make_request(const fit_options *o, const sim_hardware *hw, fit_
                        .global_tokens = (int64_t)o->global_batch,
                        .max_grad_accum = TRAIN_MAX_GRAD_ACCUM};
   ST_CHECK(train_options_precision(&t, &req->precision));
-  if (req->precision.param != ST_FP32 && req->precision.param != ST_BF16) {
-    return st_error(ST_ERR_INVALID_ARG, "--param-dtype %s: training takes fp32 or bf16 parameters",
-                    o->param_dtype);
-  }
   if (o->gpus < 1) return st_error(ST_ERR_INVALID_ARG, "--gpus must be >= 1, got %d", o->gpus);
   if (o->top < 1 || o->top > FIT_MAX_TOP) {
     return st_error(ST_ERR_INVALID_ARG, "--top must be 1-%d, got %d", FIT_MAX_TOP, o->top);
@@ -152,8 +148,9 @@ int cmd_plan_fit(int argc, char **argv) {
       {"gpus", FLAG_INT, &o.gpus, "number of GPUs (ranks)"},
       {"gpu-gib", FLAG_DOUBLE, &o.gpu_gib, "memory per GPU in GiB (0: the hardware's)"},
       {"global-batch", FLAG_DOUBLE, &o.global_batch, "tokens per optimizer step"},
-      {"param-dtype", FLAG_STRING, &o.param_dtype, "parameters: fp32 or bf16"},
-      {"reduce-dtype", FLAG_STRING, &o.reduce_dtype, "gradients: fp32 or bf16"},
+      {"param-dtype", FLAG_STRING, &o.param_dtype,
+       "parameters: fp32, bf16 or fp16 (fp16: bf16's memory, plus loss scaling's checks)"},
+      {"reduce-dtype", FLAG_STRING, &o.reduce_dtype, "gradients: fp32, bf16 or fp16"},
       {"top", FLAG_INT, &o.top, "configurations to print"},
   };
   for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) flags[nflags++] = own[i];

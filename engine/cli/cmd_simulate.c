@@ -24,19 +24,14 @@ typedef struct simulate_options {
   double efficiency_scale;
 } simulate_options;
 
-/* The precision of the flags, refused where the simulated device cannot train with it. */
-static st_status precision_of(const simulate_options *o, const sim_hardware *hw,
-                              unit_precision *out) {
+/* The precision of the flags, checked as train checks it. fp16 is simulated like bf16 (2 bytes
+ * per element) plus its loss scaling's finite check and overflow flag (sim_schedule.h). */
+static st_status precision_of(const simulate_options *o, unit_precision *out) {
   train_options t;
   train_options_defaults(&t);
   t.param_dtype = o->param_dtype;
   t.reduce_dtype = o->reduce_dtype;
-  ST_CHECK(train_options_precision(&t, out));
-  if (out->param != ST_FP32 && out->param != ST_BF16) {
-    return st_error(ST_ERR_INVALID_ARG, "--param-dtype %s: %s trains with fp32 or bf16 parameters",
-                    o->param_dtype, hw->name);
-  }
-  return ST_OK;
+  return train_options_precision(&t, out);
 }
 
 /* The run on `gpus` GPUs with replicate size R (0: the rest) and shard size S (0: the rest). */
@@ -73,7 +68,7 @@ static st_status make_input(const simulate_options *o, int gpus, int stage, int 
                      .reshard_after_forward = o->reshard};
   ST_CHECK(sim_model_resolve(&o->model, T, &in->cfg));
   in->seq_len = in->cfg.max_seq;
-  ST_CHECK(precision_of(o, hw, &in->precision));
+  ST_CHECK(precision_of(o, &in->precision));
   sim_device_fields(hw, in);
   train_options t;
   train_options_defaults(&t);
@@ -212,8 +207,9 @@ int cmd_simulate(int argc, char **argv) {
       {"grad-accum", FLAG_INT, &o.grad_accum, "micro-batches per step"},
       {"prefetch", FLAG_INT, &o.prefetch, "units gathered ahead (stage 3)"},
       {"reshard-after-forward", FLAG_BOOL, &o.reshard, "release blocks after their forward"},
-      {"param-dtype", FLAG_STRING, &o.param_dtype, "parameters: fp32 or bf16"},
-      {"reduce-dtype", FLAG_STRING, &o.reduce_dtype, "gradients: fp32 or bf16"},
+      {"param-dtype", FLAG_STRING, &o.param_dtype,
+       "parameters: fp32, bf16 or fp16 (fp16: bf16's memory, plus loss scaling's checks)"},
+      {"reduce-dtype", FLAG_STRING, &o.reduce_dtype, "gradients: fp32, bf16 or fp16"},
       {"offload", FLAG_STRING, &o.offload,
        "optimizer: master weights and Adam moments in host memory, AdamW on the host; or none"},
       {"recompute", FLAG_STRING, &o.recompute,

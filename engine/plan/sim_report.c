@@ -58,11 +58,9 @@ st_status sim_cluster_resolve(const sim_cluster_flags *c, sim_hardware *out) {
 }
 
 void sim_device_fields(const sim_hardware *hw, plan_input *in) {
-  /* The fused kernels are the CUDA backend's: its activation dtype and attention state. */
   in->device = hw->kernels == SIM_KERNELS_CPU ? ST_DEVICE_CPU : ST_DEVICE_CUDA;
-  in->device_is_host = hw->kernels == SIM_KERNELS_CPU;
-  in->compute_copies =
-      in->device_is_host && (in->precision.param != ST_FP32 || in->precision.reduce != ST_FP32);
+  in->device_is_host = in->device == ST_DEVICE_CPU;
+  in->compute_copies = plan_compute_copies(in->device, in->precision);
 }
 
 st_status sim_memory(const sim_hardware *hw, const plan_input *in, memory_plan *mp) {

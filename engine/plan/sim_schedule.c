@@ -83,6 +83,9 @@ st_status sim_costs_of(const sim_hardware *hw, const plan_input *in, sim_costs *
 #define AR(n, bytes, l) (stretch * sim_all_reduce(n, (bytes) / eff[SIM_ALL_REDUCE], l))
   const int pb = (int)dtype_size(in->precision.param), gb = (int)dtype_size(in->precision.reduce);
   const int cpu = hw->kernels == SIM_KERNELS_CPU;
+  /* fp16 trains with loss scaling (train_options_loss_scaler): a finite check over the owned
+   * gradients beside their sum of squares, and the overflow flag beside the norm. */
+  const int scaling = in->precision.param == ST_FP16 || in->precision.reduce == ST_FP16;
   /* Where device memory is host RAM (the CPU) the offloaded optimizer does exactly the resident
    * one's work; elsewhere it crosses the host link. */
   const int offload_staged = in->offload_optimizer && !cpu;
@@ -122,14 +125,17 @@ st_status sim_costs_of(const sim_hardware *hw, const plan_input *in, sim_costs *
     c->cast_params[k] = sim_bytes_time(hw, SIM_CAST, n * (pb + 4));
     c->cast_grads[k] = sim_bytes_time(hw, SIM_CAST, n * (gb + 4));
     sim_op op = sim_op_make(&flat, SIM_K_SUMSQ, "sumsq", shard[k], gb, 0, 0, 0);
-    c->sumsq[k] = sim_op_time(hw, &op, hw->peak_flops_fp32);
+    c->sumsq[k] = (scaling ? 2 : 1) * sim_op_time(hw, &op, hw->peak_flops_fp32);
     const int64_t owned = pol.shard_optimizer ? shard[k] : numel[k];
     op = sim_op_make(&flat, SIM_K_ADAMW, "adamw", owned, gb, pb, 0, 0);
     c->adamw[k] = sim_op_time(hw, &op, hw->peak_flops_fp32);
     if (offload_staged) c->adamw[k] = offloaded_adamw_time(hw, (double)owned, gb, pb);
   }
-  /* The norm's sums over the shard and tp groups, the loss's mean over the dp group. */
-  c->scalars = AR(in->S, 4, sh) + AR(in->T, 4, tp) + AR(in->R * in->S, 4, dp);
+  /* The norm's sums over the shard and tp groups (with loss scaling the overflow flag beside
+   * it, then its maximum over the replicate group), the loss's mean over the dp group. */
+  const double norm_bytes = scaling ? 8 : 4;
+  c->scalars = AR(in->S, norm_bytes, sh) + AR(in->T, norm_bytes, tp) + AR(in->R * in->S, 4, dp) +
+               (scaling ? AR(in->R, 4, repl) : 0);
 #undef AG
 #undef RS
 #undef AR

@@ -68,7 +68,8 @@ typedef struct sim_costs {
   double grad_gather[3], publish[3];                  /* stage 0, stages 1-2 */
   double fill[3];                                     /* zeroing a unit's gradients */
   double cast_params[3], cast_grads[3];               /* one compute copy (CPU, bf16) */
-  double sumsq[3], adamw[3];                          /* on the owned shard */
+  double sumsq[3], adamw[3];                          /* on the owned shard; sumsq with fp16
+                                                         includes loss scaling's finite check */
   double scalars;                                     /* norm and loss all-reduces */
   double slowdown;                                    /* compute stretch, >= 1 */
   int overlap;                                        /* hardware overlap (sim_hw.h) */

@@ -58,7 +58,8 @@ expect 2 "mesh ?x3x1 does not divide 16 GPUs" simulate --gpu h100 --nodes 2 --dp
 expect 2 "tp 5 does not divide n_head 12" simulate --gpu h100 --tp 5 --gpus-per-node 5
 expect 2 "--zero 4 is not 0-3" simulate --gpu h100 --zero 4
 expect 2 "--nodes must be >= 1, got 0" simulate --gpu h100 --nodes 0
-expect 2 "--param-dtype fp16: h100 trains with fp32 or bf16" simulate --gpu h100 --param-dtype fp16
+expect 2 "--param-dtype 'fp8' is not a dtype" simulate --gpu h100 --param-dtype fp8
+expect 2 "--reduce-dtype 'half' is not a dtype" plan --fit --gpu h100 --reduce-dtype half
 expect 2 "--sweep: '12' is not a GPU count" simulate --gpu h100 --sweep 8,12
 expect 2 "--configs: 'zero7' is not zero0-zero3 or hsdp0-hsdp3" simulate --gpu h100 --sweep 8 \
   --configs zero7
@@ -99,6 +100,17 @@ out=$("$shardtrain" simulate --gpu h100 --model d12 --zero 1 --offload optimizer
 grep -q -- "on the device [0-9.]*, on the host [0-9.]*" <<<"$out" ||
   { echo "FAIL: simulate --offload optimizer does not split device and host memory:"; echo "$out"; fail=1; }
 "$shardtrain" simulate --help | grep -q -- "--hardware " || { echo "FAIL: simulate --help"; fail=1; }
+
+# fp16 is simulated and fitted with bf16's memory (tests/sim/gpu_plan_test checks the bytes).
+mem_of() { grep -o "memory per rank *[0-9.]* GiB ([^)]*)" <<<"$1"; }
+bf16=$("$shardtrain" simulate --gpu h100 --model d12 --zero 3)
+fp16=$("$shardtrain" simulate --gpu h100 --model d12 --zero 3 --param-dtype fp16 --reduce-dtype fp16)
+[ -n "$(mem_of "$bf16")" ] && [ "$(mem_of "$bf16")" = "$(mem_of "$fp16")" ] ||
+  { echo "FAIL: simulate fp16's memory differs from bf16's:"; echo "$bf16"; echo "$fp16"; fail=1; }
+fit=$("$shardtrain" plan --fit --gpu h100 --model d12 --gpus 8 --param-dtype fp16 \
+  --reduce-dtype fp16 --top 1)
+grep -q -- "--param-dtype fp16 --reduce-dtype fp16" <<<"$fit" ||
+  { echo "FAIL: plan --fit with fp16 printed no fp16 train command:"; echo "$fit"; fail=1; }
 
 [ $fail -eq 0 ] && echo "sim_cli_test: passed" || echo "sim_cli_test: FAILED"
 exit $fail

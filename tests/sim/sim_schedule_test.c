@@ -283,14 +283,15 @@ static fit_request small_d12(double gib) {
   return req;
 }
 
-/* plan --fit searches the offload: for d12 on 8 H100s with so little memory (0.45 GiB) that
+/* plan --fit searches the offload: for d12 on 8 H100s with so little memory (0.5 GiB) that
  * only the offloaded optimizer fits (with block recompute: the planner puts ZeRO-3 at one
- * sequence per rank at 0.59 GiB without the offload, 0.42 GiB with it), every answer offloads
- * and its device part fits; without a host link in the hardware nothing does. */
+ * sequence per rank at 0.63 GiB on the device without the offload, 0.46 GiB with it, the CUDA
+ * backend's workspace included), every answer offloads and its device part fits; without a
+ * host link in the hardware nothing does. */
 static void check_fit_offload(void) {
   sim_hardware hw;
   CHECK_OK(sim_hw_builtin("h100", &hw));
-  fit_request req = small_d12(0.45);
+  fit_request req = small_d12(0.5);
   fit_candidate best[4];
   int found = 0;
   fit_stats stats;
@@ -298,7 +299,7 @@ static void check_fit_offload(void) {
   CHECK(found > 0);
   for (int i = 0; i < found; i++) {
     CHECK(best[i].in.offload_optimizer);
-    CHECK(best[i].mp.device_bytes <= 0.45 * 1073741824.0 && best[i].mp.host_bytes > 0);
+    CHECK(best[i].mp.device_bytes <= 0.5 * 1073741824.0 && best[i].mp.host_bytes > 0);
   }
   hw.host_link_bw = 0;
   CHECK_OK(sim_fit(&hw, &req, best, 4, &found, &stats));
@@ -306,14 +307,14 @@ static void check_fit_offload(void) {
 }
 
 /* plan --fit searches activation recompute: d12 on 8 H100s without a host link (no offload)
- * and 0.6 GiB each fits only by recomputing whole blocks (ZeRO-3, one sequence per rank: 0.59
- * GiB; with the GELU recompute alone 0.80 GiB), so every answer does; with 80 GiB nothing
+ * and 0.7 GiB each fits only by recomputing whole blocks (ZeRO-3, one sequence per rank: 0.63
+ * GiB; with the GELU recompute alone 0.84 GiB), so every answer does; with 80 GiB nothing
  * needs it and the fastest answer recomputes nothing (the recompute's forward costs time). */
 static void check_fit_recompute(void) {
   sim_hardware hw;
   CHECK_OK(sim_hw_builtin("h100", &hw));
   hw.host_link_bw = 0;
-  fit_request req = small_d12(0.6);
+  fit_request req = small_d12(0.7);
   fit_candidate best[4];
   int found = 0;
   fit_stats stats;
@@ -321,7 +322,7 @@ static void check_fit_recompute(void) {
   CHECK(found > 0);
   for (int i = 0; i < found; i++) {
     CHECK_EQ_INT(best[i].in.recompute, GPT_RECOMPUTE_BLOCK);
-    CHECK(best[i].mp.device_bytes <= 0.6 * 1073741824.0);
+    CHECK(best[i].mp.device_bytes <= 0.7 * 1073741824.0);
   }
   req.gpu_gib = 80;
   CHECK_OK(sim_fit(&hw, &req, best, 1, &found, &stats));

@@ -6,7 +6,8 @@
  * (every stage; bf16; and with the pinned staging of a GPU forced on the CPU), and activation
  * recompute of the GELU output and of whole blocks (every stage on 1x4x1, 1x2x2, bf16 offloaded):
  *   - measured peak bytes per category = the planner's prediction within 3%, and so is the
- *     peak of the total (what the start-up fit check relies on, engine/plan/fit.h);
+ *     peak of the total (what the start-up fit check relies on, engine/plan/fit.h); a second
+ *     step allocates no full-unit buffer (the pool kept the first's) and keeps that peak;
  *   - offloaded, the host-resident optimizer state (category optimizer_host, staging
  *     included) equals the prediction exactly and nothing is left in optimizer;
  *   - model states (params + grads + optimizer) follow DESIGN.md's formulas exactly, with Psi
@@ -203,6 +204,21 @@ static void check_case(test_case tc) {
               "%s: %.0f bytes on the shard group, (%g bytes) Psi (S-1)/S = %.0f", label, total,
               per_element, want);
   }
+
+  /* A second step reuses the full-unit buffers the pool kept from the first: it allocates none
+   * (on a GPU each allocation in a step synchronises the device), and the gathered category's
+   * peak stays the first step's, the one checked against the plan above. */
+  const long pool_allocations = m->streams.pool.allocations;
+  CHECK_OK(train_step(m, &h, &scaler, 1, in, tg, &s));
+  mem_stats again;
+  mem_stats_get(&again);
+  CHECK_MSG(m->streams.pool.allocations == pool_allocations,
+            "%s: the second step allocated %ld full-unit buffers", label,
+            m->streams.pool.allocations - pool_allocations);
+  CHECK_MSG(again.peak[MEM_GATHERED] == measured.peak[MEM_GATHERED],
+            "%s: gathered peak %llu bytes in the second step, %llu in the first", label,
+            (unsigned long long)again.peak[MEM_GATHERED],
+            (unsigned long long)measured.peak[MEM_GATHERED]);
   gpt_destroy(m);
   st_mesh_destroy(mesh);
 }
