@@ -9,6 +9,7 @@
 #ifndef ST_KERNELS_BACKEND_OPS_H
 #define ST_KERNELS_BACKEND_OPS_H
 
+#include "core/alloc.h"
 #include "kernels/kernels.h"
 
 typedef struct kernel_ops {
@@ -17,6 +18,10 @@ typedef struct kernel_ops {
   /* The context of a backend on `dev` (NULL is a valid context), and its release. */
   st_status (*context_create)(const st_device *dev, void **ctx);
   void (*context_destroy)(void *ctx);
+  /* The bytes a context holds in `where` memory (MEM_DEVICE or MEM_HOST), allocator category
+   * workspace, from its creation to its release: the one number that context_create allocates
+   * and the memory planner counts (kernel_kind_workspace_bytes). NULL: none. */
+  uint64_t (*context_bytes)(mem_kind where);
   /* Which dtypes an op runs on (kernel_supports), for the ops the table has. */
   int (*supports)(kernel_op op, st_dtype dtype);
 
@@ -48,6 +53,9 @@ typedef struct kernel_ops {
   st_status (*gelu_backward)(void *ctx, const st_tensor *dinp, const st_tensor *dout,
                              const st_tensor *inp, const st_stream *stream);
   int64_t (*attention_state_numel)(int64_t batch, int64_t n_head, int64_t seq);
+  /* The scratch one attention backward takes for itself (kernel_kind_attention_scratch_bytes);
+   * NULL: none. */
+  uint64_t (*attention_scratch_bytes)(int64_t seq);
   st_status (*attention_forward)(void *ctx, const st_tensor *out, const st_tensor *state,
                                  const st_tensor *qkv, int64_t n_head, const st_stream *stream);
   st_status (*attention_backward)(void *ctx, const st_tensor *dqkv, const st_tensor *dout,

@@ -111,6 +111,11 @@ int kernel_kind_supports(st_device_kind kind, kernel_op op, st_dtype dtype) {
   return ops_support(ops_for(kind), op, dtype);
 }
 
+uint64_t kernel_kind_workspace_bytes(st_device_kind kind, mem_kind where) {
+  const kernel_ops *o = ops_for(kind);
+  return o && o->context_bytes ? o->context_bytes(where) : 0;
+}
+
 int kernel_kind_computes_in(st_device_kind kind, st_dtype dtype) {
   static const kernel_op compute_ops[] = {KERNEL_OP_MATMUL,    KERNEL_OP_MATMUL_GELU,
                                           KERNEL_OP_LAYERNORM, KERNEL_OP_ATTENTION,
@@ -321,6 +326,13 @@ int64_t kernel_attention_state_numel(const kernel_backend *kb, int64_t batch, in
 int64_t kernel_kind_attention_state_numel(st_device_kind kind, int64_t batch, int64_t n_head,
                                           int64_t seq) {
   return ops_attention_state_numel(ops_for(kind), batch, n_head, seq);
+}
+
+uint64_t kernel_kind_attention_scratch_bytes(st_device_kind kind, int64_t seq) {
+  const kernel_ops *o = ops_for(kind);
+  return o && ops_have(o, KERNEL_OP_ATTENTION) && o->attention_scratch_bytes
+             ? o->attention_scratch_bytes(seq)
+             : 0;
 }
 
 /* The shapes of an attention: qkv [B, T, 3C] with n_head dividing C, out [B, T, C], and an

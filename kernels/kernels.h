@@ -15,7 +15,7 @@
  *   host or makes the host wait (results that the host reads, such as the sum of squares, are
  *   left in device memory).
  * - Dtypes: activations, weights and their gradients of one op share a compute dtype that
- *   kernel_supports accepts (CPU: fp32; CUDA: fp32 and bf16), accumulated in fp32 inside the
+ *   kernel_supports accepts (CPU: fp32; CUDA: fp32, bf16, fp16), accumulated in fp32 inside the
  *   kernels; statistics (LayerNorm mean/rstd, per-token losses, attention state, scalars) are
  *   fp32.
  * - Gradients ACCUMULATE: every backward op adds (+=) into every gradient it produces.
@@ -35,6 +35,7 @@
 
 #include <stdint.h>
 
+#include "core/alloc.h"
 #include "core/device.h"
 #include "core/tensor.h"
 #include "shardtrain.h"
@@ -108,6 +109,16 @@ int kernel_supports(const kernel_backend *kb, kernel_op op, st_dtype dtype);
 /* kernel_supports for the backend this build has for devices of `kind`, answered without a
  * backend (the memory planner asks before any device exists); 0 where the build has none. */
 int kernel_kind_supports(st_device_kind kind, kernel_op op, st_dtype dtype);
+
+/* The fixed memory the backend this build has for devices of `kind` holds in `where` memory
+ * (MEM_DEVICE or MEM_HOST; MEM_PINNED: none), in the allocator's workspace category, from
+ * kernel_backend_create to its destroy, whatever the ops run: CUDA's one device workspace
+ * (cuBLASLt's scratch and the regions of the reductions, column sums, AdamW segments and the
+ * embedding sort) and the host staging of long AdamW segment lists; 0 for the CPU, whose ops
+ * take their scratch per call, and where the build has no backend. The backend's context
+ * allocates exactly this, and the memory planner counts it per backend a rank creates.
+ * Bookkeeping structs of a few kilobytes are not included. */
+uint64_t kernel_kind_workspace_bytes(st_device_kind kind, mem_kind where);
 
 /* 1 when that backend runs every op of a training step on activations and weights (DESIGN.md's
  * vocabulary: matmul and its GELU epilogue, LayerNorm, attention, embedding, classifier) in
@@ -210,6 +221,12 @@ int64_t kernel_attention_state_numel(const kernel_backend *kb, int64_t batch, in
 int64_t kernel_kind_attention_state_numel(st_device_kind kind, int64_t batch, int64_t n_head,
                                           int64_t seq);
 
+/* The bytes of workspace one attention backward over sequences of `seq` tokens takes for the
+ * length of the call (the CPU: one head's T x T scores in fp32; CUDA: none, its scratch lives
+ * in the context's workspace), for the backend this build has for devices of `kind`; 0 where it
+ * has none. The CPU backend allocates exactly this; the memory planner counts it. */
+uint64_t kernel_kind_attention_scratch_bytes(st_device_kind kind, int64_t seq);
+
 /* Causal multi-head self-attention. qkv[B, T, 3C] holds q, k, v side by side in that order
  * (Hugging Face GPT-2's c_attn output); head h owns features [h*hs, (h+1)*hs) of each, with
  * hs = C / n_head. out[B, T, C] = softmax(q k^T / sqrt(hs), causal) v, heads side by side.
@@ -220,8 +237,8 @@ st_status kernel_attention_forward(const kernel_backend *kb, const st_tensor *ou
                                    const st_stream *stream);
 
 /* dqkv += the gradient of attention_forward with respect to qkv, from the forward's qkv, out
- * and state. A backend may use scratch memory from the allocator's workspace category (the
- * CPU takes T*T floats). */
+ * and state. A backend may use scratch memory from the allocator's workspace category
+ * (kernel_kind_attention_scratch_bytes). */
 st_status kernel_attention_backward(const kernel_backend *kb, const st_tensor *dqkv,
                                     const st_tensor *dout, const st_tensor *qkv,
                                     const st_tensor *out, const st_tensor *state, int64_t n_head,

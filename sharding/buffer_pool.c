@@ -1,4 +1,5 @@
-/* buffer_pool.c - transient buffers reused after their last readers' events (buffer_pool.h). */
+/* buffer_pool.c - transient buffers reused after their last readers' events and kept from step
+ * to step (buffer_pool.h). */
 #include "sharding/buffer_pool.h"
 
 #include <string.h>
@@ -42,16 +43,9 @@ st_status buffer_pool_get(buffer_pool *pool, size_t bytes, mem_category category
     remove_entry(pool, i);
     return ST_OK;
   }
-  return mem_alloc(out, bytes, MEM_DEVICE, category, pool->dev);
-}
-
-/* Whether every last-use event of `e` has completed. */
-static int idle(const pool_entry *e) {
-  for (int r = 0; r < e->readers; r++) {
-    int done = 0;
-    if (event_query(&e->last_use[r], &done) != ST_OK || !done) return 0;
-  }
-  return 1;
+  ST_CHECK(mem_alloc(out, bytes, MEM_DEVICE, category, pool->dev));
+  pool->allocations++;
+  return ST_OK;
 }
 
 static st_status record_readers(pool_entry *e, const st_device *dev,
@@ -85,22 +79,12 @@ void buffer_pool_put(buffer_pool *pool, void *ptr, size_t bytes, mem_category ca
                      const st_stream *const *readers, int n_readers) {
   if (!ptr) return;
   pool_entry e = {.ptr = ptr, .bytes = bytes, .category = category};
-  const int recorded = record_readers(&e, pool->dev, readers, n_readers) == ST_OK;
-  if (recorded && !idle(&e) && make_room(pool) == ST_OK) {
+  if (record_readers(&e, pool->dev, readers, n_readers) == ST_OK && make_room(pool) == ST_OK) {
     pool->entries[pool->count++] = e;
     return;
   }
-  /* Its readers are done, or it cannot be kept: free it once they are. */
+  /* It cannot be kept: free it once its readers are done. */
   drop_events(&e);
   for (int r = 0; r < n_readers; r++) (void)stream_sync(readers[r]);
   mem_free(ptr);
-}
-
-void buffer_pool_trim(buffer_pool *pool) {
-  for (int i = pool->count - 1; i >= 0; i--) {
-    if (!idle(&pool->entries[i])) continue;
-    void *ptr = pool->entries[i].ptr;
-    remove_entry(pool, i);
-    mem_free(ptr);
-  }
 }

@@ -51,6 +51,5 @@ st_status unit_streams_step_end(unit_streams *s) {
   }
   const st_stream *streams[3] = {s->compute, &s->gather, &s->reduce};
   for (int i = 0; i < 3; i++) ST_CHECK(stream_sync(streams[i]));
-  buffer_pool_trim(&s->pool);
   return comm_exposure_collect(&s->exposure, &s->comm_exposed_ms);
 }

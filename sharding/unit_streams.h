@@ -50,8 +50,8 @@ st_status unit_streams_create(unit_streams *s, const st_device *dev, const st_st
 void unit_streams_destroy(unit_streams *s);
 
 /* The host's one wait of a step: the streams finish their work, the watchdog drains the
- * collectives ordered on them, the pool frees what nobody reads any more, and comm_exposed_ms
- * becomes the time C waited on communication since the previous one. */
+ * collectives ordered on them, and comm_exposed_ms becomes the time C waited on communication
+ * since the previous one. The pool keeps its buffers for the next step. */
 st_status unit_streams_step_end(unit_streams *s);
 
 #endif /* ST_SHARDING_UNIT_STREAMS_H */

@@ -298,8 +298,9 @@ static st_status run_shape(bench *b, const sim_hardware *hw, const char *spec, t
   ST_CHECK(ensure_buffers(b, floats, bt, vocab));
   printf("\nshape C=%d heads=%d T=%d B=%d vocab=%d tp=%d\n", C, heads, T, B, vocab, tp);
   print_header();
-  static const char *const phases[SIM_PHASE_COUNT] = {"embed_fwd", "block_fwd", "final_fwd",
-                                                      "final_bwd", "block_bwd", "embed_bwd"};
+  static const char *const phases[SIM_PHASE_COUNT] = {"embed_fwd", "block_fwd",       "final_fwd",
+                                                      "final_bwd", "block_recompute", "block_bwd",
+                                                      "embed_bwd"};
   for (int p = 0; p < SIM_PHASE_COUNT; p++) {
     sim_op ops[SIM_MAX_PHASE_OPS];
     int n = sim_phase_ops(&s, (sim_phase)p, ops);

@@ -11,13 +11,12 @@
 #include "engine/flags/cli_flags.h"
 #include "engine/plan/planner.h"
 #include "engine/train/train_options.h"
-#include "kernels/kernels.h"
 
 typedef struct plan_options {
   const char *model;
   int ranks, micro_batch, seq_len, grad_accum, prefetch;
   double gpu_gib;
-  const char *param_dtype, *reduce_dtype, *device;
+  const char *param_dtype, *reduce_dtype, *device, *recompute;
   const char *loss_scale; /* checked as train checks it; scaling changes no memory */
   int loss_scale_window;
 } plan_options;
@@ -65,16 +64,15 @@ static st_status plan_precision(const plan_options *o, unit_precision *precision
       return st_error(ST_ERR_INVALID_ARG, "--param-dtype %s: %s", o->param_dtype, st_last_error());
     }
     *device = ST_DEVICE_CPU;
-    *copies = !kernel_kind_computes_in(ST_DEVICE_CPU, ST_BF16);
+    *copies = plan_compute_copies(*device, *precision);
     return ST_OK;
   }
   if (strcmp(o->device, "cuda") != 0) {
     return st_error(ST_ERR_INVALID_ARG, "--device '%s' is not cpu or cuda", o->device);
   }
-  /* A GPU run is planned without a GPU: an Ampere or newer one, computing in the param dtype
-   * (fp32, bf16 or fp16 all run there). */
+  /* A GPU run is planned without a GPU, with the CUDA kernels' answers (this build's). */
   *device = ST_DEVICE_CUDA;
-  *copies = 0;
+  *copies = plan_compute_copies(*device, *precision);
   return ST_OK;
 }
 
@@ -84,15 +82,21 @@ static st_status run_plan(const plan_options *o) {
   st_device_kind device = ST_DEVICE_CPU;
   int copies = 0;
   ST_CHECK(plan_precision(o, &precision, &device, &copies));
+  train_options t;
+  train_options_defaults(&t);
+  t.recompute = o->recompute;
+  gpt_recompute recompute;
+  ST_CHECK(train_options_recompute(&t, &recompute));
   ST_CHECK(gpt_config_named(o->model, &cfg));
   if (o->seq_len) cfg.max_seq = o->seq_len;
   ST_CHECK(gpt_config_finish(&cfg, 1));
   if (o->ranks < 1) return st_error(ST_ERR_INVALID_ARG, "--ranks must be >= 1, got %d", o->ranks);
   printf(
       "shardtrain plan: model %s (%.1f M parameters), %d ranks, micro-batch %d x %d tokens, "
-      "params %s, reduce %s, %s, prefetch %d\n",
+      "params %s, reduce %s, %s, prefetch %d, recompute %s\n",
       o->model, (double)gpt_config_num_params(&cfg) / 1e6, o->ranks, o->micro_batch, cfg.max_seq,
-      dtype_name(precision.param), dtype_name(precision.reduce), o->device, o->prefetch);
+      dtype_name(precision.param), dtype_name(precision.reduce), o->device, o->prefetch,
+      gpt_recompute_name(recompute));
   printf(
       "memory per rank in GiB; 'states' = params + grads + optimizer, next to DESIGN.md's "
       "formula;\nbytes per step per rank in GiB: shard group (all-gather + reduce-scatter) "
@@ -115,7 +119,8 @@ static st_status run_plan(const plan_options *o) {
                              .reshard_after_forward = 1,
                              .precision = precision,
                              .device = device,
-                             .compute_copies = copies};
+                             .compute_copies = copies,
+                             .recompute = recompute};
       memory_plan mp;
       comm_plan cp;
       ST_CHECK(plan_memory(&in, &mp));
@@ -132,8 +137,16 @@ int cmd_plan(int argc, char **argv) {
       return cmd_plan_fit(argc, argv);
     }
   }
-  plan_options o = {"d12", 8,      4,      0,      1,    1,
-                    0.0,   "fp32", "fp32", "cuda", NULL, LOSS_SCALER_DEFAULT_WINDOW};
+  plan_options o = {.model = "d12",
+                    .ranks = 8,
+                    .micro_batch = 4,
+                    .grad_accum = 1,
+                    .prefetch = 1,
+                    .param_dtype = "fp32",
+                    .reduce_dtype = "fp32",
+                    .device = "cuda",
+                    .recompute = "none",
+                    .loss_scale_window = LOSS_SCALER_DEFAULT_WINDOW};
   const cli_flag flags[] = {
       {"model", FLAG_STRING, &o.model, "named config: tiny, d6, d12, d24, d36, d48"},
       {"ranks", FLAG_INT, &o.ranks, "number of ranks (every R x S = ranks is listed)"},
@@ -146,6 +159,8 @@ int cmd_plan(int argc, char **argv) {
       {"reduce-dtype", FLAG_STRING, &o.reduce_dtype,
        "gradients and their reductions: fp32, bf16 or fp16"},
       {"device", FLAG_STRING, &o.device, "cuda (GPUs, the default) or cpu (fp32 compute copies)"},
+      {"recompute", FLAG_STRING, &o.recompute,
+       "activations recomputed in the backward: none, gelu or block (as for train)"},
       {"loss-scale", FLAG_STRING, &o.loss_scale,
        "fp16 only, as for train (checked the same way; no effect on memory)"},
       {"loss-scale-window", FLAG_INT, &o.loss_scale_window, "as for train"},

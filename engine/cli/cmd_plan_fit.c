@@ -1,6 +1,7 @@
 /* cmd_plan_fit.c - `shardtrain plan --fit`: chooses a configuration for the user. For a model,
  * a number of GPUs, their memory and a global batch, it searches the meshes, stages,
- * micro-batches and stage-3 options the engine runs (engine/plan/sim_fit.h), drops what does not
+ * micro-batches, stage-3 options, optimizer offload and activation recompute the engine runs
+ * (engine/plan/sim_fit.h), drops what does not
  * fit in memory (the planner), ranks the rest by the simulator's tokens/s and prints the best few
  * with their memory and time, and the `shardtrain train` flags of the best. */
 #include <stdio.h>
@@ -43,10 +44,6 @@ static st_status make_request(const fit_options *o, const sim_hardware *hw, fit_
                        .global_tokens = (int64_t)o->global_batch,
                        .max_grad_accum = TRAIN_MAX_GRAD_ACCUM};
   ST_CHECK(train_options_precision(&t, &req->precision));
-  if (req->precision.param != ST_FP32 && req->precision.param != ST_BF16) {
-    return st_error(ST_ERR_INVALID_ARG, "--param-dtype %s: training takes fp32 or bf16 parameters",
-                    o->param_dtype);
-  }
   if (o->gpus < 1) return st_error(ST_ERR_INVALID_ARG, "--gpus must be >= 1, got %d", o->gpus);
   if (o->top < 1 || o->top > FIT_MAX_TOP) {
     return st_error(ST_ERR_INVALID_ARG, "--top must be 1-%d, got %d", FIT_MAX_TOP, o->top);
@@ -63,8 +60,8 @@ static st_status make_request(const fit_options *o, const sim_hardware *hw, fit_
 }
 
 static void print_table(const fit_candidate *best, int found) {
-  printf("%4s %-10s %4s %5s %5s %4s %4s %4s %10s %10s %6s %9s %8s %8s %8s %8s %8s\n", "rank",
-         "mesh", "zero", "mb", "accum", "pf", "rs", "off", "step ms", "tok/s/GPU", "MFU %",
+  printf("%4s %-10s %4s %5s %5s %4s %4s %4s %-5s %10s %10s %6s %9s %8s %8s %8s %8s %8s\n", "rank",
+         "mesh", "zero", "mb", "accum", "pf", "rs", "off", "recmp", "step ms", "tok/s/GPU", "MFU %",
          "exposed", "mem GiB", "states", "gathered", "activ", "work");
   for (int i = 0; i < found; i++) {
     const fit_candidate *c = &best[i];
@@ -72,11 +69,11 @@ static void print_table(const fit_candidate *best, int found) {
     char mesh[32];
     snprintf(mesh, sizeof mesh, "%dx%dx%d", c->in.R, c->in.S, c->in.T);
     printf(
-        "%4d %-10s %4d %5d %5d %4d %4d %4d %10.2f %10.0f %6.1f %9.2f %8.3f %8.3f %8.3f %8.3f "
-        "%8.3f\n",
+        "%4d %-10s %4d %5d %5d %4d %4d %4d %-5s %10.2f %10.0f %6.1f %9.2f %8.3f %8.3f %8.3f "
+        "%8.3f %8.3f\n",
         i + 1, mesh, c->in.stage, c->in.micro_batch, c->in.grad_accum, c->in.prefetch,
-        c->in.reshard_after_forward, c->in.offload_optimizer, c->r.step_s * 1e3,
-        c->r.tokens_per_s_per_gpu, 100 * c->r.mfu, c->r.exposed_s * 1e3,
+        c->in.reshard_after_forward, c->in.offload_optimizer, gpt_recompute_name(c->in.recompute),
+        c->r.step_s * 1e3, c->r.tokens_per_s_per_gpu, 100 * c->r.mfu, c->r.exposed_s * 1e3,
         gib((double)fit_need(&c->in, &c->mp)), gib(states), gib((double)c->mp.bytes[MEM_GATHERED]),
         gib((double)c->mp.bytes[MEM_ACTIVATIONS]), gib((double)c->mp.bytes[MEM_WORKSPACE]));
   }
@@ -103,9 +100,9 @@ static st_status run_fit(const fit_options *o) {
   printf("hardware %s: %s\n", hw.name, hw.calibration);
   printf(
       "searched %ld configurations (mesh R x S x T, ZeRO stage, micro-batch, grad-accum <= %d, "
-      "prefetch and resharding at stage 3, optimizer offload) in %.3f s: %ld fit in memory\n",
+      "prefetch and resharding at stage 3, optimizer offload, activation recompute) in %.3f s: "
+      "%ld fit in memory\n",
       stats.enumerated, TRAIN_MAX_GRAD_ACCUM, took, stats.fitting);
-  printf("not searched yet: activation recompute (the engine does not run it)\n");
   if (found == 0) {
     return st_error(ST_ERR_INVALID_ARG,
                     "no configuration of %s fits in %.1f GiB per GPU on %d "
@@ -151,8 +148,9 @@ int cmd_plan_fit(int argc, char **argv) {
       {"gpus", FLAG_INT, &o.gpus, "number of GPUs (ranks)"},
       {"gpu-gib", FLAG_DOUBLE, &o.gpu_gib, "memory per GPU in GiB (0: the hardware's)"},
       {"global-batch", FLAG_DOUBLE, &o.global_batch, "tokens per optimizer step"},
-      {"param-dtype", FLAG_STRING, &o.param_dtype, "parameters: fp32 or bf16"},
-      {"reduce-dtype", FLAG_STRING, &o.reduce_dtype, "gradients: fp32 or bf16"},
+      {"param-dtype", FLAG_STRING, &o.param_dtype,
+       "parameters: fp32, bf16 or fp16 (fp16: bf16's memory, plus loss scaling's checks)"},
+      {"reduce-dtype", FLAG_STRING, &o.reduce_dtype, "gradients: fp32, bf16 or fp16"},
       {"top", FLAG_INT, &o.top, "configurations to print"},
   };
   for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) flags[nflags++] = own[i];

@@ -19,24 +19,19 @@ typedef struct simulate_options {
   sim_cluster_flags cluster;
   int nodes;
   int zero, dp_replicate, dp_shard, tp, micro_batch, grad_accum, prefetch, reshard;
-  const char *param_dtype, *reduce_dtype, *offload;
+  const char *param_dtype, *reduce_dtype, *offload, *recompute;
   const char *csv, *sweep, *configs, *label;
   double efficiency_scale;
 } simulate_options;
 
-/* The precision of the flags, refused where the simulated device cannot train with it. */
-static st_status precision_of(const simulate_options *o, const sim_hardware *hw,
-                              unit_precision *out) {
+/* The precision of the flags, checked as train checks it. fp16 is simulated like bf16 (2 bytes
+ * per element) plus its loss scaling's finite check and overflow flag (sim_schedule.h). */
+static st_status precision_of(const simulate_options *o, unit_precision *out) {
   train_options t;
   train_options_defaults(&t);
   t.param_dtype = o->param_dtype;
   t.reduce_dtype = o->reduce_dtype;
-  ST_CHECK(train_options_precision(&t, out));
-  if (out->param != ST_FP32 && out->param != ST_BF16) {
-    return st_error(ST_ERR_INVALID_ARG, "--param-dtype %s: %s trains with fp32 or bf16 parameters",
-                    o->param_dtype, hw->name);
-  }
-  return ST_OK;
+  return train_options_precision(&t, out);
 }
 
 /* The run on `gpus` GPUs with replicate size R (0: the rest) and shard size S (0: the rest). */
@@ -73,12 +68,14 @@ static st_status make_input(const simulate_options *o, int gpus, int stage, int 
                      .reshard_after_forward = o->reshard};
   ST_CHECK(sim_model_resolve(&o->model, T, &in->cfg));
   in->seq_len = in->cfg.max_seq;
-  ST_CHECK(precision_of(o, hw, &in->precision));
+  ST_CHECK(precision_of(o, &in->precision));
   sim_device_fields(hw, in);
   train_options t;
   train_options_defaults(&t);
   t.offload = o->offload;
+  t.recompute = o->recompute;
   ST_CHECK(train_options_offload(&t, &in->offload_optimizer));
+  ST_CHECK(train_options_recompute(&t, &in->recompute));
   if (stage < 0 || stage > 3) return st_error(ST_ERR_INVALID_ARG, "--zero %d is not 0-3", stage);
   if (o->micro_batch < 1 || o->grad_accum < 1 || o->prefetch < 0) {
     return st_error(ST_ERR_INVALID_ARG,
@@ -109,11 +106,12 @@ static st_status run_one(const simulate_options *o, const sim_hardware *hw) {
   ST_CHECK(open_csv(o->csv, &csv));
   printf(
       "shardtrain simulate: %s (%.1f M parameters) on %d x %s (%d node%s of %d), mesh "
-      "%dx%dx%d, ZeRO-%d, micro-batch %d x %d, grad-accum %d, %s/%s, prefetch %d\n",
+      "%dx%dx%d, ZeRO-%d, micro-batch %d x %d, grad-accum %d, %s/%s, prefetch %d, recompute "
+      "%s\n",
       o->model.model, (double)gpt_config_num_params(&in.cfg) / 1e6, gpus, hw->name, o->nodes,
       o->nodes > 1 ? "s" : "", hw->gpus_per_node, in.R, in.S, in.T, in.stage, in.micro_batch,
       in.seq_len, in.grad_accum, dtype_name(in.precision.param), dtype_name(in.precision.reduce),
-      in.prefetch);
+      in.prefetch, gpt_recompute_name(in.recompute));
   printf("hardware %s: %s\n", hw->name, hw->calibration);
   sim_print(stdout, hw, &r, &mp);
   if (csv) {
@@ -192,6 +190,7 @@ int cmd_simulate(int argc, char **argv) {
                         .param_dtype = "bf16",
                         .reduce_dtype = "bf16",
                         .offload = "none",
+                        .recompute = "none",
                         .configs = "zero0,zero1,zero2,zero3,hsdp3",
                         .label = "run",
                         .efficiency_scale = 1.0};
@@ -208,10 +207,13 @@ int cmd_simulate(int argc, char **argv) {
       {"grad-accum", FLAG_INT, &o.grad_accum, "micro-batches per step"},
       {"prefetch", FLAG_INT, &o.prefetch, "units gathered ahead (stage 3)"},
       {"reshard-after-forward", FLAG_BOOL, &o.reshard, "release blocks after their forward"},
-      {"param-dtype", FLAG_STRING, &o.param_dtype, "parameters: fp32 or bf16"},
-      {"reduce-dtype", FLAG_STRING, &o.reduce_dtype, "gradients: fp32 or bf16"},
+      {"param-dtype", FLAG_STRING, &o.param_dtype,
+       "parameters: fp32, bf16 or fp16 (fp16: bf16's memory, plus loss scaling's checks)"},
+      {"reduce-dtype", FLAG_STRING, &o.reduce_dtype, "gradients: fp32, bf16 or fp16"},
       {"offload", FLAG_STRING, &o.offload,
        "optimizer: master weights and Adam moments in host memory, AdamW on the host; or none"},
+      {"recompute", FLAG_STRING, &o.recompute,
+       "activations recomputed in the backward: none, gelu or block (as for train)"},
       {"csv", FLAG_STRING, &o.csv, "write the result(s) as CSV to this file"},
       {"label", FLAG_STRING, &o.label, "the CSV row's label (single runs)"},
       {"efficiency-scale", FLAG_DOUBLE, &o.efficiency_scale,

@@ -129,6 +129,7 @@ static st_status setup_local(train_run *r) {
   ST_CHECK(train_options_precision(o, &par.precision));
   ST_CHECK(train_options_loss_scaler(o, par.precision, &r->scaler));
   ST_CHECK(train_options_offload(o, &par.offload_optimizer));
+  ST_CHECK(train_options_recompute(o, &par.recompute));
   if (device_check_param_dtype(mesh_device(r->mesh), par.precision.param) != ST_OK) {
     return st_error(ST_ERR_INVALID_ARG, "--param-dtype %s: %s", o->param_dtype, st_last_error());
   }

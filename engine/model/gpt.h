@@ -21,6 +21,7 @@
 
 #include "core/device.h"
 #include "engine/model/gpt_config.h"
+#include "engine/model/gpt_recompute.h"
 #include "kernels/kernels.h"
 #include "sharding/mesh.h"
 #include "sharding/unit.h"
@@ -55,13 +56,15 @@ typedef struct gpt_parallel {
   int reshard_after_forward; /* release each block after its forward (stage 3: its params) */
   unit_precision precision;  /* param and reduce dtypes ({0}: fp32) */
   int offload_optimizer;     /* master, m, v in host memory (unit_offload_optimizer) */
+  gpt_recompute recompute;   /* activations recomputed in the backward (gpt_recompute.h) */
 } gpt_parallel;
 
 /* Layer l's activations kept for the backward, in the model's activation dtype (gpt_model.act;
  * the statistics, float *, in fp32): res2 and res3 are the residual stream after the attention
  * and the MLP (res3 is written by the next LayerNorm's fused add); fch is the MLP's
  * pre-activation, saved by the GELU epilogue; att_state is what the backend keeps between the
- * attention's forward and backward (kernel_attention_state_numel). */
+ * attention's forward and backward (kernel_attention_state_numel). With recompute, the buffers
+ * the backward recomputes are one set that every layer's pointers share (gpt_recompute.h). */
 typedef struct gpt_layer_acts {
   void *ln1, *qkv, *atty, *attproj, *res2, *ln2, *fch, *fch_gelu, *fcproj, *res3;
   float *ln1_mean, *ln1_rstd, *att_state, *ln2_mean, *ln2_rstd;
@@ -129,10 +132,12 @@ st_dtype gpt_activation_dtype(st_device_kind device, st_dtype param);
 
 /* Bytes of activations (forward, kept for backward) and of backward scratch for a micro-batch
  * on a rank of a tensor-parallel group of tp, on a device of `device` kind (whose kernels size
- * the attention state and choose the activation dtype) with parameters in `param`: what
- * gpt_create will allocate, for the memory planner. */
+ * the attention state and choose the activation dtype) with parameters in `param`, with the
+ * activations of `recompute` shared between layers: what gpt_create will allocate, for the
+ * memory planner. */
 void gpt_activation_bytes(const gpt_config *cfg, st_device_kind device, st_dtype param, int B,
-                          int T, int tp, int64_t *activations, int64_t *scratch);
+                          int T, int tp, gpt_recompute recompute, int64_t *activations,
+                          int64_t *scratch);
 
 /* GPT-2 initialisation: N(0, 0.02), residual projections N(0, 0.02 / sqrt(2 n_layer)), biases
  * 0, norm weights 1. Values depend only on (seed, parameter name, element), not on the mesh.

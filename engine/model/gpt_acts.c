@@ -22,11 +22,13 @@ st_dtype gpt_activation_dtype(st_device_kind device, st_dtype param) {
 typedef struct acts_shape {
   int64_t BT, C, CL, vocab_padded, att_state, head_rows;
   size_t act, f32;
+  gpt_recompute recompute;
 } acts_shape;
 
 static acts_shape shape_of(const gpt_config *c, st_device_kind device, st_dtype param, int B, int T,
-                           int tp) {
-  return (acts_shape){.BT = (int64_t)B * T,
+                           int tp, gpt_recompute recompute) {
+  return (acts_shape){.recompute = recompute,
+                      .BT = (int64_t)B * T,
                       .C = c->n_embd,
                       .CL = c->n_embd / tp,
                       .vocab_padded = c->vocab_padded,
@@ -43,14 +45,18 @@ static acts_shape shape_of(const gpt_config *c, st_device_kind device, st_dtype 
     if (a) (field) = at_;                         \
   } while (0)
 
-/* Forward buffers kept for backward, on a tensor-parallel rank of tp: the attention and MLP
- * inner activations hold this rank's heads (C / tp wide) and MLP columns (4C / tp); the
- * residual stream is full width; the attention state has the size the device's kernels ask
- * for. */
-static void plan_forward(gpt_carve *p, gpt_acts *a, int n_layer, const acts_shape *s) {
+/* Layer l's forward buffers, on a tensor-parallel rank of tp: the attention and MLP inner
+ * activations hold this rank's heads (C / tp wide) and MLP columns (4C / tp); the residual
+ * stream is full width; the attention state has the size the device's kernels ask for. A buffer
+ * the backward recomputes is carved for layer 0 alone and shared by every later layer: with
+ * block recompute all but res3 (the block's output, which the next block reads), with GELU
+ * recompute fch_gelu. */
+static void plan_layer(gpt_carve *p, gpt_acts *a, int l, const acts_shape *s) {
   const int64_t BT = s->BT, C = s->C, CL = s->CL;
-  CARVE(a->encoded, BT * C, s->act);
-  for (int l = 0; l < n_layer; l++) {
+  const int share_block = l > 0 && s->recompute == GPT_RECOMPUTE_BLOCK;
+  const int share_gelu = l > 0 && s->recompute != GPT_RECOMPUTE_NONE;
+  if (a && l > 0) a->layers[l] = a->layers[0]; /* the shared buffers; the rest is carved below */
+  if (!share_block) {
     CARVE(a->layers[l].ln1, BT * C, s->act);
     CARVE(a->layers[l].ln1_mean, BT, s->f32);
     CARVE(a->layers[l].ln1_rstd, BT, s->f32);
@@ -63,10 +69,18 @@ static void plan_forward(gpt_carve *p, gpt_acts *a, int n_layer, const acts_shap
     CARVE(a->layers[l].ln2_mean, BT, s->f32);
     CARVE(a->layers[l].ln2_rstd, BT, s->f32);
     CARVE(a->layers[l].fch, BT * 4 * CL, s->act);
-    CARVE(a->layers[l].fch_gelu, BT * 4 * CL, s->act);
     CARVE(a->layers[l].fcproj, BT * C, s->act);
-    CARVE(a->layers[l].res3, BT * C, s->act);
   }
+  if (!share_gelu) CARVE(a->layers[l].fch_gelu, BT * 4 * CL, s->act);
+  CARVE(a->layers[l].res3, BT * C, s->act);
+}
+
+/* Forward buffers kept for backward: the embedding's output, the layers', the final norm's and
+ * the head's. */
+static void plan_forward(gpt_carve *p, gpt_acts *a, int n_layer, const acts_shape *s) {
+  const int64_t BT = s->BT, C = s->C;
+  CARVE(a->encoded, BT * C, s->act);
+  for (int l = 0; l < n_layer; l++) plan_layer(p, a, l, s);
   CARVE(a->lnf, BT * C, s->act);
   CARVE(a->lnf_mean, BT, s->f32);
   CARVE(a->lnf_rstd, BT, s->f32);
@@ -92,8 +106,9 @@ static void plan_scratch(gpt_carve *p, gpt_acts *a, const acts_shape *s) {
 #undef CARVE
 
 void gpt_activation_bytes(const gpt_config *cfg, st_device_kind device, st_dtype param, int B,
-                          int T, int tp, int64_t *activations, int64_t *scratch) {
-  const acts_shape s = shape_of(cfg, device, param, B, T, tp);
+                          int T, int tp, gpt_recompute recompute, int64_t *activations,
+                          int64_t *scratch) {
+  const acts_shape s = shape_of(cfg, device, param, B, T, tp, recompute);
   gpt_carve fwd = {0}, bwd = {0};
   plan_forward(&fwd, NULL, cfg->n_layer, &s);
   plan_scratch(&bwd, NULL, &s);
@@ -105,8 +120,8 @@ st_status gpt_acts_allocate(gpt_model *m) {
   gpt_acts *a = &m->acts;
   ST_CHECK(mem_alloc_zeroed((void **)&a->layers, (size_t)m->cfg.n_layer * sizeof *a->layers,
                             MEM_HOST, MEM_WORKSPACE, NULL));
-  const acts_shape s =
-      shape_of(&m->cfg, m->dev->backend->kind, m->par.precision.param, m->B, m->T, m->tp_size);
+  const acts_shape s = shape_of(&m->cfg, m->dev->backend->kind, m->par.precision.param, m->B, m->T,
+                                m->tp_size, m->par.recompute);
   gpt_carve fwd = {0}, bwd = {0};
   plan_forward(&fwd, NULL, m->cfg.n_layer, &s);
   plan_scratch(&bwd, NULL, &s);

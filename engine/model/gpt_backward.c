@@ -3,6 +3,9 @@
  * carries the residual stream's gradient, to which each LayerNorm branch adds; and each
  * intermediate gradient buffer is zeroed right before the one op that starts its sum.
  *
+ * Before each block's backward, what activation recompute did not keep of it is computed again
+ * (gpt_recompute.c) with the block's parameters already gathered for its backward.
+ *
  * Units are visited in reverse, gathered with look-ahead towards the embedding; when `reduce`
  * is set (last micro-batch) a unit's gradient reduction starts right after its backward; then
  * the unit is released (its fp32 compute copy, and at stage 3 its full parameters). */
@@ -99,7 +102,9 @@ st_status gpt_backward(gpt_model *m, int reduce) {
   for (int l = c->n_layer - 1; l >= 0; l--) {
     ST_CHECK(prefetch_acquire(m->units, m->n_units, 1 + l, -1, m->par.prefetch));
     ST_CHECK(unit_grads_begin(&m->units[1 + l]));
-    ST_CHECK(block_backward(m, l, l ? g->layers[l - 1].res3 : g->encoded));
+    void *x_in = l ? g->layers[l - 1].res3 : g->encoded;
+    ST_CHECK(gpt_recompute_layer(m, l, x_in));
+    ST_CHECK(block_backward(m, l, x_in));
     ST_CHECK(finish_unit(m, 1 + l, reduce));
   }
 

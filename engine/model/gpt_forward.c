@@ -41,28 +41,34 @@ static st_status open_norm(gpt_model *m, int l, int u, int w_index, int b_index,
                                            &m->stream);
 }
 
-/* Block l up to its MLP's output fcproj; the residual add after it is fused into the next
- * norm (open_norm). */
-static st_status block_forward(gpt_model *m, int l, void *x_in) {
+st_status gpt_block_forward_from_ln1(gpt_model *m, int l, const gpt_layer_views *v,
+                                     int with_output) {
   const kernel_backend *kb = m->kb;
   const st_stream *s = &m->stream;
   const int u = 1 + l;
-  gpt_layer_views v;
-  gpt_layer_views_make(m, l, x_in, &v);
   const gpt_layer_acts *a = &m->acts.layers[l];
-  ST_CHECK(open_norm(m, l, u, GPT_LN1_W, GPT_LN1_B, &v.ln1, &v.ln1_mean, &v.ln1_rstd));
   st_tensor w = GPT_P(m, u, GPT_QKV_W), b = GPT_P(m, u, GPT_QKV_B);
-  ST_CHECK(kernel_matmul_forward(kb, &v.qkv, &v.ln1, &w, &b, s));
-  ST_CHECK(kernel_attention_forward(kb, &v.atty3, &v.att_state, &v.qkv3, gpt_local_heads(m), s));
-  ST_CHECK(row_parallel(m, a->attproj, &v.attproj, &v.atty, u, GPT_ATTPROJ_W, GPT_ATTPROJ_B));
+  ST_CHECK(kernel_matmul_forward(kb, &v->qkv, &v->ln1, &w, &b, s));
+  ST_CHECK(kernel_attention_forward(kb, &v->atty3, &v->att_state, &v->qkv3, gpt_local_heads(m), s));
+  ST_CHECK(row_parallel(m, a->attproj, &v->attproj, &v->atty, u, GPT_ATTPROJ_W, GPT_ATTPROJ_B));
   w = GPT_P(m, u, GPT_LN2_W);
   b = GPT_P(m, u, GPT_LN2_B);
-  ST_CHECK(kernel_layernorm_residual_forward(kb, &v.res2, &v.ln2, &v.ln2_mean, &v.ln2_rstd, &v.x,
-                                             &v.attproj, &w, &b, s));
+  ST_CHECK(kernel_layernorm_residual_forward(kb, &v->res2, &v->ln2, &v->ln2_mean, &v->ln2_rstd,
+                                             &v->x, &v->attproj, &w, &b, s));
   w = GPT_P(m, u, GPT_FC_W);
   b = GPT_P(m, u, GPT_FC_B);
-  ST_CHECK(kernel_matmul_gelu_forward(kb, &v.fch_gelu, &v.fch, &v.ln2, &w, &b, s));
-  return row_parallel(m, a->fcproj, &v.fcproj, &v.fch_gelu, u, GPT_FCPROJ_W, GPT_FCPROJ_B);
+  ST_CHECK(kernel_matmul_gelu_forward(kb, &v->fch_gelu, &v->fch, &v->ln2, &w, &b, s));
+  if (!with_output) return ST_OK;
+  return row_parallel(m, a->fcproj, &v->fcproj, &v->fch_gelu, u, GPT_FCPROJ_W, GPT_FCPROJ_B);
+}
+
+/* Block l up to its MLP's output fcproj; the residual add after it is fused into the next
+ * norm (open_norm). */
+static st_status block_forward(gpt_model *m, int l, void *x_in) {
+  gpt_layer_views v;
+  gpt_layer_views_make(m, l, x_in, &v);
+  ST_CHECK(open_norm(m, l, 1 + l, GPT_LN1_W, GPT_LN1_B, &v.ln1, &v.ln1_mean, &v.ln1_rstd));
+  return gpt_block_forward_from_ln1(m, l, &v, 1);
 }
 
 /* Copies the host tokens into the model's device buffers. */

@@ -49,6 +49,18 @@ typedef struct gpt_layer_views {
 
 void gpt_layer_views_make(const gpt_model *m, int l, void *x_in, gpt_layer_views *v);
 
+/* Block l's forward after its opening LayerNorm (v->ln1 and its statistics hold it; v->x is
+ * the block's input): the attention, the second norm with the residual add, the MLP, and the
+ * MLP's output projection only `with_output` (only the next norm reads it, so the backward's
+ * recompute leaves it out). gpt_forward.c. */
+st_status gpt_block_forward_from_ln1(gpt_model *m, int l, const gpt_layer_views *v,
+                                     int with_output);
+
+/* Recomputes what the mode of activation recompute did not keep of block l's activations
+ * (gpt_recompute.h), from the block's input x_in, right before the block's backward.
+ * gpt_recompute.c. */
+st_status gpt_recompute_layer(gpt_model *m, int l, void *x_in);
+
 /* Parameter and gradient descriptors of unit `u`'s parameter k. */
 #define GPT_P(m, u, k) unit_param_tensor(&(m)->units[(u)], (k))
 #define GPT_G(m, u, k) unit_grad_tensor(&(m)->units[(u)], (k))

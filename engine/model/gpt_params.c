@@ -114,6 +114,12 @@ st_status gpt_create(gpt_model **out, const gpt_config *cfg, const st_device *de
     mem_free(m);
     return status;
   }
+  if (m->par.recompute < GPT_RECOMPUTE_NONE || m->par.recompute >= GPT_RECOMPUTE_COUNT) {
+    st_status status = st_error(ST_ERR_INVALID_ARG, "recompute mode %d is not none, gelu or block",
+                                (int)m->par.recompute);
+    mem_free(m);
+    return status;
+  }
   m->dev = dev;
   m->B = B;
   m->T = T;

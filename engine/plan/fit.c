@@ -73,6 +73,15 @@ static st_status try_offload(const plan_input *in, uint64_t limit, fit_suggestio
   return try_run(&run, limit, out, FIT_OFFLOAD, 1, fits);
 }
 
+/* Recompute `mode`, where the run does not recompute at least as much already. */
+static st_status try_recompute(const plan_input *in, uint64_t limit, gpt_recompute mode,
+                               fit_suggestion *out, int *fits) {
+  if (in->recompute >= mode) return ST_OK;
+  plan_input run = *in;
+  run.recompute = mode;
+  return try_run(&run, limit, out, FIT_RECOMPUTE, 1, fits);
+}
+
 static int in_list(const int *list, int n, int x) {
   for (int i = 0; i < n; i++) {
     if (list[i] == x) return 1;
@@ -125,7 +134,9 @@ st_status fit_suggest(const plan_input *in, uint64_t limit, const fit_bounds *bo
   *out = (fit_suggestion){FIT_NOTHING, *in, 0, 1};
   int fits = 0;
   ST_CHECK(try_zero(in, limit, out, &fits));
+  if (!fits) ST_CHECK(try_recompute(in, limit, GPT_RECOMPUTE_GELU, out, &fits));
   if (!fits) ST_CHECK(try_micro_batch(in, limit, bounds, out, &fits));
+  if (!fits) ST_CHECK(try_recompute(in, limit, GPT_RECOMPUTE_BLOCK, out, &fits));
   if (!fits) ST_CHECK(try_bf16(in, limit, bounds, out, &fits));
   if (!fits) ST_CHECK(try_offload(in, limit, out, &fits));
   if (!fits) ST_CHECK(try_ranks(in, limit, bounds, out, &fits));
@@ -162,6 +173,9 @@ void fit_describe(const plan_input *from, const fit_suggestion *s, const fit_bou
       snprintf(out, size, "--param-dtype bf16%s (predicted %s)",
                to->precision.reduce != from->precision.reduce ? " --reduce-dtype bf16" : "", need);
       return;
+    case FIT_RECOMPUTE:
+      snprintf(out, size, "--recompute %s (predicted %s)", gpt_recompute_name(to->recompute), need);
+      return;
     case FIT_OFFLOAD:
       snprintf(out, size, "--offload optimizer (predicted %s of device memory)", need);
       return;
@@ -184,9 +198,9 @@ void fit_describe(const plan_input *from, const fit_suggestion *s, const fit_bou
     case FIT_NOTHING:
     default:
       snprintf(out, size,
-               "none found (tried a higher --zero, a smaller --micro-batch with "
-               "--grad-accum up to %d, bf16, --offload optimizer where the device has its own "
-               "memory, and up to %d ranks)",
+               "none found (tried a higher --zero, --recompute gelu and block, a smaller "
+               "--micro-batch with --grad-accum up to %d, bf16, --offload optimizer where the "
+               "device has its own memory, and up to %d ranks)",
                bounds->max_grad_accum, bounds->max_ranks);
       return;
   }

@@ -33,14 +33,19 @@ typedef struct fit_bounds {
   int bf16_possible;  /* the device can hold bf16 parameters */
 } fit_bounds;
 
-/* The changes tried, cheapest first; the first whose prediction fits is suggested. */
+/* The changes tried, cheapest first; the first whose prediction fits is suggested. The order:
+ * a higher ZeRO stage (communication only); recomputing the GELU output (one elementwise op
+ * per block); a smaller micro-batch (smaller, less efficient products); recomputing whole
+ * blocks (about a third more compute); bf16 (changes the numerics); the optimizer offloaded
+ * (host link and host AdamW); more ranks. */
 typedef enum fit_change {
   FIT_NOTHING = 0,     /* no single change fits */
   FIT_ZERO = 1,        /* a higher ZeRO stage */
   FIT_MICRO_BATCH = 2, /* a smaller micro-batch, grad-accum raised to keep the global batch */
   FIT_BF16 = 3,        /* bf16 parameters (then bf16 gradients too) */
   FIT_OFFLOAD = 4,     /* the optimizer state in host memory (devices with their own memory) */
-  FIT_RANKS = 5        /* a larger shard group (ZeRO-3 if the stage alone does not do) */
+  FIT_RANKS = 5,       /* a larger shard group (ZeRO-3 if the stage alone does not do) */
+  FIT_RECOMPUTE = 6    /* activation recompute: the GELU output, else whole blocks */
 } fit_change;
 
 typedef struct fit_suggestion {

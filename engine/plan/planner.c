@@ -8,6 +8,7 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "engine/model/gpt.h"
+#include "kernels/kernels.h"
 #include "sharding/comm.h"
 #include "sharding/unit_policy.h"
 
@@ -49,7 +50,9 @@ static st_status measure_units(const plan_input *in, unit_sizes *out) {
  * (param dtype) from gather start to release, transient full gradients (reduce dtype) from the
  * unit's first backward to its reduction, and, where the kernels compute in fp32 only, the fp32
  * compute copies of low-precision parameters (wait to release) and gradients (the unit's backward).
- */
+ * The buffer pool keeps every buffer handed back for reuse by a buffer of the same size
+ * (sharding/buffer_pool.h), so what it holds is, per size, the most buffers of that size in use
+ * at once: the sum of those is the peak (at least the most bytes in use at once). */
 typedef struct walk {
   const unit_sizes *u;
   unit_policy pol;
@@ -57,15 +60,24 @@ typedef struct walk {
   size_t p, g; /* bytes per element of the param and reduce dtypes */
   int copies_params, copies_grads;
   int *gathered, *param_copy, *has_grads, *grad_copy; /* per unit: which buffers exist */
-  int64_t now, peak;
+  /* The buffer pool's classes (buffers of one size are interchangeable): bytes, how many are in
+   * use now and at most. At most 3 per unit (param, gradient and fp32 copy sizes). */
+  int64_t *class_bytes;
+  int *class_now, *class_max;
+  int classes;
 } walk;
 
-/* Turns `*flag` on or off, counting `bytes_per_element` per element of unit i when it changes. */
+/* Turns `*flag` on or off, counting a buffer of `bytes_per_element` per element of unit i in
+ * its size class when it changes. */
 static void toggle(walk *w, int *flag, int on, int i, size_t bytes_per_element) {
   if (*flag == on) return;
   *flag = on;
-  w->now += (on ? 1 : -1) * w->u->numel[i] * (int64_t)bytes_per_element;
-  if (w->now > w->peak) w->peak = w->now;
+  const int64_t bytes = w->u->numel[i] * (int64_t)bytes_per_element;
+  int c = 0;
+  while (c < w->classes && w->class_bytes[c] != bytes) c++;
+  if (c == w->classes) w->class_bytes[w->classes++] = bytes;
+  w->class_now[c] += on ? 1 : -1;
+  if (w->class_now[c] > w->class_max[c]) w->class_max[c] = w->class_now[c];
 }
 
 static void gather_start(walk *w, int i) {
@@ -109,11 +121,20 @@ static st_status gathered_peak(const plan_input *in, const unit_sizes *u, int64_
             .copies_params = in->compute_copies && in->precision.param != ST_FP32,
             .copies_grads = in->compute_copies && in->precision.reduce != ST_FP32};
   ST_CHECK(unit_policy_for_stage(in->stage, &w.pol));
-  ST_CHECK(mem_alloc_zeroed((void **)&w.gathered, 4 * (size_t)u->count * sizeof *w.gathered,
+  ST_CHECK(mem_alloc_zeroed((void **)&w.gathered, 10 * (size_t)u->count * sizeof *w.gathered,
                             MEM_HOST, MEM_WORKSPACE, NULL));
   w.param_copy = w.gathered + u->count;
   w.has_grads = w.param_copy + u->count;
   w.grad_copy = w.has_grads + u->count;
+  w.class_now = w.grad_copy + u->count;
+  w.class_max = w.class_now + 3 * u->count;
+  st_status status =
+      mem_alloc_zeroed((void **)&w.class_bytes, 3 * (size_t)u->count * sizeof *w.class_bytes,
+                       MEM_HOST, MEM_WORKSPACE, NULL);
+  if (status != ST_OK) {
+    mem_free(w.gathered);
+    return status;
+  }
   const int n = u->count, last = n - 1;
   for (int micro = 0; micro < in->grad_accum; micro++) {
     int reduce = micro == in->grad_accum - 1;
@@ -133,8 +154,10 @@ static st_status gathered_peak(const plan_input *in, const unit_sizes *u, int64_
     }
   }
   reduced(&w, 0); /* train_step waits for the embedding's reduction last */
+  *peak = 0;
+  for (int c = 0; c < w.classes; c++) *peak += w.class_max[c] * w.class_bytes[c];
+  mem_free(w.class_bytes);
   mem_free(w.gathered);
-  *peak = w.peak;
   return ST_OK;
 }
 
@@ -143,16 +166,26 @@ static int64_t host_token_bytes(const plan_input *in) {
   return 2 * (int64_t)in->micro_batch * in->seq_len * in->grad_accum * (int64_t)sizeof(int32_t);
 }
 
+/* The fixed memory of the model's kernel backend (its context, from creation to release) in
+ * host memory: the CUDA backend's segment staging; the CPU's none. */
+static int64_t kernel_host_bytes(const plan_input *in) {
+  return (int64_t)kernel_kind_workspace_bytes(in->device, MEM_HOST);
+}
+
 /* Workspace of a step: the head's chunk of logits, the backward's gradient buffers, token
- * copies and step scalars (gpt_acts), the host tokens of every micro-batch, and the largest
- * transient, the attention backward's T x T scores. */
+ * copies and step scalars (gpt_acts), the host tokens of every micro-batch, the kernel backend's
+ * fixed workspace (on CUDA cuBLASLt's scratch and the ops' regions, and their host staging), and
+ * the largest transient, the attention backward's own scratch (the CPU's T x T scores; none on
+ * CUDA). */
 static int64_t workspace_bytes(const plan_input *in) {
   int64_t acts = 0, scratch = 0;
   gpt_activation_bytes(&in->cfg, in->device, in->precision.param, in->micro_batch, in->seq_len,
-                       in->T, &acts, &scratch);
-  int64_t tokens = host_token_bytes(in);
-  int64_t attention = (int64_t)in->seq_len * in->seq_len * (int64_t)sizeof(float);
-  return scratch + tokens + attention;
+                       in->T, in->recompute, &acts, &scratch);
+  const int64_t tokens = host_token_bytes(in);
+  const int64_t kernels =
+      (int64_t)kernel_kind_workspace_bytes(in->device, MEM_DEVICE) + kernel_host_bytes(in);
+  const int64_t attention = (int64_t)kernel_kind_attention_scratch_bytes(in->device, in->seq_len);
+  return scratch + tokens + kernels + attention;
 }
 
 st_status plan_memory(const plan_input *in, memory_plan *out) {
@@ -188,16 +221,22 @@ st_status plan_memory(const plan_input *in, memory_plan *out) {
   out->bytes[MEM_GATHERED] = (uint64_t)gathered;
   int64_t acts = 0, scratch = 0;
   gpt_activation_bytes(&in->cfg, in->device, in->precision.param, in->micro_batch, in->seq_len,
-                       in->T, &acts, &scratch);
+                       in->T, in->recompute, &acts, &scratch);
   out->bytes[MEM_ACTIVATIONS] = (uint64_t)acts;
   out->bytes[MEM_WORKSPACE] = (uint64_t)workspace_bytes(in);
   out->bytes[MEM_COMM] = 0;
   out->model_states = out->bytes[MEM_PARAMS] + out->bytes[MEM_GRADS] + out->bytes[MEM_OPTIMIZER] +
                       out->bytes[MEM_OPTIMIZER_HOST];
   for (int c = 0; c < MEM_CATEGORY_COUNT; c++) out->total += out->bytes[c];
-  out->host_bytes = out->bytes[MEM_OPTIMIZER_HOST] + (uint64_t)host_token_bytes(in);
+  out->host_bytes = out->bytes[MEM_OPTIMIZER_HOST] + (uint64_t)host_token_bytes(in) +
+                    (uint64_t)kernel_host_bytes(in);
   out->device_bytes = out->total - out->host_bytes;
   return ST_OK;
+}
+
+int plan_compute_copies(st_device_kind kind, unit_precision precision) {
+  return !kernel_kind_computes_in(kind, precision.param) ||
+         !kernel_kind_computes_in(kind, precision.reduce);
 }
 
 st_status plan_comm(const plan_input *in, comm_plan *out) {
@@ -227,7 +266,10 @@ st_status plan_comm(const plan_input *in, comm_plan *out) {
     out->replicate_all_reduce += comm_ring_bytes(COMM_ALL_REDUCE, in->R, shard);
   }
   size_t activation = (size_t)in->micro_batch * in->seq_len * in->cfg.n_embd * f;
-  out->tp_all_reduce = (uint64_t)4 * in->cfg.n_layer * in->grad_accum *
+  /* Block recompute repeats the attention's g in the backward of every block but the last
+   * (its MLP output projection, and so its g, is not recomputed). */
+  const int recomputed = in->recompute == GPT_RECOMPUTE_BLOCK ? in->cfg.n_layer - 1 : 0;
+  out->tp_all_reduce = (uint64_t)(4 * in->cfg.n_layer + recomputed) * in->grad_accum *
                        comm_ring_bytes(COMM_ALL_REDUCE, in->T, activation);
   unit_sizes_free(&u);
   return ST_OK;

@@ -7,13 +7,17 @@
  * the reduce dtype, optimizer states in fp32, activations in gpt_activation_dtype: fp32 on the
  * CPU):
  *   params, grads, optimizer: the stage's resident buffers (sharding/unit.h's table);
- *   gathered: the largest set of full-unit buffers alive at once, found by walking the
- *     engine's schedule (forward gathers with prefetch, releases, the backward's re-gathers,
- *     its gradient lifetimes and, where the kernels lack the dtype, the compute copies);
+ *   gathered: what the buffer pool holds, for each size the most full-unit buffers of that
+ *     size alive at once, found by walking the engine's schedule (forward gathers with
+ *     prefetch, releases, the backward's re-gathers, its gradient lifetimes and, where the
+ *     kernels lack the dtype, the compute copies);
  *   activations: the forward activations kept for the backward (the attention state as the
- *     device's kernels size it: kernel_kind_attention_state_numel);
+ *     device's kernels size it: kernel_kind_attention_state_numel), less what activation
+ *     recompute shares between the layers (engine/model/gpt_recompute.h);
  *   workspace: the backward's gradient buffers, the micro-batches' tokens, the step's device
- *     scalars and the largest transient of a step (the attention backward's T x T scores);
+ *     scalars, the kernel backend's fixed workspace (kernel_kind_workspace_bytes: on CUDA
+ *     cuBLASLt's scratch, the ops' regions and their host staging) and the largest transient
+ *     of a step (the attention backward's scratch: kernel_kind_attention_scratch_bytes);
  *   comm: collective staging buffers (none on the CPU);
  *   optimizer_host: with the optimizer offloaded, the master, m and v instead of `optimizer`,
  *     plus, where the device has its own memory, the pinned staging of the largest unit's
@@ -27,6 +31,7 @@
 
 #include "core/alloc.h"
 #include "engine/model/gpt_config.h"
+#include "engine/model/gpt_recompute.h"
 #include "sharding/unit.h"
 
 typedef struct plan_input {
@@ -41,10 +46,12 @@ typedef struct plan_input {
   int compute_copies;       /* the kernels lack the param dtype (the CPU): see unit.h */
   int offload_optimizer;    /* master, m, v in host memory (--offload optimizer) */
   int device_is_host;       /* device memory is host RAM (the CPU): offload stages nothing */
+  gpt_recompute recompute;  /* activations recomputed in the backward ({0}: none) */
 } plan_input;
 
 /* Where the bytes live: host_bytes is what is allocated in host memory whatever the device
- * (the offloaded optimizer state and its staging, and the micro-batches' tokens), device_bytes
+ * (the offloaded optimizer state and its staging, the micro-batches' tokens and the kernel
+ * backend's host staging), device_bytes
  * everything else. On the CPU both are the same RAM, and a budget must count their sum; on a
  * GPU device_bytes is what its memory must hold. total = device_bytes + host_bytes is the sum
  * of the categories' peaks. */
@@ -57,10 +64,16 @@ typedef struct memory_plan {
 
 st_status plan_memory(const plan_input *in, memory_plan *out);
 
+/* plan_input.compute_copies for a device of `kind`: 1 when its kernels do not compute in the
+ * param or the reduce dtype (kernel_kind_computes_in), so its units keep fp32 compute copies of
+ * those buffers in use (sharding/unit.h): the CPU with bf16 or fp16. */
+int plan_compute_copies(st_device_kind kind, unit_precision precision);
+
 /* Bytes one rank sends per step for the parameters and gradients (all-gather + reduce-scatter
  * on the shard group, all-reduce on the replicate group) and for the activations (all-reduce
- * on the tp group: two in the forward and two in the backward of every block, B x T x C each),
- * in the counters' ring accounting. */
+ * on the tp group: two in the forward and two in the backward of every block, B x T x C each,
+ * and with block recompute one more in the recomputed forward of every block but the last), in
+ * the counters' ring accounting. */
 typedef struct comm_plan {
   uint64_t shard_all_gather, shard_reduce_scatter, replicate_all_reduce, tp_all_reduce;
 } comm_plan;

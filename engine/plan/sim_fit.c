@@ -88,6 +88,12 @@ static int apply_reshard(const fit_ctx *x, int reshard, plan_input *in) {
   return 1;
 }
 
+static int apply_recompute(const fit_ctx *x, int mode, plan_input *in) {
+  (void)x;
+  in->recompute = (gpt_recompute)mode;
+  return 1;
+}
+
 static void add_divisors(fit_dim *d, int64_t n, int64_t cap) {
   for (int64_t v = 1; v <= n && v <= cap && d->count < FIT_MAX_VALUES; v++) {
     if (n % v == 0) d->values[d->count++] = (int)v;
@@ -115,6 +121,11 @@ static int make_dims(const fit_ctx *x, fit_dim *dims) {
   *d = (fit_dim){.name = "reshard", .apply = apply_reshard, .count = 2, .values = {1, 0}};
   d = &dims[n++];
   *d = (fit_dim){.name = "offload", .apply = apply_offload, .count = 2, .values = {0, 1}};
+  d = &dims[n++];
+  *d = (fit_dim){.name = "recompute",
+                 .apply = apply_recompute,
+                 .count = 3,
+                 .values = {GPT_RECOMPUTE_NONE, GPT_RECOMPUTE_GELU, GPT_RECOMPUTE_BLOCK}};
   return n;
 }
 

@@ -1,14 +1,13 @@
 /* sim_fit.h - `plan --fit`'s search: for a model, a number of GPUs, their memory and a global
  * batch, every configuration the engine can run (mesh R x S x T, ZeRO stage, micro-batch and
  * gradient accumulation, prefetch depth and resharding at stage 3, the optimizer offloaded to
- * the host or not), dropped when the planner's memory per rank exceeds the GPU's (the device's
- * part: an offloaded optimizer's state lives in host memory), ranked by the simulator's
- * tokens/s.
+ * the host or not, activation recompute none, gelu or block), dropped when the planner's memory
+ * per rank exceeds the GPU's (the device's part: an offloaded optimizer's state lives in host
+ * memory), ranked by the simulator's tokens/s (recompute's extra forward included, so it wins
+ * only where the memory it frees buys a faster configuration).
  *
  * The search is an odometer over a list of dimensions (sim_fit.c): each dimension lists its
- * values for the request and applies one to a candidate. Recomputing activations is not a
- * dimension yet because the engine does not run it; it will be one more entry in that list
- * (its values, how it changes the memory plan and the step), with no change to the search. */
+ * values for the request and applies one to a candidate. */
 #ifndef ST_ENGINE_PLAN_SIM_FIT_H
 #define ST_ENGINE_PLAN_SIM_FIT_H
 

@@ -61,7 +61,8 @@ sim_op sim_op_make(const sim_shape *s, sim_kind kind, const char *label, int64_t
     case SIM_K_LN_FWD:
       op.cls = SIM_NORM_FWD;
       op.flops = 8 * mn;
-      op.bytes = cpu ? a * 2 * mn + 8.0 * (double)m : a * 4 * mn; /* fused: + residual add */
+      /* fused: + the residual add, unless d = 1 */
+      op.bytes = cpu ? a * 2 * mn + 8.0 * (double)m : a * (d == 1 ? 2 : 4) * mn;
       break;
     case SIM_K_LN_BWD:
       op.cls = SIM_NORM_BWD;
@@ -139,24 +140,36 @@ sim_op sim_op_make(const sim_shape *s, sim_kind kind, const char *label, int64_t
   return op;
 }
 
+#define OP(kind, label, m, nn, k, d, bias) ops[n++] = sim_op_make(s, kind, label, m, nn, k, d, bias)
+
+/* A block's forward up to its MLP's GELU, opening with a norm that adds the residual or (the
+ * recompute's, plain_norm) does not. */
+static int block_ops_to_gelu(const sim_shape *s, int plain_norm, sim_op *ops) {
+  const int64_t B = s->B, T = s->T, BT = B * T, C = s->cfg.n_embd, CL = C / s->tp;
+  const int64_t NH = s->cfg.n_head / s->tp, hs = C / s->cfg.n_head;
+  const int cpu = s->kernels == SIM_KERNELS_CPU;
+  int n = 0;
+  OP(SIM_K_LN_FWD, "ln1", BT, C, 0, plain_norm, 0);
+  OP(SIM_K_MATMUL_FWD, "qkv", BT, 3 * CL, C, 0, 1);
+  OP(SIM_K_ATTN_FWD, "attention", B, NH, T, hs, 0);
+  OP(SIM_K_MATMUL_FWD, "attproj", BT, C, CL, 0, 1);
+  if (cpu) OP(SIM_K_RESIDUAL, "res2", BT, C, 0, 0, 0);
+  OP(SIM_K_LN_FWD, "ln2", BT, C, 0, 0, 0);
+  OP(SIM_K_MATMUL_FWD, "fc", BT, 4 * CL, C, 1, 1);          /* d = 1 marks the GELU epilogue */
+  if (cpu) OP(SIM_K_GELU_FWD, "gelu", BT, 4 * CL, C, 0, 0); /* k: fan-in of its input */
+  return n;
+}
+
 int sim_phase_ops(const sim_shape *s, sim_phase phase, sim_op *ops) {
   const gpt_config *c = &s->cfg;
   const int64_t B = s->B, T = s->T, BT = B * T, C = c->n_embd, CL = C / s->tp;
   const int64_t NH = c->n_head / s->tp, hs = C / c->n_head, V = c->vocab_padded;
   const int cpu = s->kernels == SIM_KERNELS_CPU;
   int n = 0;
-#define OP(kind, label, m, nn, k, d, bias) ops[n++] = sim_op_make(s, kind, label, m, nn, k, d, bias)
   switch (phase) {
     case SIM_EMBED_FWD: OP(SIM_K_EMBED_FWD, "embedding", BT, C, 0, 0, 0); break;
     case SIM_BLOCK_FWD:
-      OP(SIM_K_LN_FWD, "ln1", BT, C, 0, 0, 0);
-      OP(SIM_K_MATMUL_FWD, "qkv", BT, 3 * CL, C, 0, 1);
-      OP(SIM_K_ATTN_FWD, "attention", B, NH, T, hs, 0);
-      OP(SIM_K_MATMUL_FWD, "attproj", BT, C, CL, 0, 1);
-      if (cpu) OP(SIM_K_RESIDUAL, "res2", BT, C, 0, 0, 0);
-      OP(SIM_K_LN_FWD, "ln2", BT, C, 0, 0, 0);
-      OP(SIM_K_MATMUL_FWD, "fc", BT, 4 * CL, C, 1, 1);          /* d = 1 marks the GELU epilogue */
-      if (cpu) OP(SIM_K_GELU_FWD, "gelu", BT, 4 * CL, C, 0, 0); /* k: fan-in of its input */
+      n += block_ops_to_gelu(s, 0, ops + n);
       OP(SIM_K_MATMUL_FWD, "fcproj", BT, C, 4 * CL, 0, 1);
       if (cpu) OP(SIM_K_RESIDUAL, "res3", BT, C, 0, 0, 0);
       break;
@@ -171,6 +184,12 @@ int sim_phase_ops(const sim_shape *s, sim_phase phase, sim_op *ops) {
       OP(SIM_K_HEAD_BWD, "head", BT, V, C, 0, 0);
       if (cpu) OP(SIM_K_ZERO, "dres", BT, C, 0, 0, 0);
       OP(SIM_K_LN_BWD, "ln_f", BT, C, 0, 0, 0);
+      break;
+    case SIM_BLOCK_RECOMPUTE:
+      /* engine/model/gpt_recompute.c: the GELU from its saved input, or the block's forward up
+       * to its GELU from the kept input */
+      if (s->recompute == GPT_RECOMPUTE_GELU) OP(SIM_K_GELU_FWD, "gelu", BT, 4 * CL, C, 0, 0);
+      if (s->recompute == GPT_RECOMPUTE_BLOCK) n += block_ops_to_gelu(s, 1, ops + n);
       break;
     case SIM_BLOCK_BWD:
       if (cpu) OP(SIM_K_ZERO, "dfch_gelu", BT, 4 * CL, 0, 0, 0);
@@ -192,9 +211,9 @@ int sim_phase_ops(const sim_shape *s, sim_phase phase, sim_op *ops) {
     case SIM_EMBED_BWD: OP(SIM_K_EMBED_BWD, "embedding", BT, C, 0, 0, 0); break;
     default: break;
   }
-#undef OP
   return n;
 }
+#undef OP
 
 double sim_op_time(const sim_hardware *hw, const sim_op *op, double peak) {
   double compute = op->flops / peak, memory = op->bytes / hw->mem_bw;

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "engine/model/gpt_config.h"
+#include "engine/model/gpt_recompute.h"
 #include "engine/plan/sim_hw.h"
 
 typedef enum sim_kind {
@@ -24,7 +25,7 @@ typedef enum sim_kind {
   SIM_K_MATMUL_BWD, /* dinp[m, k] += dout @ w^T, dw[k, n] += inp^T @ dout (+ bias sums) */
   SIM_K_HEAD_FWD,   /* logits[m, n = padded vocab] = inp[m, k = C] @ wte^T */
   SIM_K_HEAD_BWD,
-  SIM_K_LN_FWD, /* m rows of n channels */
+  SIM_K_LN_FWD, /* m rows of n channels; d = 1: without the residual add (fused kernels) */
   SIM_K_LN_BWD,
   SIM_K_GELU_FWD, /* m x n elements (k: the fan-in of the layer that produced them) */
   SIM_K_GELU_BWD,
@@ -58,6 +59,7 @@ typedef enum sim_phase {
   SIM_BLOCK_FWD,
   SIM_FINAL_FWD, /* final LayerNorm, LM head, loss */
   SIM_FINAL_BWD,
+  SIM_BLOCK_RECOMPUTE, /* what activation recompute computes again before a block's backward */
   SIM_BLOCK_BWD,
   SIM_EMBED_BWD,
   SIM_PHASE_COUNT
@@ -69,6 +71,7 @@ typedef struct sim_shape {
   int tp;
   int act_bytes; /* bytes per activation element: 4 on the CPU, the param dtype's when fused */
   sim_kernels kernels;
+  gpt_recompute recompute; /* SIM_BLOCK_RECOMPUTE's ops ({0}: none) */
 } sim_shape;
 
 enum { SIM_MAX_PHASE_OPS = 32 };

@@ -58,9 +58,9 @@ st_status sim_cluster_resolve(const sim_cluster_flags *c, sim_hardware *out) {
 }
 
 void sim_device_fields(const sim_hardware *hw, plan_input *in) {
-  in->device_is_host = hw->kernels == SIM_KERNELS_CPU;
-  in->compute_copies =
-      in->device_is_host && (in->precision.param != ST_FP32 || in->precision.reduce != ST_FP32);
+  in->device = hw->kernels == SIM_KERNELS_CPU ? ST_DEVICE_CPU : ST_DEVICE_CUDA;
+  in->device_is_host = in->device == ST_DEVICE_CPU;
+  in->compute_copies = plan_compute_copies(in->device, in->precision);
 }
 
 st_status sim_memory(const sim_hardware *hw, const plan_input *in, memory_plan *mp) {
@@ -73,10 +73,11 @@ void sim_train_flags(const plan_input *in, char *out, size_t size) {
   snprintf(out, size,
            "--zero %d --dp-replicate %d --dp-shard %d --tp %d --micro-batch %d --grad-accum %d "
            "--prefetch %d --reshard-after-forward=%s --param-dtype %s --reduce-dtype %s "
-           "--offload %s",
+           "--offload %s --recompute %s",
            in->stage, in->R, in->S, in->T, in->micro_batch, in->grad_accum, in->prefetch,
            in->reshard_after_forward ? "true" : "false", dtype_name(in->precision.param),
-           dtype_name(in->precision.reduce), in->offload_optimizer ? "optimizer" : "none");
+           dtype_name(in->precision.reduce), in->offload_optimizer ? "optimizer" : "none",
+           gpt_recompute_name(in->recompute));
 }
 
 static double gib(double bytes) { return bytes / 1073741824.0; }
@@ -125,7 +126,7 @@ void sim_print(FILE *out, const sim_hardware *hw, const sim_result *r, const mem
 void sim_csv_header(FILE *out) {
   fprintf(out,
           "label,model,hardware,gpus,gpus_per_node,R,S,T,zero,micro_batch,seq_len,grad_accum,"
-          "prefetch,reshard,param_dtype,reduce_dtype,offload,step_s,compute_s,exposed_s,"
+          "prefetch,reshard,param_dtype,reduce_dtype,offload,recompute,step_s,compute_s,exposed_s,"
           "optimizer_s");
   for (int k = 0; k < SIM_COMM_COUNT; k++) {
     fprintf(out, ",comm_%s_s", sim_comm_kind_name((sim_comm_kind)k));
@@ -135,12 +136,12 @@ void sim_csv_header(FILE *out) {
 
 void sim_csv_row(FILE *out, const char *label, const char *model, const sim_hardware *hw,
                  const plan_input *in, const sim_result *r, double mem_total) {
-  fprintf(out, "%s,%s,%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%s,%s,%s,%.9g,%.9g,%.9g,%.9g", label,
+  fprintf(out, "%s,%s,%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%s,%s,%s,%s,%.9g,%.9g,%.9g,%.9g", label,
           model, hw->name, r->world, hw->gpus_per_node, in->R, in->S, in->T, in->stage,
           in->micro_batch, in->seq_len, in->grad_accum, in->prefetch, in->reshard_after_forward,
           dtype_name(in->precision.param), dtype_name(in->precision.reduce),
-          in->offload_optimizer ? "optimizer" : "none", r->step_s, r->compute_s, r->exposed_s,
-          r->optimizer_s);
+          in->offload_optimizer ? "optimizer" : "none", gpt_recompute_name(in->recompute),
+          r->step_s, r->compute_s, r->exposed_s, r->optimizer_s);
   for (int k = 0; k < SIM_COMM_COUNT; k++) fprintf(out, ",%.9g", r->comm_s[k]);
   fprintf(out, ",%.9g,%.9g,%.9g,%.6g\n", r->tokens_per_s, r->tokens_per_s_per_gpu, r->mfu,
           gib(mem_total));

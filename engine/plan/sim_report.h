@@ -32,8 +32,10 @@ st_status sim_model_resolve(const sim_model_flags *m, int tp, gpt_config *out);
 /* The hardware of --gpu or --hardware (exactly one), with --gpus-per-node applied. */
 st_status sim_cluster_resolve(const sim_cluster_flags *c, sim_hardware *out);
 
-/* Sets what the hardware decides in a plan input: whether the device keeps fp32 compute copies
- * of low-precision buffers and whether its memory is host RAM (both: the CPU's kernels). */
+/* Sets what the hardware decides in a plan input: the kind of device whose kernels the step
+ * runs (the CPU's, or CUDA's for fused hardware: they size the activations, the attention
+ * state and the kernels' workspace), whether it keeps fp32 compute copies of buffers in dtypes
+ * its kernels do not compute in, and whether its memory is host RAM (the CPU). */
 void sim_device_fields(const sim_hardware *hw, plan_input *in);
 
 /* The planner's memory for `in` (sim_device_fields applied; mp->total: all of it, host memory

@@ -83,6 +83,9 @@ st_status sim_costs_of(const sim_hardware *hw, const plan_input *in, sim_costs *
 #define AR(n, bytes, l) (stretch * sim_all_reduce(n, (bytes) / eff[SIM_ALL_REDUCE], l))
   const int pb = (int)dtype_size(in->precision.param), gb = (int)dtype_size(in->precision.reduce);
   const int cpu = hw->kernels == SIM_KERNELS_CPU;
+  /* fp16 trains with loss scaling (train_options_loss_scaler): a finite check over the owned
+   * gradients beside their sum of squares, and the overflow flag beside the norm. */
+  const int scaling = in->precision.param == ST_FP16 || in->precision.reduce == ST_FP16;
   /* Where device memory is host RAM (the CPU) the offloaded optimizer does exactly the resident
    * one's work; elsewhere it crosses the host link. */
   const int offload_staged = in->offload_optimizer && !cpu;
@@ -97,7 +100,8 @@ st_status sim_costs_of(const sim_hardware *hw, const plan_input *in, sim_costs *
                        .T = in->seq_len,
                        .tp = in->T,
                        .act_bytes = cpu ? 4 : pb,
-                       .kernels = hw->kernels};
+                       .kernels = hw->kernels,
+                       .recompute = in->recompute};
   const double peak = sim_hw_peak(hw, pb);
   const sim_phase phases[2][3] = {{SIM_EMBED_FWD, SIM_BLOCK_FWD, SIM_FINAL_FWD},
                                   {SIM_EMBED_BWD, SIM_BLOCK_BWD, SIM_FINAL_BWD}};
@@ -105,6 +109,7 @@ st_status sim_costs_of(const sim_hardware *hw, const plan_input *in, sim_costs *
     c->fwd[k] = sim_phase_time(hw, &s, phases[0][k], peak, c->fwd_class[k]);
     c->bwd[k] = sim_phase_time(hw, &s, phases[1][k], peak, c->bwd_class[k]);
   }
+  c->recompute = sim_phase_time(hw, &s, SIM_BLOCK_RECOMPUTE, peak, c->recompute_class);
   /* The tp sums are over B x T x C activations in the compute dtype (fp32 on the CPU). */
   c->tp_all_reduce =
       AR(in->T, (double)in->micro_batch * in->seq_len * in->cfg.n_embd * s.act_bytes, tp);
@@ -120,14 +125,17 @@ st_status sim_costs_of(const sim_hardware *hw, const plan_input *in, sim_costs *
     c->cast_params[k] = sim_bytes_time(hw, SIM_CAST, n * (pb + 4));
     c->cast_grads[k] = sim_bytes_time(hw, SIM_CAST, n * (gb + 4));
     sim_op op = sim_op_make(&flat, SIM_K_SUMSQ, "sumsq", shard[k], gb, 0, 0, 0);
-    c->sumsq[k] = sim_op_time(hw, &op, hw->peak_flops_fp32);
+    c->sumsq[k] = (scaling ? 2 : 1) * sim_op_time(hw, &op, hw->peak_flops_fp32);
     const int64_t owned = pol.shard_optimizer ? shard[k] : numel[k];
     op = sim_op_make(&flat, SIM_K_ADAMW, "adamw", owned, gb, pb, 0, 0);
     c->adamw[k] = sim_op_time(hw, &op, hw->peak_flops_fp32);
     if (offload_staged) c->adamw[k] = offloaded_adamw_time(hw, (double)owned, gb, pb);
   }
-  /* The norm's sums over the shard and tp groups, the loss's mean over the dp group. */
-  c->scalars = AR(in->S, 4, sh) + AR(in->T, 4, tp) + AR(in->R * in->S, 4, dp);
+  /* The norm's sums over the shard and tp groups (with loss scaling the overflow flag beside
+   * it, then its maximum over the replicate group), the loss's mean over the dp group. */
+  const double norm_bytes = scaling ? 8 : 4;
+  c->scalars = AR(in->S, norm_bytes, sh) + AR(in->T, norm_bytes, tp) + AR(in->R * in->S, 4, dp) +
+               (scaling ? AR(in->R, 4, repl) : 0);
 #undef AG
 #undef RS
 #undef AR
@@ -275,6 +283,10 @@ static void micro_batch(replay *p, int reduce) {
   for (int b = last - 1; b >= 1; b--) {
     acquire(p, b, -1);
     grads_begin(p, b);
+    if (b < last - 1) { /* the last block's activations are still in place */
+      compute_phase(p, c->recompute, c->recompute_class);
+      if (p->in->recompute == GPT_RECOMPUTE_BLOCK) blocking(p, SIM_COMM_TP, c->tp_all_reduce);
+    }
     compute_phase(p, c->bwd[1], c->bwd_class[1]);
     blocking(p, SIM_COMM_TP, 2 * c->tp_all_reduce);
     finish(p, b, reduce);

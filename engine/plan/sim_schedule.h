@@ -10,7 +10,9 @@
  * the last micro-batch: the embedding's reduction, the gradient norm (a sum of squares and two
  * scalar all-reduces), the loss mean, AdamW on the owned shard of each unit and, at stages 1-2,
  * the blocking all-gather of its updated parameters. Tensor-parallel all-reduces (two per
- * block forward, two backward) block the compute stream.
+ * block forward, two backward) block the compute stream. With activation recompute, every
+ * block's backward but the last block's starts with the recompute (engine/model/
+ * gpt_recompute.c), whose block forward repeats one tensor-parallel all-reduce.
  *
  * A non-blocking collective (stage 3's gathers, the reduce-scatters) is queued at the time it is
  * issued; collectives run one at a time in issue order. With hardware overlap, one runs while
@@ -60,15 +62,17 @@ st_status sim_step(const sim_hardware *hw, const plan_input *in, sim_result *out
 typedef struct sim_costs {
   double fwd[3], bwd[3];                                               /* a unit's compute */
   double fwd_class[3][SIM_CLASS_COUNT], bwd_class[3][SIM_CLASS_COUNT]; /* the same per class */
-  double tp_all_reduce;                              /* one, of B x T x C activations */
-  double gather[3], reduce_scatter[3], replicate[3]; /* per unit */
-  double grad_gather[3], publish[3];                 /* stage 0, stages 1-2 */
-  double fill[3];                                    /* zeroing a unit's gradients */
-  double cast_params[3], cast_grads[3];              /* one compute copy (CPU, bf16) */
-  double sumsq[3], adamw[3];                         /* on the owned shard */
-  double scalars;                                    /* norm and loss all-reduces */
-  double slowdown;                                   /* compute stretch, >= 1 */
-  int overlap;                                       /* hardware overlap (sim_hw.h) */
+  double recompute, recompute_class[SIM_CLASS_COUNT]; /* a block's, before its backward */
+  double tp_all_reduce;                               /* one, of B x T x C activations */
+  double gather[3], reduce_scatter[3], replicate[3];  /* per unit */
+  double grad_gather[3], publish[3];                  /* stage 0, stages 1-2 */
+  double fill[3];                                     /* zeroing a unit's gradients */
+  double cast_params[3], cast_grads[3];               /* one compute copy (CPU, bf16) */
+  double sumsq[3], adamw[3];                          /* on the owned shard; sumsq with fp16
+                                                         includes loss scaling's finite check */
+  double scalars;                                     /* norm and loss all-reduces */
+  double slowdown;                                    /* compute stretch, >= 1 */
+  int overlap;                                        /* hardware overlap (sim_hw.h) */
 } sim_costs;
 
 /* The costs of `in` on `hw` (collectives placed on the mesh's groups). */

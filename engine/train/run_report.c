@@ -108,6 +108,10 @@ static void print_run(FILE *out, const train_options *o, const gpt_config *cfg,
   } else if (scaler.mode == LOSS_SCALER_FIXED) {
     fprintf(out, ", loss scale fixed at %g", scaler.state.scale);
   }
+  gpt_recompute recompute = GPT_RECOMPUTE_NONE;
+  (void)train_options_recompute(o, &recompute); /* checked by train_options_resolve too */
+  if (recompute != GPT_RECOMPUTE_NONE)
+    fprintf(out, ", recompute %s", gpt_recompute_name(recompute));
   fputc('\n', out);
   fprintf(
       out,

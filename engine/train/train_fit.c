@@ -80,6 +80,7 @@ st_status train_fit_plan_input(const train_options *o, const gpt_config *cfg, co
                      .compute_copies = !kernel_kind_computes_in(dev->backend->kind, ST_BF16),
                      .device_is_host = dev->backend->device_memory_is_host};
   ST_CHECK(train_options_precision(o, &in->precision));
+  ST_CHECK(train_options_recompute(o, &in->recompute));
   return train_options_offload(o, &in->offload_optimizer);
 }
 

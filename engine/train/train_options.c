@@ -36,6 +36,7 @@ void train_options_defaults(train_options *o) {
                        .param_dtype = "fp32",
                        .reduce_dtype = "fp32",
                        .offload = "none",
+                       .recompute = "none",
                        .loss_scale = NULL,
                        .loss_scale_window = LOSS_SCALER_DEFAULT_WINDOW,
                        .peak_tflops = 0,
@@ -102,6 +103,9 @@ int train_options_flags(train_options *o, cli_flag f[TRAIN_MAX_FLAGS]) {
        "continue from this checkpoint step directory (any mesh, stage and param dtype)"},
       {"offload", FLAG_STRING, &o->offload,
        "optimizer: fp32 master, Adam m and v in host memory, AdamW on the host; or none"},
+      {"recompute", FLAG_STRING, &o->recompute,
+       "activations recomputed in the backward to save memory: none, gelu (the MLP's GELU "
+       "output) or block (all but each block's output)"},
       {"no-fit-check", FLAG_BOOL, &o->no_fit_check,
        "start even when the planner predicts that the run does not fit the device's memory"},
       {"peak-tflops", FLAG_DOUBLE, &o->peak_tflops,
@@ -242,6 +246,16 @@ st_status train_options_offload(const train_options *o, int *optimizer) {
   return ST_OK;
 }
 
+st_status train_options_recompute(const train_options *o, gpt_recompute *out) {
+  const int mode = gpt_recompute_parse(o->recompute);
+  if (mode < 0) {
+    return st_error(ST_ERR_INVALID_ARG, "--recompute '%s' is not none, gelu or block",
+                    o->recompute ? o->recompute : "");
+  }
+  *out = (gpt_recompute)mode;
+  return ST_OK;
+}
+
 st_status train_options_resolve(const train_options *o, int dp_size, gpt_config *cfg,
                                 train_hparams *h) {
   ST_CHECK(resolve_config(o, cfg));
@@ -263,6 +277,8 @@ st_status train_options_resolve(const train_options *o, int dp_size, gpt_config 
   ST_CHECK(train_options_precision(o, &precision));
   int offload = 0;
   ST_CHECK(train_options_offload(o, &offload));
+  gpt_recompute recompute;
+  ST_CHECK(train_options_recompute(o, &recompute));
   loss_scaler scaler;
   ST_CHECK(train_options_loss_scaler(o, precision, &scaler));
 

@@ -6,6 +6,7 @@
 
 #include "engine/flags/cli_flags.h"
 #include "engine/model/gpt_config.h"
+#include "engine/model/gpt_recompute.h"
 #include "engine/train/train_step.h"
 
 /* Micro-batches per step at most (their tokens are held at once). */
@@ -32,6 +33,7 @@ typedef struct train_options {
   int ckpt_every, keep, resume;
   int stop_at;            /* 0: --steps */
   const char *offload;    /* "none" or "optimizer" */
+  const char *recompute;  /* "none", "gelu" or "block" (engine/model/gpt_recompute.h) */
   int no_fit_check;       /* skip the start-up memory check (engine/train/train_fit.h) */
   const char *loss_scale; /* fp16: "dynamic" or a fixed positive number; NULL: dynamic */
   int loss_scale_window;  /* clean steps that double a dynamic loss scale */
@@ -71,5 +73,8 @@ st_status train_options_loss_scaler(const train_options *o, unit_precision preci
 
 /* *optimizer = 1 for --offload optimizer, 0 for none; anything else is ST_ERR_INVALID_ARG. */
 st_status train_options_offload(const train_options *o, int *optimizer);
+
+/* The mode of --recompute; a name that is not none, gelu or block is ST_ERR_INVALID_ARG. */
+st_status train_options_recompute(const train_options *o, gpt_recompute *out);
 
 #endif /* ST_ENGINE_TRAIN_TRAIN_OPTIONS_H */

@@ -125,6 +125,11 @@ static void head_backward(const attention_dims *d, int b, int h, float *dqkv, co
               1.0f, dk, ld_qkv);
 }
 
+/* One head's dscores at a time. */
+uint64_t kernel_cpu_attention_scratch_bytes(int64_t seq) {
+  return (uint64_t)seq * (uint64_t)seq * sizeof(float);
+}
+
 st_status kernel_cpu_attention_backward(void *ctx, const st_tensor *dqkv, const st_tensor *dout,
                                         const st_tensor *qkv, const st_tensor *out,
                                         const st_tensor *probs, int64_t n_head,
@@ -134,7 +139,7 @@ st_status kernel_cpu_attention_backward(void *ctx, const st_tensor *dqkv, const 
   (void)stream;
   attention_dims d = dims_of(qkv, n_head);
   float *scratch = NULL;
-  ST_CHECK(mem_alloc((void **)&scratch, (size_t)d.seq * d.seq * sizeof *scratch, MEM_HOST,
+  ST_CHECK(mem_alloc((void **)&scratch, (size_t)kernel_cpu_attention_scratch_bytes(d.seq), MEM_HOST,
                      MEM_WORKSPACE, NULL));
   for (int b = 0; b < d.batch; b++) {
     for (int h = 0; h < d.heads; h++) {

@@ -27,6 +27,7 @@ const kernel_ops kernel_ops_cpu = {
     .gelu_forward = kernel_cpu_gelu_forward,
     .gelu_backward = kernel_cpu_gelu_backward,
     .attention_state_numel = kernel_cpu_attention_state_numel,
+    .attention_scratch_bytes = kernel_cpu_attention_scratch_bytes,
     .attention_forward = kernel_cpu_attention_forward,
     .attention_backward = kernel_cpu_attention_backward,
     .attention_cached_forward = kernel_cpu_attention_cached_forward,

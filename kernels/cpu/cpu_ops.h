@@ -47,6 +47,7 @@ st_status kernel_cpu_gelu_backward(void *ctx, const st_tensor *dinp, const st_te
                                    const st_tensor *inp, const st_stream *stream);
 
 int64_t kernel_cpu_attention_state_numel(int64_t batch, int64_t n_head, int64_t seq);
+uint64_t kernel_cpu_attention_scratch_bytes(int64_t seq);
 st_status kernel_cpu_attention_forward(void *ctx, const st_tensor *out, const st_tensor *probs,
                                        const st_tensor *qkv, int64_t n_head,
                                        const st_stream *stream);

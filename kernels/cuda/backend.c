@@ -5,20 +5,14 @@
 #include "kernels/backend_ops.h"
 #include "kernels/cuda/cuda_ops.h"
 
-/* Compute ops run on fp32 and bf16 (fp32 accumulation inside); the whole-buffer ops that loss
- * scaling and the optimizer use also take fp16; the loss sum is fp32 (kernels.h). The kernels
- * are built for sm_90 only, and cuda_context_create refuses an older GPU, so bf16 (sm_80+) is
- * always available once a backend exists. */
+/* Every op runs on fp32, bf16 and fp16 (fp32 accumulation inside; the kernels are templated on
+ * the element type, common.cuh, and matmuls are cuBLASLt's CUDA_R_16BF / CUDA_R_16F with
+ * CUBLAS_COMPUTE_32F); the loss sum is fp32 (kernels.h). The kernels are built for sm_90 only,
+ * and cuda_context_create refuses an older GPU, so bf16 (sm_80+) is always available once a
+ * backend exists. */
 static int cuda_supports(kernel_op op, st_dtype dtype) {
-  switch (op) {
-    case KERNEL_OP_CAST:
-    case KERNEL_OP_ADAMW:
-    case KERNEL_OP_SUM_SQUARES:
-    case KERNEL_OP_SCALE:
-    case KERNEL_OP_FINITE_CHECK: return dtype == ST_FP32 || dtype == ST_BF16 || dtype == ST_FP16;
-    case KERNEL_OP_SUM: return dtype == ST_FP32;
-    default: return dtype == ST_FP32 || dtype == ST_BF16;
-  }
+  if (op == KERNEL_OP_SUM) return dtype == ST_FP32;
+  return dtype == ST_FP32 || dtype == ST_BF16 || dtype == ST_FP16;
 }
 
 const kernel_ops kernel_ops_cuda = {
@@ -26,6 +20,7 @@ const kernel_ops kernel_ops_cuda = {
     .device = ST_DEVICE_CUDA,
     .context_create = cuda_context_create,
     .context_destroy = cuda_context_destroy,
+    .context_bytes = cuda_context_bytes,
     .supports = cuda_supports,
     .matmul_forward = cuda_matmul_forward,
     .matmul_backward = cuda_matmul_backward,

@@ -29,6 +29,9 @@ size_t workspace_bytes() {
          round_up((size_t)CUDA_SEGMENT_CAPACITY * kSegmentBytes) + round_up(CUDA_SORT_BYTES);
 }
 
+// The host staging of a long AdamW segment list.
+size_t segments_host_bytes() { return (size_t)CUDA_SEGMENT_CAPACITY * kSegmentBytes; }
+
 void plan_release(cuda_matmul_plan *p) {
   if (p->c) cublasLtMatrixLayoutDestroy(p->c);
   if (p->b) cublasLtMatrixLayoutDestroy(p->b);
@@ -208,6 +211,11 @@ extern "C" st_status cuda_matmul_plan_get(cuda_context *cx, const cuda_matmul_ke
   return ST_OK;
 }
 
+extern "C" uint64_t cuda_context_bytes(mem_kind where) {
+  if (where == MEM_DEVICE) return workspace_bytes();
+  return where == MEM_HOST ? segments_host_bytes() : 0;
+}
+
 extern "C" void cuda_context_destroy(void *ctx) {
   cuda_context *cx = static_cast<cuda_context *>(ctx);
   if (!cx) return;
@@ -238,11 +246,12 @@ extern "C" st_status cuda_context_create(const st_device *dev, void **ctx) {
   cx->sm_count = sms;
   cx->flash_attention = strcmp(env_get_string(ENV_CUDA_ATTENTION), "flash") == 0;
   st_status status = ST_OK;
-  ST_CHECK_GOTO(mem_alloc(&cx->workspace, workspace_bytes(), MEM_DEVICE, MEM_WORKSPACE, dev),
-                status, fail);
-  ST_CHECK_GOTO(mem_alloc(&cx->segments_host, (size_t)CUDA_SEGMENT_CAPACITY * kSegmentBytes,
-                          MEM_HOST, MEM_WORKSPACE, NULL),
-                status, fail);
+  ST_CHECK_GOTO(
+      mem_alloc(&cx->workspace, cuda_context_bytes(MEM_DEVICE), MEM_DEVICE, MEM_WORKSPACE, dev),
+      status, fail);
+  ST_CHECK_GOTO(
+      mem_alloc(&cx->segments_host, cuda_context_bytes(MEM_HOST), MEM_HOST, MEM_WORKSPACE, NULL),
+      status, fail);
   {
     char *at = static_cast<char *>(cx->workspace);
     cx->lt_workspace = at;

@@ -25,9 +25,10 @@
 extern "C" {
 #endif
 
-/* Sizes of the workspace regions: about 45 MiB of device memory per backend in all, counted in
- * the allocator's workspace category. The sort region holds about 20 bytes per token: some
- * 400k tokens per embedding backward call. */
+/* Sizes of the workspace regions: 45 MiB of device memory per backend in all, plus 1 MiB of host
+ * staging for AdamW segments, counted in the allocator's workspace category (cuda_context_bytes,
+ * which the memory planner reads through kernel_kind_workspace_bytes). The sort region holds
+ * about 20 bytes per token: some 400k tokens per embedding backward call. */
 #define CUDA_LT_WORKSPACE_BYTES ((size_t)32 << 20) /* cuBLASLt's scratch (split-K, epilogues) */
 #define CUDA_REDUCE_PARTIALS 1024                  /* doubles: block partials of sums */
 #define CUDA_COLSUM_FLOATS ((size_t)1 << 20)       /* column-sum partials (bias, LayerNorm) */

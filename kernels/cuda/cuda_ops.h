@@ -15,6 +15,8 @@ extern "C" {
 
 st_status cuda_context_create(const st_device *dev, void **ctx);
 void cuda_context_destroy(void *ctx);
+/* What cuda_context_create allocates in `where` memory (context.h's workspace and staging). */
+uint64_t cuda_context_bytes(mem_kind where);
 
 /* matmul.cu */
 st_status cuda_matmul_forward(void *ctx, const st_tensor *out, const st_tensor *pre_gelu,

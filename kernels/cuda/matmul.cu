@@ -15,13 +15,14 @@
 // layer had the GELU epilogue (the backward receives dout ready-made, so cuBLASLt's DGELU
 // epilogue, which applies to a product's result, has no product to attach to).
 //
-// The GELU epilogue (GELU_AUX_BIAS) serves bf16 when the width is a multiple of 8; fp32 and other
-// widths run the matmul with the bias epilogue into pre_gelu and then elementwise.cu's GELU.
+// The GELU epilogue (GELU_AUX_BIAS) serves bf16 and fp16 when the width is a multiple of 8; fp32
+// and other widths run the matmul with the bias epilogue into pre_gelu and then elementwise.cu's
+// GELU.
 //
-// fp32 computes in fp32 (CUBLAS_COMPUTE_32F, never TF32); bf16 reads and writes bf16 and
-// accumulates in fp32. Determinism: one cached algorithm per shape, and split-K (preferably
-// reduced in fp32, context.cu) only through cuBLASLt's reduction schemes, which are ordered
-// (no atomics), so the same call gives the same bits.
+// fp32 computes in fp32 (CUBLAS_COMPUTE_32F, never TF32); bf16 and fp16 read and write their
+// dtype (CUDA_R_16BF, CUDA_R_16F) and accumulate in fp32. Determinism: one cached algorithm per
+// shape, and split-K (preferably reduced in fp32, context.cu) only through cuBLASLt's reduction
+// schemes, which are ordered (no atomics), so the same call gives the same bits.
 #include <string.h>
 
 #include "kernels/cuda/common.cuh"

@@ -18,6 +18,7 @@ typedef struct pair_tol {
 
 static pair_tol tolerance(st_dtype dtype) {
   if (dtype == ST_FP32) return (pair_tol){1e-5, 1e-4};
+  if (dtype == ST_FP16) return (pair_tol){4e-3, 4e-3};
   return (pair_tol){1e-2, 1e-2};
 }
 

@@ -1,14 +1,14 @@
 /* ops_vocab_test.c - every op of the kernel vocabulary on the CUDA backend, against the CPU
- * backend (or float64 loops where the CPU backend lacks the op), in fp32 and bf16, forward and
- * backward, on odd shapes: B=3, T=37, C=80, NH=5 (head size 16), V=251 padded to 256; attention
- * also at head size 64 over 150 rows (B=2, C=128, NH=2), and once more with
- * ST_CUDA_ATTENTION=flash (the tiled kernels: 16-bit P and dS, within the bf16 tolerance).
+ * backend (or float64 loops where the CPU backend lacks the op), in fp32, bf16 and fp16, forward
+ * and backward, on odd shapes: B=3, T=37, C=80, NH=5 (head size 16), V=251 padded to 256;
+ * attention also at head size 64 over 150 rows (B=2, C=128, NH=2), and once more with
+ * ST_CUDA_ATTENTION=flash (the tiled kernels: 16-bit P and dS, within the 16-bit tolerances).
  *
  * The test walks kernel_op 0..KERNEL_OP_COUNT and FAILS if an op has no case here (checked
  * even without a GPU), then, with a GPU, runs each case for every dtype CUDA supports for the
  * op. Inputs are random and non-zero, gradients start non-zero (backward ops accumulate);
- * bf16 inputs are rounded to bf16 first and the CPU computes in fp32 on the rounded values, so
- * the comparison measures the CUDA kernels' own rounding only.
+ * 16-bit inputs are rounded to their dtype first and the CPU computes in fp32 on the rounded
+ * values, so the comparison measures the CUDA kernels' own rounding only.
  *
  * Tolerances (ops_pair.c), a value passing when |got - want| <= abs * max|want| + rel * |want|
  * over the compared array:
@@ -18,6 +18,8 @@
  *                                            OpenBLAS (~1e-6); a wrong formula is off by 1e-2+
  *   bf16         1e-2                1e-2    outputs rounded to bf16 (2^-9 relative), plus bf16
  *                                            intermediates (attention's out, dGELU's dpre)
+ *   fp16         4e-3                4e-3    the same with fp16's 2^-11: 4x finer than bf16, the
+ *                                            bound 2.5x tighter (not yet run on a GPU)
  *   scalars      -                   2e-6    sums of squares / sums accumulated in double and
  *                                            rounded once into fp32 (against float64)
  *   exact        0                   0       casts, scale, residual in fp32 and the finite flag

@@ -4,7 +4,12 @@
 #     CPU's from the same seed (the same initial weights: they are drawn on the host);
 #   - bf16 and fp16 (dynamic loss scaling) on the GPU: the loss after 50 steps within 1% of the
 #     GPU's fp32 run, and different from it somewhere beyond 3e-5 (a run whose dtype flag was
-#     ignored fails); fp16 reports its loss scale in every metrics line.
+#     ignored fails); fp16 reports its loss scale in every metrics line;
+#   - activation recompute on the GPU: in fp32, --recompute gelu and block give the losses and
+#     grad norms of --recompute none bit for bit (the fp32 GELU is one kernel in the forward and
+#     the recompute alike); in bf16 the loss after 50 steps within 1e-3 of none's (the forward's
+#     GELU epilogue computes from the fp32 product, the recompute from the stored bf16
+#     pre-activation), and the test prints whether bf16 stayed bitwise.
 # Prints SKIP and passes where no GPU is usable (no nvidia-smi, or `--device cuda` refused).
 #   train_gpu_test.sh SHARDTRAIN PREPARE_BYTES MPIRUN_SH
 set -uo pipefail
@@ -28,6 +33,10 @@ long=(--steps 50 --micro-batch 12 --device cuda)
 run gpu_fp32_50 1 "${long[@]}"
 run gpu_bf16_50 1 "${long[@]}" --param-dtype bf16 --reduce-dtype bf16
 run gpu_fp16_50 1 "${long[@]}" --param-dtype fp16 --reduce-dtype fp16
+for mode in gelu block; do
+  run "gpu_fp32_$mode" 1 --device cuda --micro-batch 12 --recompute "$mode"
+  run "gpu_bf16_50_$mode" 1 "${long[@]}" --param-dtype bf16 --reduce-dtype bf16 --recompute "$mode"
+done
 
 PYTHONPATH="$(dirname "$0")/../train" python3 - "$work" <<'PY'
 import sys
@@ -58,6 +67,16 @@ for name in ("gpu_bf16_50", "gpu_fp16_50"):
         fail.append(f"{name}: final loss {final:.2e} away from fp32 (bound 1e-2)")
     if apart < 3e-5:
         fail.append(f"{name}: never differs from fp32 beyond 3e-5: was the dtype used?")
+for mode in ("gelu", "block"):
+    got = [(r["loss"], r["grad_norm"]) for r in metrics(work, f"gpu_fp32_{mode}")]
+    if got != [(r["loss"], r["grad_norm"]) for r in gpu]:
+        fail.append(f"fp32 --recompute {mode}: losses or grad norms differ from none's")
+    rows, base = metrics(work, f"gpu_bf16_50_{mode}"), metrics(work, "gpu_bf16_50")
+    final = abs(rows[-1]["loss"] - base[-1]["loss"]) / base[-1]["loss"]
+    same = [r["loss"] for r in rows] == [r["loss"] for r in base]
+    print(f"bf16 --recompute {mode}: final loss {final:.2e} from none's; bitwise: {same}")
+    if final > 1e-3:
+        fail.append(f"bf16 --recompute {mode}: final loss {final:.2e} away from none's (bound 1e-3)")
 if not all("loss_scale" in r for r in metrics(work, "gpu_fp16_50")):
     fail.append("gpu_fp16_50: a metrics line lacks loss_scale")
 for f in fail: print("FAIL:", f)

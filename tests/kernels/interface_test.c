@@ -74,6 +74,18 @@ static void check_lookup(void) {
     CHECK(!kernel_kind_supports(ST_DEVICE_CUDA, KERNEL_OP_CAST, ST_BF16));
     CHECK(!kernel_kind_computes_in(ST_DEVICE_CUDA, ST_FP32));
     CHECK(kernel_kind_attention_state_numel(ST_DEVICE_CUDA, B, NH, T) == 0);
+    CHECK(kernel_kind_workspace_bytes(ST_DEVICE_CUDA, MEM_DEVICE) == 0);
+  } else {
+    /* The CUDA kernels compute in every dtype, fp16 included (fp32 accumulation inside); only
+     * the loss sum is fp32 alone. Its state is one fp32 statistic per attention row. */
+    for (int op = 0; op < KERNEL_OP_COUNT; op++) {
+      const int fp16 = kernel_kind_supports(ST_DEVICE_CUDA, (kernel_op)op, ST_FP16);
+      CHECK_MSG(fp16 == (op != KERNEL_OP_SUM), "CUDA %s on fp16: %d", kernel_op_name((kernel_op)op),
+                fp16);
+    }
+    CHECK(kernel_kind_computes_in(ST_DEVICE_CUDA, ST_FP16));
+    CHECK(kernel_kind_computes_in(ST_DEVICE_CUDA, ST_BF16));
+    CHECK(kernel_kind_attention_state_numel(ST_DEVICE_CUDA, B, NH, T) == (int64_t)B * NH * T);
   }
 }
 

@@ -1,8 +1,8 @@
 /* buffer_pool_test.c - the pool of transient buffers on the logging fake device: a buffer handed
  * back is reused only by a stream that first waits for its last readers' events, only for the
- * same size and category; the allocator's categories count what the pool keeps; idle buffers
- * are freed (at once where the readers are done, as on the CPU); a failed allocation is
- * ST_ERR_OOM with nothing leaked. */
+ * same size and category; the allocator's categories count what the pool keeps, until it is
+ * destroyed; per size, it holds as many buffers as were ever in use at once (also on the CPU,
+ * where readers are done at once); a failed allocation is ST_ERR_OOM with nothing leaked. */
 #include "sharding/buffer_pool.h"
 
 #include "core/alloc.h"
@@ -44,14 +44,11 @@ static void test_reuse_after_events(void) {
   const int on_r = fake_log_find(0, FAKE_RECORD, fake_stream_id(&reduce), 0, NULL);
   CHECK(on_c >= 0 && on_r >= 0);
 
-  /* Another size or category is not this buffer. */
+  /* Another category is not this buffer (another size: test_kept_per_size). */
+  const uint64_t grads = current(MEM_GRADS);
   CHECK_OK(buffer_pool_get(&pool, 4096, MEM_GRADS, &gather, &other));
   CHECK(other != a);
-  CHECK_EQ_INT(current(MEM_GRADS), 4096);
-  mem_free(other);
-  CHECK_OK(buffer_pool_get(&pool, 2048, MEM_GATHERED, &gather, &other));
-  CHECK(other != a);
-  mem_free(other);
+  CHECK_EQ_INT(current(MEM_GRADS) - grads, 4096);
   CHECK_EQ_INT(fake_log_find(0, FAKE_WAIT, fake_stream_id(&gather), 0, NULL), -1);
 
   /* The same size and category: the same buffer, after G waits for both readers' events. */
@@ -65,46 +62,60 @@ static void test_reuse_after_events(void) {
     CHECK(fake_log_find(on_r, FAKE_WAIT, g, fake_log_at(on_r)->event, NULL) > on_r);
   }
 
-  /* Handed back again: trimming frees it only once its reader is done. */
+  /* Handed back again, done or not, both are kept (and counted) until the pool is destroyed. */
   const st_stream *g_reader[1] = {&gather};
   buffer_pool_put(&pool, b, 4096, MEM_GATHERED, g_reader, 1);
-  buffer_pool_trim(&pool);
-  CHECK_EQ_INT(pool.count, 1);
+  buffer_pool_put(&pool, other, 4096, MEM_GRADS, g_reader, 1);
   fake_complete_all();
-  buffer_pool_trim(&pool);
-  CHECK_EQ_INT(pool.count, 0);
-  CHECK_EQ_INT(current(MEM_GATHERED), gathered);
-
-  /* Destroy frees whatever is kept. */
-  CHECK_OK(buffer_pool_get(&pool, 64, MEM_GATHERED, &compute, &a));
-  buffer_pool_put(&pool, a, 64, MEM_GATHERED, readers, 1);
-  CHECK_EQ_INT(pool.count, 1);
+  CHECK_EQ_INT(pool.count, 2);
+  CHECK_EQ_INT(current(MEM_GATHERED) - gathered, 4096);
+  CHECK_EQ_INT(pool.allocations, 2);
   buffer_pool_destroy(&pool);
   CHECK_EQ_INT(live_blocks(), blocks);
   CHECK_EQ_INT(current(MEM_GATHERED), gathered);
+  CHECK_EQ_INT(current(MEM_GRADS), grads);
   stream_destroy(&gather);
   stream_destroy(&reduce);
   stream_destroy(&compute);
 }
 
-/* On the CPU every event is complete when recorded: a buffer handed back is freed at once, so
- * the allocator sees what it would see without a pool. */
-static void test_cpu_frees_at_once(void) {
+/* On the CPU (every event complete when recorded) a buffer handed back is kept as well, and the
+ * pool holds, per size, as many buffers as were ever in use at once: a get allocates only when
+ * every buffer of its size is in use, and nothing is freed before destroy. */
+static void test_kept_per_size(void) {
   const st_device dev = device_cpu();
   st_stream c;
   CHECK_OK(stream_create(&dev, &c));
   buffer_pool pool;
   buffer_pool_init(&pool, &dev);
-  const uint64_t grads = current(MEM_GRADS);
-  void *p = NULL;
-  CHECK_OK(buffer_pool_get(&pool, 1000, MEM_GRADS, &c, &p));
-  CHECK_EQ_INT(current(MEM_GRADS) - grads, 1000);
+  const uint64_t base = current(MEM_GRADS);
   const st_stream *readers[1] = {&c};
-  buffer_pool_put(&pool, p, 1000, MEM_GRADS, readers, 1);
-  CHECK_EQ_INT(pool.count, 0);
-  CHECK_EQ_INT(current(MEM_GRADS), grads);
+  void *x = NULL, *y = NULL, *z = NULL, *again = NULL;
+  CHECK_OK(buffer_pool_get(&pool, 1000, MEM_GRADS, &c, &x));
+  CHECK_OK(buffer_pool_get(&pool, 1000, MEM_GRADS, &c, &y));
+  buffer_pool_put(&pool, x, 1000, MEM_GRADS, readers, 1);
+  buffer_pool_put(&pool, y, 1000, MEM_GRADS, readers, 1);
+  CHECK_EQ_INT(current(MEM_GRADS) - base, 2000); /* kept, still counted */
+  CHECK_OK(buffer_pool_get(&pool, 1000, MEM_GRADS, &c, &again));
+  CHECK(again == x || again == y);
+  CHECK_EQ_INT(pool.allocations, 2);
+
+  /* Another size is a new buffer; the kept 1000 stays for its own size. */
+  CHECK_OK(buffer_pool_get(&pool, 1500, MEM_GRADS, &c, &z));
+  CHECK_EQ_INT(current(MEM_GRADS) - base, 3500);
+  CHECK_EQ_INT(pool.allocations, 3);
+  void *other = NULL;
+  CHECK_OK(buffer_pool_get(&pool, 1000, MEM_GRADS, &c, &other));
+  CHECK(other != again && (other == x || other == y));
+  CHECK_EQ_INT(pool.allocations, 3);
+  buffer_pool_put(&pool, again, 1000, MEM_GRADS, readers, 1);
+  buffer_pool_put(&pool, other, 1000, MEM_GRADS, readers, 1);
+  buffer_pool_put(&pool, z, 1500, MEM_GRADS, readers, 1);
   buffer_pool_put(&pool, NULL, 1000, MEM_GRADS, readers, 1); /* accepted */
+  CHECK_EQ_INT(pool.count, 3);
+  CHECK_EQ_INT(current(MEM_GRADS) - base, 3500);
   buffer_pool_destroy(&pool);
+  CHECK_EQ_INT(current(MEM_GRADS), base);
   stream_destroy(&c);
 }
 
@@ -128,7 +139,7 @@ static void test_oom(void) {
 
 int main(void) {
   test_reuse_after_events();
-  test_cpu_frees_at_once();
+  test_kept_per_size();
   test_oom();
   return test_finish("buffer_pool_test");
 }

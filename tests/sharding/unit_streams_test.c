@@ -4,11 +4,11 @@
  * stage-3 unit with a replicate group: G waits for the buffer's last readers before a gather;
  * C waits gathered(u) before the unit's compute; R waits grads-ready(u), recorded on C, before
  * the reduce-scatter; the replicate all-reduce follows on R; C waits reduced(u); the full
- * gradients go back to the pool after R's work; the watchdog drains every collective. Stage 0
- * adds the all-gather of the reduced shards on R; stage 1 publishes on G after C's reads.
- * Every wait of C on a collective is bracketed by a pair of timed events recorded on C
- * (sharding/comm_exposure.h), and the step's end sums exactly those pairs.
- * Nothing leaks, also when any one allocation fails. */
+ * gradients go back to the pool after R's work; the watchdog drains every collective; the pool
+ * keeps its buffers, so a second step allocates nothing. Stage 0 adds the all-gather of the
+ * reduced shards on R; stage 1 publishes on G after C's reads. Every wait of C on a collective
+ * is bracketed by a pair of timed events recorded on C (sharding/comm_exposure.h), and the
+ * step's end sums exactly those pairs. Nothing leaks, also when any one allocation fails. */
 #include <string.h>
 
 #include "core/alloc.h"
@@ -255,11 +255,58 @@ static void test_stage3(void) {
   unit_release(&k.u);
   CHECK_EQ_INT(k.streams.pool.count, 2); /* the params (after C) and the gradients (after R) */
 
-  /* The host's one wait: the watchdog drains the three collectives ordered on streams. */
+  /* The host's one wait: the watchdog drains the three collectives ordered on streams. The
+   * pool keeps both buffers for the next step. */
   fake_complete_all();
   CHECK_OK(unit_streams_step_end(&k.streams));
-  CHECK_EQ_INT(k.streams.pool.count, 0);
+  CHECK_EQ_INT(k.streams.pool.count, 2);
   check_exposed(&k.streams, 3); /* two gathered(u), one reduced(u) */
+  rig_close(&k);
+  CHECK_EQ_INT(live_blocks(), blocks);
+}
+
+/* One stage-3 step of the rig's unit: forward gather and release, backward gather, gradients,
+ * reduction, release, the host's wait. */
+static void run_step(rig *k) {
+  CHECK_OK(unit_gather_start(&k->u));
+  CHECK_OK(unit_gather_wait(&k->u));
+  unit_release(&k->u);
+  CHECK_OK(unit_gather_wait(&k->u));
+  CHECK_OK(unit_grads_begin(&k->u));
+  CHECK_OK(unit_reduce_start(&k->u));
+  CHECK_OK(unit_reduce_wait(&k->u));
+  unit_release(&k->u);
+  fake_complete_all();
+  CHECK_OK(unit_streams_step_end(&k->streams));
+}
+
+/* The pool keeps what a step handed back: the second step allocates nothing (on a GPU an
+ * allocation inside the step synchronises the device), its gathers wait for the kept buffers'
+ * last readers instead, and what stays allocated between steps is the first step's most buffers
+ * in use at once (the parameters and the gradients), which the planner predicts. */
+static void test_second_step_allocates_nothing(void) {
+  const uint64_t blocks = live_blocks();
+  rig k;
+  rig_open(&k, 3);
+  mem_stats before, first, second;
+  mem_stats_get(&before);
+  run_step(&k);
+  mem_stats_get(&first);
+  const long allocated = k.streams.pool.allocations;
+  CHECK_EQ_INT(allocated, 2);
+  const uint64_t unit_bytes = (uint64_t)k.u.layout.numel * sizeof(float);
+  CHECK_EQ_INT(first.current[MEM_GATHERED] - before.current[MEM_GATHERED], 2 * unit_bytes);
+
+  fake_log_clear();
+  run_step(&k);
+  mem_stats_get(&second);
+  CHECK_EQ_INT(k.streams.pool.allocations, allocated);
+  CHECK_EQ_INT(second.live_blocks, first.live_blocks);
+  CHECK_EQ_INT(second.current[MEM_GATHERED], first.current[MEM_GATHERED]);
+  CHECK_EQ_INT(second.peak[MEM_GATHERED], first.peak[MEM_GATHERED]);
+  const int gather = fake_log_find(0, FAKE_NOTE, k.g, 0, "all_gather");
+  CHECK_MSG(gather > 0 && fake_log_find(0, FAKE_WAIT, k.g, 0, NULL) < gather,
+            "the second step's first gather waits for its kept buffer's last readers");
   rig_close(&k);
   CHECK_EQ_INT(live_blocks(), blocks);
 }
@@ -381,6 +428,7 @@ static void test_out_of_memory(void) {
 
 int main(void) {
   test_stage3();
+  test_second_step_allocates_nothing();
   test_stage0();
   test_publish();
   test_discard();

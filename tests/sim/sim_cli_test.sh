@@ -58,12 +58,14 @@ expect 2 "mesh ?x3x1 does not divide 16 GPUs" simulate --gpu h100 --nodes 2 --dp
 expect 2 "tp 5 does not divide n_head 12" simulate --gpu h100 --tp 5 --gpus-per-node 5
 expect 2 "--zero 4 is not 0-3" simulate --gpu h100 --zero 4
 expect 2 "--nodes must be >= 1, got 0" simulate --gpu h100 --nodes 0
-expect 2 "--param-dtype fp16: h100 trains with fp32 or bf16" simulate --gpu h100 --param-dtype fp16
+expect 2 "--param-dtype 'fp8' is not a dtype" simulate --gpu h100 --param-dtype fp8
+expect 2 "--reduce-dtype 'half' is not a dtype" plan --fit --gpu h100 --reduce-dtype half
 expect 2 "--sweep: '12' is not a GPU count" simulate --gpu h100 --sweep 8,12
 expect 2 "--configs: 'zero7' is not zero0-zero3 or hsdp0-hsdp3" simulate --gpu h100 --sweep 8 \
   --configs zero7
 expect 2 "--efficiency-scale must be > 0, got 0" simulate --gpu h100 --efficiency-scale 0
 expect 2 "--offload 'disk' is not optimizer or none" simulate --gpu h100 --offload disk
+expect 2 "--recompute 'mlp' is not none, gelu or block" simulate --gpu h100 --recompute mlp
 expect 2 "hardware 'test-node' gives no host_link_bw and host_mem_bw" \
   simulate --hardware "$good" --offload optimizer
 expect 2 "--gpu 'tpu' is not one of" plan --fit --gpu tpu
@@ -89,14 +91,26 @@ done
 [ "$(wc -l < "$work/sweep.csv")" -eq 7 ] ||
   { echo "FAIL: a sweep of 3 GPU counts x 2 configs wrote $(wc -l < "$work/sweep.csv") lines"; fail=1; }
 fit=$("$shardtrain" plan --fit --gpu h100 --model d12 --gpus 16 --global-batch 524288 --top 3)
-grep -q -- "mpirun -np 16 shardtrain train --model d12 --zero [0-3] --dp-replicate" <<<"$fit" ||
+grep -q -- "mpirun -np 16 shardtrain train --model d12 --zero [0-3] --dp-replicate.* --recompute \(none\|gelu\|block\) ..." <<<"$fit" ||
   { echo "FAIL: plan --fit printed no train command:"; echo "$fit"; fail=1; }
+grep -q -- "not searched" <<<"$fit" && { echo "FAIL: plan --fit still leaves something out:"; echo "$fit"; fail=1; }
 [ "$(grep -cE '^ +[0-9]+ [0-9]+x[0-9]+x[0-9]+ ' <<<"$fit")" -eq 3 ] ||
   { echo "FAIL: plan --fit --top 3 did not list 3 configurations:"; echo "$fit"; fail=1; }
 out=$("$shardtrain" simulate --gpu h100 --model d12 --zero 1 --offload optimizer)
 grep -q -- "on the device [0-9.]*, on the host [0-9.]*" <<<"$out" ||
   { echo "FAIL: simulate --offload optimizer does not split device and host memory:"; echo "$out"; fail=1; }
 "$shardtrain" simulate --help | grep -q -- "--hardware " || { echo "FAIL: simulate --help"; fail=1; }
+
+# fp16 is simulated and fitted with bf16's memory (tests/sim/gpu_plan_test checks the bytes).
+mem_of() { grep -o "memory per rank *[0-9.]* GiB ([^)]*)" <<<"$1"; }
+bf16=$("$shardtrain" simulate --gpu h100 --model d12 --zero 3)
+fp16=$("$shardtrain" simulate --gpu h100 --model d12 --zero 3 --param-dtype fp16 --reduce-dtype fp16)
+[ -n "$(mem_of "$bf16")" ] && [ "$(mem_of "$bf16")" = "$(mem_of "$fp16")" ] ||
+  { echo "FAIL: simulate fp16's memory differs from bf16's:"; echo "$bf16"; echo "$fp16"; fail=1; }
+fit=$("$shardtrain" plan --fit --gpu h100 --model d12 --gpus 8 --param-dtype fp16 \
+  --reduce-dtype fp16 --top 1)
+grep -q -- "--param-dtype fp16 --reduce-dtype fp16" <<<"$fit" ||
+  { echo "FAIL: plan --fit with fp16 printed no fp16 train command:"; echo "$fit"; fail=1; }
 
 [ $fail -eq 0 ] && echo "sim_cli_test: passed" || echo "sim_cli_test: FAILED"
 exit $fail

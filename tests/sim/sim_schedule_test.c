@@ -1,7 +1,8 @@
 /* sim_schedule_test.c - the step replay against timelines worked out by hand (the comments
  * walk through each), the op list against the 6 N FLOPs-per-token rule, the offloaded
- * optimizer's costs against its byte counts, and plan --fit's search against its contract
- * (sorted, fitting, runnable, offloading only where that is what fits).
+ * optimizer's costs against its byte counts, activation recompute's ops and its place in the
+ * replay, and plan --fit's search against its contract (sorted, fitting, runnable, offloading
+ * or recomputing only where that is what fits).
  *
  * The hand cases: 2 blocks (units: embedding, two blocks, final), every unit's forward 1 s and
  * backward 2 s, stage 3 gathers of 0.5 s and reduce-scatters of 0.25 s, prefetch 1. */
@@ -116,8 +117,30 @@ static void check_stage0_hybrid(void) {
   CHECK_NEAR(r.step_s, 1.5 * 13.2 + 3.05, 1e-12);
 }
 
+/* Recompute, without overlap (everything adds up): of the 2 blocks only the first recomputes
+ * (the last one's activations are in place), so GELU recompute adds its 0.5 s once to the
+ * 16 s step. Block recompute adds its 0.5 s and repeats one tp all-reduce (0.1 s), on top of
+ * the 8 the blocks make anyway (2 per block forward and backward): 16 + 0.8 + 0.6. */
+static void check_recompute_replay(void) {
+  plan_input in = hand_input(3, 1);
+  sim_costs c = hand_costs(0);
+  c.recompute = c.recompute_class[SIM_MATMUL] = 0.5;
+  sim_result r;
+  in.recompute = GPT_RECOMPUTE_GELU;
+  CHECK_OK(sim_replay(&in, &c, &r));
+  CHECK_NEAR(r.step_s, 16.5, 1e-12);
+  CHECK_NEAR(r.class_s[SIM_MATMUL], 12.5, 1e-12);
+  c.tp_all_reduce = 0.1;
+  in.recompute = GPT_RECOMPUTE_BLOCK;
+  CHECK_OK(sim_replay(&in, &c, &r));
+  CHECK_NEAR(r.step_s, 17.4, 1e-12);
+  CHECK_NEAR(r.comm_s[SIM_COMM_TP], 0.9, 1e-12);
+}
+
 /* Matmul FLOPs of a micro-batch, forward and backward: 6 x (12 C^2 per block + V C for the
- * head) per token, divided by tp for the blocks. */
+ * head) per token, divided by tp for the blocks. The recompute's ops: none for `none`; one
+ * GELU over B T x 4C/tp for `gelu`; for `block` the forward's products but the MLP's output
+ * projection, 2 x (3 + 1 + 4) C^2 / tp per token, and its attention. */
 static void check_op_flops(void) {
   sim_shape s = {.cfg = {.n_layer = 1, .n_head = 4, .n_embd = 64, .vocab = 256, .max_seq = 32},
                  .B = 3,
@@ -144,6 +167,23 @@ static void check_op_flops(void) {
     const double tokens = 3.0 * 32, C = 64;
     CHECK_NEAR(block, 6 * 12 * C * C * tokens / tp, 1e-6);
     CHECK_NEAR(head, 6 * (double)s.cfg.vocab_padded * C * tokens, 1e-6);
+
+    sim_op ops[SIM_MAX_PHASE_OPS];
+    CHECK_EQ_INT(sim_phase_ops(&s, SIM_BLOCK_RECOMPUTE, ops), 0);
+    s.recompute = GPT_RECOMPUTE_GELU;
+    CHECK_EQ_INT(sim_phase_ops(&s, SIM_BLOCK_RECOMPUTE, ops), 1);
+    CHECK(ops[0].kind == SIM_K_GELU_FWD && ops[0].m == 3 * 32 && ops[0].n == 4 * 64 / tp);
+    s.recompute = GPT_RECOMPUTE_BLOCK;
+    const int n = sim_phase_ops(&s, SIM_BLOCK_RECOMPUTE, ops);
+    double recomputed = 0;
+    int attention = 0;
+    for (int i = 0; i < n; i++) {
+      if (ops[i].cls == SIM_MATMUL) recomputed += ops[i].flops;
+      attention += ops[i].kind == SIM_K_ATTN_FWD;
+    }
+    CHECK_NEAR(recomputed, 2 * 8 * C * C * tokens / tp, 1e-6);
+    CHECK_EQ_INT(attention, 1);
+    s.recompute = GPT_RECOMPUTE_NONE;
   }
 }
 
@@ -231,19 +271,27 @@ static void check_offload(void) {
   CHECK(offloaded.step_s == resident.step_s);
 }
 
-/* plan --fit searches the offload: for d12 on 8 H100s with so little memory that only the
- * offloaded optimizer fits, every answer offloads and its device part fits; without a host
- * link in the hardware nothing does. */
-static void check_fit_offload(void) {
-  sim_hardware hw;
-  CHECK_OK(sim_hw_builtin("h100", &hw));
+/* The fit of d12 on 8 GPUs of `gib` GiB each, 8 sequences a step, in bf16. */
+static fit_request small_d12(double gib) {
   fit_request req = {.gpus = 8,
-                     .gpu_gib = 1.0,
+                     .gpu_gib = gib,
                      .global_tokens = 8 * 1024,
                      .precision = {ST_BF16, ST_BF16},
                      .max_grad_accum = 64};
   CHECK_OK(gpt_config_named("d12", &req.cfg));
   CHECK_OK(gpt_config_finish(&req.cfg, 1));
+  return req;
+}
+
+/* plan --fit searches the offload: for d12 on 8 H100s with so little memory (0.5 GiB) that
+ * only the offloaded optimizer fits (with block recompute: the planner puts ZeRO-3 at one
+ * sequence per rank at 0.63 GiB on the device without the offload, 0.46 GiB with it, the CUDA
+ * backend's workspace included), every answer offloads and its device part fits; without a
+ * host link in the hardware nothing does. */
+static void check_fit_offload(void) {
+  sim_hardware hw;
+  CHECK_OK(sim_hw_builtin("h100", &hw));
+  fit_request req = small_d12(0.5);
   fit_candidate best[4];
   int found = 0;
   fit_stats stats;
@@ -251,11 +299,35 @@ static void check_fit_offload(void) {
   CHECK(found > 0);
   for (int i = 0; i < found; i++) {
     CHECK(best[i].in.offload_optimizer);
-    CHECK(best[i].mp.device_bytes <= 1073741824ull && best[i].mp.host_bytes > 0);
+    CHECK(best[i].mp.device_bytes <= 0.5 * 1073741824.0 && best[i].mp.host_bytes > 0);
   }
   hw.host_link_bw = 0;
   CHECK_OK(sim_fit(&hw, &req, best, 4, &found, &stats));
   CHECK_EQ_INT(found, 0);
+}
+
+/* plan --fit searches activation recompute: d12 on 8 H100s without a host link (no offload)
+ * and 0.7 GiB each fits only by recomputing whole blocks (ZeRO-3, one sequence per rank: 0.63
+ * GiB; with the GELU recompute alone 0.84 GiB), so every answer does; with 80 GiB nothing
+ * needs it and the fastest answer recomputes nothing (the recompute's forward costs time). */
+static void check_fit_recompute(void) {
+  sim_hardware hw;
+  CHECK_OK(sim_hw_builtin("h100", &hw));
+  hw.host_link_bw = 0;
+  fit_request req = small_d12(0.7);
+  fit_candidate best[4];
+  int found = 0;
+  fit_stats stats;
+  CHECK_OK(sim_fit(&hw, &req, best, 4, &found, &stats));
+  CHECK(found > 0);
+  for (int i = 0; i < found; i++) {
+    CHECK_EQ_INT(best[i].in.recompute, GPT_RECOMPUTE_BLOCK);
+    CHECK(best[i].mp.device_bytes <= 0.7 * 1073741824.0);
+  }
+  req.gpu_gib = 80;
+  CHECK_OK(sim_fit(&hw, &req, best, 1, &found, &stats));
+  CHECK_EQ_INT(found, 1);
+  CHECK_EQ_INT(best[0].in.recompute, GPT_RECOMPUTE_NONE);
 }
 
 int main(void) {
@@ -267,5 +339,7 @@ int main(void) {
   check_fit();
   check_offload();
   check_fit_offload();
+  check_fit_recompute();
+  check_recompute_replay();
   return test_finish("sim_schedule_test");
 }

@@ -120,6 +120,11 @@ expect_every_rank 2 2 "--loss-scale 512: only fp16 scales the loss" \
   train --dp-shard 2 --param-dtype bf16 --loss-scale 512 --steps 0
 expect 2 "--offload 'gpu' is not optimizer or none" train --offload gpu --steps 0
 expect 2 "--offload 'params' is not optimizer or none" train --offload params --steps 0
+expect 2 "--recompute 'all' is not none, gelu or block" train --recompute all --steps 0
+expect 2 "--recompute '' is not none, gelu or block" train --recompute= --steps 0
+expect 2 "--recompute 'attention' is not none, gelu or block" plan --recompute attention
+expect_every_rank 2 2 "--recompute 'GELU' is not none, gelu or block" \
+  train --dp-shard 2 --recompute GELU --steps 0
 
 # AdamW's hyperparameters: each beta in [0, 1) also once rounded to fp32, eps > 0 and an fp32.
 expect 2 "--beta1 must be in .0, 1), got 1$" train --steps 0 --beta1 1

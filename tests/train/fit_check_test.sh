@@ -8,9 +8,11 @@
 #     largest process of the job stays under 500 MB;
 #   - at a limit set between the planner's predictions for two runs (read from its debug line),
 #     the larger run is refused naming exactly the smaller one as the change that fits, the
-#     smaller one starts (exit 0), and --no-fit-check starts the larger one anyway: a smaller
-#     micro-batch with grad-accum on 1 rank, a higher ZeRO stage on 2 ranks (whose limit is
-#     half of ST_MEMORY_LIMIT_BYTES: they share the host's RAM);
+#     smaller one starts (exit 0), and --no-fit-check starts the larger one anyway: on 1 rank
+#     recomputing the GELU output (the cheapest change), a smaller micro-batch with grad-accum
+#     (the GELU recompute already on), recomputing whole blocks (at micro-batch 1, which cannot
+#     shrink); a higher ZeRO stage on 2 ranks (whose limit is half of ST_MEMORY_LIMIT_BYTES:
+#     they share the host's RAM);
 #   - a malformed ST_MEMORY_LIMIT_BYTES is refused with exit 2.
 set -uo pipefail
 shardtrain=$1
@@ -97,14 +99,31 @@ limit_between() {
   echo $(((small + large * 97 / 100) / 2))
 }
 
-# 1 rank: a smaller micro-batch keeps the global batch with grad-accum.
-big=(--model tiny --micro-batch 32)
-small=(--model tiny --micro-batch 16 --grad-accum 2)
-limit=$(limit_between "$(predicted 1 "${small[@]}")" "$(predicted 1 "${big[@]}")")
-ST_MEMORY_LIMIT_BYTES=$limit expect_refused 1 "--micro-batch 16 --grad-accum 2 (the same global batch" \
-  "${big[@]}"
-ST_MEMORY_LIMIT_BYTES=$limit expect_starts 1 "${small[@]}"
-ST_MEMORY_LIMIT_BYTES=$limit expect_starts 1 "${big[@]}" --no-fit-check
+# between SUGGESTION BIG... -- SMALL...: at a limit between the two predictions on 1 rank, BIG
+# is refused naming SUGGESTION, SMALL starts, and BIG starts with --no-fit-check.
+between() {
+  local suggestion=$1
+  shift
+  local big=() small=()
+  while [ "$1" != "--" ]; do big+=("$1"); shift; done
+  shift
+  small=("$@")
+  local limit
+  limit=$(limit_between "$(predicted 1 "${small[@]}")" "$(predicted 1 "${big[@]}")")
+  ST_MEMORY_LIMIT_BYTES=$limit expect_refused 1 "$suggestion" "${big[@]}"
+  ST_MEMORY_LIMIT_BYTES=$limit expect_starts 1 "${small[@]}"
+  ST_MEMORY_LIMIT_BYTES=$limit expect_starts 1 "${big[@]}" --no-fit-check
+}
+
+# 1 rank: recomputing the GELU output; then, with it on, a smaller micro-batch that keeps the
+# global batch with grad-accum; then, at micro-batch 1, recomputing whole blocks.
+between "--recompute gelu (predicted" --model tiny --micro-batch 32 -- \
+  --model tiny --micro-batch 32 --recompute gelu
+between "--micro-batch 16 --grad-accum 2 (the same global batch" \
+  --model tiny --micro-batch 32 --recompute gelu -- \
+  --model tiny --micro-batch 16 --grad-accum 2 --recompute gelu
+between "--recompute block (predicted" --model tiny --micro-batch 1 --recompute gelu -- \
+  --model tiny --micro-batch 1 --recompute block
 
 # 2 ranks: model states dominate (wide blocks, short sequences); ZeRO-1 shards the optimizer.
 big=(--model tiny --n-embd 256 --seq-len 16 --micro-batch 1 --dp-shard 2)

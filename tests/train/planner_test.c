@@ -3,9 +3,11 @@
  * meshes in fp32 and in bf16 (params and reduce), fp16 params with loss scaling on 2x2x1 and
  * 1x2x2 and fp16 params and reduce at stage 3 on 1x4x1, plus stage 3 with prefetch 2, with
  * reshard-after-forward off, on 1x1x4, the two mixed policies, and the optimizer offloaded
- * (every stage; bf16; and with the pinned staging of a GPU forced on the CPU):
+ * (every stage; bf16; and with the pinned staging of a GPU forced on the CPU), and activation
+ * recompute of the GELU output and of whole blocks (every stage on 1x4x1, 1x2x2, bf16 offloaded):
  *   - measured peak bytes per category = the planner's prediction within 3%, and so is the
- *     peak of the total (what the start-up fit check relies on, engine/plan/fit.h);
+ *     peak of the total (what the start-up fit check relies on, engine/plan/fit.h); a second
+ *     step allocates no full-unit buffer (the pool kept the first's) and keeps that peak;
  *   - offloaded, the host-resident optimizer state (category optimizer_host, staging
  *     included) equals the prediction exactly and nothing is left in optimizer;
  *   - model states (params + grads + optimizer) follow DESIGN.md's formulas exactly, with Psi
@@ -16,7 +18,8 @@
  *   - the bytes counted on the shard group (all-gather, reduce-scatter) and the replicate group
  *     (all-reduce) equal the ring formulas per unit (planner's plan_comm, checked here against
  *     the closed forms (2g or p+g) Psi (S-1)/S for stages 0-2 and per-unit counts for stage 3),
- *     and on the tp group 4 all-reduces of B x T x C activations per block per micro-batch;
+ *     and on the tp group 4 all-reduces of B x T x C activations per block per micro-batch
+ *     (with block recompute, one more in every block but the last: counted in the test);
  *     besides these, the step's scalars: the squared norm over the tp group and, with loss
  *     scaling, the overflow flag beside it and alone over the replicate group. */
 #include "engine/plan/planner.h"
@@ -41,6 +44,7 @@ typedef struct test_case {
   int R, S, T, stage, prefetch, reshard;
   st_dtype param, reduce;
   int offload; /* 1: --offload optimizer; 2: and staged as on a GPU */
+  gpt_recompute recompute;
 } test_case;
 
 static void check_case(test_case tc) {
@@ -56,7 +60,8 @@ static void check_case(test_case tc) {
   if (!mesh) return;
   gpt_config cfg = test_config();
   gpt_config_finish(&cfg, T);
-  gpt_parallel par = {mesh, stage, tc.prefetch, tc.reshard, precision, tc.offload > 0};
+  gpt_parallel par = {mesh,      stage,          tc.prefetch, tc.reshard,
+                      precision, tc.offload > 0, tc.recompute};
   gpt_model *m = NULL;
   CHECK_OK(gpt_create(&m, &cfg, mesh_device(mesh), B, SEQ, &par));
   if (!m) {
@@ -105,13 +110,15 @@ static void check_case(test_case tc) {
                           .precision = precision,
                           .compute_copies = 1,
                           .offload_optimizer = tc.offload > 0,
-                          .device_is_host = tc.offload != 2};
+                          .device_is_host = tc.offload != 2,
+                          .recompute = tc.recompute};
   memory_plan plan;
   CHECK_OK(plan_memory(&pin, &plan));
-  char label[64];
-  snprintf(label, sizeof label, "mesh %dx%dx%d stage %d prefetch %d reshard %d %s/%s offload %d", R,
-           S, T, stage, tc.prefetch, tc.reshard, dtype_name(tc.param), dtype_name(tc.reduce),
-           tc.offload);
+  char label[128];
+  snprintf(label, sizeof label,
+           "mesh %dx%dx%d stage %d prefetch %d reshard %d %s/%s offload %d recompute %s", R, S, T,
+           stage, tc.prefetch, tc.reshard, dtype_name(tc.param), dtype_name(tc.reduce), tc.offload,
+           gpt_recompute_name(tc.recompute));
   /* Workspace also holds what planner.h leaves out, the bookkeeping (layout tables of every
    * unit, the mesh's communicators: about 18 KiB here, whatever the mesh), which the smallest
    * scratch (tp 4) no longer hides within 3%. */
@@ -168,6 +175,14 @@ static void check_case(test_case tc) {
       cp.replicate_all_reduce + (scaled ? comm_ring_bytes(COMM_ALL_REDUCE, R, sizeof(float)) : 0);
   CHECK_MSG(tp.bytes_sent[COMM_ALL_REDUCE] == tp_want, "%s: tp all-reduce %llu bytes, planned %llu",
             label, (unsigned long long)tp.bytes_sent[COMM_ALL_REDUCE], (unsigned long long)tp_want);
+  /* The closed form on the tp group: 4 all-reduces of B x T x C fp32 activations (the CPU's
+   * activation dtype) per block, and with block recompute the attention's again in every block
+   * but the last. */
+  const int tp_sums = 4 * cfg.n_layer + (tc.recompute == GPT_RECOMPUTE_BLOCK ? cfg.n_layer - 1 : 0);
+  const uint64_t tp_closed =
+      tp_sums * comm_ring_bytes(COMM_ALL_REDUCE, T, (size_t)B * SEQ * cfg.n_embd * sizeof(float));
+  CHECK_MSG(cp.tp_all_reduce == tp_closed, "%s: tp all-reduce planned %llu bytes, %d sums %llu",
+            label, (unsigned long long)cp.tp_all_reduce, tp_sums, (unsigned long long)tp_closed);
   CHECK_MSG(shard.bytes_sent[COMM_ALL_GATHER] == cp.shard_all_gather,
             "%s: all-gather %llu bytes, planned %llu", label,
             (unsigned long long)shard.bytes_sent[COMM_ALL_GATHER],
@@ -189,6 +204,21 @@ static void check_case(test_case tc) {
               "%s: %.0f bytes on the shard group, (%g bytes) Psi (S-1)/S = %.0f", label, total,
               per_element, want);
   }
+
+  /* A second step reuses the full-unit buffers the pool kept from the first: it allocates none
+   * (on a GPU each allocation in a step synchronises the device), and the gathered category's
+   * peak stays the first step's, the one checked against the plan above. */
+  const long pool_allocations = m->streams.pool.allocations;
+  CHECK_OK(train_step(m, &h, &scaler, 1, in, tg, &s));
+  mem_stats again;
+  mem_stats_get(&again);
+  CHECK_MSG(m->streams.pool.allocations == pool_allocations,
+            "%s: the second step allocated %ld full-unit buffers", label,
+            m->streams.pool.allocations - pool_allocations);
+  CHECK_MSG(again.peak[MEM_GATHERED] == measured.peak[MEM_GATHERED],
+            "%s: gathered peak %llu bytes in the second step, %llu in the first", label,
+            (unsigned long long)again.peak[MEM_GATHERED],
+            (unsigned long long)measured.peak[MEM_GATHERED]);
   gpt_destroy(m);
   st_mesh_destroy(mesh);
 }
@@ -201,29 +231,47 @@ int main(int argc, char **argv) {
   for (int d = 0; d < 2; d++) {
     const st_dtype x = dtypes[d];
     for (int stage = 0; stage <= 3; stage++) {
-      check_case((test_case){1, world, 1, stage, 1, 1, x, x, 0});
-      if (world % 2 == 0) check_case((test_case){2, world / 2, 1, stage, 1, 1, x, x, 0});
-      if (world % 2 == 0) check_case((test_case){1, world / 2, 2, stage, 1, 1, x, x, 0});
+      check_case((test_case){1, world, 1, stage, 1, 1, x, x, 0, GPT_RECOMPUTE_NONE});
+      if (world % 2 == 0)
+        check_case((test_case){2, world / 2, 1, stage, 1, 1, x, x, 0, GPT_RECOMPUTE_NONE});
+      if (world % 2 == 0)
+        check_case((test_case){1, world / 2, 2, stage, 1, 1, x, x, 0, GPT_RECOMPUTE_NONE});
     }
-    check_case((test_case){1, world, 1, 3, 2, 1, x, x, 0});
-    check_case((test_case){1, world, 1, 3, 1, 0, x, x, 0});
+    check_case((test_case){1, world, 1, 3, 2, 1, x, x, 0, GPT_RECOMPUTE_NONE});
+    check_case((test_case){1, world, 1, 3, 1, 0, x, x, 0, GPT_RECOMPUTE_NONE});
   }
   /* fp16 with dynamic loss scaling: parameters only (every mesh and stage), and gradients too */
   for (int stage = 0; stage <= 3; stage++) {
-    if (world % 2 == 0) check_case((test_case){2, world / 2, 1, stage, 1, 1, ST_FP16, ST_FP32, 0});
-    if (world % 2 == 0) check_case((test_case){1, world / 2, 2, stage, 1, 1, ST_FP16, ST_FP32, 0});
+    if (world % 2 == 0)
+      check_case(
+          (test_case){2, world / 2, 1, stage, 1, 1, ST_FP16, ST_FP32, 0, GPT_RECOMPUTE_NONE});
+    if (world % 2 == 0)
+      check_case(
+          (test_case){1, world / 2, 2, stage, 1, 1, ST_FP16, ST_FP32, 0, GPT_RECOMPUTE_NONE});
   }
-  check_case((test_case){1, world, 1, 3, 1, 1, ST_FP16, ST_FP16, 0});
-  if (world % 4 == 0) check_case((test_case){1, world / 4, 4, 3, 1, 1, ST_FP32, ST_FP32, 0});
-  check_case((test_case){1, world, 1, 3, 1, 1, ST_BF16, ST_FP32, 0});
-  check_case((test_case){1, world, 1, 1, 1, 1, ST_FP32, ST_BF16, 0});
+  check_case((test_case){1, world, 1, 3, 1, 1, ST_FP16, ST_FP16, 0, GPT_RECOMPUTE_NONE});
+  if (world % 4 == 0)
+    check_case((test_case){1, world / 4, 4, 3, 1, 1, ST_FP32, ST_FP32, 0, GPT_RECOMPUTE_NONE});
+  check_case((test_case){1, world, 1, 3, 1, 1, ST_BF16, ST_FP32, 0, GPT_RECOMPUTE_NONE});
+  check_case((test_case){1, world, 1, 1, 1, 1, ST_FP32, ST_BF16, 0, GPT_RECOMPUTE_NONE});
   for (int stage = 0; stage <= 3; stage++) {
-    check_case((test_case){1, world, 1, stage, 1, 1, ST_FP32, ST_FP32, 1});
+    check_case((test_case){1, world, 1, stage, 1, 1, ST_FP32, ST_FP32, 1, GPT_RECOMPUTE_NONE});
   }
-  if (world % 2 == 0) check_case((test_case){2, world / 2, 1, 2, 1, 1, ST_BF16, ST_BF16, 1});
-  check_case((test_case){1, world, 1, 3, 1, 1, ST_BF16, ST_BF16, 1});
-  check_case((test_case){1, world, 1, 0, 1, 1, ST_FP32, ST_FP32, 2});
-  check_case((test_case){1, world, 1, 3, 1, 1, ST_BF16, ST_FP32, 2});
+  if (world % 2 == 0)
+    check_case((test_case){2, world / 2, 1, 2, 1, 1, ST_BF16, ST_BF16, 1, GPT_RECOMPUTE_NONE});
+  check_case((test_case){1, world, 1, 3, 1, 1, ST_BF16, ST_BF16, 1, GPT_RECOMPUTE_NONE});
+  check_case((test_case){1, world, 1, 0, 1, 1, ST_FP32, ST_FP32, 2, GPT_RECOMPUTE_NONE});
+  check_case((test_case){1, world, 1, 3, 1, 1, ST_BF16, ST_FP32, 2, GPT_RECOMPUTE_NONE});
+  /* activation recompute: every stage; tensor parallel (block recompute repeats an all-reduce);
+   * bf16; the optimizer offloaded beside it */
+  for (int mode = GPT_RECOMPUTE_GELU; mode <= GPT_RECOMPUTE_BLOCK; mode++) {
+    for (int stage = 0; stage <= 3; stage++) {
+      check_case((test_case){1, world, 1, stage, 1, 1, ST_FP32, ST_FP32, 0, mode});
+    }
+    if (world % 2 == 0)
+      check_case((test_case){1, world / 2, 2, 3, 1, 1, ST_FP32, ST_FP32, 0, mode});
+    check_case((test_case){1, world, 1, 3, 1, 1, ST_BF16, ST_BF16, 1, mode});
+  }
   int rc = test_finish_mpi("planner_test");
   st_finalize();
   return rc;

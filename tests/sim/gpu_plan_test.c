@@ -1,0 +1,140 @@
+/* gpu_plan_test.c - the memory the planner predicts for a GPU run, against bytes worked out by
+ * hand for a small config (2 blocks, 4 heads, C = 64, vocabulary 256, micro-batch 2 x 32
+ * tokens, one rank): the activations in the compute dtype (bf16) with CUDA attention's saved
+ * state (one fp32 log-sum-exp per row, never T x T), the CUDA kernel backend's fixed workspace,
+ * and `simulate --gpu h100` / `plan --fit` sizing them the same way; fp16 planned with bf16's
+ * memory and simulated with loss scaling's extra finite check. The CUDA answers are the kernels
+ * this build has: in a build without CUDA kernels the CUDA half prints why it is skipped. */
+#include <string.h>
+
+#include "engine/plan/planner.h"
+#include "engine/plan/sim_report.h"
+#include "engine/plan/sim_schedule.h"
+#include "kernels/kernels.h"
+#include "tests/testing.h"
+
+enum { BATCH = 2, SEQ = 32 };
+
+static plan_input small_run(st_device_kind device, st_dtype dtype) {
+  plan_input in = {.R = 1,
+                   .S = 1,
+                   .T = 1,
+                   .stage = 0,
+                   .micro_batch = BATCH,
+                   .seq_len = SEQ,
+                   .grad_accum = 1,
+                   .prefetch = 1,
+                   .reshard_after_forward = 1,
+                   .precision = {dtype, dtype},
+                   .device = device};
+  in.cfg = (gpt_config){.n_layer = 2, .n_head = 4, .n_embd = 64, .vocab = 256, .max_seq = SEQ};
+  CHECK_OK(gpt_config_finish(&in.cfg, 1));
+  in.compute_copies = plan_compute_copies(device, in.precision);
+  return in;
+}
+
+/* The CUDA context's workspace: cuBLASLt 32 MiB + reduction partials 1024 doubles (8 KiB) +
+ * column-sum partials 2^20 floats (4 MiB) + 32768 AdamW segments of 32 bytes (1 MiB) + the sort
+ * 8 MiB, every region a multiple of 256 bytes; and 1 MiB of host staging for the segments. */
+static const uint64_t cuda_device_workspace = 33554432u + 8192u + 4194304u + 1048576u + 8388608u;
+static const uint64_t cuda_host_workspace = 1048576u;
+
+/* Rows BT = 64, C = 64, padded vocabulary 256, every buffer rounded up to 64 bytes.
+ * bf16 activations, per block: ln1, atty, attproj, res2, ln2, fcproj, res3 (BT x C x 2 = 8192
+ * each: 57344), qkv (BT x 3C x 2 = 24576), fch and fch_gelu (BT x 4C x 2 = 32768 each), four
+ * fp32 statistics of BT (256 each), the attention state B x NH x T = 256 fp32 (1024): 149504.
+ * Besides the blocks: encoded and ln_f (8192 each), ln_f's two statistics (256 each), the
+ * logits BT x 256 x 2 (32768) and the losses (256): 348928 in all. */
+static const uint64_t bf16_activations = 8192u + 2 * 149504u + 8192u + 512u + 32768u + 256u;
+
+/* The backward's buffers dres, dln, datty (8192 each), dqkv (24576), dfch_gelu (32768), the
+ * device tokens (2 x 256), the step's 3 fp32 scalars (64 after rounding): 82496; the host
+ * tokens of the micro-batch, inputs and targets (2 x 64 x 4 = 512). CUDA's attention backward
+ * takes no scratch of its own. */
+static const uint64_t bf16_step_workspace = 3 * 8192u + 24576u + 32768u + 512u + 64u + 512u;
+
+static void check_cuda_plan(void) {
+  CHECK_EQ_INT(kernel_kind_workspace_bytes(ST_DEVICE_CUDA, MEM_DEVICE), cuda_device_workspace);
+  CHECK_EQ_INT(kernel_kind_workspace_bytes(ST_DEVICE_CUDA, MEM_HOST), cuda_host_workspace);
+  CHECK_EQ_INT(kernel_kind_workspace_bytes(ST_DEVICE_CUDA, MEM_PINNED), 0);
+  CHECK_EQ_INT(kernel_kind_attention_scratch_bytes(ST_DEVICE_CUDA, SEQ), 0);
+
+  const plan_input in = small_run(ST_DEVICE_CUDA, ST_BF16);
+  CHECK(!in.compute_copies);
+  memory_plan mp;
+  CHECK_OK(plan_memory(&in, &mp));
+  CHECK_EQ_INT(mp.bytes[MEM_ACTIVATIONS], bf16_activations);
+  CHECK_EQ_INT(mp.bytes[MEM_WORKSPACE],
+               bf16_step_workspace + cuda_device_workspace + cuda_host_workspace);
+  CHECK_EQ_INT(mp.host_bytes, 512u + cuda_host_workspace);
+  CHECK_EQ_INT(mp.device_bytes, mp.total - mp.host_bytes);
+
+  /* simulate --gpu h100 and plan --fit plan the same GPU run, whatever the input said. */
+  sim_hardware h100;
+  CHECK_OK(sim_hw_builtin("h100", &h100));
+  plan_input unset = in;
+  unset.device = ST_DEVICE_CPU;
+  unset.compute_copies = 1;
+  memory_plan sim;
+  CHECK_OK(sim_memory(&h100, &unset, &sim));
+  for (int c = 0; c < MEM_CATEGORY_COUNT; c++) {
+    CHECK_MSG(sim.bytes[c] == mp.bytes[c], "simulate's category %d: %llu bytes, plan's %llu", c,
+              (unsigned long long)sim.bytes[c], (unsigned long long)mp.bytes[c]);
+  }
+
+  /* fp16 plans exactly like bf16: 2-byte activations computed in fp16, no fp32 copies. Loss
+   * scaling keeps its state on the host (a scale and two counters) and its overflow flag among
+   * the step's three device scalars, which every run has. */
+  const plan_input half = small_run(ST_DEVICE_CUDA, ST_FP16);
+  CHECK(!half.compute_copies);
+  memory_plan hp;
+  CHECK_OK(plan_memory(&half, &hp));
+  for (int c = 0; c < MEM_CATEGORY_COUNT; c++) {
+    CHECK_MSG(hp.bytes[c] == mp.bytes[c], "fp16's category %d: %llu bytes, bf16's %llu", c,
+              (unsigned long long)hp.bytes[c], (unsigned long long)mp.bytes[c]);
+  }
+
+  /* The step: fp16's finite check reads the owned gradients a second time, as long as the sum
+   * of squares takes (both are the same pass over the same bytes); the overflow flag rides
+   * with the norm. The forward and backward cost what bf16's do. */
+  plan_input two = small_run(ST_DEVICE_CUDA, ST_BF16),
+             two_half = small_run(ST_DEVICE_CUDA, ST_FP16);
+  two.S = two_half.S = 2;
+  sim_costs cb, ch;
+  CHECK_OK(sim_costs_of(&h100, &two, &cb));
+  CHECK_OK(sim_costs_of(&h100, &two_half, &ch));
+  for (int k = 0; k < 3; k++) {
+    CHECK_NEAR(ch.sumsq[k], 2 * cb.sumsq[k], 1e-15);
+    CHECK_NEAR(ch.fwd[k], cb.fwd[k], 1e-15);
+    CHECK_NEAR(ch.bwd[k], cb.bwd[k], 1e-15);
+  }
+  CHECK(ch.scalars > cb.scalars);
+}
+
+/* The CPU plans what its kernels do: fp32 activations with T x T probabilities, one head's
+ * T x T scores as the backward's scratch, no fixed workspace. */
+static void check_cpu_plan(void) {
+  CHECK_EQ_INT(kernel_kind_workspace_bytes(ST_DEVICE_CPU, MEM_DEVICE), 0);
+  CHECK_EQ_INT(kernel_kind_workspace_bytes(ST_DEVICE_CPU, MEM_HOST), 0);
+  CHECK_EQ_INT(kernel_kind_attention_scratch_bytes(ST_DEVICE_CPU, SEQ), SEQ * SEQ * 4);
+  const plan_input in = small_run(ST_DEVICE_CPU, ST_BF16);
+  CHECK(in.compute_copies);
+  memory_plan mp;
+  CHECK_OK(plan_memory(&in, &mp));
+  /* Of the bf16 sum above, 2816 bytes are fp32 statistics (four per block, ln_f's two and the
+   * losses: 11 x 256) and 2048 the two blocks' attention states; the other 344064 double in
+   * fp32, and each block's state becomes B x NH x T x T fp32 probabilities (32768 bytes). */
+  CHECK_EQ_INT(344064u + 2816u + 2048u, bf16_activations);
+  CHECK_EQ_INT(mp.bytes[MEM_ACTIVATIONS], 2 * 344064u + 2816u + 2 * 32768u);
+  CHECK_EQ_INT(mp.host_bytes, 512u);
+}
+
+int main(void) {
+  check_cpu_plan();
+  if (kernel_has_backend(ST_DEVICE_CUDA)) {
+    check_cuda_plan();
+  } else {
+    test_skip("gpu_plan_test's CUDA half", "built without CUDA kernels");
+  }
+  return test_finish("gpu_plan_test");
+}
