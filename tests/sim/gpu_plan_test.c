@@ -43,15 +43,17 @@ static const uint64_t cuda_host_workspace = 1048576u;
  * bf16 activations, per block: ln1, atty, attproj, res2, ln2, fcproj, res3 (BT x C x 2 = 8192
  * each: 57344), qkv (BT x 3C x 2 = 24576), fch and fch_gelu (BT x 4C x 2 = 32768 each), four
  * fp32 statistics of BT (256 each), the attention state B x NH x T = 256 fp32 (1024): 149504.
- * Besides the blocks: encoded and ln_f (8192 each), ln_f's two statistics (256 each), the
- * logits BT x 256 x 2 (32768) and the losses (256): 348928 in all. */
-static const uint64_t bf16_activations = 8192u + 2 * 149504u + 8192u + 512u + 32768u + 256u;
+ * Besides the blocks: encoded and ln_f (8192 each), ln_f's two statistics (256 each) and the
+ * losses (256): 316160 in all. The logits are not kept (the head's chunk is workspace). */
+static const uint64_t bf16_activations = 8192u + 2 * 149504u + 8192u + 512u + 256u;
 
-/* The backward's buffers dres, dln, datty (8192 each), dqkv (24576), dfch_gelu (32768), the
- * device tokens (2 x 256), the step's 3 fp32 scalars (64 after rounding): 82496; the host
- * tokens of the micro-batch, inputs and targets (2 x 64 x 4 = 512). CUDA's attention backward
- * takes no scratch of its own. */
-static const uint64_t bf16_step_workspace = 3 * 8192u + 24576u + 32768u + 512u + 64u + 512u;
+/* The LM head's one chunk of logits: gpt_head_rows = BT x 4C / 256 rounded down to 64 rows,
+ * all 64 of BT, x 256 x 2 bytes (32768); the backward's buffers dres, dln, datty (8192 each),
+ * dqkv (24576), dfch_gelu (32768), the device tokens (2 x 256), the step's 3 fp32 scalars (64
+ * after rounding): 115264; the host tokens of the micro-batch, inputs and targets
+ * (2 x 64 x 4 = 512). CUDA's attention backward takes no scratch of its own. */
+static const uint64_t bf16_step_workspace =
+    32768u + 3 * 8192u + 24576u + 32768u + 512u + 64u + 512u;
 
 static void check_cuda_plan(void) {
   CHECK_EQ_INT(kernel_kind_workspace_bytes(ST_DEVICE_CUDA, MEM_DEVICE), cuda_device_workspace);
@@ -122,10 +124,10 @@ static void check_cpu_plan(void) {
   memory_plan mp;
   CHECK_OK(plan_memory(&in, &mp));
   /* Of the bf16 sum above, 2816 bytes are fp32 statistics (four per block, ln_f's two and the
-   * losses: 11 x 256) and 2048 the two blocks' attention states; the other 344064 double in
+   * losses: 11 x 256) and 2048 the two blocks' attention states; the other 311296 double in
    * fp32, and each block's state becomes B x NH x T x T fp32 probabilities (32768 bytes). */
-  CHECK_EQ_INT(344064u + 2816u + 2048u, bf16_activations);
-  CHECK_EQ_INT(mp.bytes[MEM_ACTIVATIONS], 2 * 344064u + 2816u + 2 * 32768u);
+  CHECK_EQ_INT(311296u + 2816u + 2048u, bf16_activations);
+  CHECK_EQ_INT(mp.bytes[MEM_ACTIVATIONS], 2 * 311296u + 2816u + 2 * 32768u);
   CHECK_EQ_INT(mp.host_bytes, 512u);
 }
 
