@@ -22,8 +22,9 @@ import math
 import os
 import sys
 
+import headless_plot
+
 PROG = "plot_metrics.py"
-SYSTEM_PYTHON = "/usr/bin/python3"  # where Debian's python3-matplotlib is importable
 
 
 def fail(message, code=2):
@@ -85,25 +86,9 @@ def read_run(path):
     return records
 
 
-def import_pyplot():
-    try:
-        import matplotlib
-    except ImportError:
-        # A python3 of its own (pyenv, a virtualenv) does not see Debian's packages: run again
-        # with the system's, which sees python3-matplotlib.
-        if (os.access(SYSTEM_PYTHON, os.X_OK) and
-                os.path.realpath(sys.executable) != os.path.realpath(SYSTEM_PYTHON)):
-            os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON, os.path.abspath(__file__)] + sys.argv[1:])
-        fail(f"matplotlib is not installed for {sys.executable} (Debian: python3-matplotlib; "
-             "tools/setup.sh installs it)", code=1)
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import EngFormatter
-    return plt, EngFormatter
-
-
 def draw(runs, labels, out):
-    plt, EngFormatter = import_pyplot()
+    plt = headless_plot.pyplot(PROG)
+    from matplotlib.ticker import EngFormatter
     fig, (loss_ax, speed_ax) = plt.subplots(2, 1, figsize=(9, 8), sharex=True,
                                             gridspec_kw={"height_ratios": [2, 1]})
     for i, (records, label) in enumerate(zip(runs, labels)):
