@@ -64,7 +64,7 @@ def shardtrain_record(path, warmup, **fields):
         tokens = sum(s["tokens_per_s"] * s["step_ms"] / 1e3 for s in timed)
         peak = max(sum(s["mem"].values()) for s in steps) if steps else 0
     except (ValueError, KeyError, TypeError) as e:
-        fail(PROG, f"{path}: not a shardtrain metrics file ({type(e).__name__}: {e})")
+        bench_common.fail(PROG, f"{path}: not a shardtrain metrics file ({type(e).__name__}: {e})")
     if not timed:
         return record(status="failed", note=f"{len(steps)} steps recorded, none after the "
                       f"{warmup} warm-up steps", **fields)
@@ -80,7 +80,7 @@ def read_records(paths):
             with open(path, encoding="utf-8") as f:
                 lines = f.read().splitlines()
         except OSError as e:
-            fail(PROG, f"{path}: {e.strerror}")
+            bench_common.fail(PROG, f"{path}: {e.strerror}")
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
@@ -92,10 +92,10 @@ def read_records(paths):
             except (ValueError, KeyError, TypeError):
                 valid = False
             if not valid:
-                fail(PROG, f"{path}:{number}: not a run record: {line[:80]}")
+                bench_common.fail(PROG, f"{path}:{number}: not a run record: {line[:80]}")
             records.append(rec)
     if not records:
-        fail(PROG, f"no run records in {', '.join(paths)}")
+        bench_common.fail(PROG, f"no run records in {', '.join(paths)}")
     return records
 
 
@@ -156,11 +156,11 @@ def format_table(rows):
 def write_csv(rows, path):
     try:
         with open(path, "w", newline="", encoding="utf-8") as f:
-            writer = csv.DictWriter(f, fieldnames=COLUMNS)
+            writer = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
             writer.writeheader()
             writer.writerows(rows)
     except OSError as e:
-        fail(PROG, f"--csv {path}: {e.strerror}")
+        bench_common.fail(PROG, f"--csv {path}: {e.strerror}")
 
 
 def add_run_flags(parser):

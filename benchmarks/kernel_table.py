@@ -233,7 +233,7 @@ def main(argv):
     if args.csv:
         try:
             with open(args.csv, "w", newline="", encoding="utf-8") as f:
-                writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+                writer = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
                 writer.writeheader()
                 writer.writerows({k: format(v, ".6g") if isinstance(v, float) else
                                   "" if v is None else v for k, v in r.items()} for r in rows)

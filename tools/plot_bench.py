@@ -34,10 +34,11 @@ class Parser(argparse.ArgumentParser):
 def read_rows(path):
     try:
         with open(path, newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
+            reader = csv.DictReader(f)
+            rows = list(reader)
     except OSError as e:
         fail(f"{path}: {e.strerror}")
-    if not rows or any(k not in rows[0] for k in NEEDED):
+    if any(k not in (reader.fieldnames or []) for k in NEEDED):
         fail(f"{path}: not a benchmark table (needs the columns {', '.join(NEEDED)})")
     try:
         measured = [dict(r, params=float(r["params_m"]), tps=float(r["tokens_per_s"]),
