@@ -8,27 +8,19 @@ Two panels against the parameter count (log scale): tokens/s and MFU, one line p
 the sizes it measured. A run that did not measure (a status other than ok: does not fit, failed,
 timeout) has no point; the legend counts such runs per system. Bad input (a missing file, a CSV
 without the table's columns or without one measured row, an --out that cannot be written) prints
-one error line and exits 2; a missing matplotlib exits 1 (headless_plot.py).
+one error line and exits 2; a missing matplotlib exits 1 (plot_common.py).
 """
-import argparse
 import csv
-import os
 import sys
 
-import headless_plot
+import plot_common
 
 PROG = "plot_bench.py"
 NEEDED = ("model", "params_m", "system", "status", "tokens_per_s", "mfu")
 
 
 def fail(message):
-    print(f"{PROG}: error: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, not argparse's usage + message
-        fail(message)
+    plot_common.fail(PROG, message)
 
 
 def read_rows(path):
@@ -51,7 +43,7 @@ def read_rows(path):
 
 
 def draw(rows, measured, out, title):
-    plt = headless_plot.pyplot(PROG)
+    plt = plot_common.pyplot(PROG)
     systems = list(dict.fromkeys(r["system"] for r in rows))
     fig, (speed, mfu) = plt.subplots(1, 2, figsize=(11, 4.5), dpi=90)
     for system in systems:
@@ -73,24 +65,17 @@ def draw(rows, measured, out, title):
     speed.legend(fontsize=8)
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    try:
-        fig.savefig(out, format="png")
-    except OSError as e:
-        fail(f"--out {out}: {e.strerror}")
-    plt.close(fig)
+    plot_common.save(PROG, plt, fig, out)
     return systems
 
 
 def main(argv):
-    parser = Parser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser = plot_common.Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("csv", help="the benchmark's CSV (bench.csv)")
     parser.add_argument("--out", required=True, help="the PNG to write")
     parser.add_argument("--title", default="", help="title above the panels")
     args = parser.parse_args(argv)
-    out_dir = os.path.dirname(args.out) or "."
-    if os.path.isdir(args.out) or not os.path.isdir(out_dir):
-        fail(f"--out {args.out}: not a file in an existing directory")
+    plot_common.check_out(PROG, args.out)
     rows, measured = read_rows(args.csv)
     systems = draw(rows, measured, args.out, args.title)
     print(f"{args.out}: {len(measured)} measured runs of {len(rows)}, {len(systems)} systems")

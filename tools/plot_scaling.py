@@ -12,7 +12,7 @@ import argparse
 import csv
 import sys
 
-import headless_plot
+import plot_common
 
 
 def parse_args(argv):
@@ -37,7 +37,7 @@ def read_rows(path):
 
 def main(argv):
     args = parse_args(argv)
-    plt = headless_plot.pyplot("plot_scaling.py")
+    plt = plot_common.pyplot("plot_scaling.py")
     rows = read_rows(args.csv)
     labels = []
     for r in rows:
