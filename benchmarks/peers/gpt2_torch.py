@@ -175,8 +175,8 @@ def parse_args(argv):
     parser.add_argument("--batch-tokens", type=int, default=524288,
                         help="tokens per optimizer step (micro-batch x seq-len x grad-accum)")
     parser.add_argument("--micro-batch", type=int, required=True)
-    parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
-    parser.add_argument("--steps", type=int, default=5, help="timed steps")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed steps first")
+    parser.add_argument("--steps", type=int, default=3, help="timed steps")
     parser.add_argument("--fsdp2", action="store_true", help="fully_shard at world 1")
     parser.add_argument("--seed", type=int, default=1337)
     args = parser.parse_args(argv)

@@ -146,6 +146,12 @@ check "kernel_table: no boundary, the whole profile" bash -c "python3 benchmarks
   $fixtures/ncu_two_steps.csv --ceilings $fixtures/ceilings.txt | grep -q \
   '^the whole profile (no step boundary found): 11 launches, 1.420 ms'"
 
+sed 's/"1,000,000,000","0","0","0"$/"0","0","0","0"/' "$fixtures/ncu_gemm_once.csv" > "$work/no_ops.csv"
+check "kernel_table: a calibration without tensor operations, no FLOP/s" bash -c "python3 \
+  benchmarks/kernel_table.py $fixtures/ncu_two_steps.csv --ceilings $fixtures/ceilings.txt \
+  --calibration $work/no_ops.csv --calibration-flops 2e9 --cluster-gap 2 2> /dev/null |
+  grep -q '^the last step: .*; no FLOP/s'"
+
 check "plot_bench: a valid PNG" "$plot" "$work/bench.csv" --out "$work/bench.png"
 check "plot_bench: the PNG" python3 "$valid_png" "$work/bench.png"
 
