@@ -146,6 +146,11 @@ error_line() {
   { grep -m1 -iE 'error' "$1" || grep -vE '^[[:space:]]*$|^-+$' "$1" | tail -1; } | cut -c1-200
 }
 
+# append_record: the `result {json}` line on stdin (bench_results.py's, gpt2_torch.py's) into runs.
+append_record() {
+  sed -n 's/^result //p' >> "$runs"
+}
+
 # measure SIZE SYSTEM: tries the micro-batches until one fits, appends the run's record.
 measure() {
   local size=$1 system=$2 mb name rc note="" last_mb="" fields version=$torch_version
@@ -169,7 +174,7 @@ measure() {
         rc=$?
         if [ $rc -eq 0 ]; then
           python3 "$results" shardtrain "$work/$name.jsonl" --warmup "$warmup" "${fields[@]}" |
-            sed 's/^result //' >> "$runs"
+            append_record
           return
         fi
         if [ $rc -ne 124 ] && grep -qE 'does not fit|out of [a-z]+ memory' "$work/$name.log"; then
@@ -184,21 +189,19 @@ measure() {
           continue
         fi
         if [ $rc -eq 0 ] || grep -q '^result ' "$work/$name.log"; then
-          grep '^result ' "$work/$name.log" | tail -1 | sed 's/^result //' >> "$runs"
+          grep '^result ' "$work/$name.log" | tail -1 | append_record
           return
         fi ;;
     esac
     local status=failed
     [ $rc -eq 124 ] && status=timeout
     python3 "$results" record "${fields[@]}" --status "$status" \
-      --note "exit $rc: $(error_line "$work/$name.log")" |
-      sed 's/^result //' >> "$runs"
+      --note "exit $rc: $(error_line "$work/$name.log")" | append_record
     return
   done
   python3 "$results" record --system "$system" --model "$size" --seq-len "$SEQ" \
     ${last_mb:+--micro-batch "$last_mb"} --version "$version" --status "does not fit" \
-    --note "$note" |
-    sed 's/^result //' >> "$runs"
+    --note "$note" | append_record
 }
 
 if [ $runs_wanted = 1 ]; then

@@ -20,6 +20,8 @@
 
 #include "core/device.h"
 
+#define MAX_REPEATS 256
+
 #ifdef ST_HAVE_CUDA
 #include <cublasLt.h>
 #include <math.h>
@@ -38,9 +40,9 @@ typedef struct options {
   int gemm_once;
 } options;
 
-/* The timed regions: a start and a stop event per repetition. */
+/* The timed regions: a start and a stop event per repetition (NULL until created). */
 typedef struct timing {
-  cudaEvent_t start[256], stop[256];
+  cudaEvent_t start[MAX_REPEATS], stop[MAX_REPEATS];
   int count;
 } timing;
 
@@ -59,15 +61,15 @@ static st_status timing_create(timing *t, int count) {
 }
 
 static void timing_destroy(timing *t) {
-  for (int i = 0; i < t->count; i++) {
-    cudaEventDestroy(t->start[i]);
-    cudaEventDestroy(t->stop[i]);
+  for (int i = 0; i < MAX_REPEATS; i++) {
+    if (t->start[i]) cudaEventDestroy(t->start[i]);
+    if (t->stop[i]) cudaEventDestroy(t->stop[i]);
   }
 }
 
 /* The median of the repetitions' times, in ms (after the stream has finished them). */
 static st_status timing_median_ms(const timing *t, float *out) {
-  float ms[256];
+  float ms[MAX_REPEATS];
   for (int i = 0; i < t->count; i++) {
     CUDA_CHECK(cudaEventSynchronize(t->stop[i]));
     CUDA_CHECK(cudaEventElapsedTime(&ms[i], t->start[i], t->stop[i]));
@@ -96,21 +98,21 @@ typedef struct gemm {
   void *workspace;
 } gemm;
 
-#define LT_CHECK(expr) CUBLAS_CHECK(expr)
-
 static st_status gemm_create(gemm *g, int n) {
   memset(g, 0, sizeof *g);
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  LT_CHECK(cublasLtCreate(&g->lt));
-  LT_CHECK(cublasLtMatmulDescCreate(&g->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  LT_CHECK(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-  LT_CHECK(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-  LT_CHECK(cublasLtMatrixLayoutCreate(&g->a, CUDA_R_16BF, (uint64_t)n, (uint64_t)n, n));
-  LT_CHECK(cublasLtMatrixLayoutCreate(&g->b, CUDA_R_16BF, (uint64_t)n, (uint64_t)n, n));
-  LT_CHECK(cublasLtMatrixLayoutCreate(&g->d, CUDA_R_16BF, (uint64_t)n, (uint64_t)n, n));
+  CUBLAS_CHECK(cublasLtCreate(&g->lt));
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&g->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->a, CUDA_R_16BF, (uint64_t)n, (uint64_t)n, n));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->b, CUDA_R_16BF, (uint64_t)n, (uint64_t)n, n));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->d, CUDA_R_16BF, (uint64_t)n, (uint64_t)n, n));
   CUDA_CHECK(cudaMalloc(&g->workspace, LT_WORKSPACE_BYTES));
   cublasLtMatmulPreference_t pref;
-  LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const size_t ws = LT_WORKSPACE_BYTES;
   cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
@@ -120,7 +122,7 @@ static st_status gemm_create(gemm *g, int n) {
                                             &g->algo, &found);
   }
   cublasLtMatmulPreferenceDestroy(pref);
-  LT_CHECK(status);
+  CUBLAS_CHECK(status);
   if (found < 1) return st_error(ST_ERR_CUDA, "cuBLASLt has no bf16 algorithm for %d^3", n);
   return ST_OK;
 }
@@ -136,8 +138,8 @@ static void gemm_destroy(gemm *g) {
 
 static st_status gemm_run(const gemm *g, const void *a, const void *b, void *d) {
   const float alpha = 1.0f, beta = 0.0f;
-  LT_CHECK(cublasLtMatmul(g->lt, g->desc, &alpha, a, g->a, b, g->b, &beta, d, g->d, d, g->d,
-                          &g->algo.algo, g->workspace, LT_WORKSPACE_BYTES, 0));
+  CUBLAS_CHECK(cublasLtMatmul(g->lt, g->desc, &alpha, a, g->a, b, g->b, &beta, d, g->d, d, g->d,
+                              &g->algo.algo, g->workspace, LT_WORKSPACE_BYTES, 0));
   CUDA_CHECK(cudaGetLastError());
   return ST_OK;
 }
@@ -316,7 +318,7 @@ int main(int argc, char **argv) {
       copy_mib = positive("--copy-mib", value, 65536);
       i++;
     } else if (strcmp(argv[i], "--repeats") == 0) {
-      repeats = positive("--repeats", value, 256);
+      repeats = positive("--repeats", value, MAX_REPEATS);
       i++;
     } else if (strcmp(argv[i], "--gemm-once") == 0) {
       gemm_once = 1;
