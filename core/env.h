@@ -16,7 +16,8 @@ typedef enum env_var {
   ENV_MEMORY_LIMIT_BYTES = 4,   /* ST_MEMORY_LIMIT_BYTES */
   ENV_NCCL_HOSTID = 5,          /* NCCL_HOSTID (NCCL's own; read to know what NCCL will see) */
   ENV_TEST_INJECT_OVERFLOW = 6, /* ST_TEST_INJECT_OVERFLOW */
-  ENV_VAR_COUNT = 7
+  ENV_CUDA_ATTENTION = 7,       /* ST_CUDA_ATTENTION */
+  ENV_VAR_COUNT = 8
 } env_var;
 
 typedef struct env_entry {

@@ -2,7 +2,8 @@
 // log-sum-exp of its scaled scores (lse = max + log sum exp(s - max)), batch * n_head * seq
 // values, never seq x seq. Also the cached (generation) forward over a key/value cache.
 //
-// This is the simple, correct version; the fast tiled (flash) kernels are a later issue.
+// This is the simple, correct version; flash_attention.cu holds the tiled kernels, used instead
+// for the shapes they take when ST_CUDA_ATTENTION=flash (context.h).
 // Every kernel gives one warp one row and loops over the other side of the score matrix in
 // order, so every sum has a fixed order and no two warps write one element: deterministic.
 // Lane l holds features l, l + 32, ... of a head (head size <= 32 * kDimsPerLane); a dot
@@ -18,7 +19,9 @@
 //    (D_i recomputed per pair rather than stored: no scratch).
 // Every gradient is added (+=) into dqkv once, by the one warp that owns it.
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/context.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/flash_attention.h"
 
 namespace {
 
@@ -209,6 +212,14 @@ st_status check_head_size(const char *op, int64_t hs) {
 
 unsigned blocks_for_warps(int64_t warps) { return (unsigned)((warps + kWarps - 1) / kWarps); }
 
+// The tiled kernels (flash_attention.cu) when the context asks for them and they take the
+// shape (and the gradient `dout`, when given, is 16-byte aligned for their tile loads). Both
+// kinds save the same log-sum-exp, so a forward and its backward may choose differently.
+bool use_flash(void *ctx, const st_tensor *qkv, const st_tensor *dout, int64_t n_head) {
+  return static_cast<cuda_context *>(ctx)->flash_attention &&
+         cuda_flash_attention_takes(qkv, n_head) && (!dout || stk::aligned16(dout->data));
+}
+
 }  // namespace
 
 extern "C" int64_t cuda_attention_state_numel(int64_t batch, int64_t n_head, int64_t seq) {
@@ -218,7 +229,8 @@ extern "C" int64_t cuda_attention_state_numel(int64_t batch, int64_t n_head, int
 extern "C" st_status cuda_attention_forward(void *ctx, const st_tensor *out, const st_tensor *state,
                                             const st_tensor *qkv, int64_t n_head,
                                             const st_stream *stream) {
-  (void)ctx;
+  if (use_flash(ctx, qkv, NULL, n_head))
+    return cuda_flash_attention_forward(out, state, qkv, n_head, stream);
   const int64_t B = qkv->shape[0], T = qkv->shape[1], C = qkv->shape[2] / 3, hs = C / n_head;
   ST_CHECK(check_head_size("attention_forward", hs));
   AttnArgs a;
@@ -250,7 +262,8 @@ extern "C" st_status cuda_attention_backward(void *ctx, const st_tensor *dqkv,
                                              const st_tensor *dout, const st_tensor *qkv,
                                              const st_tensor *out, const st_tensor *state,
                                              int64_t n_head, const st_stream *stream) {
-  (void)ctx;
+  if (use_flash(ctx, qkv, dout, n_head))
+    return cuda_flash_attention_backward(dqkv, dout, qkv, out, state, n_head, stream);
   const int64_t B = qkv->shape[0], T = qkv->shape[1], C = qkv->shape[2] / 3, hs = C / n_head;
   ST_CHECK(check_head_size("attention_backward", hs));
   AttnGrad g;

@@ -8,6 +8,7 @@
 extern "C" {
 #include "core/alloc.h"
 #include "core/check_cuda.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
 }
@@ -235,6 +236,7 @@ extern "C" st_status cuda_context_create(const st_device *dev, void **ctx) {
   ST_CHECK(mem_alloc_zeroed((void **)&cx, sizeof *cx, MEM_HOST, MEM_WORKSPACE, NULL));
   cx->device = *dev;
   cx->sm_count = sms;
+  cx->flash_attention = strcmp(env_get_string(ENV_CUDA_ATTENTION), "flash") == 0;
   st_status status = ST_OK;
   ST_CHECK_GOTO(mem_alloc(&cx->workspace, workspace_bytes(), MEM_DEVICE, MEM_WORKSPACE, dev),
                 status, fail);

@@ -68,7 +68,8 @@ typedef struct cuda_context {
   void *segments_host; /* its host staging, CUDA_SEGMENT_CAPACITY entries */
   void *sort_scratch;
   cuda_matmul_plan plans[CUDA_MATMUL_PLANS];
-  int next_victim; /* the plan replaced when the cache is full, round robin */
+  int next_victim;     /* the plan replaced when the cache is full, round robin */
+  int flash_attention; /* ST_CUDA_ATTENTION=flash: flash_attention.cu where it takes the shape */
 } cuda_context;
 
 st_status cuda_context_create(const st_device *dev, void **ctx);

@@ -22,6 +22,7 @@ static void test_table(void) {
       [ENV_MEMORY_LIMIT_BYTES] = "ST_MEMORY_LIMIT_BYTES",
       [ENV_NCCL_HOSTID] = "NCCL_HOSTID",
       [ENV_TEST_INJECT_OVERFLOW] = "ST_TEST_INJECT_OVERFLOW",
+      [ENV_CUDA_ATTENTION] = "ST_CUDA_ATTENTION",
   };
   const env_entry *table = env_table();
   for (int v = 0; v < ENV_VAR_COUNT; v++) {

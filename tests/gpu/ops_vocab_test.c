@@ -1,6 +1,8 @@
 /* ops_vocab_test.c - every op of the kernel vocabulary on the CUDA backend, against the CPU
  * backend (or float64 loops where the CPU backend lacks the op), in fp32 and bf16, forward and
- * backward, on odd shapes: B=3, T=37, C=80, NH=5 (head size 16), V=251 padded to 256.
+ * backward, on odd shapes: B=3, T=37, C=80, NH=5 (head size 16), V=251 padded to 256; attention
+ * also at head size 64 over 150 rows (B=2, C=128, NH=2), and once more with
+ * ST_CUDA_ATTENTION=flash (the tiled kernels: 16-bit P and dS, within the bf16 tolerance).
  *
  * The test walks kernel_op 0..KERNEL_OP_COUNT and FAILS if an op has no case here (checked
  * even without a GPU), then, with a GPU, runs each case for every dtype CUDA supports for the
@@ -321,8 +323,17 @@ static void case_residual(pair_env *e, st_dtype dt) {
 
 /* ---- attention ----------------------------------------------------------------------------- */
 
-static void case_attention(pair_env *e, st_dtype dt) {
+/* The shape of one attention case: the vocabulary's odd one (head size 16), or head size 64
+ * over two 64-row tiles and a partial one (what the flash kernels take). */
+typedef struct attn_shape {
+  int B, T, C, NH;
+} attn_shape;
+
+static const attn_shape kOddHeads = {B, T, C, NH}, kHead64 = {2, 150, 128, 2};
+
+static void attention_at(pair_env *e, st_dtype dt, attn_shape sh) {
   const char *op = "attention";
+  const int B = sh.B, T = sh.T, C = sh.C, NH = sh.NH; /* this case's, not the file's */
   int64_t qkv_shape[] = {B, T, 3 * C}, act[] = {B, T, C};
   int64_t cpu_state = kernel_attention_state_numel(e->cpu, B, NH, T);
   int64_t gpu_state = kernel_attention_state_numel(e->gpu, B, NH, T);
@@ -374,6 +385,11 @@ static void case_attention(pair_env *e, st_dtype dt) {
   free(second);
   pair *all[] = {&qkv, &out, &state_cpu, &state_gpu, &dout, &dqkv};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) pair_free(all[i]);
+}
+
+static void case_attention(pair_env *e, st_dtype dt) {
+  attention_at(e, dt, kOddHeads);
+  attention_at(e, dt, kHead64);
 }
 
 static void case_attention_cached(pair_env *e, st_dtype dt) {
@@ -538,6 +554,31 @@ static void run_all(pair_env *e) {
   }
 }
 
+/* The attention cases again on a backend made with ST_CUDA_ATTENTION=flash: the tiled kernels
+ * (kernels/cuda/flash_attention.cu) take the head-size-64 shape in 16-bit dtypes, and the odd
+ * one falls back to the simple kernels. Same references and tolerances. */
+static void run_flash_attention(pair_env *e) {
+  kernel_backend *simple = e->gpu;
+  CHECK(setenv("ST_CUDA_ATTENTION", "flash", 1) == 0);
+  const st_status made = kernel_backend_create(&e->gpu_dev, &e->gpu);
+  CHECK(unsetenv("ST_CUDA_ATTENTION") == 0);
+  CHECK_OK(made);
+  if (made != ST_OK) {
+    e->gpu = simple;
+    return;
+  }
+  const st_dtype dtypes[] = {ST_BF16, ST_FP16};
+  for (int d = 0; d < 2; d++) {
+    if (!kernel_supports(e->gpu, KERNEL_OP_ATTENTION, dtypes[d])) continue;
+    printf("attention (ST_CUDA_ATTENTION=flash) [%s]\n", dt_name(dtypes[d]));
+    fflush(stdout);
+    e->rng = 7000u + (uint64_t)d;
+    case_attention(e, dtypes[d]);
+  }
+  kernel_backend_destroy(e->gpu);
+  e->gpu = simple;
+}
+
 int main(void) {
   const char *name = "ops_vocab_test";
   for (int op = 0; op < KERNEL_OP_COUNT; op++) {
@@ -558,6 +599,7 @@ int main(void) {
   mem_stats before, after;
   mem_stats_get(&before);
   run_all(&e);
+  run_flash_attention(&e);
   mem_stats_get(&after);
   CHECK_MSG(after.live_blocks == before.live_blocks, "the cases left %llu blocks allocated",
             (unsigned long long)(after.live_blocks - before.live_blocks));

@@ -14,7 +14,8 @@
 #   equivalence  tests/train/equivalence_test.sh on the GPU with NCCL (2-8 ranks share the one
 #                GPU through nccl-hostid): every mesh and stage against one rank, bitwise
 #                across stages at equal mesh
-#   d12          d12 in bf16, micro-batch 16 x 1024, 20 steps on one GPU and on 4 ranks at
+#   d12          d12 in bf16, micro-batch 16 x 1024, 20 steps on one GPU (simple attention, then
+#                ST_CUDA_ATTENTION=flash: losses within 1% of each other) and on 4 ranks at
 #                ZeRO-3: the loss falls; prints step time and tokens/s (median of steps 6-20)
 #   sanitizer    compute-sanitizer memcheck, racecheck and synccheck on ops_vocab_test and on a
 #                2-rank, 3-step d6 run
@@ -101,6 +102,16 @@ PY
 section_d12() {
   local fail=0
   d12_run d12_1gpu 1 || fail=1
+  # The tiled attention (kernels/cuda/flash_attention.cu) from the same initial weights: every
+  # step's loss within 1% of the simple kernels' run.
+  ST_CUDA_ATTENTION=flash d12_run d12_1gpu_flash 1 || fail=1
+  python3 - "$logs/d12_1gpu.jsonl" "$logs/d12_1gpu_flash.jsonl" <<'PY' || fail=1
+import json, sys
+simple, flash = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+worst = max(abs(a["loss"] - b["loss"]) / b["loss"] for a, b in zip(flash, simple))
+print(f"d12 flash vs simple attention: worst step loss difference {worst:.2e} (bound 1e-2)")
+sys.exit(0 if len(flash) == len(simple) == 20 and worst <= 1e-2 else 1)
+PY
   d12_run d12_4ranks_zero3 4 --dp-shard 4 --zero 3 || fail=1
   return $fail
 }
