@@ -15,7 +15,9 @@
 #     run that does not fit before allocating; PyTorch runs out of memory and exits 3), --warmup
 #     untimed steps then --steps timed ones. A run that fails, times out or fits at no micro-batch
 #     is a row that says so. shardtrain's grad-accum is at most 64, so it needs a micro-batch of
-#     at least 8 (524,288 / 1024 / 64).
+#     at least 8 (524,288 / 1024 / 64). shardtrain's attention kernels are the environment's
+#     ST_CUDA_ATTENTION (docs/ENVIRONMENT.md); with one other than simple its rows are named
+#     shardtrain-zeroK-<kind> (shardtrain-zero0-flash), so both kinds can sit in one table.
 #  3. the table (benchmarks/bench_results.py: MFU = tokens/s x (6N + 6LCT) / 989 TFLOP/s) on
 #     stdout and as CSV;
 #  4. the kernel table (benchmarks/kernel_table.py): ncu profiles 2 steps of shardtrain d12 at
@@ -116,6 +118,7 @@ echo "== ceilings"
 cat "$out/ceilings.txt"
 
 st_version="shardtrain $(cat "$bundle/version.txt" 2>/dev/null || echo unknown)"
+attention=${ST_CUDA_ATTENTION:-simple}
 torch_version=$(python3 -c 'import torch; print("torch", torch.__version__)' 2> /dev/null ||
   echo "no torch")
 python3 "$here/benchmarks/random_tokens.py" "$work/random_train.bin" > /dev/null ||
@@ -154,11 +157,15 @@ append_record() {
 # measure SIZE SYSTEM: tries the micro-batches until one fits, appends the run's record.
 measure() {
   local size=$1 system=$2 mb name rc note="" last_mb="" fields version=$torch_version
-  [[ $system == shardtrain-* ]] && version=$st_version
+  local label=$system # the row's system
+  if [[ $system == shardtrain-* ]]; then
+    version=$st_version
+    [ "$attention" = simple ] || label=$system-$attention
+  fi
   for mb in ${micro_batches:-${MICRO_BATCHES[$size]}}; do
-    name=${size}_${system}_mb$mb
+    name=${size}_${label}_mb$mb
     last_mb=$mb
-    fields=(--system "$system" --model "$size" --seq-len "$SEQ" --micro-batch "$mb"
+    fields=(--system "$label" --model "$size" --seq-len "$SEQ" --micro-batch "$mb"
       --grad-accum $((BATCH_TOKENS / (mb * SEQ))) --version "$version")
     if [ $((BATCH_TOKENS % (mb * SEQ))) -ne 0 ]; then
       note="micro-batch $mb does not divide $BATCH_TOKENS tokens"
@@ -199,7 +206,7 @@ measure() {
       --note "exit $rc: $(error_line "$work/$name.log")" | append_record
     return
   done
-  python3 "$results" record --system "$system" --model "$size" --seq-len "$SEQ" \
+  python3 "$results" record --system "$label" --model "$size" --seq-len "$SEQ" \
     ${last_mb:+--micro-batch "$last_mb"} --version "$version" --status "does not fit" \
     --note "$note" | append_record
 }
@@ -243,7 +250,7 @@ for r in map(json.loads, open(sys.argv[1])):
     --seq-len "$SEQ" --micro-batch "$mb" --grad-accum 1 --steps 2 --param-dtype bf16 \
     --reduce-dtype bf16 --quiet > "$work/ncu_step.csv" 2> "$work/ncu_step.err" ||
     { echo "ncu failed on the step: $(tail -1 "$work/ncu_step.err")"; return 1; }
-  echo "shardtrain d12, ZeRO-0, micro-batch $mb x $SEQ, grad-accum 1 (once-per-step kernels such as AdamW weigh $((BATCH_TOKENS / (mb * SEQ))) times more here than in a $BATCH_TOKENS-token step)"
+  echo "shardtrain d12, ZeRO-0, $attention attention, micro-batch $mb x $SEQ, grad-accum 1 (once-per-step kernels such as AdamW weigh $((BATCH_TOKENS / (mb * SEQ))) times more here than in a $BATCH_TOKENS-token step)"
   python3 "$here/benchmarks/kernel_table.py" "$work/ncu_step.csv" --ceilings "$out/ceilings.txt" \
     "${calibration[@]}" --csv "$out/kernels.csv"
 }

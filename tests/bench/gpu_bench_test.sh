@@ -14,7 +14,8 @@
 #  - plot_bench.py draws a valid PNG of the table;
 #  - gpu_bench.sh without a GPU (the real `ceilings` prints SKIP): one line, exit 1; without a
 #    bundle or with a bad flag: one line, exit 2; with stand-in ceilings, every run fails (no GPU,
-#    no PyTorch here) and becomes a row of the table, exit 0;
+#    no PyTorch here) and becomes a row of the table, exit 0, and with ST_CUDA_ATTENTION=flash
+#    shardtrain's rows are named after it;
 #  - ceilings prints SKIP and exits 0 here, and a bad flag is one line and exit 2;
 #  - peers/gpt2_torch.py compiles (PyTorch is not installed here to run it).
 # Bad input to each script: one error line, exit 2.
@@ -204,6 +205,12 @@ PY
 else
   echo "FAIL: gpu_bench.sh with stand-in ceilings:"; cat "$work/bench.log"; fail=1
 fi
+# Another attention kernel names shardtrain's rows after it.
+ST_CUDA_ATTENTION=flash TMPDIR=$session OMPI_MCA_btl_vader_backing_directory=$session bash \
+  benchmarks/gpu_bench.sh --bundle "$work/bundle" --out "$work/flash" --sizes d24 \
+  --micro-batches 8 --no-kernels --systems shardtrain-zero0 > "$work/flash.log" 2>&1
+check "gpu_bench: ST_CUDA_ATTENTION=flash rows" grep -q '^d24,354.8,shardtrain-zero0-flash,failed,8,' \
+  "$work/flash/bench.csv"
 rm -rf "$session"
 
 check "gpt2_torch.py compiles" python3 -c "import py_compile, sys
