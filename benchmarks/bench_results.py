@@ -30,8 +30,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_common  # noqa: E402
 
 PROG = "bench_results.py"
-SYSTEMS = ["shardtrain-zero0", "shardtrain-zero3", "shardtrain-zero0-flash", "shardtrain-zero3-flash",
-           "pytorch-compile", "pytorch-fsdp2"]
+SYSTEMS = ["shardtrain-zero0", "shardtrain-zero3", "shardtrain-zero0-flash",
+           "shardtrain-zero3-flash", "pytorch-compile", "pytorch-fsdp2"]
 COLUMNS = ["model", "params_m", "system", "status", "micro_batch", "grad_accum", "seq_len",
            "tokens_per_s", "mfu", "peak_mem_gib", "version", "note"]
 
