@@ -238,7 +238,7 @@ kernel_table() {
     flops=$(sed -n 's/.*gemm_once .*flops=\([0-9]*\).*/\1/p' "$work/ncu_gemm.csv")
     calibration=(--calibration "$work/ncu_gemm.csv" --calibration-flops "$flops")
   else
-    echo "ncu did not count the GEMM's tensor operations ($(tail -1 "$work/ncu_gemm.err")): no FLOP/s"
+    echo "ncu counted no tensor operations ($(tail -1 "$work/ncu_gemm.err")): no FLOP/s"
   fi
   mb=$(python3 -c 'import json,sys
 for r in map(json.loads, open(sys.argv[1])):
@@ -246,11 +246,13 @@ for r in map(json.loads, open(sys.argv[1])):
         print(r["micro_batch"])' "$runs")
   mb=${mb:-16}
   timeout "$run_timeout" mpirun -np 1 --bind-to none "${ncu[@]}" --metrics "$metrics" \
-    --launch-count 4000 "$st" train --model d12 --device cuda --data-train "$work/random_train.bin" \
-    --seq-len "$SEQ" --micro-batch "$mb" --grad-accum 1 --steps 2 --param-dtype bf16 \
-    --reduce-dtype bf16 --quiet > "$work/ncu_step.csv" 2> "$work/ncu_step.err" ||
+    --launch-count 4000 "$st" train --model d12 --device cuda \
+    --data-train "$work/random_train.bin" --seq-len "$SEQ" --micro-batch "$mb" --grad-accum 1 \
+    --steps 2 --param-dtype bf16 --reduce-dtype bf16 --quiet > "$work/ncu_step.csv" 2> "$work/ncu_step.err" ||
     { echo "ncu failed on the step: $(tail -1 "$work/ncu_step.err")"; return 1; }
-  echo "shardtrain d12, ZeRO-0, $attention attention, micro-batch $mb x $SEQ, grad-accum 1 (once-per-step kernels such as AdamW weigh $((BATCH_TOKENS / (mb * SEQ))) times more here than in a $BATCH_TOKENS-token step)"
+  echo "shardtrain d12, ZeRO-0, $attention attention, micro-batch $mb x $SEQ, grad-accum 1" \
+    "(once-per-step kernels such as AdamW weigh $((BATCH_TOKENS / (mb * SEQ))) times more here" \
+    "than in a $BATCH_TOKENS-token step)"
   python3 "$here/benchmarks/kernel_table.py" "$work/ncu_step.csv" --ceilings "$out/ceilings.txt" \
     "${calibration[@]}" --csv "$out/kernels.csv"
 }

@@ -108,8 +108,8 @@ def draw(runs, labels, out):
 
 
 def main():
-    parser = plot_common.Parser(prog=PROG, description="Plots loss and throughput against tokens for one or "
-                    "more `shardtrain train --metrics` files.")
+    parser = plot_common.Parser(prog=PROG, description="Plots loss and throughput against "
+                                "tokens for one or more `shardtrain train --metrics` files.")
     parser.add_argument("metrics", nargs="+", help="metrics files (JSON lines)")
     parser.add_argument("--out", required=True, help="the PNG to write")
     parser.add_argument("--labels", help="comma-separated run names (default: file names)")

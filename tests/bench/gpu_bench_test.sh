@@ -108,7 +108,8 @@ rec = json.loads(out[len("result "):])
 assert rec["status"] == "ok" and rec["tokens_per_s"] > 0 and rec["peak_mem_bytes"] > 0, rec
 assert rec["note"] == "2 timed steps after 1 warm-up", rec
 PY
-check "random_tokens: every token below the vocabulary, not all alike" python3 - "$work/random.bin" << 'PY'
+check "random_tokens: every token below the vocabulary, not all alike" \
+  python3 - "$work/random.bin" << 'PY'
 import struct, sys
 data = open(sys.argv[1], "rb").read()
 magic, version, n = struct.unpack("<3i", data[:12])
@@ -147,7 +148,8 @@ check "kernel_table: no boundary, the whole profile" bash -c "python3 benchmarks
   $fixtures/ncu_two_steps.csv --ceilings $fixtures/ceilings.txt | grep -q \
   '^the whole profile (no step boundary found): 11 launches, 1.420 ms'"
 
-sed 's/"1,000,000,000","0","0","0"$/"0","0","0","0"/' "$fixtures/ncu_gemm_once.csv" > "$work/no_ops.csv"
+sed 's/"1,000,000,000","0","0","0"$/"0","0","0","0"/' "$fixtures/ncu_gemm_once.csv" \
+  > "$work/no_ops.csv"
 check "kernel_table: a calibration without tensor operations, no FLOP/s" bash -c "python3 \
   benchmarks/kernel_table.py $fixtures/ncu_two_steps.csv --ceilings $fixtures/ceilings.txt \
   --calibration $work/no_ops.csv --calibration-flops 2e9 --cluster-gap 2 2> /dev/null |
@@ -209,8 +211,8 @@ fi
 ST_CUDA_ATTENTION=flash TMPDIR=$session OMPI_MCA_btl_vader_backing_directory=$session bash \
   benchmarks/gpu_bench.sh --bundle "$work/bundle" --out "$work/flash" --sizes d24 \
   --micro-batches 8 --no-kernels --systems shardtrain-zero0 > "$work/flash.log" 2>&1
-check "gpu_bench: ST_CUDA_ATTENTION=flash rows" grep -q '^d24,354.8,shardtrain-zero0-flash,failed,8,' \
-  "$work/flash/bench.csv"
+check "gpu_bench: ST_CUDA_ATTENTION=flash rows" \
+  grep -q '^d24,354.8,shardtrain-zero0-flash,failed,8,' "$work/flash/bench.csv"
 rm -rf "$session"
 
 check "gpt2_torch.py compiles" python3 -c "import py_compile, sys
