@@ -248,7 +248,8 @@ for r in map(json.loads, open(sys.argv[1])):
   timeout "$run_timeout" mpirun -np 1 --bind-to none "${ncu[@]}" --metrics "$metrics" \
     --launch-count 4000 "$st" train --model d12 --device cuda \
     --data-train "$work/random_train.bin" --seq-len "$SEQ" --micro-batch "$mb" --grad-accum 1 \
-    --steps 2 --param-dtype bf16 --reduce-dtype bf16 --quiet > "$work/ncu_step.csv" 2> "$work/ncu_step.err" ||
+    --steps 2 --param-dtype bf16 --reduce-dtype bf16 --quiet \
+    > "$work/ncu_step.csv" 2> "$work/ncu_step.err" ||
     { echo "ncu failed on the step: $(tail -1 "$work/ncu_step.err")"; return 1; }
   echo "shardtrain d12, ZeRO-0, $attention attention, micro-batch $mb x $SEQ, grad-accum 1" \
     "(once-per-step kernels such as AdamW weigh $((BATCH_TOKENS / (mb * SEQ))) times more here" \
