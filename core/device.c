@@ -57,6 +57,12 @@ st_status device_bus_id(const st_device *dev, char out[DEVICE_BUS_ID_SIZE]) {
   return b->bus_id ? b->bus_id(dev->ordinal, out, DEVICE_BUS_ID_SIZE) : ST_OK;
 }
 
+st_status device_product_name(const st_device *dev, char out[DEVICE_NAME_SIZE]) {
+  out[0] = '\0';
+  const device_backend *b = dev->backend;
+  return b->product_name ? b->product_name(dev->ordinal, out, DEVICE_NAME_SIZE) : ST_OK;
+}
+
 st_device device_cpu(void) { return (st_device){.backend = &device_backend_cpu, .ordinal = 0}; }
 
 st_status device_bind(const st_device *dev) {
@@ -143,4 +149,17 @@ st_status stream_wait_event(const st_stream *stream, const st_event *event) {
 
 st_status event_query(const st_event *event, int *done) {
   return event->backend->event_query(event->handle, done);
+}
+
+st_status event_create_timed(const st_device *dev, st_event *out) {
+  const device_backend *b = dev->backend;
+  if (!b->timed_event_create || !b->event_elapsed_ms) {
+    return st_error(ST_ERR_UNSUPPORTED, "the %s device cannot time events", b->name);
+  }
+  out->backend = b;
+  return b->timed_event_create(&out->handle);
+}
+
+st_status event_elapsed_ms(const st_event *start, const st_event *end, double *ms) {
+  return start->backend->event_elapsed_ms(start->handle, end->handle, ms);
 }

@@ -47,6 +47,11 @@ typedef struct device_backend {
   st_status (*event_record)(void *event, void *stream);
   st_status (*stream_wait_event)(void *stream, void *event);
   st_status (*event_query)(void *event, int *done);
+  /* An event that also notes when the stream reached it, for event_elapsed_ms. NULL: the
+   * backend cannot time (event_create_timed refuses). */
+  st_status (*timed_event_create)(void **out);
+  /* Milliseconds between two completed timed events (end after start on one stream). */
+  st_status (*event_elapsed_ms)(void *start, void *end, double *ms);
   /* Whether GPU `ordinal` (0 on the CPU) can train with parameters held in `dtype`. */
   int (*holds_params_in)(int ordinal, st_dtype dtype);
   /* The memory of GPU `ordinal` (0 on the CPU: the host's). NULL: the backend cannot say. */
@@ -61,6 +66,9 @@ typedef struct device_backend {
   /* The PCI bus id of device `ordinal` ("0000:01:00.0"), which tells apart the GPUs of a node
    * as NCCL does. NULL: the backend has none (the CPU). */
   st_status (*bus_id)(int ordinal, char *out, size_t size);
+  /* The product name of device `ordinal` ("NVIDIA H100 80GB HBM3"). NULL: the backend has
+   * none (the CPU). */
+  st_status (*product_name)(int ordinal, char *out, size_t size);
 } device_backend;
 
 typedef struct st_device {
@@ -110,6 +118,13 @@ st_status device_memory_info(const st_device *dev, device_memory *out);
  * CPU), so a non-empty id means a GPU. */
 st_status device_bus_id(const st_device *dev, char out[DEVICE_BUS_ID_SIZE]);
 
+/* Room for a device's product name and its terminator. */
+#define DEVICE_NAME_SIZE 256
+
+/* dev's product name into out (DEVICE_NAME_SIZE bytes), as its vendor's driver reports it
+ * ("NVIDIA H100 80GB HBM3"); "" when its backend has none (the CPU). */
+st_status device_product_name(const st_device *dev, char out[DEVICE_NAME_SIZE]);
+
 st_status stream_create(const st_device *dev, st_stream *out);
 void stream_destroy(st_stream *stream);
 st_status stream_sync(const st_stream *stream);
@@ -122,6 +137,17 @@ st_status event_record(const st_event *event, const st_stream *stream);
 st_status stream_wait_event(const st_stream *stream, const st_event *event);
 /* *done = 1 when all work recorded before the event has finished. */
 st_status event_query(const st_event *event, int *done);
+
+/* An event that can be timed: recorded like any other, and event_elapsed_ms reads the time
+ * between two of them. Separate from event_create because timing costs a little on every use
+ * (CUDA: events without cudaEventDisableTiming), which synchronisation events need not pay.
+ * ST_ERR_UNSUPPORTED on a backend that cannot time. */
+st_status event_create_timed(const st_device *dev, st_event *out);
+/* Milliseconds from `start` to `end`, two timed events recorded in that order on one stream
+ * and both complete (the host has synchronised the stream): the time the stream took from
+ * reaching the first to reaching the second. CUDA: cudaEventElapsedTime (about 0.5 us
+ * resolution); CPU: the host clock read at each record, since the CPU runs synchronously. */
+st_status event_elapsed_ms(const st_event *start, const st_event *end, double *ms);
 
 /* The CPU backend (device_cpu.c): always present, always usable. */
 extern const device_backend device_backend_cpu;

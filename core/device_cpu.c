@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/device.h"
@@ -30,8 +31,13 @@ static void cpu_raw_free(mem_kind kind, void *ptr) {
   free(ptr);
 }
 
-/* A CPU stream or event has no state; a non-NULL token keeps handles uniform. */
+/* A CPU stream or untimed event has no state; a non-NULL token keeps handles uniform. A timed
+ * event is a cpu_timed_event of its own, told apart from the token by its address. */
 static char cpu_token;
+
+typedef struct cpu_timed_event {
+  double recorded_ms; /* the host's monotonic clock at the last record */
+} cpu_timed_event;
 
 static st_status cpu_token_create(void **out) {
   *out = &cpu_token;
@@ -39,6 +45,17 @@ static st_status cpu_token_create(void **out) {
 }
 
 static void cpu_token_destroy(void *token) { (void)token; }
+
+static st_status cpu_timed_event_create(void **out) {
+  cpu_timed_event *e = calloc(1, sizeof *e);
+  if (!e) return st_error(ST_ERR_OOM, "out of host memory creating an event");
+  *out = e;
+  return ST_OK;
+}
+
+static void cpu_event_destroy(void *event) {
+  if (event != &cpu_token) free(event);
+}
 
 static st_status cpu_stream_sync(void *stream) {
   (void)stream;
@@ -57,9 +74,29 @@ static st_status cpu_memset(void *dst, int value, size_t bytes, void *stream) {
   return ST_OK;
 }
 
+/* Work before a record has already run (the CPU is synchronous), so the stream reaches the
+ * event now. */
 static st_status cpu_event_record(void *event, void *stream) {
-  (void)event;
   (void)stream;
+  if (event != &cpu_token) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ((cpu_timed_event *)event)->recorded_ms = 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+  }
+  return ST_OK;
+}
+
+static st_status cpu_stream_wait_event(void *stream, void *event) {
+  (void)stream;
+  (void)event;
+  return ST_OK;
+}
+
+static st_status cpu_event_elapsed_ms(void *start, void *end, double *ms) {
+  if (start == &cpu_token || end == &cpu_token) {
+    return st_error(ST_ERR_INVALID_ARG, "event_elapsed_ms needs two timed events");
+  }
+  *ms = ((const cpu_timed_event *)end)->recorded_ms - ((const cpu_timed_event *)start)->recorded_ms;
   return ST_OK;
 }
 
@@ -115,10 +152,12 @@ const device_backend device_backend_cpu = {
     .memcpy_async = cpu_memcpy,
     .memset_async = cpu_memset,
     .event_create = cpu_token_create,
-    .event_destroy = cpu_token_destroy,
+    .event_destroy = cpu_event_destroy,
     .event_record = cpu_event_record,
-    .stream_wait_event = cpu_event_record,
+    .stream_wait_event = cpu_stream_wait_event,
     .event_query = cpu_event_query,
+    .timed_event_create = cpu_timed_event_create,
+    .event_elapsed_ms = cpu_event_elapsed_ms,
     .holds_params_in = cpu_holds_params_in,
     .memory_info = cpu_memory_info,
     .device_memory_is_host = 1,

@@ -1,9 +1,11 @@
 /* device_cuda.c - the CUDA device backend: cudaMalloc / cudaMallocHost, streams created
- * non-blocking (no implicit sync with the legacy default stream), events without timing.
+ * non-blocking (no implicit sync with the legacy default stream), events without timing
+ * except those created to be timed.
  * Built only when the toolkit is present; at run time a missing driver shows as 0 GPUs. */
 #include "core/device_cuda.h"
 
 #include <cuda_runtime.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "core/check_cuda.h"
@@ -24,6 +26,13 @@ static st_status cuda_bind(int ordinal) {
 
 static st_status cuda_bus_id(int ordinal, char *out, size_t size) {
   CUDA_CHECK(cudaDeviceGetPCIBusId(out, (int)size, ordinal));
+  return ST_OK;
+}
+
+static st_status cuda_product_name(int ordinal, char *out, size_t size) {
+  struct cudaDeviceProp prop;
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, ordinal));
+  snprintf(out, size, "%s", prop.name);
   return ST_OK;
 }
 
@@ -78,6 +87,20 @@ static st_status cuda_event_create(void **out) {
   cudaEvent_t e;
   CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   *out = e;
+  return ST_OK;
+}
+
+static st_status cuda_timed_event_create(void **out) {
+  cudaEvent_t e;
+  CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDefault));
+  *out = e;
+  return ST_OK;
+}
+
+static st_status cuda_event_elapsed_ms(void *start, void *end, double *ms) {
+  float elapsed = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&elapsed, (cudaEvent_t)start, (cudaEvent_t)end));
+  *ms = elapsed;
   return ST_OK;
 }
 
@@ -145,10 +168,13 @@ const device_backend device_backend_cuda = {
     .event_record = cuda_event_record,
     .stream_wait_event = cuda_stream_wait_event,
     .event_query = cuda_event_query,
+    .timed_event_create = cuda_timed_event_create,
+    .event_elapsed_ms = cuda_event_elapsed_ms,
     .holds_params_in = cuda_holds_params_in,
     .memory_info = cuda_memory_info,
     .device_memory_is_host = 0,
     .probe = cuda_probe,
     .bind = cuda_bind,
     .bus_id = cuda_bus_id,
+    .product_name = cuda_product_name,
 };

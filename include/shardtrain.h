@@ -71,10 +71,17 @@ typedef struct st_mesh_config {
   st_comm_backend backend; /* collective backend for every group */
   double comm_timeout_s;   /* 0: $ST_COMM_TIMEOUT, else 300 s */
   const char *device;      /* "cpu", "cuda" or "auto"; NULL: $ST_DEVICE, else auto */
+  int nccl_max_ctas;       /* NCCL: thread blocks (SMs) one collective may take, 1 to
+                              ST_NCCL_MAX_CTAS_LIMIT; 0: ST_NCCL_MAX_CTAS_DEFAULT */
 } st_mesh_config;
 
+/* NCCL's own bound on the thread blocks of a collective, and the mesh's default: half of it, so
+ * that collectives overlapping compute leave the compute most of the SMs. */
+#define ST_NCCL_MAX_CTAS_LIMIT 32
+#define ST_NCCL_MAX_CTAS_DEFAULT 16
+
 #define ST_MESH_CONFIG_INIT \
-  { sizeof(st_mesh_config), 1, 0, 1, ST_COMM_AUTO, 0.0, NULL }
+  { sizeof(st_mesh_config), 1, 0, 1, ST_COMM_AUTO, 0.0, NULL, 0 }
 
 typedef enum st_group {
   ST_GROUP_WORLD = 0,

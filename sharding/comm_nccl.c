@@ -15,6 +15,7 @@
 typedef struct nccl_ctx {
   ncclComm_t comm;
   int rank, size;
+  int max_ctas; /* ncclConfig_t's maxCTAs of the communicator and its duplicates */
   st_device dev;
   st_stream stream;
   float *barrier_word; /* device scratch for the barrier all-reduce */
@@ -157,6 +158,18 @@ static st_status init_resources(nccl_ctx *ctx, const st_device *dev) {
   return stream_memset(&ctx->stream, ctx->barrier_word, 0, sizeof(float));
 }
 
+/* The configuration every communicator is created with. maxCTAs bounds the thread blocks (one
+ * per channel, each on an SM) a collective launches: NCCL's default, 32, lets the stream-ordered
+ * collectives that overlap the matmuls take a quarter of an H100's 132 SMs from them, per
+ * communicator. minCTAs stays NCCL's 1 and cgaClusterSize NCCL's default (4 on sm_90): nothing
+ * measured yet says another is better. */
+static ncclConfig_t config_of(const nccl_ctx *ctx) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.minCTAs = 1;
+  config.maxCTAs = ctx->max_ctas;
+  return config;
+}
+
 static st_status init_ctx(nccl_ctx *ctx, MPI_Comm mpi_comm, const st_device *dev) {
   MPI_CHECK(MPI_Comm_rank(mpi_comm, &ctx->rank));
   MPI_CHECK(MPI_Comm_size(mpi_comm, &ctx->size));
@@ -164,7 +177,8 @@ static st_status init_ctx(nccl_ctx *ctx, MPI_Comm mpi_comm, const st_device *dev
   ncclUniqueId id;
   if (ctx->rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
   MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, mpi_comm));
-  NCCL_CHECK(ncclCommInitRank(&ctx->comm, ctx->size, id, ctx->rank));
+  ncclConfig_t config = config_of(ctx);
+  NCCL_CHECK(ncclCommInitRankConfig(&ctx->comm, ctx->size, id, ctx->rank, &config));
   return ST_OK;
 }
 
@@ -172,8 +186,10 @@ static st_status init_ctx(nccl_ctx *ctx, MPI_Comm mpi_comm, const st_device *dev
 static st_status dup_ctx(nccl_ctx *dup, const nccl_ctx *ctx) {
   dup->rank = ctx->rank;
   dup->size = ctx->size;
+  dup->max_ctas = ctx->max_ctas;
   ST_CHECK(init_resources(dup, &ctx->dev));
-  NCCL_CHECK(ncclCommSplit(ctx->comm, 0, ctx->rank, &dup->comm, NULL));
+  ncclConfig_t config = config_of(dup);
+  NCCL_CHECK(ncclCommSplit(ctx->comm, 0, ctx->rank, &dup->comm, &config));
   return ST_OK;
 }
 
@@ -191,13 +207,18 @@ static st_status nccl_dup(void *vctx, void **out) {
 }
 
 st_status comm_nccl_create(comm **out, MPI_Comm mpi_comm, const char *group_name,
-                           const st_device *dev, double timeout_s) {
+                           const st_device *dev, double timeout_s, int max_ctas) {
   *out = NULL;
   if (dev->backend->kind != ST_DEVICE_CUDA) {
     return st_error(ST_ERR_INVALID_ARG, "the NCCL backend needs a CUDA device");
   }
+  if (max_ctas < 1 || max_ctas > ST_NCCL_MAX_CTAS_LIMIT) {
+    return st_error(ST_ERR_INVALID_ARG, "NCCL max CTAs %d is outside 1..%d", max_ctas,
+                    ST_NCCL_MAX_CTAS_LIMIT);
+  }
   nccl_ctx *ctx = NULL;
   ST_CHECK(mem_alloc_zeroed((void **)&ctx, sizeof *ctx, MEM_HOST, MEM_WORKSPACE, NULL));
+  ctx->max_ctas = max_ctas;
   st_status status = init_ctx(ctx, mpi_comm, dev);
   if (status != ST_OK) {
     nccl_destroy(ctx);

@@ -13,8 +13,10 @@
 /* Whether this build has the NCCL backend. */
 int comm_nccl_available(void);
 
-/* Collective over the group: every rank of mpi_comm must call it. dev must be a CUDA device. */
+/* Collective over the group: every rank of mpi_comm must call it. dev must be a CUDA device.
+ * The communicator's collectives (and its duplicates') run on at most max_ctas thread blocks
+ * (1..32: ncclConfig_t's maxCTAs), so that those overlapping compute leave it the other SMs. */
 st_status comm_nccl_create(comm **out, MPI_Comm mpi_comm, const char *group_name,
-                           const st_device *dev, double timeout_s);
+                           const st_device *dev, double timeout_s, int max_ctas);
 
 #endif /* ST_SHARDING_COMM_NCCL_H */

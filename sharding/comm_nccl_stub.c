@@ -6,7 +6,8 @@
 int comm_nccl_available(void) { return 0; }
 
 st_status comm_nccl_create(comm **out, MPI_Comm mpi_comm, const char *group_name,
-                           const st_device *dev, double timeout_s) {
+                           const st_device *dev, double timeout_s, int max_ctas) {
+  (void)max_ctas;
   (void)mpi_comm;
   (void)group_name;
   (void)dev;

@@ -52,8 +52,14 @@ st_status mesh_validate(const st_mesh_config *config, int world_size, st_mesh_co
                     "mesh dp_replicate=%d x dp_shard=%d x tp=%d needs %lld ranks, world has %d", R,
                     S, T, (long long)R * S * T, world_size);
   }
+  const int ctas = config->nccl_max_ctas;
+  if (ctas < 0 || ctas > ST_NCCL_MAX_CTAS_LIMIT) {
+    return st_error(ST_ERR_INVALID_ARG, "nccl_max_ctas %d is outside 1..%d (0: the default %d)",
+                    ctas, ST_NCCL_MAX_CTAS_LIMIT, ST_NCCL_MAX_CTAS_DEFAULT);
+  }
   *resolved = *config;
   resolved->dp_shard = S;
+  resolved->nccl_max_ctas = ctas ? ctas : ST_NCCL_MAX_CTAS_DEFAULT;
   return ST_OK;
 }
 
@@ -205,7 +211,7 @@ static void group_color_key(const st_mesh_coords *c, st_group group, int *color,
   }
 }
 
-static st_status create_groups(st_mesh *mesh, double timeout_s) {
+static st_status create_groups(st_mesh *mesh, double timeout_s, int nccl_max_ctas) {
   for (int g = 0; g < ST_GROUP_COUNT; g++) {
     int color, key;
     group_color_key(&mesh->coords, (st_group)g, &color, &key);
@@ -213,7 +219,7 @@ static st_status create_groups(st_mesh *mesh, double timeout_s) {
     MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, key, &split));
     st_status status = mesh->backend == ST_COMM_NCCL
                            ? comm_nccl_create(&mesh->groups[g], split, mesh_group_name(g),
-                                              &mesh->device, timeout_s)
+                                              &mesh->device, timeout_s, nccl_max_ctas)
                            : comm_mpi_create(&mesh->groups[g], split, mesh_group_name(g),
                                              &mesh->device, timeout_s);
     MPI_Comm_free(&split);
@@ -249,7 +255,7 @@ st_status st_mesh_create(st_mesh **out, const st_mesh_config *config) {
 
   st_status status;
   ST_CHECK_GOTO(choose_device_and_backend(mesh, &resolved), status, fail);
-  ST_CHECK_GOTO(create_groups(mesh, timeout_s), status, fail);
+  ST_CHECK_GOTO(create_groups(mesh, timeout_s, resolved.nccl_max_ctas), status, fail);
   *out = mesh;
   return ST_OK;
 fail:

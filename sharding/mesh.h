@@ -17,7 +17,8 @@ const st_device *mesh_device(const st_mesh *mesh);
 const char *mesh_group_name(st_group group);
 
 /* Checks a mesh against a world size without communicating, so every rank reaches the same
- * verdict. Resolves dp_shard = 0 to world / (R * T). Fills *resolved on success. */
+ * verdict. Resolves dp_shard = 0 to world / (R * T) and nccl_max_ctas = 0 to its default.
+ * Fills *resolved on success. */
 st_status mesh_validate(const st_mesh_config *config, int world_size, st_mesh_config *resolved);
 
 /* Coordinates of world rank `rank` in a validated mesh. */

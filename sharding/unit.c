@@ -281,7 +281,8 @@ st_status unit_gather_wait(unit *u) {
   ST_CHECK(unit_gather_start(u));
   if (u->gather_pending) {
     u->gather_pending = 0;
-    ST_CHECK(comm_order_after(&u->gather_work, u->streams->compute)); /* C waits gathered(u) */
+    /* C waits gathered(u) */
+    ST_CHECK(comm_exposure_order_after(&u->streams->exposure, &u->gather_work));
   }
   if (u->copies_params && !u->compute_params) {
     ST_CHECK(copy_in(&u->compute_params, u->params, u->precision.param, u));
@@ -352,9 +353,9 @@ static st_status then_on_reduce(unit *u, st_status started, comm_work *work) {
   return comm_order_after(work, &u->streams->reduce);
 }
 
-st_status unit_reduce_wait(unit *u) {
-  if (!u->reduce_pending) return ST_OK;
-  u->reduce_pending = 0;
+/* R finishes u's reduction: the reduce-scatter started, the replicate all-reduce, stage 0's
+ * all-gather back; then records reduced(u), for which C waits. */
+static st_status finish_reduce(unit *u) {
   unit_streams *s = u->streams;
   const st_stream *r = &s->reduce;
   const size_t shard = (size_t)u->layout.shard_numel;
@@ -371,9 +372,23 @@ st_status unit_reduce_wait(unit *u) {
     ST_CHECK(then_on_reduce(
         u, comm_all_gather_on(s->reduce_comm, r, u->grad_shard, u->grads, shard, g, &work), &work));
   }
-  ST_CHECK(event_record(&u->reduced, r));                       /* R records reduced(u) */
-  ST_CHECK(stream_wait_event(s->compute, &u->reduced));         /* C waits it */
-  if (u->policy.transient_grads) give_back(u, &u->grads, g, r); /* reused after reduced(u) */
+  ST_CHECK(event_record(&u->reduced, r));            /* R records reduced(u) */
+  return stream_wait_event(s->compute, &u->reduced); /* C waits it */
+}
+
+st_status unit_reduce_wait(unit *u) {
+  if (!u->reduce_pending) return ST_OK;
+  u->reduce_pending = 0;
+  /* C's wait spans the host's: where collectives complete on the host (MPI), the host
+   * finishes R's work here, and C (the host on the CPU) waits meanwhile. On one rank the
+   * "reduction" is a copy, not communication, and is not counted. */
+  unit_streams *s = u->streams;
+  const int communicates = shards_of(u) > 1 || s->replicate_comm;
+  if (communicates) ST_CHECK(comm_exposure_begin(&s->exposure));
+  ST_CHECK(finish_reduce(u));
+  if (communicates) ST_CHECK(comm_exposure_end(&s->exposure));
+  /* reused after reduced(u) */
+  if (u->policy.transient_grads) give_back(u, &u->grads, u->precision.reduce, &s->reduce);
   return ST_OK;
 }
 
@@ -421,7 +436,7 @@ st_status unit_publish(unit *u) {
     comm_work work;
     ST_CHECK(comm_all_gather_on(s->gather_comm, &s->gather, u->param_shard, u->params,
                                 (size_t)u->layout.shard_numel, u->precision.param, &work));
-    ST_CHECK(comm_order_after(&work, s->compute));
+    ST_CHECK(comm_exposure_order_after(&s->exposure, &work));
   }
   return refresh_compute_params(u);
 }

@@ -26,6 +26,7 @@ st_status unit_streams_create(unit_streams *s, const st_device *dev, const st_st
   s->dev = dev;
   s->compute = compute;
   buffer_pool_init(&s->pool, dev);
+  comm_exposure_init(&s->exposure, dev, compute);
   st_status status = create(s, groups);
   if (status != ST_OK) unit_streams_destroy(s);
   return status;
@@ -36,6 +37,7 @@ void unit_streams_destroy(unit_streams *s) {
   comm_destroy(s->reduce_comm);
   comm_destroy(s->gather_comm);
   if (s->dev) buffer_pool_destroy(&s->pool);
+  comm_exposure_destroy(&s->exposure);
   stream_destroy(&s->reduce);
   stream_destroy(&s->gather);
   memset(s, 0, sizeof *s);
@@ -50,5 +52,5 @@ st_status unit_streams_step_end(unit_streams *s) {
   const st_stream *streams[3] = {s->compute, &s->gather, &s->reduce};
   for (int i = 0; i < 3; i++) ST_CHECK(stream_sync(streams[i]));
   buffer_pool_trim(&s->pool);
-  return ST_OK;
+  return comm_exposure_collect(&s->exposure, &s->comm_exposed_ms);
 }

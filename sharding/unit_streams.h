@@ -11,13 +11,18 @@
  * its collectives one after another). The streams wait for each other's events, never for the
  * host; the host waits only in unit_streams_step_end (once per step) and, as the watchdog, over
  * the collectives in flight. The mesh's own communicators (groups) stay for the host-synchronous
- * collectives: publishing after the optimizer, the norm, exports. */
+ * collectives: publishing after the optimizer, the norm, exports.
+ *
+ * Every wait of C on communication, the units' and their owner's (the tp sums, the step's
+ * scalars), is bracketed by `exposure`'s event pairs; unit_streams_step_end sums them into
+ * comm_exposed_ms (comm_exposure.h). */
 #ifndef ST_SHARDING_UNIT_STREAMS_H
 #define ST_SHARDING_UNIT_STREAMS_H
 
 #include "core/device.h"
 #include "sharding/buffer_pool.h"
 #include "sharding/comm.h"
+#include "sharding/comm_exposure.h"
 
 /* The groups a unit talks on; each may have size 1. */
 typedef struct unit_groups {
@@ -34,6 +39,8 @@ typedef struct unit_streams {
   comm *reduce_comm;        /* duplicate of groups.shard for R; NULL without one */
   comm *replicate_comm;     /* duplicate of groups.replicate for R; NULL below 2 ranks */
   buffer_pool pool;         /* the units' transient full-unit buffers */
+  comm_exposure exposure;   /* C's waits on communication since the last step end */
+  double comm_exposed_ms;   /* their sum up to the last unit_streams_step_end */
 } unit_streams;
 
 /* groups may be NULL (one rank). Collective over the groups (the duplicates). */
@@ -43,7 +50,8 @@ st_status unit_streams_create(unit_streams *s, const st_device *dev, const st_st
 void unit_streams_destroy(unit_streams *s);
 
 /* The host's one wait of a step: the streams finish their work, the watchdog drains the
- * collectives ordered on them, and the pool frees what nobody reads any more. */
+ * collectives ordered on them, the pool frees what nobody reads any more, and comm_exposed_ms
+ * becomes the time C waited on communication since the previous one. */
 st_status unit_streams_step_end(unit_streams *s);
 
 #endif /* ST_SHARDING_UNIT_STREAMS_H */

@@ -36,6 +36,7 @@ typedef struct train_run {
   int32_t *tokens; /* grad_accum x 2 x B x T: inputs and targets of each micro-batch */
   FILE *metrics;
   run_report report;
+  step_mfu mfu;        /* the basis of the steps' MFU */
   ckpt_source *resume; /* the checkpoint to continue from, or NULL */
   int first_step;      /* steps already trained (those of the checkpoint resumed) */
   char saved[4200];    /* the last checkpoint written, or "" */
@@ -78,9 +79,15 @@ static st_status create_mesh(train_run *r) {
   mc.dp_shard = o->dp_shard;
   mc.tp = o->tp;
   mc.device = train_device(o);
+  mc.nccl_max_ctas = o->nccl_max_ctas;
   ST_CHECK(st_mesh_create(&r->mesh, &mc));
   ST_CHECK(st_mesh_get_coords(r->mesh, &r->coords));
-  return train_options_resolve(o, r->coords.R * r->coords.S, &r->cfg, &r->h);
+  ST_CHECK(train_options_resolve(o, r->coords.R * r->coords.S, &r->cfg, &r->h));
+  unit_precision p;
+  ST_CHECK(train_options_precision(o, &p));
+  step_mfu_init(&r->mfu, &r->cfg, mesh_device(r->mesh), p.param, o->peak_tflops,
+                r->coords.world_size);
+  return ST_OK;
 }
 
 /* The checkpoint to continue from: --resume-from, or with --resume the newest complete one in
@@ -174,7 +181,7 @@ static st_status setup(train_run *r) {
   ST_CHECK(create_mesh(r));
   ST_CHECK(output_paths_check_train(r->o, 0));
   ST_CHECK(job_agree(train_fit_check(r->o, &r->cfg, r->mesh))); /* before anything large */
-  ST_CHECK(run_report_start(&r->report, r->o, &r->cfg, &r->h, r->mesh));
+  ST_CHECK(run_report_start(&r->report, r->o, &r->cfg, &r->h, r->mesh, &r->mfu));
   ST_CHECK(job_agree(setup_local(r)));
   if (r->resume) ST_CHECK(resume(r));
   if (r->o->save_init) ST_CHECK(gpt_export(r->model, r->o->save_init, is_writer(r)));
@@ -253,12 +260,14 @@ static st_status run_step(train_run *r, int step, step_record *rec) {
                        .tokens = r->h.global_tokens * (step + 1),
                        .tokens_per_s = (double)r->h.global_tokens / (ms / 1e3),
                        .step_ms = ms,
+                       .comm_exposed_ms = s.comm_exposed_ms,
                        .zero = o->zero,
                        .R = r->coords.R,
                        .S = r->coords.S,
                        .T = r->coords.T,
                        .param_dtype = dtype_name(r->model->par.precision.param),
                        .reduce_dtype = dtype_name(r->model->par.precision.reduce)};
+  rec->mfu = step_mfu_of(&r->mfu, rec->tokens_per_s);
   step_comm_bytes(r->mesh, rec->comm_bytes);
   int last = step == train_options_end(o) - 1;
   if (r->val && (last || (o->eval_every && (step + 1) % o->eval_every == 0))) {
@@ -268,7 +277,8 @@ static st_status run_step(train_run *r, int step, step_record *rec) {
   return ST_OK;
 }
 
-/* The record's memory and communication become the maximum over all ranks, and its skipped
+/* The record's memory, communication and exposed communication become the maximum over all
+ * ranks, and its skipped
  * count the number of ranks that skipped the step. Every rank must have run the step at the
  * same loss scale and skipped it or not with all the others: a rank that did not would hold
  * other parameters from here on. */
@@ -277,6 +287,7 @@ static st_status over_ranks(step_record *rec, int world_size, mem_stats *mem) {
   MPI_Allreduce(MPI_IN_PLACE, mem->peak, MEM_CATEGORY_COUNT, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, rec->comm_bytes, COMM_OP_COUNT, MPI_UINT64_T, MPI_MAX,
                 MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &rec->comm_exposed_ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, &rec->skipped, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   double scale[2] = {-rec->loss_scale, rec->loss_scale}; /* {-min, max} in one reduction */
   MPI_Allreduce(MPI_IN_PLACE, scale, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);

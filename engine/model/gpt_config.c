@@ -70,3 +70,7 @@ int64_t gpt_config_num_params(const gpt_config *cfg) {
   return (int64_t)cfg->vocab_padded * C + (int64_t)cfg->max_seq * C + cfg->n_layer * per_block +
          2 * C;
 }
+
+int64_t gpt_config_trained_params(const gpt_config *cfg) {
+  return gpt_config_num_params(cfg) - (int64_t)(cfg->vocab_padded - cfg->vocab) * cfg->n_embd;
+}

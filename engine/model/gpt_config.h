@@ -31,4 +31,8 @@ st_status gpt_config_finish(gpt_config *cfg, int tp);
 /* Parameters of the model (logical, before any split; padded vocabulary rows included). */
 int64_t gpt_config_num_params(const gpt_config *cfg);
 
+/* The parameters that are trained and exported: gpt_config_num_params without the vocabulary's
+ * padding rows of wte. The count `shardtrain train` reports, and the N of its MFU. */
+int64_t gpt_config_trained_params(const gpt_config *cfg);
+
 #endif /* ST_ENGINE_MODEL_GPT_CONFIG_H */

@@ -1,6 +1,7 @@
 /* gpt_tp.c - Megatron's f and g of a GPT block (see gpt_tp.h). Both are the same all-reduce,
  * ordered on the model's tp stream between the compute stream's events; they are named apart
- * so each call site says which operator it applies. */
+ * so each call site says which operator it applies. C's wait for the sum counts as exposed
+ * communication (sharding/comm_exposure.h). */
 #include "engine/model/gpt_tp.h"
 
 #include "core/error.h"
@@ -14,7 +15,7 @@ static st_status tp_sum(gpt_model *m, void *buf) {
   comm_work work;
   ST_CHECK(comm_all_reduce_on(m->tp, &m->tp_stream, buf, buf, (size_t)m->B * m->T * m->cfg.n_embd,
                               m->act, COMM_SUM, &work));
-  return comm_order_after(&work, &m->stream);
+  return comm_exposure_order_after(&m->streams.exposure, &work); /* C waits for the sum */
 }
 
 st_status gpt_tp_g_forward(gpt_model *m, void *buf) { return tp_sum(m, buf); }

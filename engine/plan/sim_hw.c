@@ -89,6 +89,23 @@ st_status sim_hw_builtin(const char *name, sim_hardware *out) {
   return ST_OK;
 }
 
+st_status sim_hw_builtin_for_product(const char *product, sim_hardware *out) {
+  static const struct {
+    const char *marker, *row;
+    const char *unlike[2]; /* variants of the part whose peaks differ */
+  } parts[] = {{"H100", "h100", {"PCIe", "NVL"}},
+               {"H200", "h200", {"NVL", NULL}},
+               {"A100", "a100", {NULL, NULL}}}; /* the SXM and PCIe A100 share their peaks */
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+    if (!strstr(product, parts[i].marker)) continue;
+    int variant = 0;
+    for (int v = 0; v < 2; v++)
+      variant |= parts[i].unlike[v] && strstr(product, parts[i].unlike[v]);
+    if (!variant) return sim_hw_builtin(parts[i].row, out);
+  }
+  return st_error(ST_ERR_INVALID_ARG, "no built-in hardware row describes the GPU '%s'", product);
+}
+
 int sim_hw_has_host_link(const sim_hardware *hw) {
   return hw->host_link_bw > 0 && hw->host_mem_bw > 0;
 }

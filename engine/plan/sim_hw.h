@@ -78,6 +78,11 @@ typedef struct sim_hardware {
   char calibration[160];                        /* where the efficiencies come from */
 } sim_hardware;
 
+/* The built-in description of a GPU named as its driver names it (device_product_name): "H100"
+ * (the SXM part: not "PCIe" or "NVL", whose peaks are lower) is h100, "H200" (not "NVL") h200,
+ * "A100" a100. ST_ERR_INVALID_ARG naming the GPU when no built-in row describes it. */
+st_status sim_hw_builtin_for_product(const char *product, sim_hardware *out);
+
 /* 1 when the description gives the host link and host memory an offloaded optimizer uses. */
 int sim_hw_has_host_link(const sim_hardware *hw);
 

@@ -20,6 +20,8 @@ int metrics_write_json(FILE *out, const step_record *r) {
   fprintf(out, ", \"tokens\": %lld", (long long)r->tokens);
   number(out, "tokens_per_s", r->tokens_per_s);
   number(out, "step_ms", r->step_ms);
+  number(out, "mfu", r->mfu);
+  number(out, "comm_exposed_ms", r->comm_exposed_ms);
   fprintf(out, ", \"mem\": {");
   for (int c = 0; c < MEM_CATEGORY_COUNT; c++) {
     fprintf(out, "%s\"%s\": %llu", c ? ", " : "", mem_category_name((mem_category)c),

@@ -1,12 +1,16 @@
 /* metrics.h - the per-step record of a training run, written as one JSON object per line
  * (numbers with enough digits to round-trip an fp32, %.9g) for machines; engine/train/run_report.h
  * prints it for people.
- *   {"step", "loss", "lr", "grad_norm", "tokens", "tokens_per_s", "step_ms",
- *    "mem": {category: peak bytes}, "comm_bytes": {"all_gather", "reduce_scatter", "all_reduce"},
+ *   {"step", "loss", "lr", "grad_norm", "tokens", "tokens_per_s", "step_ms", "mfu",
+ *    "comm_exposed_ms", "mem": {category: peak bytes},
+ *    "comm_bytes": {"all_gather", "reduce_scatter", "all_reduce"},
  *    "mesh": [R, S, T], "zero", "dtypes": {"param", "reduce"}, "loss_scale", "skipped",
  *    "val_loss" (eval steps only)}
  * "tokens" counts every token trained on so far, all ranks together; "mem" and "comm_bytes"
  * (bytes sent during the step under ring accounting, over all groups) are maxima over ranks.
+ * "mfu" is a fraction (engine/train/step_mfu.h), null where no peak is known; "comm_exposed_ms"
+ * the time the compute stream waited on communication during the step (sharding/
+ * comm_exposure.h), the maximum over ranks.
  * "loss_scale" is the scale the step's loss gradient was multiplied by (1 without fp16; every
  * rank's, checked equal), "skipped" the number of ranks that skipped the step for an fp16
  * overflow: 0, or every rank of the world. A skipped step has no "grad_norm" (null). */
@@ -29,6 +33,8 @@ typedef struct step_record {
   int64_t tokens;
   double tokens_per_s;
   double step_ms;
+  double mfu;             /* NaN: no peak known */
+  double comm_exposed_ms; /* maximum over ranks */
   const mem_stats *mem;
   uint64_t comm_bytes[COMM_OP_COUNT];
   int zero, R, S, T;

@@ -2,6 +2,7 @@
  * `shardtrain train`. */
 #include "engine/train/run_report.h"
 
+#include <math.h>
 #include <string.h>
 #include <time.h>
 
@@ -60,15 +61,16 @@ static text count_text(double n) {
   return t;
 }
 
-/* "step 12/400 | loss 3.2 | lr 3.0e-03 | norm 0.52 | 24.1 ms | 42000 tok/s | 0:12 elapsed |
- * ETA 2:30 | val 3.3": the step counted from 1. With loss scaling (fp16) the scale follows,
- * and a skipped step says so (its norm is nan). */
+/* "step 12/400 | loss 3.2 | lr 3.0e-03 | norm 0.52 | 24.1 ms | 42000 tok/s | MFU 41.2% |
+ * exposed comm 1.3 ms | 0:12 elapsed | ETA 2:30 | val 3.3": the step counted from 1; no MFU
+ * where no peak is known. With loss scaling (fp16) the scale follows, and a skipped step says so
+ * (its norm is nan). */
 static void print_step(FILE *out, const step_record *r, int total_steps, double elapsed_s,
                        double left_s) {
-  fprintf(out,
-          "step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %s elapsed | "
-          "ETA %s",
-          r->step + 1, total_steps, r->loss, r->lr, r->grad_norm, r->step_ms, r->tokens_per_s,
+  fprintf(out, "step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s", r->step + 1,
+          total_steps, r->loss, r->lr, r->grad_norm, r->step_ms, r->tokens_per_s);
+  if (isfinite(r->mfu)) fprintf(out, " | MFU %.1f%%", 100 * r->mfu);
+  fprintf(out, " | exposed comm %.1f ms | %s elapsed | ETA %s", r->comm_exposed_ms,
           duration_text(elapsed_s).s, duration_text(left_s).s);
   if (r->has_val) fprintf(out, " | val %.6f", r->val_loss);
   if (r->loss_scale != 1.0) fprintf(out, " | scale %g", r->loss_scale);
@@ -79,8 +81,7 @@ static void print_step(FILE *out, const step_record *r, int total_steps, double 
 
 static void print_model(FILE *out, const train_options *o, const gpt_config *cfg) {
   /* The padding rows of wte are never trained and are not exported: not counted. */
-  const int64_t params =
-      gpt_config_num_params(cfg) - (int64_t)(cfg->vocab_padded - cfg->vocab) * cfg->n_embd;
+  const int64_t params = gpt_config_trained_params(cfg);
   fprintf(out,
           "shardtrain train: model %s, %lld parameters (%s): %d layers, %d heads, width %d, "
           "vocab %d, %d positions\n",
@@ -127,6 +128,16 @@ static void print_run(FILE *out, const train_options *o, const gpt_config *cfg,
   fprintf(out, "  AdamW: lr %g (%s), beta1 %g, beta2 %g, eps %g, weight decay %g, clip %g\n", s->lr,
           shape, (double)h->adam.beta1, (double)h->adam.beta2, (double)h->adam.eps,
           (double)h->weight_decay, (double)h->clip);
+}
+
+/* What the step lines' MFU divides by, or why they have none. */
+static void print_mfu(FILE *out, const step_mfu *m) {
+  if (m->peak_flops > 0) {
+    fprintf(out, "  MFU: %.0f FLOPs per token (6N + 6LCT) against %g TFLOP/s per device (%s)\n",
+            m->flops_per_token, m->peak_flops / 1e12, m->peak_source);
+  } else {
+    fprintf(out, "  MFU: not reported: %s\n", m->peak_source);
+  }
 }
 
 /* The planner's prediction for this run; 0 when it cannot say (the message is printed). */
@@ -183,7 +194,7 @@ static void print_device_memory(FILE *out, const st_device *dev, uint64_t predic
 }
 
 st_status run_report_start(run_report *rep, const train_options *o, const gpt_config *cfg,
-                           const train_hparams *h, const st_mesh *mesh) {
+                           const train_hparams *h, const st_mesh *mesh, const step_mfu *mfu) {
   st_mesh_coords c;
   ST_CHECK(st_mesh_get_coords(mesh, &c));
   const int writer = c.world_rank == 0;
@@ -192,13 +203,15 @@ st_status run_report_start(run_report *rep, const train_options *o, const gpt_co
                       .step_tokens = h->global_tokens,
                       .start_ms = now_ms(),
                       .export_path = o->export_path,
-                      .metrics_path = o->metrics};
+                      .metrics_path = o->metrics,
+                      .mfu = mfu};
   int sharing = 1;
   ST_CHECK(train_fit_ranks_sharing(mesh_device(mesh), &sharing));
   if (!writer) return ST_OK;
   if (rep->out) {
     print_model(rep->out, o, cfg);
     print_run(rep->out, o, cfg, h, mesh, &c);
+    print_mfu(rep->out, mfu);
   }
   rep->predicted_bytes = print_prediction(rep->out, o, cfg, mesh);
   print_device_memory(rep->out, mesh_device(mesh), rep->predicted_bytes, sharing, writer);
@@ -223,6 +236,13 @@ void run_report_step(run_report *rep, const step_record *rec) {
     rep->has_val = 1;
     rep->best_val = rec->val_loss;
     rep->best_val_step = rec->step;
+  }
+  if (rec->mfu > 1 && !rep->warned_mfu) {
+    rep->warned_mfu = 1;
+    st_log(ST_LOG_WARN,
+           "MFU %.1f%% at step %d is above 100%%: the peak it divides by, %g TFLOP/s per device "
+           "(%s), is too low for this device",
+           100 * rec->mfu, rec->step + 1, rep->mfu->peak_flops / 1e12, rep->mfu->peak_source);
   }
   if (rec->mem) {
     uint64_t sum = 0;

@@ -2,7 +2,9 @@
  * all with --quiet; warnings and errors go to stderr through core/log.h):
  *   a start-up summary: model and parameter count, mesh and ZeRO stage, dtypes, tokens per
  *     step, optimizer, and the planner's memory per rank by category next to the device's;
- *   one line per step with the time since start-up and an estimate of the time left;
+ *   the basis of the MFU: FLOPs per token and the peak it divides by, or why there is none;
+ *   one line per step with its MFU (when a peak is known), the time its compute stream waited on
+ *     communication, the time since start-up and an estimate of the time left;
  *   a final summary: tokens trained, mean throughput, best validation loss, peak memory, and
  *     where the export, the metrics and the last checkpoint were written.
  * It reads the run's state and prints; it changes nothing, and the metrics file is metrics.h's.
@@ -20,6 +22,7 @@
 
 #include "engine/model/gpt_config.h"
 #include "engine/train/metrics.h"
+#include "engine/train/step_mfu.h"
 #include "engine/train/train_options.h"
 #include "engine/train/train_step.h"
 #include "shardtrain.h"
@@ -42,6 +45,8 @@ typedef struct run_report {
   int scaled;               /* some step scaled its loss (fp16) */
   int skipped_steps;        /* steps skipped for an fp16 overflow */
   double last_scale;        /* the loss scale of the last step reported */
+  const step_mfu *mfu;      /* the MFU's basis (not owned) */
+  int warned_mfu;           /* an MFU above 100% was warned about */
   const char *export_path, *metrics_path;
 } run_report;
 
@@ -51,10 +56,11 @@ typedef struct run_report {
  * when the ranks sharing a device are predicted to need more memory than it has available.
  * A prediction or device query that fails is shown as unknown, never fails the run. */
 st_status run_report_start(run_report *rep, const train_options *o, const gpt_config *cfg,
-                           const train_hparams *h, const st_mesh *mesh);
+                           const train_hparams *h, const st_mesh *mesh, const step_mfu *mfu);
 
 /* A finished step on the printing rank (the record after max_over_ranks): prints its line and
- * accumulates the totals. */
+ * accumulates the totals. An MFU above 100% (a peak set too low, or a device the table
+ * misnames) is printed as it is, with one warning per run naming the peak. */
 void run_report_step(run_report *rep, const step_record *rec);
 
 /* Prints the final summary after the last step and the export. checkpoint_path: the last

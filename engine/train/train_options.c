@@ -37,7 +37,9 @@ void train_options_defaults(train_options *o) {
                        .reduce_dtype = "fp32",
                        .offload = "none",
                        .loss_scale = NULL,
-                       .loss_scale_window = LOSS_SCALER_DEFAULT_WINDOW};
+                       .loss_scale_window = LOSS_SCALER_DEFAULT_WINDOW,
+                       .peak_tflops = 0,
+                       .nccl_max_ctas = ST_NCCL_MAX_CTAS_DEFAULT};
 }
 
 int train_options_flags(train_options *o, cli_flag f[TRAIN_MAX_FLAGS]) {
@@ -102,6 +104,11 @@ int train_options_flags(train_options *o, cli_flag f[TRAIN_MAX_FLAGS]) {
        "optimizer: fp32 master, Adam m and v in host memory, AdamW on the host; or none"},
       {"no-fit-check", FLAG_BOOL, &o->no_fit_check,
        "start even when the planner predicts that the run does not fit the device's memory"},
+      {"peak-tflops", FLAG_DOUBLE, &o->peak_tflops,
+       "one device's peak TFLOP/s for the MFU (0: the GPU's datasheet peak by its name; none "
+       "on the CPU)"},
+      {"nccl-max-ctas", FLAG_INT, &o->nccl_max_ctas,
+       "NCCL: thread blocks (SMs) one collective may take, 1-32, leaving the rest to compute"},
   };
   _Static_assert(sizeof table / sizeof table[0] <= TRAIN_MAX_FLAGS, "raise TRAIN_MAX_FLAGS");
   int n = (int)(sizeof table / sizeof table[0]);
@@ -271,6 +278,14 @@ st_status train_options_resolve(const train_options *o, int dp_size, gpt_config 
     return st_error(ST_ERR_INVALID_ARG, "--weight-decay must be >= 0, got %g", o->weight_decay);
   }
   if (o->clip < 0) return st_error(ST_ERR_INVALID_ARG, "--clip must be >= 0, got %g", o->clip);
+  if (o->peak_tflops < 0) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "--peak-tflops must be a positive number of TFLOP/s, got %g", o->peak_tflops);
+  }
+  if (o->nccl_max_ctas < 1 || o->nccl_max_ctas > ST_NCCL_MAX_CTAS_LIMIT) {
+    return st_error(ST_ERR_INVALID_ARG, "--nccl-max-ctas must be in 1..%d, got %d",
+                    ST_NCCL_MAX_CTAS_LIMIT, o->nccl_max_ctas);
+  }
   ST_CHECK(check_checkpoint_flags(o));
   adamw_hparams adam;
   ST_CHECK(resolve_adam(o, &adam));

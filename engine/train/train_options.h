@@ -35,6 +35,8 @@ typedef struct train_options {
   int no_fit_check;       /* skip the start-up memory check (engine/train/train_fit.h) */
   const char *loss_scale; /* fp16: "dynamic" or a fixed positive number; NULL: dynamic */
   int loss_scale_window;  /* clean steps that double a dynamic loss scale */
+  double peak_tflops;     /* one device's peak for the MFU; 0: the GPU's by name (step_mfu.h) */
+  int nccl_max_ctas;      /* thread blocks (SMs) an NCCL collective may take (st_mesh_config) */
 } train_options;
 
 void train_options_defaults(train_options *o);

@@ -19,6 +19,16 @@ st_status train_state_reset(gpt_model *m) {
   return ST_OK;
 }
 
+/* A blocking all-reduce of fp32 scalars ordered on C: C (and the host) wait for it, which
+ * counts as exposed communication. */
+static st_status scalars_all_reduce(gpt_model *m, comm *group, void *data, size_t count,
+                                    comm_reduce_op op) {
+  comm_exposure *x = &m->streams.exposure;
+  ST_CHECK(comm_exposure_begin(x));
+  ST_CHECK(comm_all_reduce_on(group, &m->stream, data, data, count, ST_FP32, op, NULL));
+  return comm_exposure_end(x);
+}
+
 /* Raises the flag (a device scalar) when any owned gradient of any unit is inf or NaN: every
  * gradient AdamW would read, replicated tp parameters included. */
 static st_status check_units(gpt_model *m, const st_tensor *flag) {
@@ -53,29 +63,35 @@ static st_status grad_sumsq(gpt_model *m, int scaling) {
   for (int g = 0; g < 2; g++) {
     if (groups[g] && comm_size(groups[g]) > 1) {
       /* Ordered on C, after the sums of squares and the check that produce them. */
-      ST_CHECK(comm_all_reduce_on(groups[g], &m->stream, sumsq.data, sumsq.data, count, ST_FP32,
-                                  COMM_SUM, NULL));
+      ST_CHECK(scalars_all_reduce(m, groups[g], sumsq.data, count, COMM_SUM));
     }
   }
   comm *replicate = m->units[0].groups.replicate;
   if (scaling && replicate && comm_size(replicate) > 1) {
-    ST_CHECK(comm_all_reduce_on(replicate, &m->stream, flag.data, flag.data, 1, ST_FP32, COMM_MAX,
-                                NULL));
+    ST_CHECK(scalars_all_reduce(m, replicate, flag.data, 1, COMM_MAX));
   }
   return ST_OK;
 }
 
 /* The step's loss sum, added over the data-parallel group (each rank's is over its own slice;
  * the tp ranks of a group hold the same one). */
-static st_status loss_over_dp(const gpt_model *m, const st_tensor *loss_sum) {
+static st_status loss_over_dp(gpt_model *m, const st_tensor *loss_sum) {
   if (!m->dp || comm_size(m->dp) == 1) return ST_OK;
   /* Ordered on C, after the forwards' sums that produce it. */
-  return comm_all_reduce_on(m->dp, &m->stream, loss_sum->data, loss_sum->data, 1, ST_FP32, COMM_SUM,
-                            NULL);
+  return scalars_all_reduce(m, m->dp, loss_sum->data, 1, COMM_SUM);
+}
+
+/* The host's wait that ends the step, and the time C waited on communication during it. */
+static st_status end_step(gpt_model *m, step_stats *out) {
+  ST_CHECK(gpt_step_end(m));
+  out->comm_exposed_ms = m->streams.comm_exposed_ms;
+  return ST_OK;
 }
 
 st_status train_step(gpt_model *m, const train_hparams *h, loss_scaler *scaler, int step,
                      const int32_t *const *inputs, const int32_t *const *targets, step_stats *out) {
+  /* Waits recorded outside a step (an evaluation's forward) are not this step's. */
+  comm_exposure_discard(&m->streams.exposure);
   ST_CHECK(gpt_zero_grads(m));
   const double scale = scaler->state.scale;
   const float dloss_scale = (float)(scale / (double)h->global_tokens);
@@ -116,7 +132,7 @@ st_status train_step(gpt_model *m, const train_hparams *h, loss_scaler *scaler, 
     /* Nothing changed: the published parameters stand. The norm of gradients that overflowed
      * somewhere means nothing (a rank may even have summed finite ones). */
     out->grad_norm = NAN;
-    return gpt_step_end(m);
+    return end_step(m, out);
   }
   /* Skipped steps are not optimizer steps: AdamW's bias correction counts the applied ones. */
   const int adam_step = step + 1 - (int)scaler->state.skipped;
@@ -125,5 +141,5 @@ st_status train_step(gpt_model *m, const train_hparams *h, loss_scaler *scaler, 
     ST_CHECK(unit_optim_adamw(&m->units[u], &h->adam, h->weight_decay, adam_step, (float)out->lr,
                               grad_scale));
   }
-  return gpt_step_end(m);
+  return end_step(m, out);
 }

@@ -28,8 +28,10 @@ typedef struct step_stats {
   double loss;      /* mean over the global batch */
   double grad_norm; /* before clipping, unscaled (not finite on a skipped step) */
   double lr;
-  double loss_scale; /* the scale this step's loss gradient was multiplied by (1: none) */
-  int skipped;       /* 1: the gradients overflowed and the step changed no parameter */
+  double loss_scale;      /* the scale this step's loss gradient was multiplied by (1: none) */
+  int skipped;            /* 1: the gradients overflowed and the step changed no parameter */
+  double comm_exposed_ms; /* this rank's compute stream waiting on communication during the
+                             step (sharding/comm_exposure.h); 0 when it never waited */
 } step_stats;
 
 /* Copies the current parameters into the fp32 master weights and zeroes the Adam moments:

@@ -2,7 +2,8 @@
  * pinned memory through mem_alloc (accounted like host memory), asynchronous copies
  * host -> device -> device -> host and a memset on non-blocking streams, ordering across two
  * streams by event_record + stream_wait_event, event_query polled until the work is done,
- * and the bytes that come back; the memory query, whose free bytes drop by a block taken. Prints
+ * and the bytes that come back; the memory query, whose free bytes drop by a block taken; timed
+ * events around a copy and the GPU's product name. Prints
  * SKIP and passes where no GPU is usable. */
 #include <stdint.h>
 #include <stdio.h>
@@ -138,6 +139,37 @@ static void test_memory_info(const st_device *gpu) {
   mem_free(p);
 }
 
+/* A timed pair around a 64 MiB device copy: the time between them is positive and, at any
+ * copy speed a GPU has (over 10 GB/s), below a second; the product name is the driver's. */
+static void test_timed_events(const st_device *gpu) {
+  char name[DEVICE_NAME_SIZE] = "";
+  CHECK_OK(device_product_name(gpu, name));
+  CHECK_MSG(name[0] != '\0', "the GPU has no product name");
+  printf("GPU %d: %s\n", gpu->ordinal, name);
+  void *a = NULL, *b = NULL;
+  st_stream s = {0};
+  st_event start = {0}, end = {0};
+  CHECK_OK(mem_alloc(&a, N, MEM_DEVICE, MEM_WORKSPACE, gpu));
+  CHECK_OK(mem_alloc(&b, N, MEM_DEVICE, MEM_WORKSPACE, gpu));
+  CHECK_OK(stream_create(gpu, &s));
+  CHECK_OK(event_create_timed(gpu, &start));
+  CHECK_OK(event_create_timed(gpu, &end));
+  if (a && b && s.handle && start.handle && end.handle) {
+    CHECK_OK(event_record(&start, &s));
+    CHECK_OK(stream_memcpy(&s, b, a, N));
+    CHECK_OK(event_record(&end, &s));
+    CHECK_OK(stream_sync(&s));
+    double ms = -1;
+    CHECK_OK(event_elapsed_ms(&start, &end, &ms));
+    CHECK_MSG(ms > 0 && ms < 1000, "a 64 MiB device copy took %g ms", ms);
+  }
+  event_destroy(&end);
+  event_destroy(&start);
+  stream_destroy(&s);
+  mem_free(b);
+  mem_free(a);
+}
+
 int main(void) {
   int gpus = device_cuda_count();
   if (gpus == 0) return test_skip("device_cuda_test", "no usable GPU (device_cuda_count() == 0)");
@@ -147,6 +179,7 @@ int main(void) {
     printf("%d GPU(s); testing ordinal %d\n", gpus, gpu.ordinal);
     test_streams_events_and_copies(&gpu);
     test_memory_info(&gpu);
+    test_timed_events(&gpu);
   }
   return test_finish("device_cuda_test");
 }

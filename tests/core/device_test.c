@@ -4,7 +4,8 @@
  * ST_ERR_INVALID_ARG; selection finds accelerators only through the registry. The CPU reports the
  * host's memory (some available, no more than the total); a backend without a memory query says it
  * cannot. On CPU streams, memcpy and memset between host, pinned and device memory land in order,
- * events report done, waits succeed, and destroy is idempotent. */
+ * events report done, waits succeed, and destroy is idempotent; timed events read the host's
+ * clock. */
 #include "core/device.h"
 
 #include <stdint.h>
@@ -186,11 +187,47 @@ static void test_registry(void) {
   if (!cuda_listed) CHECK_EQ_INT(device_cuda_count(), 0);
 }
 
+/* Timed CPU events read the host clock at each record: later minus earlier is >= 0 and the
+ * reverse its negation; an untimed event cannot be timed, nor can a backend without timing
+ * create a timed one. The CPU has no product name. */
+static void test_cpu_timed_events(void) {
+  const st_device cpu = device_cpu();
+  char name[DEVICE_NAME_SIZE] = "x";
+  CHECK_OK(device_product_name(&cpu, name));
+  CHECK(name[0] == '\0');
+  st_stream s = {0};
+  st_event first = {0}, second = {0}, plain = {0};
+  CHECK_OK(stream_create(&cpu, &s));
+  CHECK_OK(event_create_timed(&cpu, &first));
+  CHECK_OK(event_create_timed(&cpu, &second));
+  CHECK_OK(event_create(&cpu, &plain));
+  CHECK_OK(event_record(&first, &s));
+  CHECK_OK(event_record(&plain, &s));
+  CHECK_OK(event_record(&second, &s));
+  double forward = -1, backward = 1;
+  CHECK_OK(event_elapsed_ms(&first, &second, &forward));
+  CHECK_OK(event_elapsed_ms(&second, &first, &backward));
+  CHECK(forward >= 0);
+  CHECK(backward == -forward);
+  CHECK_STATUS(event_elapsed_ms(&first, &plain, &forward), ST_ERR_INVALID_ARG);
+  event_destroy(&plain);
+  event_destroy(&second);
+  event_destroy(&first);
+  stream_destroy(&s);
+
+  const device_backend silent = {.name = "silent", .kind = ST_DEVICE_CUDA};
+  const st_device dev = {.backend = &silent, .ordinal = 0};
+  st_event e = {0};
+  CHECK_STATUS(event_create_timed(&dev, &e), ST_ERR_UNSUPPORTED);
+  CHECK_MSG(strstr(st_last_error(), "silent") != NULL, "detail '%s'", st_last_error());
+}
+
 int main(void) {
   test_registry();
   test_select();
   test_param_dtypes();
   test_memory_info();
   test_cpu_streams_and_events();
+  test_cpu_timed_events();
   return test_finish("device_test");
 }

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/error.h"
+
 #define FAKE_LOG_MAX 4096
 
 typedef struct fake_stream {
@@ -13,6 +15,7 @@ typedef struct fake_stream {
 
 typedef struct fake_event {
   int id;
+  int timed;
   int recorded, done;
   struct fake_event *next; /* every live event, for fake_complete_all */
 } fake_event;
@@ -73,6 +76,22 @@ static st_status fake_event_create(void **out) {
   return ST_OK;
 }
 
+static st_status fake_timed_event_create(void **out) {
+  ST_CHECK(fake_event_create(out));
+  ((fake_event *)*out)->timed = 1;
+  return ST_OK;
+}
+
+/* As CUDA, only two completed timed events can be timed. */
+static st_status fake_event_elapsed_ms(void *start, void *end, double *ms) {
+  const fake_event *a = start, *b = end;
+  if (!a->timed || !b->timed || !a->recorded || !b->recorded || !a->done || !b->done) {
+    return st_error(ST_ERR_INVALID_ARG, "fake events %d and %d cannot be timed", a->id, b->id);
+  }
+  *ms = FAKE_ELAPSED_MS;
+  return ST_OK;
+}
+
 static void fake_event_destroy(void *event) {
   for (fake_event **at = &live_events; *at; at = &(*at)->next) {
     if (*at == event) {
@@ -87,7 +106,7 @@ static st_status fake_event_record(void *event, void *stream) {
   fake_event *e = event;
   e->recorded = 1;
   e->done = 0;
-  append(FAKE_RECORD, ((fake_stream *)stream)->id, e->id, NULL);
+  append(FAKE_RECORD, ((fake_stream *)stream)->id, e->id, e->timed ? "timed" : NULL);
   return ST_OK;
 }
 
@@ -118,6 +137,8 @@ static const device_backend fake_backend = {
     .event_record = fake_event_record,
     .stream_wait_event = fake_stream_wait_event,
     .event_query = fake_event_query,
+    .timed_event_create = fake_timed_event_create,
+    .event_elapsed_ms = fake_event_elapsed_ms,
     .device_memory_is_host = 1,
 };
 

@@ -36,6 +36,24 @@ static const validate_case cases[] = {
     {1, 1, 0, 1, ST_ERR_INVALID_ARG, "every extent must be >= 1", 0},
 };
 
+/* nccl_max_ctas: 0 takes the default, 1..32 stay, anything else is refused naming the range. */
+static void test_validate_nccl_max_ctas(void) {
+  const int given[] = {0, 1, 32, -1, 33}, want[] = {ST_NCCL_MAX_CTAS_DEFAULT, 1, 32, 0, 0};
+  for (size_t i = 0; i < sizeof given / sizeof given[0]; i++) {
+    st_mesh_config cfg = ST_MESH_CONFIG_INIT, resolved;
+    cfg.dp_shard = 1;
+    cfg.nccl_max_ctas = given[i];
+    const st_status got = mesh_validate(&cfg, 1, &resolved);
+    if (want[i]) {
+      CHECK_OK(got);
+      if (got == ST_OK) CHECK_EQ_INT(resolved.nccl_max_ctas, want[i]);
+    } else {
+      CHECK_STATUS(got, ST_ERR_INVALID_ARG);
+      CHECK_MSG(strstr(st_last_error(), "outside 1..32") != NULL, "message '%s'", st_last_error());
+    }
+  }
+}
+
 static void test_validate_table(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const validate_case *k = &cases[i];
@@ -156,6 +174,7 @@ int main(int argc, char **argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   test_validate_table();
+  test_validate_nccl_max_ctas();
   test_impossible_mesh_on_every_rank(world);
   test_bad_timeout_env();
   test_nccl_refused_on_every_rank(me);

@@ -6,6 +6,8 @@
  * the reduce-scatter; the replicate all-reduce follows on R; C waits reduced(u); the full
  * gradients go back to the pool after R's work; the watchdog drains every collective. Stage 0
  * adds the all-gather of the reduced shards on R; stage 1 publishes on G after C's reads.
+ * Every wait of C on a collective is bracketed by a pair of timed events recorded on C
+ * (sharding/comm_exposure.h), and the step's end sums exactly those pairs.
  * Nothing leaks, also when any one allocation fails. */
 #include <string.h>
 
@@ -152,6 +154,40 @@ static int waits_after(int rec, int stream) {
   return fake_log_find(rec + 1, FAKE_WAIT, stream, fake_log_at(rec)->event, NULL);
 }
 
+/* The record on `stream` nearest to entry `at`, before it (step -1) or after it (step 1); -1
+ * when there is none. */
+static int nearest_record(int at, int stream, int step) {
+  for (int i = at + step; i >= 0 && i < fake_log_count(); i += step) {
+    const fake_entry *e = fake_log_at(i);
+    if (e->kind == FAKE_RECORD && e->stream == stream) return i;
+  }
+  return -1;
+}
+
+static int is_timed(int rec) {
+  return rec >= 0 && fake_log_at(rec)->what && strcmp(fake_log_at(rec)->what, "timed") == 0;
+}
+
+/* C's wait at index `wait` lies between a timed record on C (the last record on C before it)
+ * and another (the first after it), and neither is shared with another C wait. */
+static void check_bracketed(int wait, int c, const char *what) {
+  const int before = nearest_record(wait, c, -1), after = nearest_record(wait, c, 1);
+  CHECK_MSG(is_timed(before) && is_timed(after), "%s: C's wait lies between timed records", what);
+  if (before < 0 || after < 0) return;
+  for (int i = before + 1; i < after; i++) {
+    const fake_entry *e = fake_log_at(i);
+    CHECK_MSG(i == wait || e->kind != FAKE_WAIT || e->stream != c,
+              "%s: another wait of C inside the pair", what);
+  }
+}
+
+/* The step end sums `pairs` pairs, and the next sums none. */
+static void check_exposed(unit_streams *streams, int pairs) {
+  CHECK(streams->comm_exposed_ms == pairs * FAKE_ELAPSED_MS);
+  CHECK_OK(unit_streams_step_end(streams));
+  CHECK(streams->comm_exposed_ms == 0.0);
+}
+
 static uint64_t live_blocks(void) {
   mem_stats s;
   mem_stats_get(&s);
@@ -171,6 +207,7 @@ static void test_stage3(void) {
   const int rec_gathered = collective_event(0, k.g, "all_gather", &gathered);
   CHECK_MSG(rec_gathered >= 0, "the all-gather is ordered on G");
   CHECK_MSG(waits_after(rec_gathered, k.c) >= 0, "C waits gathered(u)");
+  check_bracketed(waits_after(rec_gathered, k.c), k.c, "forward gathered(u)");
   CHECK_MSG(fake_log_find(0, FAKE_NOTE, k.c, 0, NULL) < 0, "nothing collective on C");
 
   /* Release on C: the buffer goes back after C's work (not yet done on the device). */
@@ -189,6 +226,7 @@ static void test_stage3(void) {
   CHECK_MSG(g_waits_free >= 0 && rec_regathered > g_waits_free,
             "G waits buffer-free(u) before the backward's gather");
   CHECK_MSG(waits_after(rec_regathered, k.c) >= 0, "C waits the backward's gathered(u)");
+  check_bracketed(waits_after(rec_regathered, k.c), k.c, "backward gathered(u)");
 
   /* Reduction: C records grads-ready, R waits it, then reduce-scatter and replicate on R. */
   CHECK_OK(unit_grads_begin(&k.u));
@@ -210,6 +248,9 @@ static void test_stage3(void) {
   const int reduced = fake_log_find(rec_replicated + 1, FAKE_RECORD, k.r, 0, NULL);
   CHECK_MSG(reduced > rec_replicated && waits_after(reduced, k.c) > reduced,
             "R records reduced(u) after the replicate all-reduce; C waits it");
+  check_bracketed(waits_after(reduced, k.c), k.c, "reduced(u)");
+  CHECK_MSG(is_timed(nearest_record(fake_log_find(before_wait, FAKE_NOTE, k.r, 0, NULL), k.c, -1)),
+            "the pair of reduced(u) opens before R's work that C waits for");
   CHECK(k.u.grads == NULL);
   unit_release(&k.u);
   CHECK_EQ_INT(k.streams.pool.count, 2); /* the params (after C) and the gradients (after R) */
@@ -218,6 +259,7 @@ static void test_stage3(void) {
   fake_complete_all();
   CHECK_OK(unit_streams_step_end(&k.streams));
   CHECK_EQ_INT(k.streams.pool.count, 0);
+  check_exposed(&k.streams, 3); /* two gathered(u), one reduced(u) */
   rig_close(&k);
   CHECK_EQ_INT(live_blocks(), blocks);
 }
@@ -238,8 +280,11 @@ static void test_stage0(void) {
   CHECK_MSG(scatter >= 0 && replicate > scatter && gather_back > replicate,
             "stage 0: reduce-scatter, replicate all-reduce, all-gather back, all on R");
   CHECK(k.u.grads != NULL); /* resident */
+  const int reduced = fake_log_find(gather_back + 1, FAKE_RECORD, k.r, 0, NULL);
+  check_bracketed(waits_after(reduced, k.c), k.c, "stage 0 reduced(u)");
   fake_complete_all();
   CHECK_OK(unit_streams_step_end(&k.streams));
+  check_exposed(&k.streams, 1); /* the resident parameters are never waited for */
   rig_close(&k);
 }
 
@@ -256,8 +301,22 @@ static void test_publish(void) {
   CHECK_MSG(read >= 0 && g_waits > read && rec > g_waits,
             "C records its reads, G waits them, then all-gathers");
   CHECK_MSG(waits_after(rec, k.c) > rec, "C waits published(u)");
+  check_bracketed(waits_after(rec, k.c), k.c, "published(u)");
   fake_complete_all();
   CHECK_OK(unit_streams_step_end(&k.streams));
+  check_exposed(&k.streams, 1);
+  rig_close(&k);
+}
+
+/* Pairs recorded before a discard (an evaluation's waits, before a step) are not summed. */
+static void test_discard(void) {
+  rig k;
+  rig_open(&k, 1);
+  CHECK_OK(unit_publish(&k.u));
+  comm_exposure_discard(&k.streams.exposure);
+  fake_complete_all();
+  CHECK_OK(unit_streams_step_end(&k.streams));
+  CHECK(k.streams.comm_exposed_ms == 0.0);
   rig_close(&k);
 }
 
@@ -324,6 +383,7 @@ int main(void) {
   test_stage3();
   test_stage0();
   test_publish();
+  test_discard();
   test_out_of_memory();
   if (test_checks_failed()) fake_log_print();
   return test_finish("unit_streams_test");

@@ -48,6 +48,11 @@ expect 2 "bad.safetensors" train --init-from "$work/bad.safetensors" --steps 0
 expect 2 "no usable GPU" train --device cuda --steps 0
 expect 2 "--tp: 'two' is not an integer" selftest --tp two
 expect 2 "n_layer 2000: at most 1024 layers" train --n-layer 2000 --steps 0
+expect 2 "--peak-tflops must be a positive number of TFLOP/s, got -1" train --steps 0 --peak-tflops -1
+expect 2 "--peak-tflops: 'abc' is not a finite number" train --steps 0 --peak-tflops abc
+expect 2 "--peak-tflops: 'inf' is not a finite number" train --steps 0 --peak-tflops inf
+expect 2 "--nccl-max-ctas must be in 1..32, got 0" train --steps 0 --nccl-max-ctas 0
+expect 2 "--nccl-max-ctas must be in 1..32, got 33" train --steps 0 --nccl-max-ctas 33
 
 # The depth bound is a sanity check, not a table: a deep model builds (and exports).
 if ! timeout 60 "$shardtrain" train --n-layer 80 --steps 0 --export "$work/deep.safetensors" \

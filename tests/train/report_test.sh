@@ -78,7 +78,7 @@ one(lines, r"  cpu memory: [\d.]+ GiB available of [\d.]+ GiB; predicted use [\d
 
 # One line per step, agreeing with the metrics.
 step_re = (r"step +(\d+)/10 \| loss ([\d.]+) \| lr \S+ \| norm \S+ \| \S+ ms \| \d+ tok/s \| "
-           r"(\S+) elapsed \| ETA (\S+)( \| val ([\d.]+))?")
+           r"exposed comm [\d.]+ ms \| (\S+) elapsed \| ETA (\S+)( \| val ([\d.]+))?")
 steps = [m for m in (re.fullmatch(step_re, line) for line in lines) if m]
 if [int(m.group(1)) for m in steps] != list(range(1, 11)):
     fail.append(f"step lines: {[m.group(1) for m in steps]}, want 1..10")
