@@ -3,11 +3,13 @@ FLOPs its MFU counts, and the one-line error of a bad input.
 
 The shapes are shardtrain's named configs (engine/model/gpt_config.c): GPT-2's vocabulary of
 50257 padded to a multiple of 128 inside, 1024 learned positions, LM head tied to the token
-embedding. The model FLOPs per token are the simulator's (engine/plan/sim_ops.c,
-sim_model_flops): 6 N + 6 L C T, with N the weights used in matmuls (12 L C^2 for the blocks plus
-the tied head's V_padded C; biases, norms and the position table do no matmul work) and
-6 L C T the causal attention's two products, forward and backward. MFU divides FLOPs per second
-by the H100/H200 datasheet's dense bf16 rate, 989 TFLOP/s.
+embedding. The model FLOPs per token are the trainer's own MFU's (docs/CLI.md, "MFU"):
+6 N + 6 L C T, with N every trained parameter (embeddings, biases and norms included, the
+vocabulary's padding rows not: 124,439,808 for d12) and 6 L C T the causal attention's two
+products, forward and backward; so a shardtrain row's MFU is the one its metrics report.
+(`shardtrain simulate` counts N as the matmul weights, padded head included: its MFU differs by
+the small share of embeddings, biases and norms.) MFU divides FLOPs per second by the H100/H200
+datasheet's dense bf16 rate, 989 TFLOP/s.
 
 Imported by bench_results.py, kernel_table.py and peers/gpt2_torch.py; standard library only.
 """
@@ -28,6 +30,7 @@ SHAPES = {
 
 
 def padded_vocab(vocab=VOCAB, multiple=128):
+    """The vocabulary as the model holds it (the PyTorch peer's embedding and head rows)."""
     return (vocab + multiple - 1) // multiple * multiple
 
 
@@ -38,20 +41,19 @@ def shape(name):
     return SHAPES[name]
 
 
-def parameters(name):
-    """The trained parameters, as `shardtrain train` and `plan` count them: the vocabulary's
-    padding rows left out."""
+def parameters(name, positions=POSITIONS):
+    """The trained parameters, as `shardtrain train` counts them: the vocabulary's padding rows
+    left out, and `positions` rows of the position table (the training sequence's length)."""
     n_layer, _, c = shape(name)
     per_block = 2 * c + (3 * c * c + 3 * c) + (c * c + c) + 2 * c + (4 * c * c + 4 * c) + \
         (4 * c * c + c)
-    return VOCAB * c + POSITIONS * c + n_layer * per_block + 2 * c
+    return VOCAB * c + positions * c + n_layer * per_block + 2 * c
 
 
 def flops_per_token(name, seq_len):
     """6 N + 6 L C T: the training FLOPs of one token in a sequence of seq_len."""
     n_layer, _, c = shape(name)
-    weights = 12 * n_layer * c * c + padded_vocab() * c
-    return 6 * weights + 6 * n_layer * c * seq_len
+    return 6 * parameters(name, seq_len) + 6 * n_layer * c * seq_len
 
 
 def mfu(tokens_per_s, name, seq_len, peak=PEAK_BF16_FLOPS):

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU benchmark's parts that run without a GPU (benchmarks/gpu_bench.sh, docs/PERFORMANCE.md):
 #  - bench_common.py: GPT-2's published parameter counts, 6N + 6LCT worked out by hand for d12
-#    and d48, and the same FLOPs per token as the simulator's MFU (`shardtrain simulate`, C code)
-#    for every size;
+#    and d48; the trainer's own MFU (--peak-tflops, C code) of a real run equals the one its
+#    benchmark record gives (below);
 #  - bench_results.py: hand-made run records (two partial runs, a failed try replaced by a later
 #    one) give the hand-checked table (expected_bench.csv: MFU, GiB, order); a hand-made metrics
 #    file gives the tokens over the summed step times of the steps after the warm-up (4000, not
@@ -52,27 +52,19 @@ expect_error() {
   fi
 }
 
-check "bench_common: shapes and FLOPs" python3 - "$shardtrain" << 'PY'
-import csv, subprocess, sys, tempfile
+check "bench_common: shapes and FLOPs" python3 - << 'PY'
+import sys
 sys.path.insert(0, "benchmarks")
 import bench_common as m
 # GPT-2 small, medium, large and XL as published (padding rows of the vocabulary left out).
 assert [m.parameters(n) for n in ("d12", "d24", "d36", "d48")] == \
     [124439808, 354823168, 774030080, 1557611200]
-# d12: N = 12*12*768^2 + 50304*768 = 123568128; 6N + 6*12*768*1024 = 741408768 + 56623104.
-assert m.flops_per_token("d12", 1024) == 798031872
-# d48: N = 12*48*1600^2 + 50304*1600 = 1555046400; 6N + 6*48*1600*1024.
-assert m.flops_per_token("d48", 1024) == 9330278400 + 471859200
-assert abs(m.mfu(1e5, "d12", 1024) - 1e5 * 798031872 / 989e12) < 1e-15
-for name in m.SHAPES:
-    with tempfile.NamedTemporaryFile(suffix=".csv") as f:
-        subprocess.run([sys.argv[1], "simulate", "--model", name, "--gpu", "h100",
-                        "--gpus-per-node", "1", "--micro-batch", "8", "--csv", f.name],
-                       check=True, capture_output=True)
-        row = next(csv.DictReader(open(f.name)))
-    simulated = float(row["mfu"]) * 989e12 / float(row["tokens_per_s"])
-    ours = m.flops_per_token(name, 1024)
-    assert abs(simulated / ours - 1) < 1e-6, (name, simulated, ours)
+# 6N + 6LCT: d12 6 * 124439808 + 6 * 12 * 768 * 1024 = 746638848 + 56623104.
+assert m.flops_per_token("d12", 1024) == 803261952
+# d48: 6 * 1557611200 + 6 * 48 * 1600 * 1024 = 9345667200 + 471859200.
+assert m.flops_per_token("d48", 1024) == 9817526400
+assert abs(m.mfu(1e5, "d12", 1024) - 1e5 * 803261952 / 989e12) < 1e-15
+assert m.padded_vocab() == 50304
 PY
 
 python3 benchmarks/bench_results.py table "$fixtures/runs_two_parts.jsonl" --csv "$work/bench.csv" \
@@ -80,7 +72,7 @@ python3 benchmarks/bench_results.py table "$fixtures/runs_two_parts.jsonl" --csv
 check "bench_results: table CSV as worked out by hand" diff "$fixtures/expected_bench.csv" \
   "$work/bench.csv"
 check "bench_results: the printed table" grep -qE \
-  '^d12 +124\.4 +shardtrain-zero0 +ok +16 +32 +400000 +32\.3 +20\.00 ' "$work/table.txt"
+  '^d12 +124\.4 +shardtrain-zero0 +ok +16 +32 +400000 +32\.5 +20\.00 ' "$work/table.txt"
 
 check "bench_results: a metrics file's record" python3 - << 'PY'
 import json, subprocess
@@ -107,6 +99,21 @@ out = subprocess.run(["python3", "benchmarks/bench_results.py", "shardtrain", sy
 rec = json.loads(out[len("result "):])
 assert rec["status"] == "ok" and rec["tokens_per_s"] > 0 and rec["peak_mem_bytes"] > 0, rec
 assert rec["note"] == "2 timed steps after 1 warm-up", rec
+PY
+# The trainer's own MFU (C code, --peak-tflops 989) of d12, short sequences so that it runs on a
+# CPU in seconds, is the benchmark's for the same tokens/s.
+python3 benchmarks/random_tokens.py "$work/random50k.bin" --tokens 20000 > /dev/null
+"$shardtrain" train --model d12 --seq-len 16 --micro-batch 1 --steps 2 --peak-tflops 989 \
+  --data-train "$work/random50k.bin" --quiet --metrics "$work/d12.jsonl" > "$work/d12.log" 2>&1 ||
+  { echo "FAIL: the d12 CPU run:"; cat "$work/d12.log"; fail=1; }
+check "bench_common: the trainer's MFU" python3 - "$work/d12.jsonl" << 'PY'
+import json, sys
+sys.path.insert(0, "benchmarks")
+import bench_common
+for line in open(sys.argv[1]):
+    step = json.loads(line)
+    ours = bench_common.mfu(step["tokens_per_s"], "d12", 16)
+    assert abs(ours / step["mfu"] - 1) < 1e-6, (step["mfu"], ours)
 PY
 check "random_tokens: every token below the vocabulary, not all alike" \
   python3 - "$work/random.bin" << 'PY'
