@@ -3,7 +3,9 @@
 # has CUDA, NCCL and MPI but no Bazel: the binaries (with ../shared/tools/gpu-bundle: the
 # libraries that machine lacks and an env.sh) into gpu/, and the fortunes text the byte-level
 # data is made from into gpu/fortunes (that machine has no fortunes package), all compressed
-# into gpu/bundle.tar.xz beside env.sh. Then, with the device tool, carry `gpu` and run on the
+# into gpu/bundle.tar.xz beside env.sh and version.txt (the commit built, which
+# benchmarks/gpu_bench.sh records). The bundle also carries benchmarks/ceilings for that
+# benchmark (docs/PERFORMANCE.md). Then, with the device tool, carry `gpu` and run on the
 # GPU machine, section by section (each under the 10-minute limit of one command):
 #   source gpu/env.sh && bash tests/gpu/run_gpu_suite.sh gpu ops train
 #   source gpu/env.sh && bash tests/gpu/run_gpu_suite.sh gpu streams equivalence
@@ -16,9 +18,10 @@ tests=(tests/gpu/cast_test tests/gpu/offload_test tests/gpu/ops_vocab_test tests
   tests/sharding/collectives_gpu_test_bin tests/sharding/unit_streams_gpu_test_bin)
 for t in tests/kernels/*_test.c; do tests+=("${t%.c}"); done
 targets=("//${shardtrain%/*}:${shardtrain##*/}")
-for t in "${tests[@]}"; do targets+=("//${t%/*}:${t##*/}"); done
+for t in "${tests[@]}" benchmarks/ceilings; do targets+=("//${t%/*}:${t##*/}"); done
 bazel build "${targets[@]}"
-../shared/tools/gpu-bundle gpu "$shardtrain" "${tests[@]}"
+../shared/tools/gpu-bundle gpu "$shardtrain" "${tests[@]}" benchmarks/ceilings
+git describe --always --dirty > gpu/version.txt
 mkdir -p gpu/fortunes
 find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' \
   -exec cp {} gpu/fortunes/ \;

@@ -16,24 +16,18 @@ Bad input (a missing file, a file without one metrics record, --labels that do n
 files, an --out that cannot be written) prints one error line and exits 2; a missing matplotlib
 exits 1. Needs Debian's python3-matplotlib (tools/setup.sh installs it).
 """
-import argparse
 import json
 import math
 import os
 import sys
 
+import plot_common
+
 PROG = "plot_metrics.py"
-SYSTEM_PYTHON = "/usr/bin/python3"  # where Debian's python3-matplotlib is importable
 
 
 def fail(message, code=2):
-    print(f"{PROG}: error: {message}", file=sys.stderr)
-    sys.exit(code)
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, not argparse's usage + message
-        fail(message)
+    plot_common.fail(PROG, message, code)
 
 
 def number(value):
@@ -85,25 +79,9 @@ def read_run(path):
     return records
 
 
-def import_pyplot():
-    try:
-        import matplotlib
-    except ImportError:
-        # A python3 of its own (pyenv, a virtualenv) does not see Debian's packages: run again
-        # with the system's, which sees python3-matplotlib.
-        if (os.access(SYSTEM_PYTHON, os.X_OK) and
-                os.path.realpath(sys.executable) != os.path.realpath(SYSTEM_PYTHON)):
-            os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON, os.path.abspath(__file__)] + sys.argv[1:])
-        fail(f"matplotlib is not installed for {sys.executable} (Debian: python3-matplotlib; "
-             "tools/setup.sh installs it)", code=1)
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import EngFormatter
-    return plt, EngFormatter
-
-
 def draw(runs, labels, out):
-    plt, EngFormatter = import_pyplot()
+    plt = plot_common.pyplot(PROG)
+    from matplotlib.ticker import EngFormatter
     fig, (loss_ax, speed_ax) = plt.subplots(2, 1, figsize=(9, 8), sharex=True,
                                             gridspec_kw={"height_ratios": [2, 1]})
     for i, (records, label) in enumerate(zip(runs, labels)):
@@ -126,17 +104,12 @@ def draw(runs, labels, out):
     speed_ax.yaxis.set_major_formatter(EngFormatter())
     for ax in (loss_ax, speed_ax):
         ax.grid(True, alpha=0.3)
-    fig.tight_layout()
-    try:
-        fig.savefig(out, format="png")
-    except OSError as e:
-        fail(f"--out {out}: {e.strerror}")
-    plt.close(fig)
+    plot_common.save(PROG, plt, fig, out)
 
 
 def main():
-    parser = Parser(prog=PROG, description="Plots loss and throughput against tokens for one or "
-                    "more `shardtrain train --metrics` files.")
+    parser = plot_common.Parser(prog=PROG, description="Plots loss and throughput against "
+                                "tokens for one or more `shardtrain train --metrics` files.")
     parser.add_argument("metrics", nargs="+", help="metrics files (JSON lines)")
     parser.add_argument("--out", required=True, help="the PNG to write")
     parser.add_argument("--labels", help="comma-separated run names (default: file names)")
@@ -148,11 +121,7 @@ def main():
             fail(f"--labels names {len(labels)} run(s) for {len(args.metrics)} metrics file(s)")
     else:
         labels = [os.path.splitext(os.path.basename(p))[0] for p in args.metrics]
-    out_dir = os.path.dirname(args.out) or "."
-    if os.path.isdir(args.out):
-        fail(f"--out {args.out} is a directory")
-    if not os.path.isdir(out_dir):
-        fail(f"--out {args.out}: directory {out_dir} does not exist")
+    plot_common.check_out(PROG, args.out)
     runs = [read_run(p) for p in args.metrics]
     draw(runs, labels, args.out)
     print(f"{args.out}: {len(runs)} run(s), {sum(len(r) for r in runs)} steps")

@@ -12,6 +12,8 @@ import argparse
 import csv
 import sys
 
+import plot_common
+
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -35,12 +37,7 @@ def read_rows(path):
 
 def main(argv):
     args = parse_args(argv)
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise SystemExit("plot_scaling: matplotlib is missing (apt-get install python3-matplotlib)")
+    plt = plot_common.pyplot("plot_scaling.py")
     rows = read_rows(args.csv)
     labels = []
     for r in rows:
