@@ -17,7 +17,9 @@
 #     is a row that says so. shardtrain's grad-accum is at most 64, so it needs a micro-batch of
 #     at least 8 (524,288 / 1024 / 64). shardtrain's attention kernels are the environment's
 #     ST_CUDA_ATTENTION (docs/ENVIRONMENT.md); with one other than simple its rows are named
-#     shardtrain-zeroK-<kind> (shardtrain-zero0-flash), so both kinds can sit in one table.
+#     shardtrain-zeroK-<kind> (shardtrain-zero0-flash, shardtrain-zero0-cudnn), so the kinds can
+#     sit in one table; a run whose log warns that another kind ran instead (no cuDNN library, a
+#     shape cuDNN refused) is a failed row quoting the warning, never a mislabelled speed.
 #  3. the table (benchmarks/bench_results.py: MFU = tokens/s x (6N + 6LCT) / 989 TFLOP/s) on
 #     stdout and as CSV;
 #  4. the kernel table (benchmarks/kernel_table.py): ncu profiles 2 steps of shardtrain d12 at
@@ -179,6 +181,11 @@ measure() {
         fi
         shardtrain_run "$size" "${system#shardtrain-zero}" "$mb" "$name"
         rc=$?
+        if [ $rc -eq 0 ] && grep -q "attention kernels run" "$work/$name.log"; then
+          python3 "$results" record "${fields[@]}" --status failed \
+            --note "$(grep -m1 "attention kernels run" "$work/$name.log")" | append_record
+          return
+        fi
         if [ $rc -eq 0 ]; then
           python3 "$results" shardtrain "$work/$name.jsonl" --warmup "$warmup" "${fields[@]}" |
             append_record

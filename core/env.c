@@ -23,8 +23,9 @@ static const env_entry entries[ENV_VAR_COUNT] = {
                                   "testing: STEP:RANK puts an inf into world rank RANK's "
                                   "gradients at step STEP (from 0), as an fp16 overflow would"},
     [ENV_CUDA_ATTENTION] = {"ST_CUDA_ATTENTION", "simple",
-                            "the CUDA backend's attention kernels: simple (a warp per row) or "
-                            "flash (tiled on the tensor cores; 16-bit, head size 64)"},
+                            "the CUDA backend's attention kernels: simple (a warp per row), "
+                            "flash (tiled on the tensor cores; 16-bit, head size 64) or cudnn "
+                            "(cuDNN's fused attention; 16-bit, head sizes 8 to 128 by 8)"},
 };
 
 const env_entry *env_table(void) { return entries; }

@@ -53,6 +53,8 @@ typedef struct kernel_ops {
   st_status (*gelu_backward)(void *ctx, const st_tensor *dinp, const st_tensor *dout,
                              const st_tensor *inp, const st_stream *stream);
   int64_t (*attention_state_numel)(int64_t batch, int64_t n_head, int64_t seq);
+  /* The attention kernels the context runs (kernel_attention_kind); NULL: the table's name. */
+  const char *(*attention_kind)(void *ctx);
   /* The scratch one attention backward takes for itself (kernel_kind_attention_scratch_bytes);
    * NULL: none. */
   uint64_t (*attention_scratch_bytes)(int64_t seq);

@@ -312,6 +312,10 @@ st_status kernel_gelu_backward(const kernel_backend *kb, const st_tensor *dinp,
   return kb->ops->gelu_backward(kb->ctx, dinp, dout, inp, stream);
 }
 
+const char *kernel_attention_kind(const kernel_backend *kb) {
+  return kb->ops->attention_kind ? kb->ops->attention_kind(kb->ctx) : kb->ops->name;
+}
+
 static int64_t ops_attention_state_numel(const kernel_ops *o, int64_t batch, int64_t n_head,
                                          int64_t seq) {
   if (!o || !ops_have(o, KERNEL_OP_ATTENTION)) return 0;

@@ -209,6 +209,12 @@ st_status kernel_gelu_backward(const kernel_backend *kb, const st_tensor *dinp,
 
 /* ---- Attention ----------------------------------------------------------------------------- */
 
+/* The attention kernels `kb` runs, for reports and tests: CUDA's "simple", "flash" or "cudnn"
+ * (ST_CUDA_ATTENTION after the fallbacks made when the backend was created: no cuDNN library,
+ * for one; a kind that takes only some shapes still leaves the others to the next kind), or the
+ * backend's name where it has one kind ("cpu"). */
+const char *kernel_attention_kind(const kernel_backend *kb);
+
 /* How many fp32 values the backend saves between the attention's forward and backward for
  * `batch` sequences of `seq` tokens and `n_head` heads: the CPU keeps the probabilities
  * (batch * n_head * seq * seq), CUDA the per-row softmax statistics (never seq x seq). The

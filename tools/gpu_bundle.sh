@@ -19,6 +19,9 @@ tests=(tests/gpu/cast_test tests/gpu/offload_test tests/gpu/ops_vocab_test tests
 for t in tests/kernels/*_test.c; do tests+=("${t%.c}"); done
 targets=("//${shardtrain%/*}:${shardtrain##*/}")
 for t in "${tests[@]}" benchmarks/ceilings; do targets+=("//${t%/*}:${t##*/}"); done
+[ -f third_party/cudnn_frontend/include/cudnn_frontend.h ] ||
+  echo "gpu_bundle: no cuDNN frontend headers (tools/setup.sh installs them): this bundle has" \
+    "no cuDNN attention, and ops_vocab_test will fail on ST_CUDA_ATTENTION=cudnn" >&2
 bazel build "${targets[@]}"
 ../shared/tools/gpu-bundle gpu "$shardtrain" "${tests[@]}" benchmarks/ceilings
 git describe --always --dirty > gpu/version.txt

@@ -2,8 +2,9 @@
 // log-sum-exp of its scaled scores (lse = max + log sum exp(s - max)), batch * n_head * seq
 // values, never seq x seq. Also the cached (generation) forward over a key/value cache.
 //
-// This is the simple, correct version; flash_attention.cu holds the tiled kernels, used instead
-// for the shapes they take when ST_CUDA_ATTENTION=flash (context.h).
+// This is the simple, correct version; flash_attention.cu holds the tiled kernels and
+// cudnn_attention.cpp cuDNN's fused attention, used instead for the shapes they take when
+// ST_CUDA_ATTENTION names them (context.h: cudnn, else flash, else these).
 // Every kernel gives one warp one row and loops over the other side of the score matrix in
 // order, so every sum has a fixed order and no two warps write one element: deterministic.
 // Lane l holds features l, l + 32, ... of a head (head size <= 32 * kDimsPerLane); a dot
@@ -21,6 +22,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/cudnn_attention.h"
 #include "kernels/cuda/flash_attention.h"
 
 namespace {
@@ -212,11 +214,11 @@ st_status check_head_size(const char *op, int64_t hs) {
 
 unsigned blocks_for_warps(int64_t warps) { return (unsigned)((warps + kWarps - 1) / kWarps); }
 
-// The tiled kernels (flash_attention.cu) when the context asks for them and they take the
-// shape (and the gradient `dout`, when given, is 16-byte aligned for their tile loads). Both
-// kinds save the same log-sum-exp, so a forward and its backward may choose differently.
+// The tiled kernels (flash_attention.cu) when the context asks for them or for cuDNN's, and they
+// take the shape (and the gradient `dout`, when given, is 16-byte aligned for their tile loads).
+// Every kind saves the same log-sum-exp, so a forward and its backward may choose differently.
 bool use_flash(void *ctx, const st_tensor *qkv, const st_tensor *dout, int64_t n_head) {
-  return static_cast<cuda_context *>(ctx)->flash_attention &&
+  return static_cast<cuda_context *>(ctx)->attention != CUDA_ATTENTION_SIMPLE &&
          cuda_flash_attention_takes(qkv, n_head) && (!dout || stk::aligned16(dout->data));
 }
 
@@ -226,9 +228,23 @@ extern "C" int64_t cuda_attention_state_numel(int64_t batch, int64_t n_head, int
   return batch * n_head * seq;
 }
 
+extern "C" const char *cuda_attention_kind_name(void *ctx) {
+  switch (static_cast<cuda_context *>(ctx)->attention) {
+    case CUDA_ATTENTION_FLASH: return "flash";
+    case CUDA_ATTENTION_CUDNN: return "cudnn";
+    case CUDA_ATTENTION_SIMPLE: break;
+  }
+  return "simple";
+}
+
 extern "C" st_status cuda_attention_forward(void *ctx, const st_tensor *out, const st_tensor *state,
                                             const st_tensor *qkv, int64_t n_head,
                                             const st_stream *stream) {
+  if (cuda_cudnn_attention *cudnn = static_cast<cuda_context *>(ctx)->cudnn) {
+    int ran = 0;
+    ST_CHECK(cuda_cudnn_attention_forward(cudnn, out, state, qkv, n_head, stream, &ran));
+    if (ran) return ST_OK;
+  }
   if (use_flash(ctx, qkv, NULL, n_head))
     return cuda_flash_attention_forward(out, state, qkv, n_head, stream);
   const int64_t B = qkv->shape[0], T = qkv->shape[1], C = qkv->shape[2] / 3, hs = C / n_head;
@@ -262,6 +278,12 @@ extern "C" st_status cuda_attention_backward(void *ctx, const st_tensor *dqkv,
                                              const st_tensor *dout, const st_tensor *qkv,
                                              const st_tensor *out, const st_tensor *state,
                                              int64_t n_head, const st_stream *stream) {
+  if (cuda_cudnn_attention *cudnn = static_cast<cuda_context *>(ctx)->cudnn) {
+    int ran = 0;
+    ST_CHECK(
+        cuda_cudnn_attention_backward(cudnn, dqkv, dout, qkv, out, state, n_head, stream, &ran));
+    if (ran) return ST_OK;
+  }
   if (use_flash(ctx, qkv, dout, n_head))
     return cuda_flash_attention_backward(dqkv, dout, qkv, out, state, n_head, stream);
   const int64_t B = qkv->shape[0], T = qkv->shape[1], C = qkv->shape[2] / 3, hs = C / n_head;

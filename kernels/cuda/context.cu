@@ -20,13 +20,30 @@ constexpr size_t kRegionAlign = 256;
 size_t round_up(size_t x) { return (x + kRegionAlign - 1) / kRegionAlign * kRegionAlign; }
 
 // The regions of the workspace, in order: cuBLASLt, reduction partials, column-sum partials,
-// AdamW segments, sort scratch. Segment entries are 32 bytes (adamw.cu's layout).
+// AdamW segments, sort scratch, and the cuDNN attention's where it is asked for. Segment entries
+// are 32 bytes (adamw.cu's layout).
 constexpr size_t kSegmentBytes = 32;
+
+// The kind ST_CUDA_ATTENTION names; any other value is simple (docs/ENVIRONMENT.md).
+cuda_attention_kind requested_attention() {
+  const char *kind = env_get_string(ENV_CUDA_ATTENTION);
+  if (strcmp(kind, "flash") == 0) return CUDA_ATTENTION_FLASH;
+  if (strcmp(kind, "cudnn") == 0) return CUDA_ATTENTION_CUDNN;
+  return CUDA_ATTENTION_SIMPLE;
+}
+
+// The cuDNN region exists when its kind is asked for in a build that has it, even if cuDNN
+// then cannot be loaded: the workspace is a function of the build and the environment alone,
+// which the memory planner also sees.
+bool cudnn_region_wanted() {
+  return requested_attention() == CUDA_ATTENTION_CUDNN && cuda_cudnn_attention_built();
+}
 
 size_t workspace_bytes() {
   return round_up(CUDA_LT_WORKSPACE_BYTES) + round_up(CUDA_REDUCE_PARTIALS * sizeof(double)) +
          round_up(CUDA_COLSUM_FLOATS * sizeof(float)) +
-         round_up((size_t)CUDA_SEGMENT_CAPACITY * kSegmentBytes) + round_up(CUDA_SORT_BYTES);
+         round_up((size_t)CUDA_SEGMENT_CAPACITY * kSegmentBytes) + round_up(CUDA_SORT_BYTES) +
+         (cudnn_region_wanted() ? round_up(CUDA_CUDNN_BYTES) : 0);
 }
 
 // The host staging of a long AdamW segment list.
@@ -219,6 +236,7 @@ extern "C" uint64_t cuda_context_bytes(mem_kind where) {
 extern "C" void cuda_context_destroy(void *ctx) {
   cuda_context *cx = static_cast<cuda_context *>(ctx);
   if (!cx) return;
+  cuda_cudnn_attention_destroy(cx->cudnn);
   for (int i = 0; i < CUDA_MATMUL_PLANS; i++) plan_release(&cx->plans[i]);
   if (cx->lt) cublasLtDestroy(cx->lt);
   mem_free(cx->segments_host);
@@ -244,7 +262,7 @@ extern "C" st_status cuda_context_create(const st_device *dev, void **ctx) {
   ST_CHECK(mem_alloc_zeroed((void **)&cx, sizeof *cx, MEM_HOST, MEM_WORKSPACE, NULL));
   cx->device = *dev;
   cx->sm_count = sms;
-  cx->flash_attention = strcmp(env_get_string(ENV_CUDA_ATTENTION), "flash") == 0;
+  cx->attention = requested_attention();
   st_status status = ST_OK;
   ST_CHECK_GOTO(
       mem_alloc(&cx->workspace, cuda_context_bytes(MEM_DEVICE), MEM_DEVICE, MEM_WORKSPACE, dev),
@@ -263,6 +281,8 @@ extern "C" st_status cuda_context_create(const st_device *dev, void **ctx) {
     cx->segments = at;
     at += round_up((size_t)CUDA_SEGMENT_CAPACITY * kSegmentBytes);
     cx->sort_scratch = at;
+    at += round_up(CUDA_SORT_BYTES);
+    cx->cudnn_region = cudnn_region_wanted() ? at : NULL;
   }
   {
     cublasStatus_t lt = cublasLtCreate(&cx->lt);
@@ -271,6 +291,18 @@ extern "C" st_status cuda_context_create(const st_device *dev, void **ctx) {
       status = cuda_lt_status(lt, "cuda_context_create", "cublasLtCreate");
       goto fail;
     }
+  }
+  if (cx->attention == CUDA_ATTENTION_CUDNN) {
+    status = cuda_cudnn_attention_create(&cx->cudnn, cx, 10 * major + minor, cx->cudnn_region,
+                                         CUDA_CUDNN_BYTES);
+    if (status == ST_ERR_UNSUPPORTED) {
+      // No cuDNN here (or none in this build): the run goes on with the next kind.
+      st_log(ST_LOG_WARN, "ST_CUDA_ATTENTION=cudnn: %s; the flash attention kernels run instead",
+             st_last_error());
+      cx->attention = CUDA_ATTENTION_FLASH;
+      status = ST_OK;
+    }
+    if (status != ST_OK) goto fail;
   }
   *ctx = cx;
   return ST_OK;

@@ -15,7 +15,8 @@
 #  - gpu_bench.sh without a GPU (the real `ceilings` prints SKIP): one line, exit 1; without a
 #    bundle or with a bad flag: one line, exit 2; with stand-in ceilings, every run fails (no GPU,
 #    no PyTorch here) and becomes a row of the table, exit 0, and with ST_CUDA_ATTENTION=flash
-#    shardtrain's rows are named after it;
+#    shardtrain's rows are named after it; a stand-in shardtrain that succeeds but warns that
+#    the flash kernels ran instead of cuDNN's gives a failed -cudnn row quoting the warning;
 #  - ceilings prints SKIP and exits 0 here, and a bad flag is one line and exit 2;
 #  - peers/gpt2_torch.py compiles (PyTorch is not installed here to run it).
 # Bad input to each script: one error line, exit 2.
@@ -220,6 +221,20 @@ ST_CUDA_ATTENTION=flash TMPDIR=$session OMPI_MCA_btl_vader_backing_directory=$se
   --micro-batches 8 --no-kernels --systems shardtrain-zero0 > "$work/flash.log" 2>&1
 check "gpu_bench: ST_CUDA_ATTENTION=flash rows" \
   grep -q '^d24,354.8,shardtrain-zero0-flash,failed,8,' "$work/flash/bench.csv"
+# A run that warns that another kind ran is no row of the kind it is named after.
+mkdir -p "$work/fallback/bin"
+cp "$work/bundle/bin/ceilings" "$work/fallback/bin/"
+printf '#!/bin/sh
+echo "W ST_CUDA_ATTENTION=cudnn: cannot load cuDNN; the flash attention kernels run instead" >&2
+' \
+  > "$work/fallback/bin/shardtrain"
+chmod +x "$work/fallback/bin/shardtrain"
+ST_CUDA_ATTENTION=cudnn TMPDIR=$session OMPI_MCA_btl_vader_backing_directory=$session bash \
+  benchmarks/gpu_bench.sh --bundle "$work/fallback" --out "$work/cudnn" --sizes d24 \
+  --micro-batches 8 --no-kernels --systems shardtrain-zero0 > "$work/cudnn.log" 2>&1
+check "gpu_bench: a fallback from cuDNN is a failed row quoting the warning" \
+  grep -q '^d24,354.8,shardtrain-zero0-cudnn,failed,8,.*the flash attention kernels run instead' \
+  "$work/cudnn/bench.csv"
 rm -rf "$session"
 
 check "gpt2_torch.py compiles" python3 -c "import py_compile, sys

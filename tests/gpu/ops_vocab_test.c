@@ -1,8 +1,10 @@
 /* ops_vocab_test.c - every op of the kernel vocabulary on the CUDA backend, against the CPU
  * backend (or float64 loops where the CPU backend lacks the op), in fp32, bf16 and fp16, forward
  * and backward, on odd shapes: B=3, T=37, C=80, NH=5 (head size 16), V=251 padded to 256;
- * attention also at head size 64 over 150 rows (B=2, C=128, NH=2), and once more with
- * ST_CUDA_ATTENTION=flash (the tiled kernels: 16-bit P and dS, within the 16-bit tolerances).
+ * attention also at head size 64 over 150 rows (B=2, C=128, NH=2), and once more with each other
+ * kind of ST_CUDA_ATTENTION: flash (the tiled kernels: 16-bit P and dS, within the 16-bit
+ * tolerances) and cudnn (cuDNN's fused attention, the same tolerances; the test fails when the
+ * backend could not run that kind, e.g. no libcudnn.so.9, or a build without it).
  *
  * The test walks kernel_op 0..KERNEL_OP_COUNT and FAILS if an op has no case here (checked
  * even without a GPU), then, with a GPU, runs each case for every dtype CUDA supports for the
@@ -556,12 +558,14 @@ static void run_all(pair_env *e) {
   }
 }
 
-/* The attention cases again on a backend made with ST_CUDA_ATTENTION=flash: the tiled kernels
- * (kernels/cuda/flash_attention.cu) take the head-size-64 shape in 16-bit dtypes, and the odd
- * one falls back to the simple kernels. Same references and tolerances. */
-static void run_flash_attention(pair_env *e) {
+/* The attention cases again, in bf16 and fp16, on a backend made with ST_CUDA_ATTENTION=kind
+ * (the default backend is simple's). flash: the tiled kernels (kernels/cuda/flash_attention.cu)
+ * take the head-size-64 shape and the odd one falls back to the simple kernels. cudnn: cuDNN's
+ * fused attention (kernels/cuda/cudnn_attention.cpp) takes both shapes (head sizes 16 and 64).
+ * Same references, tolerances and determinism check. */
+static void run_attention_kind(pair_env *e, const char *kind, uint64_t rng) {
   kernel_backend *simple = e->gpu;
-  CHECK(setenv("ST_CUDA_ATTENTION", "flash", 1) == 0);
+  CHECK(setenv("ST_CUDA_ATTENTION", kind, 1) == 0);
   const st_status made = kernel_backend_create(&e->gpu_dev, &e->gpu);
   CHECK(unsetenv("ST_CUDA_ATTENTION") == 0);
   CHECK_OK(made);
@@ -569,12 +573,16 @@ static void run_flash_attention(pair_env *e) {
     e->gpu = simple;
     return;
   }
+  const char *runs = kernel_attention_kind(e->gpu);
+  CHECK_MSG(strcmp(runs, kind) == 0,
+            "ST_CUDA_ATTENTION=%s: the backend runs the %s kernels (see the warning above)", kind,
+            runs);
   const st_dtype dtypes[] = {ST_BF16, ST_FP16};
   for (int d = 0; d < 2; d++) {
     if (!kernel_supports(e->gpu, KERNEL_OP_ATTENTION, dtypes[d])) continue;
-    printf("attention (ST_CUDA_ATTENTION=flash) [%s]\n", dt_name(dtypes[d]));
+    printf("attention (ST_CUDA_ATTENTION=%s) [%s]\n", kind, dt_name(dtypes[d]));
     fflush(stdout);
-    e->rng = 7000u + (uint64_t)d;
+    e->rng = rng + (uint64_t)d;
     case_attention(e, dtypes[d]);
   }
   kernel_backend_destroy(e->gpu);
@@ -601,7 +609,8 @@ int main(void) {
   mem_stats before, after;
   mem_stats_get(&before);
   run_all(&e);
-  run_flash_attention(&e);
+  run_attention_kind(&e, "flash", 7000u);
+  run_attention_kind(&e, "cudnn", 8000u);
   mem_stats_get(&after);
   CHECK_MSG(after.live_blocks == before.live_blocks, "the cases left %llu blocks allocated",
             (unsigned long long)(after.live_blocks - before.live_blocks));

@@ -15,8 +15,9 @@
 #                GPU through nccl-hostid): every mesh and stage against one rank, bitwise
 #                across stages at equal mesh
 #   d12          d12 in bf16, micro-batch 16 x 1024, 20 steps on one GPU (simple attention, then
-#                ST_CUDA_ATTENTION=flash: losses within 1% of each other) and on 4 ranks at
-#                ZeRO-3: the loss falls; prints step time and tokens/s (median of steps 6-20)
+#                ST_CUDA_ATTENTION=flash and =cudnn: each within 1% of simple's losses, and no
+#                fallback warned about) and on 4 ranks at ZeRO-3: the loss falls; prints step
+#                time and tokens/s (median of steps 6-20)
 #   sanitizer    compute-sanitizer memcheck, racecheck and synccheck on ops_vocab_test and on a
 #                2-rank, 3-step d6 run
 # Exit status: 0 when every section asked for passed.
@@ -99,19 +100,32 @@ sys.exit(0 if len(rows) == 20 and rows[-1]["loss"] < rows[0]["loss"] else 1)
 PY
 }
 
+# d12_kind KIND: the one-GPU d12 run again with ST_CUDA_ATTENTION=KIND, from the same initial
+# weights: every step's loss within 1% of the simple kernels' run (d12_1gpu), and no warning
+# that another kind ran instead (cuDNN not loaded, a shape refused).
+d12_kind() {
+  local kind=$1
+  ST_CUDA_ATTENTION=$kind d12_run "d12_1gpu_$kind" 1 || return 1
+  if grep -q "attention kernels run" "$logs/d12_1gpu_$kind.log"; then
+    echo "FAIL d12_1gpu_$kind: another kind ran: $(grep -m1 "attention kernels run" \
+      "$logs/d12_1gpu_$kind.log")"
+    return 1
+  fi
+  python3 - "$logs/d12_1gpu.jsonl" "$logs/d12_1gpu_$kind.jsonl" "$kind" <<'PY'
+import json, sys
+simple, other = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+worst = max(abs(a["loss"] - b["loss"]) / b["loss"] for a, b in zip(other, simple))
+print(f"d12 {sys.argv[3]} vs simple attention: worst step loss difference {worst:.2e} (bound 1e-2)")
+sys.exit(0 if len(other) == len(simple) == 20 and worst <= 1e-2 else 1)
+PY
+}
+
 section_d12() {
   local fail=0
   d12_run d12_1gpu 1 || fail=1
-  # The tiled attention (kernels/cuda/flash_attention.cu) from the same initial weights: every
-  # step's loss within 1% of the simple kernels' run.
-  ST_CUDA_ATTENTION=flash d12_run d12_1gpu_flash 1 || fail=1
-  python3 - "$logs/d12_1gpu.jsonl" "$logs/d12_1gpu_flash.jsonl" <<'PY' || fail=1
-import json, sys
-simple, flash = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
-worst = max(abs(a["loss"] - b["loss"]) / b["loss"] for a, b in zip(flash, simple))
-print(f"d12 flash vs simple attention: worst step loss difference {worst:.2e} (bound 1e-2)")
-sys.exit(0 if len(flash) == len(simple) == 20 and worst <= 1e-2 else 1)
-PY
+  # The tiled kernels (kernels/cuda/flash_attention.cu) and cuDNN's (cudnn_attention.cpp).
+  d12_kind flash || fail=1
+  d12_kind cudnn || fail=1
   d12_run d12_4ranks_zero3 4 --dp-shard 4 --zero 3 || fail=1
   return $fail
 }

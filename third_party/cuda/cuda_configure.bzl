@@ -4,6 +4,8 @@ Search order: $ST_CUDA_PATH (set it to a path without a toolkit, e.g. /nonexiste
 CPU-only build), $CUDA_PATH, $CUDA_HOME, the directory above `nvcc` on $PATH, /usr/local/cuda.
 Without a toolkit the same targets exist as empty libraries and defs.bzl says
 CUDA_ENABLED = False, so the project builds and tests on machines with no CUDA at all.
+defs.bzl's CUDNN_HEADERS says whether the toolkit's include/ has cuDNN 9's headers (the cuDNN
+attention is compiled against them and loads libcudnn at run time; kernels/cuda/BUILD).
 """
 
 _ENV_VARS = ["ST_CUDA_PATH", "CUDA_PATH", "CUDA_HOME", "PATH"]
@@ -76,12 +78,14 @@ def _cuda_configure_impl(rctx):
                rctx.path(root + "/lib64/libnccl.so").exists
     if root == None or not has_nccl:
         rctx.file("BUILD", _STUB_BUILD)
-        rctx.file("defs.bzl", "CUDA_ENABLED = False\nNVCC = \"\"\nCUDA_ROOT = \"\"\n")
+        rctx.file("defs.bzl", "CUDA_ENABLED = False\nCUDNN_HEADERS = False\nNVCC = \"\"\nCUDA_ROOT = \"\"\n")
         return
     rctx.symlink(root + "/include", "include")
     rctx.symlink(root + "/lib64", "lib64")
     rctx.file("BUILD", _CUDA_BUILD.replace("%{root}", root))
-    rctx.file("defs.bzl", "CUDA_ENABLED = True\nNVCC = \"%s/bin/nvcc\"\nCUDA_ROOT = \"%s\"\n" % (root, root))
+    has_cudnn = rctx.path(root + "/include/cudnn.h").exists and \
+                rctx.path(root + "/include/cudnn_version.h").exists
+    rctx.file("defs.bzl", "CUDA_ENABLED = True\nCUDNN_HEADERS = %s\nNVCC = \"%s/bin/nvcc\"\nCUDA_ROOT = \"%s\"\n" % (has_cudnn, root, root))
 
 cuda_configure = repository_rule(
     implementation = _cuda_configure_impl,
