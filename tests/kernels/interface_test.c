@@ -4,6 +4,7 @@
  * that names the numbers, before any data is touched. Also the CPU backend's own refusals:
  * out-of-range ids and a failed scratch allocation, which must leave nothing allocated. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/alloc.h"
@@ -36,6 +37,7 @@ static void check_lookup(void) {
   kernel_backend *kb = NULL;
   CHECK_OK(kernel_backend_create(&cpu, &kb));
   CHECK(kb && strcmp(kernel_backend_name(kb), "cpu") == 0);
+  CHECK(strcmp(kernel_attention_kind(kb), "cpu") == 0);
   for (int op = 0; op < KERNEL_OP_COUNT; op++) {
     CHECK_MSG(strcmp(kernel_op_name((kernel_op)op), "unknown") != 0, "op %d has a name", op);
   }
@@ -86,6 +88,18 @@ static void check_lookup(void) {
     CHECK(kernel_kind_computes_in(ST_DEVICE_CUDA, ST_FP16));
     CHECK(kernel_kind_computes_in(ST_DEVICE_CUDA, ST_BF16));
     CHECK(kernel_kind_attention_state_numel(ST_DEVICE_CUDA, B, NH, T) == (int64_t)B * NH * T);
+    /* ST_CUDA_ATTENTION=cudnn adds the cuDNN attention's 256 MiB region (where the build has
+     * it, else nothing); the other kinds add none. */
+    const uint64_t plain = kernel_kind_workspace_bytes(ST_DEVICE_CUDA, MEM_DEVICE);
+    CHECK(setenv("ST_CUDA_ATTENTION", "flash", 1) == 0);
+    const uint64_t flash = kernel_kind_workspace_bytes(ST_DEVICE_CUDA, MEM_DEVICE);
+    CHECK(setenv("ST_CUDA_ATTENTION", "cudnn", 1) == 0);
+    const uint64_t cudnn = kernel_kind_workspace_bytes(ST_DEVICE_CUDA, MEM_DEVICE);
+    CHECK(unsetenv("ST_CUDA_ATTENTION") == 0);
+    CHECK(flash == plain);
+    CHECK_MSG(cudnn == plain || cudnn == plain + ((uint64_t)256 << 20),
+              "cudnn's workspace %llu bytes, the others' %llu", (unsigned long long)cudnn,
+              (unsigned long long)plain);
   }
 }
 
