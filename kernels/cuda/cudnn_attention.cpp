@@ -321,23 +321,27 @@ char *at(const void *base, int64_t elements, const Shape &s) {
 
 st_status execute(cuda_cudnn_attention *a, const char *op, const GraphPtr &g,
                   std::unordered_map<int64_t, void *> &pack, void *workspace) {
-  try {
-    fe::error_t e = g->execute(a->handle, pack, workspace);
-    if (e.is_good()) return ST_OK;
-    return st_error(ST_ERR_CUDA, "%s: cuDNN graph execution failed: %s", op,
-                    e.get_message().c_str());
-  } catch (const std::exception &ex) {
-    return st_error(ST_ERR_CUDA, "%s: cuDNN frontend: %s", op, ex.what());
-  }
+  fe::error_t e = g->execute(a->handle, pack, workspace);
+  if (e.is_good()) return ST_OK;
+  return st_error(ST_ERR_CUDA, "%s: cuDNN graph execution failed: %s", op, e.get_message().c_str());
 }
 
 st_status bind_stream(cuda_cudnn_attention *a, const char *op, const st_stream *stream) {
+  const cudnnStatus_t status =
+      fe::detail::set_stream(a->handle, static_cast<cudaStream_t>(stream->handle));
+  if (status == CUDNN_STATUS_SUCCESS) return ST_OK;
+  return st_error(ST_ERR_CUDA, "%s: cudnnSetStream failed: %s", op,
+                  fe::detail::get_error_string(status));
+}
+
+// body() with any C++ exception (the frontend's, or out of memory in the graph cache) turned
+// into an error: none may cross into the C callers.
+template <class Body>
+st_status guarded(const char *op, Body body) {
   try {
-    const cudnnStatus_t status =
-        fe::detail::set_stream(a->handle, static_cast<cudaStream_t>(stream->handle));
-    if (status == CUDNN_STATUS_SUCCESS) return ST_OK;
-    return st_error(ST_ERR_CUDA, "%s: cudnnSetStream failed: %s", op,
-                    fe::detail::get_error_string(status));
+    return body();
+  } catch (const std::bad_alloc &) {
+    return st_error(ST_ERR_OOM, "%s: out of host memory in the cuDNN attention", op);
   } catch (const std::exception &ex) {
     return st_error(ST_ERR_CUDA, "%s: cuDNN frontend: %s", op, ex.what());
   }
@@ -363,7 +367,8 @@ extern "C" st_status cuda_cudnn_attention_create(cuda_cudnn_attention **out, voi
     }
     const cudnnStatus_t status = fe::detail::create_handle(&handle);
     if (status != CUDNN_STATUS_SUCCESS) {
-      return st_error(ST_ERR_CUDA, "cudnnCreate failed: %s", fe::detail::get_error_string(status));
+      return st_error(ST_ERR_UNSUPPORTED, "cudnnCreate failed: %s",
+                      fe::detail::get_error_string(status));
     }
     st_log(ST_LOG_DEBUG, "cuDNN attention: cuDNN %zu loaded (built against %d, frontend %d)",
            loaded, CUDNN_VERSION, CUDNN_FRONTEND_VERSION);
@@ -398,11 +403,10 @@ extern "C" void cuda_cudnn_attention_destroy(cuda_cudnn_attention *a) {
   mem_free(a);
 }
 
-extern "C" st_status cuda_cudnn_attention_forward(cuda_cudnn_attention *a, const st_tensor *out,
-                                                  const st_tensor *state, const st_tensor *qkv,
-                                                  int64_t n_head, const st_stream *stream,
-                                                  int *ran) {
-  *ran = 0;
+namespace {
+
+st_status forward(cuda_cudnn_attention *a, const st_tensor *out, const st_tensor *state,
+                  const st_tensor *qkv, int64_t n_head, const st_stream *stream, int *ran) {
   Shape s;
   const st_tensor *others[] = {out};
   if (!shape_of(qkv, n_head, others, 1, &s)) return ST_OK;
@@ -425,12 +429,9 @@ extern "C" st_status cuda_cudnn_attention_forward(cuda_cudnn_attention *a, const
   return ST_OK;
 }
 
-extern "C" st_status cuda_cudnn_attention_backward(cuda_cudnn_attention *a, const st_tensor *dqkv,
-                                                   const st_tensor *dout, const st_tensor *qkv,
-                                                   const st_tensor *out, const st_tensor *state,
-                                                   int64_t n_head, const st_stream *stream,
-                                                   int *ran) {
-  *ran = 0;
+st_status backward(cuda_cudnn_attention *a, const st_tensor *dqkv, const st_tensor *dout,
+                   const st_tensor *qkv, const st_tensor *out, const st_tensor *state,
+                   int64_t n_head, const st_stream *stream, int *ran) {
   Shape s;
   const st_tensor *others[] = {dqkv, dout, out};
   if (!shape_of(qkv, n_head, others, 3, &s)) return ST_OK;
@@ -466,4 +467,25 @@ extern "C" st_status cuda_cudnn_attention_backward(cuda_cudnn_attention *a, cons
     ST_CHECK(cuda_residual_forward(a->kernels_ctx, &sum, &sum, &grads, stream));
   }
   return ST_OK;
+}
+
+}  // namespace
+
+extern "C" st_status cuda_cudnn_attention_forward(cuda_cudnn_attention *a, const st_tensor *out,
+                                                  const st_tensor *state, const st_tensor *qkv,
+                                                  int64_t n_head, const st_stream *stream,
+                                                  int *ran) {
+  *ran = 0;
+  return guarded("attention_forward",
+                 [&] { return forward(a, out, state, qkv, n_head, stream, ran); });
+}
+
+extern "C" st_status cuda_cudnn_attention_backward(cuda_cudnn_attention *a, const st_tensor *dqkv,
+                                                   const st_tensor *dout, const st_tensor *qkv,
+                                                   const st_tensor *out, const st_tensor *state,
+                                                   int64_t n_head, const st_stream *stream,
+                                                   int *ran) {
+  *ran = 0;
+  return guarded("attention_backward",
+                 [&] { return backward(a, dqkv, dout, qkv, out, state, n_head, stream, ran); });
 }

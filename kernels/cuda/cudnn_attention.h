@@ -33,8 +33,9 @@ int cuda_cudnn_attention_built(void);
  * the CUDA context (its residual add sums the backward's gradients into dqkv), `sm_version`
  * the GPU's compute capability as 10 major + minor, and [workspace, workspace + bytes) the
  * device region every graph's scratch and the backward's gradient chunks live in (no op
- * allocates). ST_ERR_UNSUPPORTED when the build has no cuDNN attention or libcudnn.so.9 cannot
- * be loaded or is not cuDNN 9; ST_ERR_CUDA when cuDNN fails to create a handle. */
+ * allocates). ST_ERR_UNSUPPORTED when the build has no cuDNN attention, or libcudnn.so.9 cannot
+ * be loaded, is not cuDNN 9 or cannot create a handle (the caller runs another kind then);
+ * ST_ERR_OOM. */
 st_status cuda_cudnn_attention_create(cuda_cudnn_attention **out, void *kernels_ctx, int sm_version,
                                       void *workspace, size_t workspace_bytes);
 
