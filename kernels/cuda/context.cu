@@ -240,11 +240,16 @@ extern "C" st_status cuda_context_create(const st_device *dev, void **ctx) {
                     "CUDA kernels are built for compute capability 9.0; GPU %d is %d.%d",
                     dev->ordinal, major, minor);
   }
+  // A misspelt kernel choice is refused, not run as the default.
+  const char *attention = env_get_string(ENV_CUDA_ATTENTION);
+  if (strcmp(attention, "simple") != 0 && strcmp(attention, "flash") != 0) {
+    return st_error(ST_ERR_INVALID_ARG, "ST_CUDA_ATTENTION '%s' is not simple or flash", attention);
+  }
   cuda_context *cx = NULL;
   ST_CHECK(mem_alloc_zeroed((void **)&cx, sizeof *cx, MEM_HOST, MEM_WORKSPACE, NULL));
   cx->device = *dev;
   cx->sm_count = sms;
-  cx->flash_attention = strcmp(env_get_string(ENV_CUDA_ATTENTION), "flash") == 0;
+  cx->flash_attention = strcmp(attention, "flash") == 0;
   st_status status = ST_OK;
   ST_CHECK_GOTO(
       mem_alloc(&cx->workspace, cuda_context_bytes(MEM_DEVICE), MEM_DEVICE, MEM_WORKSPACE, dev),
