@@ -392,6 +392,11 @@ st_status unit_reduce_wait(unit *u) {
   return ST_OK;
 }
 
+st_status unit_reduce_handoff(unit *u, unit *earlier) {
+  if (earlier) ST_CHECK(unit_reduce_wait(earlier));
+  return unit_reduce_start(u);
+}
+
 /* ---- optimizer -------------------------------------------------------------------------- */
 
 void *unit_owned_grads(const unit *u) {

@@ -153,6 +153,12 @@ st_status unit_reduce_start(unit *u);
  * orders C after it: work on C then sees complete owned gradients. Transient full gradients go
  * back to the pool, to be reused after R's work. */
 st_status unit_reduce_wait(unit *u);
+/* A backward that visits units in turn, on its last micro-batch, after u's backward: finishes
+ * the reduction of `earlier` (the unit whose backward ended just before u's; NULL: none), then
+ * starts u's. In that order, so that reduced(earlier), which C waits for, is recorded on R
+ * before u's reduce-scatter joins R: C goes on with the next unit's backward while u's gradients
+ * are reduced, and at most two units' full gradients exist at once. */
+st_status unit_reduce_handoff(unit *u, unit *earlier);
 
 /* The owned range, in elements of the flat buffer from owned_begin: the gradients (reduce
  * dtype; the full buffer at stage 0, the shard otherwise) and the parameters (param dtype),

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "engine/cli/commands.h"
 #include "engine/flags/cli_flags.h"
+#include "engine/model/gpt.h"
 #include "engine/plan/planner.h"
 #include "engine/train/train_options.h"
 
@@ -70,10 +71,11 @@ static st_status plan_precision(const plan_options *o, unit_precision *precision
   if (strcmp(o->device, "cuda") != 0) {
     return st_error(ST_ERR_INVALID_ARG, "--device '%s' is not cpu or cuda", o->device);
   }
-  /* A GPU run is planned without a GPU, with the CUDA kernels' answers (this build's). */
+  /* A GPU run is planned without a GPU, with the CUDA kernels' answers (this build's): never
+   * one that gpt_create refuses there. */
   *device = ST_DEVICE_CUDA;
   *copies = plan_compute_copies(*device, *precision);
-  return ST_OK;
+  return gpt_check_precision(*device, *precision);
 }
 
 static st_status run_plan(const plan_options *o) {

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "engine/cli/commands.h"
 #include "engine/flags/cli_flags.h"
+#include "engine/model/gpt.h"
 #include "engine/plan/fit.h"
 #include "engine/plan/sim_fit.h"
 #include "engine/plan/sim_report.h"
@@ -44,6 +45,9 @@ static st_status make_request(const fit_options *o, const sim_hardware *hw, fit_
                        .global_tokens = (int64_t)o->global_batch,
                        .max_grad_accum = TRAIN_MAX_GRAD_ACCUM};
   ST_CHECK(train_options_precision(&t, &req->precision));
+  plan_input device = {.precision = req->precision};
+  sim_device_fields(hw, &device);
+  ST_CHECK(gpt_check_precision(device.device, device.precision)); /* what gpt_create refuses */
   if (o->gpus < 1) return st_error(ST_ERR_INVALID_ARG, "--gpus must be >= 1, got %d", o->gpus);
   if (o->top < 1 || o->top > FIT_MAX_TOP) {
     return st_error(ST_ERR_INVALID_ARG, "--top must be 1-%d, got %d", FIT_MAX_TOP, o->top);

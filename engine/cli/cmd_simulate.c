@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "engine/cli/commands.h"
 #include "engine/flags/cli_flags.h"
+#include "engine/model/gpt.h"
 #include "engine/plan/sim_report.h"
 #include "engine/train/train_options.h"
 
@@ -70,6 +71,7 @@ static st_status make_input(const simulate_options *o, int gpus, int stage, int 
   in->seq_len = in->cfg.max_seq;
   ST_CHECK(precision_of(o, &in->precision));
   sim_device_fields(hw, in);
+  ST_CHECK(gpt_check_precision(in->device, in->precision)); /* what gpt_create would refuse */
   train_options t;
   train_options_defaults(&t);
   t.offload = o->offload;

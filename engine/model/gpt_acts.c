@@ -18,6 +18,17 @@ st_dtype gpt_activation_dtype(st_device_kind device, st_dtype param) {
   return kernel_kind_computes_in(device, param) ? param : ST_FP32;
 }
 
+st_status gpt_check_precision(st_device_kind device, unit_precision precision) {
+  const st_dtype act = gpt_activation_dtype(device, precision.param);
+  const st_dtype grads = gpt_activation_dtype(device, precision.reduce);
+  if (grads == act) return ST_OK;
+  return st_error(ST_ERR_UNSUPPORTED,
+                  "params in %s and gradients in %s: the %s kernels would compute the "
+                  "activations in %s and the gradients in %s; give both the same dtype",
+                  dtype_name(precision.param), dtype_name(precision.reduce),
+                  device == ST_DEVICE_CUDA ? "cuda" : "cpu", dtype_name(act), dtype_name(grads));
+}
+
 /* The sizes one walk needs: activation elements (act bytes) and fp32 statistics. */
 typedef struct acts_shape {
   int64_t BT, C, CL, vocab_padded, att_state, head_rows;

@@ -65,15 +65,14 @@ static st_status block_backward(gpt_model *m, int l, void *x_in) {
   return norm_backward(m, u, GPT_LN1_W, GPT_LN1_B, &v.dres, &v.dln, &v.x, &v.ln1_mean, &v.ln1_rstd);
 }
 
-/* A unit's backward is done: end its gradients' use, start its reduction (last micro-batch)
- * and let it go. The reduction of the unit before it in the backward (u + 1) is finished here,
- * so at most two units' full gradients exist at once at stages 2-3. The embedding (unit 0) is the
- * exception: the tied head adds to its gradient in the training forward (gpt_head.c). */
+/* A unit's backward is done: end its gradients' use, on the last micro-batch finish the
+ * reduction of the unit before it in the backward (u + 1) and start its own
+ * (unit_reduce_handoff), and let it go. The embedding (unit 0) is the exception: the tied head
+ * adds to its gradient in the training forward (gpt_head.c). */
 static st_status finish_unit(gpt_model *m, int u, int reduce) {
   ST_CHECK(unit_grads_end(&m->units[u]));
   if (reduce) {
-    ST_CHECK(unit_reduce_start(&m->units[u]));
-    if (u + 1 < m->n_units) ST_CHECK(unit_reduce_wait(&m->units[u + 1]));
+    ST_CHECK(unit_reduce_handoff(&m->units[u], u + 1 < m->n_units ? &m->units[u + 1] : NULL));
   }
   unit_release(&m->units[u]);
   return ST_OK;

@@ -125,17 +125,7 @@ st_status gpt_create(gpt_model **out, const gpt_config *cfg, const st_device *de
   m->T = T;
   st_status status;
   m->act = gpt_activation_dtype(dev->backend->kind, m->par.precision.param);
-  /* A weight's gradient is computed in the activations' dtype, so the gradients (or their
-   * compute copies) must be held in it: on the CPU both are fp32 whatever the flags. */
-  const st_dtype grads = gpt_activation_dtype(dev->backend->kind, m->par.precision.reduce);
-  if (grads != m->act) {
-    status = st_error(ST_ERR_UNSUPPORTED,
-                      "params in %s and gradients in %s: the %s kernels would compute the "
-                      "activations in %s and the gradients in %s; give both the same dtype",
-                      dtype_name(m->par.precision.param), dtype_name(m->par.precision.reduce),
-                      dev->backend->name, dtype_name(m->act), dtype_name(grads));
-    goto fail;
-  }
+  ST_CHECK_GOTO(gpt_check_precision(dev->backend->kind, m->par.precision), status, fail);
   ST_CHECK_GOTO(kernel_backend_create(dev, &m->kb), status, fail);
   ST_CHECK_GOTO(stream_create(dev, &m->stream), status, fail);
   ST_CHECK_GOTO(stream_create(dev, &m->tp_stream), status, fail);

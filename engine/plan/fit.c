@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "engine/model/gpt.h"
 
 uint64_t fit_need(const plan_input *in, const memory_plan *plan) {
   return in->device_is_host ? plan->total : plan->device_bytes;
@@ -58,6 +59,11 @@ static st_status try_bf16(const plan_input *in, uint64_t limit, const fit_bounds
   const unit_precision tries[2] = {{ST_BF16, in->precision.reduce}, {ST_BF16, ST_BF16}};
   for (int i = 0; i < 2 && !*fits; i++) {
     if (tries[i].param == in->precision.param && tries[i].reduce == in->precision.reduce) continue;
+    /* A GPU computes a bf16 model's gradients in bf16: fp32 gradients would be refused. */
+    if (gpt_check_precision(in->device, tries[i]) != ST_OK) {
+      st_error_clear();
+      continue;
+    }
     plan_input run = *in;
     run.precision = tries[i];
     ST_CHECK(try_run(&run, limit, out, FIT_BF16, 1, fits));

@@ -10,7 +10,6 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/plan/fit.h"
-#include "kernels/kernels.h"
 
 /* Larger than any job shardtrain would be asked to suggest. */
 #define FIT_MAX_RANKS 65536
@@ -77,9 +76,9 @@ st_status train_fit_plan_input(const train_options *o, const gpt_config *cfg, co
                      .prefetch = o->prefetch,
                      .reshard_after_forward = o->reshard_after_forward,
                      .device = dev->backend->kind,
-                     .compute_copies = !kernel_kind_computes_in(dev->backend->kind, ST_BF16),
                      .device_is_host = dev->backend->device_memory_is_host};
   ST_CHECK(train_options_precision(o, &in->precision));
+  in->compute_copies = plan_compute_copies(in->device, in->precision);
   ST_CHECK(train_options_recompute(o, &in->recompute));
   return train_options_offload(o, &in->offload_optimizer);
 }

@@ -24,12 +24,13 @@ size_t round_up(size_t x) { return (x + kRegionAlign - 1) / kRegionAlign * kRegi
 // are 32 bytes (adamw.cu's layout).
 constexpr size_t kSegmentBytes = 32;
 
-// The kind ST_CUDA_ATTENTION names; any other value is simple (docs/ENVIRONMENT.md).
-cuda_attention_kind requested_attention() {
+// The cuda_attention_kind ST_CUDA_ATTENTION names (docs/ENVIRONMENT.md), -1 for another value.
+int requested_attention() {
   const char *kind = env_get_string(ENV_CUDA_ATTENTION);
+  if (strcmp(kind, "simple") == 0) return CUDA_ATTENTION_SIMPLE;
   if (strcmp(kind, "flash") == 0) return CUDA_ATTENTION_FLASH;
   if (strcmp(kind, "cudnn") == 0) return CUDA_ATTENTION_CUDNN;
-  return CUDA_ATTENTION_SIMPLE;
+  return -1;
 }
 
 // The cuDNN region exists when its kind is asked for in a build that has it, even if cuDNN
@@ -258,11 +259,17 @@ extern "C" st_status cuda_context_create(const st_device *dev, void **ctx) {
                     "CUDA kernels are built for compute capability 9.0; GPU %d is %d.%d",
                     dev->ordinal, major, minor);
   }
+  // A misspelt kernel choice is refused, not run as the default.
+  const int attention = requested_attention();
+  if (attention < 0) {
+    return st_error(ST_ERR_INVALID_ARG, "ST_CUDA_ATTENTION '%s' is not simple, flash or cudnn",
+                    env_get_string(ENV_CUDA_ATTENTION));
+  }
   cuda_context *cx = NULL;
   ST_CHECK(mem_alloc_zeroed((void **)&cx, sizeof *cx, MEM_HOST, MEM_WORKSPACE, NULL));
   cx->device = *dev;
   cx->sm_count = sms;
-  cx->attention = requested_attention();
+  cx->attention = (cuda_attention_kind)attention;
   st_status status = ST_OK;
   ST_CHECK_GOTO(
       mem_alloc(&cx->workspace, cuda_context_bytes(MEM_DEVICE), MEM_DEVICE, MEM_WORKSPACE, dev),

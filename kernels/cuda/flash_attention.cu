@@ -198,6 +198,36 @@ __device__ __forceinline__ void add_rows(const FlashArgs &a, Head hd, int64_t ro
     stk::store<D>(a.dqkv, base + c, stk::load<D>(a.dqkv, base + c) + scale * scratch[r][c]);
 }
 
+// Where a thread works: its warp, its row among the warp's 16 and the half of the 64 columns it
+// owns, and the block's tile (the longest tiles are launched first).
+struct Place {
+  int warp, r, c0;
+  int64_t tile;
+};
+
+__device__ __forceinline__ Place place_of() {
+  const int lane = threadIdx.x % 32;
+  return Place{(int)threadIdx.x / 32, lane / 2, (lane % 2) * kHalfCols,
+               (int64_t)(gridDim.y - 1 - blockIdx.y)};
+}
+
+// The shared memory of a backward block: two staged 64-row tiles, each warp's fp32 scratch and
+// 16-bit P or dS block, and the log-sum-exp and D = dO . O of the 64 query rows in hand.
+struct BackwardShared {
+  uint16_t a[kTile][kHead], b[kTile][kHead];
+  float scratch[kThreads / 32][kWarpRows][kTile];
+  uint16_t ds[kThreads / 32][kWarpRows][kTile];
+  float lse[kTile], dots[kTile];
+};
+
+// The saved log-sum-exp of query rows [row0, row0 + 64) into lse; +inf past the sequence, so
+// that their probabilities are 0. Threads 0-63 write.
+__device__ __forceinline__ void stage_lse(float *lse, const FlashArgs &a, Head hd, int64_t row0) {
+  if (threadIdx.x >= kTile) return;
+  const int64_t t = row0 + threadIdx.x;
+  lse[threadIdx.x] = t < a.seq ? a.lse[(hd.b * a.heads + hd.h) * a.seq + t] : INFINITY;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Forward.
 
@@ -208,10 +238,9 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(FlashArgs a) {
   __shared__ __align__(128) float scratch[kThreads / 32][kWarpRows][kTile];
   __shared__ __align__(128) uint16_t probs[kThreads / 32][kWarpRows][kTile];
   const Head hd = head_of(a);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t tile = gridDim.y - 1 - blockIdx.y;  // the longest tiles first
-  const int64_t q0 = tile * kTile;
-  const int r = lane / 2, c0 = (lane % 2) * kHalfCols;
+  const Place at = place_of();
+  const int warp = at.warp, r = at.r, c0 = at.c0;
+  const int64_t tile = at.tile, q0 = tile * kTile;
   const int64_t i = q0 + warp * kWarpRows + r;  // this lane's query
 
   // Q through the K buffer into registers.
@@ -279,16 +308,15 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(FlashArgs a) {
 
 template <stk::Dt D>
 __global__ void __launch_bounds__(kThreads) flash_dkv_kernel(FlashArgs a) {
-  __shared__ __align__(128) uint16_t qs[kTile][kHead];
-  __shared__ __align__(128) uint16_t dos[kTile][kHead];
-  __shared__ __align__(128) float scratch[kThreads / 32][kWarpRows][kTile];
-  __shared__ __align__(128) uint16_t ds[kThreads / 32][kWarpRows][kTile];  // P^T, then dS^T
-  __shared__ float lse[kTile], dots[kTile];
+  __shared__ __align__(128) BackwardShared sm;
+  uint16_t(*qs)[kHead] = sm.a;
+  uint16_t(*dos)[kHead] = sm.b;
+  auto scratch = sm.scratch;
+  auto ds = sm.ds;  // P^T, then dS^T
   const Head hd = head_of(a);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t tile = gridDim.y - 1 - blockIdx.y;
-  const int64_t k0 = tile * kTile;
-  const int r = lane / 2, c0 = (lane % 2) * kHalfCols;
+  const Place at = place_of();
+  const int warp = at.warp, r = at.r, c0 = at.c0;
+  const int64_t tile = at.tile, k0 = tile * kTile;
   const int64_t j = k0 + warp * kWarpRows + r;  // this lane's key
 
   // K and V through the Q and dO buffers into registers.
@@ -311,12 +339,9 @@ __global__ void __launch_bounds__(kThreads) flash_dkv_kernel(FlashArgs a) {
     __syncthreads();
     stage_tile(qs, a.qkv, q0, a.seq, [&](int64_t t) { return qkv_at(a, hd, t, 0); });
     stage_tile(dos, a.dout, q0, a.seq, [&](int64_t t) { return out_at(a, hd, t); });
-    if (threadIdx.x < kTile) {
-      const int64_t t = q0 + threadIdx.x;
-      lse[threadIdx.x] = t < a.seq ? a.lse[(hd.b * a.heads + hd.h) * a.seq + t] : INFINITY;
-    }
+    stage_lse(sm.lse, a, hd, q0);
     __syncthreads();
-    row_dots<D>(dots, dos, a, hd, q0);
+    row_dots<D>(sm.dots, dos, a, hd, q0);
     __syncthreads();
 
     FragAcc acc[4];
@@ -328,7 +353,7 @@ __global__ void __launch_bounds__(kThreads) flash_dkv_kernel(FlashArgs a) {
     for (int c = 0; c < kHalfCols; c++) {
       const int64_t i = q0 + c0 + c;
       const bool seen = i >= j && i < a.seq && j < a.seq;
-      p[c] = seen ? __expf(a.scale * scratch[warp][r][c0 + c] - lse[c0 + c]) : 0.0f;
+      p[c] = seen ? __expf(a.scale * scratch[warp][r][c0 + c] - sm.lse[c0 + c]) : 0.0f;
       ds[warp][r][c0 + c] = stk::from_float<D>(p[c]);
     }
     __syncwarp();
@@ -339,7 +364,7 @@ __global__ void __launch_bounds__(kThreads) flash_dkv_kernel(FlashArgs a) {
     __syncwarp();
 #pragma unroll
     for (int c = 0; c < kHalfCols; c++)
-      ds[warp][r][c0 + c] = stk::from_float<D>(p[c] * (scratch[warp][r][c0 + c] - dots[c0 + c]));
+      ds[warp][r][c0 + c] = stk::from_float<D>(p[c] * (scratch[warp][r][c0 + c] - sm.dots[c0 + c]));
     __syncwarp();
     accumulate<D>(dk, ds[warp], qs);  // dK += dS^T Q
   }
@@ -353,32 +378,28 @@ __global__ void __launch_bounds__(kThreads) flash_dkv_kernel(FlashArgs a) {
 
 template <stk::Dt D>
 __global__ void __launch_bounds__(kThreads) flash_dq_kernel(FlashArgs a) {
-  __shared__ __align__(128) uint16_t ks[kTile][kHead];
-  __shared__ __align__(128) uint16_t vs[kTile][kHead];
-  __shared__ __align__(128) float scratch[kThreads / 32][kWarpRows][kTile];
-  __shared__ __align__(128) uint16_t ds[kThreads / 32][kWarpRows][kTile];
-  __shared__ float lse[kTile], dots[kTile];
+  __shared__ __align__(128) BackwardShared sm;
+  uint16_t(*ks)[kHead] = sm.a;
+  uint16_t(*vs)[kHead] = sm.b;
+  auto scratch = sm.scratch;
+  auto ds = sm.ds;
   const Head hd = head_of(a);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t tile = gridDim.y - 1 - blockIdx.y;
-  const int64_t q0 = tile * kTile;
-  const int r = lane / 2, c0 = (lane % 2) * kHalfCols;
+  const Place at = place_of();
+  const int warp = at.warp, r = at.r, c0 = at.c0;
+  const int64_t tile = at.tile, q0 = tile * kTile;
   const int64_t i = q0 + warp * kWarpRows + r;  // this lane's query
 
   // Q and dO through the K and V buffers into registers; D and lse of the tile's rows.
   stage_tile(ks, a.qkv, q0, a.seq, [&](int64_t t) { return qkv_at(a, hd, t, 0); });
   stage_tile(vs, a.dout, q0, a.seq, [&](int64_t t) { return out_at(a, hd, t); });
-  if (threadIdx.x < kTile) {
-    const int64_t t = q0 + threadIdx.x;
-    lse[threadIdx.x] = t < a.seq ? a.lse[(hd.b * a.heads + hd.h) * a.seq + t] : INFINITY;
-  }
+  stage_lse(sm.lse, a, hd, q0);
   __syncthreads();
-  row_dots<D>(dots, vs, a, hd, q0);
+  row_dots<D>(sm.dots, vs, a, hd, q0);
   FragA<D> q[4], dout[4];
   load_rows<D>(q, ks, warp);
   load_rows<D>(dout, vs, warp);
   __syncthreads();
-  const float row_lse = lse[warp * kWarpRows + r], row_dot = dots[warp * kWarpRows + r];
+  const float row_lse = sm.lse[warp * kWarpRows + r], row_dot = sm.dots[warp * kWarpRows + r];
 
   FragAcc dq[4];
 #pragma unroll

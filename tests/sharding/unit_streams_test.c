@@ -113,6 +113,16 @@ typedef struct rig {
   int c, g, r; /* stream ids */
 } rig;
 
+/* A unit of the rig's groups at `stage` on its streams. */
+static void rig_unit(rig *k, unit *u, const char *name, int stage) {
+  const unit_groups groups = {k->shard, k->replicate};
+  CHECK_OK(unit_init(u, name, &k->dev, stage, NULL, &groups, 1, 0));
+  CHECK_OK(unit_share_streams(u, &k->streams));
+  const int64_t shape[2] = {8, 8};
+  CHECK_OK(unit_declare(u, "w", 2, shape, TP_REPLICATED, 1, NULL));
+  CHECK_OK(unit_allocate(u));
+}
+
 static void rig_open(rig *k, int stage) {
   k->dev = fake_device();
   CHECK_OK(stream_create(&k->dev, &k->compute));
@@ -120,11 +130,7 @@ static void rig_open(rig *k, int stage) {
   CHECK_OK(fake_comm_create(&k->replicate, &k->dev, "replicate"));
   const unit_groups groups = {k->shard, k->replicate};
   CHECK_OK(unit_streams_create(&k->streams, &k->dev, &k->compute, &groups));
-  CHECK_OK(unit_init(&k->u, "u", &k->dev, stage, NULL, &groups, 1, 0));
-  CHECK_OK(unit_share_streams(&k->u, &k->streams));
-  const int64_t shape[2] = {8, 8};
-  CHECK_OK(unit_declare(&k->u, "w", 2, shape, TP_REPLICATED, 1, NULL));
-  CHECK_OK(unit_allocate(&k->u));
+  rig_unit(k, &k->u, "u", stage);
   k->c = fake_stream_id(&k->compute);
   k->g = fake_stream_id(&k->streams.gather);
   k->r = fake_stream_id(&k->streams.reduce);
@@ -311,6 +317,34 @@ static void test_second_step_allocates_nothing(void) {
   CHECK_EQ_INT(live_blocks(), blocks);
 }
 
+/* The backward's hand-off from one unit to the next (earlier: the unit whose backward ended
+ * first): C waits for reduced(earlier), recorded on R before the next unit's reduce-scatter
+ * joins R, so C never waits for the reduction just started; the earlier unit's gradients go back
+ * to the pool before it. */
+static void test_handoff(void) {
+  rig k;
+  rig_open(&k, 3);
+  unit next;
+  rig_unit(&k, &next, "next", 3);
+  CHECK_OK(unit_grads_begin(&k.u));
+  CHECK_OK(unit_reduce_handoff(&k.u, NULL));
+  CHECK_OK(unit_grads_begin(&next));
+  fake_log_clear();
+  CHECK_OK(unit_reduce_handoff(&next, &k.u));
+  const int c_waits = fake_log_find(0, FAKE_WAIT, k.c, 0, NULL);
+  const int reduced =
+      c_waits < 0 ? -1 : fake_log_find(0, FAKE_RECORD, k.r, fake_log_at(c_waits)->event, NULL);
+  const int scatter = fake_log_find(0, FAKE_NOTE, k.r, 0, "reduce_scatter");
+  CHECK_MSG(reduced >= 0 && scatter > reduced,
+            "C waits reduced(earlier), recorded on R before the next unit's reduce-scatter");
+  CHECK(k.u.grads == NULL && next.grads != NULL);
+  CHECK_OK(unit_reduce_wait(&next));
+  fake_complete_all();
+  CHECK_OK(unit_streams_step_end(&k.streams));
+  unit_free(&next);
+  rig_close(&k);
+}
+
 static void test_stage0(void) {
   rig k;
   rig_open(&k, 0);
@@ -429,6 +463,7 @@ static void test_out_of_memory(void) {
 int main(void) {
   test_stage3();
   test_second_step_allocates_nothing();
+  test_handoff();
   test_stage0();
   test_publish();
   test_discard();

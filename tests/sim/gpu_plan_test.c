@@ -7,6 +7,8 @@
  * this build has: in a build without CUDA kernels the CUDA half prints why it is skipped. */
 #include <string.h>
 
+#include "engine/model/gpt.h"
+#include "engine/plan/fit.h"
 #include "engine/plan/planner.h"
 #include "engine/plan/sim_report.h"
 #include "engine/plan/sim_schedule.h"
@@ -131,10 +133,38 @@ static void check_cpu_plan(void) {
   CHECK_EQ_INT(mp.host_bytes, 512u);
 }
 
+/* The start-up check's suggestion for a GPU run that bf16 makes fit is one a GPU trains: bf16
+ * gradients with the bf16 parameters (the GPU computes a weight's gradient in the activations'
+ * dtype, and gpt_create refuses bf16 parameters with fp32 gradients), even where bf16
+ * parameters alone would fit. The run: fp32, already recomputing whole blocks, one rank, no
+ * accumulation allowed, so that only bf16 can fit. */
+static void check_cuda_fit_suggestion(void) {
+  plan_input in = small_run(ST_DEVICE_CUDA, ST_FP32);
+  in.recompute = GPT_RECOMPUTE_BLOCK;
+  plan_input params_only = in;
+  params_only.precision.param = ST_BF16;
+  params_only.compute_copies = plan_compute_copies(ST_DEVICE_CUDA, params_only.precision);
+  memory_plan mp;
+  CHECK_OK(plan_memory(&params_only, &mp));
+  const uint64_t limit = fit_need(&params_only, &mp);
+  CHECK_OK(plan_memory(&in, &mp));
+  CHECK(fit_need(&in, &mp) > limit);
+  CHECK_STATUS(gpt_check_precision(ST_DEVICE_CUDA, params_only.precision), ST_ERR_UNSUPPORTED);
+  const fit_bounds bounds = {.max_grad_accum = 1, .max_ranks = 1, .bf16_possible = 1};
+  fit_suggestion s;
+  CHECK_OK(fit_suggest(&in, limit, &bounds, &s));
+  CHECK_EQ_INT(s.change, FIT_BF16);
+  CHECK_MSG(s.run.precision.param == ST_BF16 && s.run.precision.reduce == ST_BF16,
+            "suggested params %s, gradients %s", dtype_name(s.run.precision.param),
+            dtype_name(s.run.precision.reduce));
+  CHECK_OK(gpt_check_precision(ST_DEVICE_CUDA, s.run.precision));
+}
+
 int main(void) {
   check_cpu_plan();
   if (kernel_has_backend(ST_DEVICE_CUDA)) {
     check_cuda_plan();
+    check_cuda_fit_suggestion();
   } else {
     test_skip("gpu_plan_test's CUDA half", "built without CUDA kernels");
   }

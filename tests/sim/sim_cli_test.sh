@@ -112,5 +112,18 @@ fit=$("$shardtrain" plan --fit --gpu h100 --model d12 --gpus 8 --param-dtype fp1
 grep -q -- "--param-dtype fp16 --reduce-dtype fp16" <<<"$fit" ||
   { echo "FAIL: plan --fit with fp16 printed no fp16 train command:"; echo "$fit"; fail=1; }
 
+# Where this build's CUDA kernels compute in bf16 (its bf16 activations are half of fp32's), a
+# GPU refuses bf16 parameters with fp32 gradients (gpt_create): plan, simulate and plan --fit
+# refuse to plan that run too, as train would.
+activ_of() { "$shardtrain" plan --device cuda "$@" | awk '$1 == "1" && $4 == "0" { print $9; exit }'; }
+if [ "$(activ_of)" != "$(activ_of --param-dtype bf16 --reduce-dtype bf16)" ]; then
+  mixed="params in bf16 and gradients in fp32: the cuda kernels would compute"
+  expect 2 "$mixed" plan --param-dtype bf16
+  expect 2 "$mixed" simulate --gpu h100 --reduce-dtype fp32
+  expect 2 "$mixed" plan --fit --gpu h100 --reduce-dtype fp32
+else
+  echo "skip: mixed param and gradient dtypes on a GPU (built without CUDA kernels)"
+fi
+
 [ $fail -eq 0 ] && echo "sim_cli_test: passed" || echo "sim_cli_test: FAILED"
 exit $fail
