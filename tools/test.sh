@@ -2,9 +2,12 @@
 # The README's test command: installs what is missing, then runs every test three ways and
 # ends with one line "N passed, N failed" counted from Bazel's per-target results:
 #   1. the whole suite, optimised, with CUDA detected if a toolkit is present;
-#   2. the CPU suite under AddressSanitizer + UndefinedBehaviorSanitizer (--config=asan);
+#   2. the CPU suite under AddressSanitizer + UndefinedBehaviorSanitizer (--config=asan),
+#      built CPU-only where a toolkit exists (no GPU runs here, so compiling the CUDA code
+#      under the sanitizers would check nothing and cost minutes);
 #   3. where a CUDA toolkit exists, the whole suite built CPU-only (toolkit detection pointed
-#      nowhere), in its own output base so switching does not rebuild everything each time.
+#      nowhere). Passes 2 and 3 share their own output base, so switching does not rebuild
+#      everything each time.
 # Extra arguments are passed to every `bazel test` (e.g. a target pattern's filters).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -26,17 +29,20 @@ run() {
 }
 
 run test //... "$@"
-run test --config=asan --test_tag_filters=-gpu //... "$@"
 # The CPU-only build is a separate configuration only where a CUDA toolkit was detected.
 if command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
   # In another output base, the bazel-* links of the default one are plain directories that
-  # //... would descend into, so name the project's packages instead; and this run must not
-  # repoint those links at itself (--symlink_prefix=/ makes none), or the next default run
+  # //... would descend into, so name the project's packages instead; and these runs must not
+  # repoint those links at themselves (--symlink_prefix=/ makes none), or the next default run
   # would walk into them.
   packages=$(find . -name BUILD -not -path './bazel-*' -not -path './third_party/*' \
     | cut -d/ -f2 | sort -u | grep -v '^BUILD$' | sed 's|.*|//&/...|')
-  run --output_base="${HOME:-/root}/.cache/shardtrain-nocuda" test --config=nocuda \
+  cpu_only=(--output_base="${HOME:-/root}/.cache/shardtrain-nocuda")
+  run "${cpu_only[@]}" test --config=nocuda --config=asan --test_tag_filters=-gpu \
     --symlink_prefix=/ $packages "$@"
+  run "${cpu_only[@]}" test --config=nocuda --symlink_prefix=/ $packages "$@"
+else
+  run test --config=asan --test_tag_filters=-gpu //... "$@"
 fi
 
 passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log")
