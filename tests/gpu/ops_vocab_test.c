@@ -1,8 +1,10 @@
 /* ops_vocab_test.c - every op of the kernel vocabulary on the CUDA backend, against the CPU
  * backend (or float64 loops where the CPU backend lacks the op), in fp32, bf16 and fp16, forward
  * and backward, on odd shapes: B=3, T=37, C=80, NH=5 (head size 16), V=251 padded to 256;
- * attention also at head size 64 over 150 rows (B=2, C=128, NH=2), and once more with each other
- * kind of ST_CUDA_ATTENTION: flash (the tiled kernels: 16-bit P and dS, within the 16-bit
+ * LayerNorm also at C=84 (its element-by-element path) and d12's 768; the classifier also at
+ * GPT-2's vocabulary (50257 padded to 50304, d12's head); AdamW also over ranges of several
+ * blocks; attention also at head size 64 over 150 rows (B=2, C=128, NH=2), and once more with each
+ * other kind of ST_CUDA_ATTENTION: flash (the tiled kernels: 16-bit P and dS, within the 16-bit
  * tolerances) and cudnn (cuDNN's fused attention, the same tolerances; the test fails when the
  * backend could not run that kind, e.g. no libcudnn.so.9, or a build without it).
  *
@@ -220,9 +222,11 @@ static void case_matmul_gelu(pair_env *e, st_dtype dt) {
 
 /* ---- LayerNorm ---------------------------------------------------------------------------- */
 
-static void case_layernorm(pair_env *e, st_dtype dt) {
-  const char *op = "layernorm";
-  int64_t act[] = {B, T, C}, ch = C, rows = ROWS;
+/* LayerNorm over rows of `ch` features: 16-byte loads where ch is a multiple of 8, else element
+ * by element. */
+static void layernorm_at(pair_env *e, st_dtype dt, int64_t ch) {
+  const char *op = ch % 8 ? "layernorm (element path)" : "layernorm";
+  int64_t act[] = {B, T, ch}, rows = ROWS;
   pair a = pair_make(e, dt, 3, act, -2, 3), b = pair_make(e, dt, 3, act, -1, 1);
   pair w = pair_make(e, dt, 1, &ch, 0.5, 1.5), bias = pair_make(e, dt, 1, &ch, -1, 1);
   pair out = pair_make(e, dt, 3, act, 7, 7), mean = pair_make(e, ST_FP32, 1, &rows, 7, 7);
@@ -280,6 +284,12 @@ static void case_layernorm(pair_env *e, st_dtype dt) {
   }
   pair *all[] = {&a, &b, &x, &w, &bias, &out, &mean, &rstd, &dout, &dinp, &dw, &db};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) pair_free(all[i]);
+}
+
+static void case_layernorm(pair_env *e, st_dtype dt) {
+  layernorm_at(e, dt, C);
+  layernorm_at(e, dt, 84);  /* not a multiple of 8 */
+  layernorm_at(e, dt, 768); /* d12's width: each lane owns three groups of 8 */
 }
 
 /* ---- GELU, residual ------------------------------------------------------------------------ */
@@ -473,23 +483,25 @@ static void case_embedding(pair_env *e, st_dtype dt) {
 
 /* ---- classifier ---------------------------------------------------------------------------- */
 
-static void case_classifier(pair_env *e, st_dtype dt) {
-  const char *op = "classifier";
-  int32_t targets[ROWS];
-  for (int64_t i = 0; i < ROWS; i++) targets[i] = pair_below(e, V);
-  pair_ids ids = pair_ids_make(e, targets, ROWS);
-  int64_t shape[] = {B, T, VP}, rows = ROWS;
-  pair logits = pair_make(e, dt, 3, shape, -4, 4), dlogits = pair_make(e, dt, 3, shape, 7, 7);
+/* The classifier over `rows` rows of logits `padded` wide, the first `vocab` real. */
+static void classifier_at(pair_env *e, st_dtype dt, int64_t rows, int64_t vocab, int64_t padded) {
+  const char *op = vocab > 512 ? "classifier (GPT-2 vocabulary)" : "classifier";
+  int32_t *targets = malloc((size_t)rows * sizeof *targets);
+  for (int64_t i = 0; i < rows; i++) targets[i] = pair_below(e, (int32_t)vocab);
+  pair_ids ids = pair_ids_make(e, targets, rows);
+  free(targets);
+  int64_t shape[] = {rows, padded};
+  pair logits = pair_make(e, dt, 2, shape, -4, 4), dlogits = pair_make(e, dt, 2, shape, 7, 7);
   /* padding columns hold large values the softmax must ignore */
-  for (int64_t r = 0; r < ROWS; r++) {
-    for (int64_t v = V; v < VP; v++) logits.init[r * VP + v] = 50.0f;
+  for (int64_t r = 0; r < rows; r++) {
+    for (int64_t v = vocab; v < padded; v++) logits.init[r * padded + v] = 50.0f;
   }
   pair_reset(e, &logits);
   pair losses = pair_make(e, ST_FP32, 1, &rows, 7, 7);
-  const float scale = 1.0f / (float)ROWS;
-  CHECK_OK(kernel_classifier(e->cpu, &losses.cpu, &dlogits.cpu, &logits.cpu, ids.host, V, scale,
+  const float scale = 1.0f / (float)rows;
+  CHECK_OK(kernel_classifier(e->cpu, &losses.cpu, &dlogits.cpu, &logits.cpu, ids.host, vocab, scale,
                              &e->cpu_stream));
-  CHECK_OK(kernel_classifier(e->gpu, &losses.gpu, &dlogits.gpu, &logits.gpu, ids.dev, V, scale,
+  CHECK_OK(kernel_classifier(e->gpu, &losses.gpu, &dlogits.gpu, &logits.gpu, ids.dev, vocab, scale,
                              &e->gpu_stream));
   pair_check(e, ops_label(op, "losses", dt), &losses);
   pair_check(e, ops_label(op, "dlogits (padding 0)", dt), &dlogits);
@@ -501,10 +513,10 @@ static void case_classifier(pair_env *e, st_dtype dt) {
   pair_reset(e, &losses);
   memcpy(losses.host, cpu_losses, (size_t)losses.n * sizeof *cpu_losses);
   free(cpu_losses);
-  CHECK_OK(
-      kernel_classifier(e->gpu, &losses.gpu, NULL, &logits.gpu, ids.dev, V, scale, &e->gpu_stream));
+  CHECK_OK(kernel_classifier(e->gpu, &losses.gpu, NULL, &logits.gpu, ids.dev, vocab, scale,
+                             &e->gpu_stream));
   pair_check(e, ops_label(op, "losses without dlogits", dt), &losses);
-  CHECK_OK(kernel_classifier(e->gpu, &losses.gpu, &logits.gpu, &logits.gpu, ids.dev, V, scale,
+  CHECK_OK(kernel_classifier(e->gpu, &losses.gpu, &logits.gpu, &logits.gpu, ids.dev, vocab, scale,
                              &e->gpu_stream));
   float *got = pair_fetch_new(e, &logits);
   pair_compare_f(ops_label(op, "dlogits in place of logits", dt), dt, got, dlogits.host, logits.n);
@@ -514,6 +526,12 @@ static void case_classifier(pair_env *e, st_dtype dt) {
   pair_free(&dlogits);
   pair_free(&losses);
   pair_ids_free(&ids);
+}
+
+static void case_classifier(pair_env *e, st_dtype dt) {
+  classifier_at(e, dt, ROWS, V, VP);
+  /* d12's padded GPT-2 vocabulary: each of the 512 threads strides a row ~100 times */
+  classifier_at(e, dt, 5, 50257, 50304);
 }
 
 /* ---- the walk ------------------------------------------------------------------------------ */
