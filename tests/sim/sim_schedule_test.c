@@ -8,12 +8,10 @@
  * backward 2 s, stage 3 gathers of 0.5 s and reduce-scatters of 0.25 s, prefetch 1. */
 #include "engine/plan/sim_schedule.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #include "engine/plan/sim_fit.h"
 #include "engine/plan/sim_ops.h"
-#include "kernels/kernels.h"
 #include "tests/testing.h"
 
 static plan_input hand_input(int stage, int reshard) {
@@ -340,16 +338,8 @@ int main(void) {
   check_op_flops();
   check_fit();
   check_offload();
-  /* Their memory limits sit between the sizes of the CUDA kernels' activations; a build without
-   * them plans GPU rows with fp32 copies and no attention state (gpu_plan_test, CLI.md). */
-  if (kernel_has_backend(ST_DEVICE_CUDA)) {
-    check_fit_offload();
-    check_fit_recompute();
-  } else {
-    printf(
-        "sim_schedule_test: the offload and recompute fits need the CUDA kernels' sizes: "
-        "not checked in this build\n");
-  }
+  check_fit_offload();
+  check_fit_recompute();
   check_recompute_replay();
   return test_finish("sim_schedule_test");
 }
