@@ -354,7 +354,7 @@ st_status sim_step(const sim_hardware *hw, const plan_input *in, sim_result *out
   ST_CHECK(sim_replay(in, &c, out));
   out->world = in->R * in->S * in->T;
   const double sequences = (double)in->micro_batch * in->R * in->S * in->grad_accum;
-  out->model_flops = sim_model_flops(&in->cfg, sequences, in->seq_len);
+  out->model_flops = sequences * in->seq_len * gpt_config_flops_per_token(&in->cfg, in->seq_len);
   out->tokens_per_s = sequences * in->seq_len / out->step_s;
   out->tokens_per_s_per_gpu = out->tokens_per_s / out->world;
   out->mfu = out->model_flops /

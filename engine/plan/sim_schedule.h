@@ -48,7 +48,7 @@ typedef struct sim_result {
   double exposed_s;                /* step_s - compute_s: waiting for or blocked in communication */
   double comm_s[SIM_COMM_COUNT];   /* time each kind of collective takes, in all */
   double class_s[SIM_CLASS_COUNT]; /* compute time per op class */
-  double model_flops;              /* per step, whole model (sim_model_flops) */
+  double model_flops;              /* per step, whole model: tokens x gpt_config_flops_per_token */
   double tokens_per_s, tokens_per_s_per_gpu, mfu;
   double slowdown; /* compute stretch from shared compute slots (1: none) */
   int world;

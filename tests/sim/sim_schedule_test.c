@@ -1,5 +1,6 @@
 /* sim_schedule_test.c - the step replay against timelines worked out by hand (the comments
- * walk through each), the op list against the 6 N FLOPs-per-token rule, the offloaded
+ * walk through each), the op list against the 6 N FLOPs-per-token rule, the MFU's FLOPs against
+ * the trainer's count worked out by hand, the offloaded
  * optimizer's costs against its byte counts, activation recompute's ops and its place in the
  * replay, and plan --fit's search against its contract (sorted, fitting, runnable, offloading
  * or recomputing only where that is what fits).
@@ -195,6 +196,33 @@ static void check_op_flops(void) {
   }
 }
 
+/* The simulator's MFU counts the trainer's FLOPs (gpt_config_flops_per_token): d12 on 8 H100s,
+ * ZeRO-1, 4 sequences per rank and 2 micro-batches, is 8 x 4 x 2 = 64 sequences of 1024
+ * tokens a step at 6 x 124,439,808 + 6 x 12 x 768 x 1024 = 803,261,952 FLOPs per token; MFU
+ * divides them by the step time, the 8 GPUs and the H100's 989 TFLOP/s of dense bf16. */
+static void check_model_flops(void) {
+  sim_hardware hw;
+  CHECK_OK(sim_hw_builtin("h100", &hw));
+  plan_input in = {.R = 1,
+                   .S = 8,
+                   .T = 1,
+                   .stage = 1,
+                   .micro_batch = 4,
+                   .grad_accum = 2,
+                   .prefetch = 1,
+                   .reshard_after_forward = 1,
+                   .precision = {ST_BF16, ST_BF16},
+                   .device = ST_DEVICE_CUDA};
+  CHECK_OK(gpt_config_named("d12", &in.cfg));
+  CHECK_OK(gpt_config_finish(&in.cfg, 1));
+  in.seq_len = in.cfg.max_seq;
+  sim_result r;
+  CHECK_OK(sim_step(&hw, &in, &r));
+  const double flops = 64.0 * 1024 * 803261952.0;
+  CHECK_NEAR(r.model_flops / flops, 1.0, 1e-15);
+  CHECK_NEAR(r.mfu / (flops / (r.step_s * 8 * 989e12)), 1.0, 1e-12);
+}
+
 /* plan --fit on 8 built-in H100s for d12: sorted by step time, every answer fits, divides the
  * GPUs and the global batch; nothing fits in 0.01 GiB. */
 static void check_fit(void) {
@@ -344,6 +372,7 @@ int main(void) {
   check_stage3_no_overlap();
   check_stage0_hybrid();
   check_op_flops();
+  check_model_flops();
   check_fit();
   check_offload();
   check_fit_offload();
