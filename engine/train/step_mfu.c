@@ -1,4 +1,5 @@
-/* step_mfu.c - the FLOPs per token of the GPT and the peak its MFU divides by (step_mfu.h). */
+/* step_mfu.c - the peak a run's MFU divides by, and the MFU (step_mfu.h); the FLOPs per token
+ * are gpt_config_flops_per_token's, which the simulator counts too. */
 #include "engine/train/step_mfu.h"
 
 #include <math.h>

@@ -196,6 +196,23 @@ static void check_op_flops(void) {
   }
 }
 
+/* d12 in bf16 at ZeRO-1 on 1 x 8 x 1, 4 sequences of 1024 tokens per rank. */
+static plan_input d12_zero1_on_8(void) {
+  plan_input in = {.R = 1,
+                   .S = 8,
+                   .T = 1,
+                   .stage = 1,
+                   .micro_batch = 4,
+                   .grad_accum = 1,
+                   .prefetch = 1,
+                   .reshard_after_forward = 1,
+                   .precision = {ST_BF16, ST_BF16}};
+  CHECK_OK(gpt_config_named("d12", &in.cfg));
+  CHECK_OK(gpt_config_finish(&in.cfg, 1));
+  in.seq_len = in.cfg.max_seq;
+  return in;
+}
+
 /* The simulator's MFU counts the trainer's FLOPs (gpt_config_flops_per_token): d12 on 8 H100s,
  * ZeRO-1, 4 sequences per rank and 2 micro-batches, is 8 x 4 x 2 = 64 sequences of 1024
  * tokens a step at 6 x 124,439,808 + 6 x 12 x 768 x 1024 = 803,261,952 FLOPs per token; MFU
@@ -203,19 +220,8 @@ static void check_op_flops(void) {
 static void check_model_flops(void) {
   sim_hardware hw;
   CHECK_OK(sim_hw_builtin("h100", &hw));
-  plan_input in = {.R = 1,
-                   .S = 8,
-                   .T = 1,
-                   .stage = 1,
-                   .micro_batch = 4,
-                   .grad_accum = 2,
-                   .prefetch = 1,
-                   .reshard_after_forward = 1,
-                   .precision = {ST_BF16, ST_BF16},
-                   .device = ST_DEVICE_CUDA};
-  CHECK_OK(gpt_config_named("d12", &in.cfg));
-  CHECK_OK(gpt_config_finish(&in.cfg, 1));
-  in.seq_len = in.cfg.max_seq;
+  plan_input in = d12_zero1_on_8();
+  in.grad_accum = 2;
   sim_result r;
   CHECK_OK(sim_step(&hw, &in, &r));
   const double flops = 64.0 * 1024 * 803261952.0;
@@ -265,18 +271,7 @@ static void check_fit(void) {
 static void check_offload(void) {
   sim_hardware hw;
   CHECK_OK(sim_hw_builtin("h100", &hw));
-  plan_input in = {.R = 1,
-                   .S = 8,
-                   .T = 1,
-                   .stage = 1,
-                   .micro_batch = 4,
-                   .grad_accum = 1,
-                   .prefetch = 1,
-                   .reshard_after_forward = 1,
-                   .precision = {ST_BF16, ST_BF16}};
-  CHECK_OK(gpt_config_named("d12", &in.cfg));
-  CHECK_OK(gpt_config_finish(&in.cfg, 1));
-  in.seq_len = in.cfg.max_seq;
+  plan_input in = d12_zero1_on_8();
   in.offload_optimizer = 1;
   sim_costs link_only, host_only, doubled;
   hw.host_link_bw = 1e9;
