@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "kernels/backend_ops.h"
 #include "kernels/check.h"
+#include "kernels/cuda_facts.h"
 
 int kernel_has_backend(st_device_kind kind) {
 #ifdef ST_HAVE_CUDA
@@ -19,6 +20,13 @@ static const kernel_ops *ops_for(st_device_kind kind) {
   if (kind == ST_DEVICE_CUDA) return &kernel_ops_cuda;
 #endif
   return kind == ST_DEVICE_CPU ? &kernel_ops_cpu : NULL;
+}
+
+/* The facts of the backend for devices of `kind`, which every build has (backend_ops.h): the
+ * kind queries below answer the same with or without the CUDA kernels. */
+static const kernel_facts *facts_for(st_device_kind kind) {
+  if (kind == ST_DEVICE_CUDA) return &kernel_facts_cuda;
+  return kind == ST_DEVICE_CPU ? kernel_ops_cpu.facts : NULL;
 }
 
 st_status kernel_backend_create(const st_device *dev, kernel_backend **out) {
@@ -80,7 +88,7 @@ static int ops_have(const kernel_ops *o, kernel_op op) {
     case KERNEL_OP_LAYERNORM: return o->layernorm_forward && o->layernorm_backward;
     case KERNEL_OP_GELU: return o->gelu_forward && o->gelu_backward;
     case KERNEL_OP_ATTENTION:
-      return o->attention_state_numel && o->attention_forward && o->attention_backward;
+      return o->facts->attention_state_numel && o->attention_forward && o->attention_backward;
     case KERNEL_OP_ATTENTION_CACHED: return o->attention_cached_forward != NULL;
     case KERNEL_OP_RESIDUAL: return o->residual_forward != NULL;
     case KERNEL_OP_EMBEDDING: return o->embedding_forward && o->embedding_backward;
@@ -98,32 +106,33 @@ static int ops_have(const kernel_ops *o, kernel_op op) {
 
 int kernel_backend_has(const kernel_backend *kb, kernel_op op) { return ops_have(kb->ops, op); }
 
-static int ops_support(const kernel_ops *o, kernel_op op, st_dtype dtype) {
-  if (!o || (unsigned)op >= KERNEL_OP_COUNT || (unsigned)dtype >= ST_DTYPE_COUNT) return 0;
-  return ops_have(o, op) && o->supports(op, dtype);
+static int facts_support(const kernel_facts *f, kernel_op op, st_dtype dtype) {
+  if (!f || (unsigned)op >= KERNEL_OP_COUNT || (unsigned)dtype >= ST_DTYPE_COUNT) return 0;
+  return f->supports(op, dtype);
 }
 
 int kernel_supports(const kernel_backend *kb, kernel_op op, st_dtype dtype) {
-  return kb ? ops_support(kb->ops, op, dtype) : 0;
+  return kb && (unsigned)op < KERNEL_OP_COUNT && ops_have(kb->ops, op) &&
+         facts_support(kb->ops->facts, op, dtype);
 }
 
 int kernel_kind_supports(st_device_kind kind, kernel_op op, st_dtype dtype) {
-  return ops_support(ops_for(kind), op, dtype);
+  return facts_support(facts_for(kind), op, dtype);
 }
 
 uint64_t kernel_kind_workspace_bytes(st_device_kind kind, mem_kind where) {
-  const kernel_ops *o = ops_for(kind);
-  return o && o->context_bytes ? o->context_bytes(where) : 0;
+  const kernel_facts *f = facts_for(kind);
+  return f && f->context_bytes ? f->context_bytes(where) : 0;
 }
 
 int kernel_kind_computes_in(st_device_kind kind, st_dtype dtype) {
   static const kernel_op compute_ops[] = {KERNEL_OP_MATMUL,    KERNEL_OP_MATMUL_GELU,
                                           KERNEL_OP_LAYERNORM, KERNEL_OP_ATTENTION,
                                           KERNEL_OP_EMBEDDING, KERNEL_OP_CLASSIFIER};
-  const kernel_ops *o = ops_for(kind);
-  int all = o != NULL;
+  const kernel_facts *f = facts_for(kind);
+  int all = f != NULL;
   for (size_t i = 0; all && i < sizeof compute_ops / sizeof *compute_ops; i++) {
-    all = ops_support(o, compute_ops[i], dtype);
+    all = facts_support(f, compute_ops[i], dtype);
   }
   return all;
 }
@@ -316,27 +325,21 @@ const char *kernel_attention_kind(const kernel_backend *kb) {
   return kb->ops->attention_kind ? kb->ops->attention_kind(kb->ctx) : kb->ops->name;
 }
 
-static int64_t ops_attention_state_numel(const kernel_ops *o, int64_t batch, int64_t n_head,
-                                         int64_t seq) {
-  if (!o || !ops_have(o, KERNEL_OP_ATTENTION)) return 0;
-  return o->attention_state_numel(batch, n_head, seq);
-}
-
 int64_t kernel_attention_state_numel(const kernel_backend *kb, int64_t batch, int64_t n_head,
                                      int64_t seq) {
-  return ops_attention_state_numel(kb ? kb->ops : NULL, batch, n_head, seq);
+  if (!kb || !ops_have(kb->ops, KERNEL_OP_ATTENTION)) return 0;
+  return kb->ops->facts->attention_state_numel(batch, n_head, seq);
 }
 
 int64_t kernel_kind_attention_state_numel(st_device_kind kind, int64_t batch, int64_t n_head,
                                           int64_t seq) {
-  return ops_attention_state_numel(ops_for(kind), batch, n_head, seq);
+  const kernel_facts *f = facts_for(kind);
+  return f && f->attention_state_numel ? f->attention_state_numel(batch, n_head, seq) : 0;
 }
 
 uint64_t kernel_kind_attention_scratch_bytes(st_device_kind kind, int64_t seq) {
-  const kernel_ops *o = ops_for(kind);
-  return o && ops_have(o, KERNEL_OP_ATTENTION) && o->attention_scratch_bytes
-             ? o->attention_scratch_bytes(seq)
-             : 0;
+  const kernel_facts *f = facts_for(kind);
+  return f && f->attention_scratch_bytes ? f->attention_scratch_bytes(seq) : 0;
 }
 
 /* The shapes of an attention: qkv [B, T, 3C] with n_head dividing C, out [B, T, C], and an
@@ -354,8 +357,8 @@ static st_status check_attention(const kernel_check *c, const char *out_name, co
                     (long long)n_head, (long long)channels);
   }
   ST_CHECK(kernel_check_stats(c, "state", state));
-  ST_CHECK(
-      kernel_check_numel(c, "state", state, c->kb->ops->attention_state_numel(batch, n_head, seq)));
+  ST_CHECK(kernel_check_numel(c, "state", state,
+                              kernel_attention_state_numel(c->kb, batch, n_head, seq)));
   ST_CHECK(kernel_check_operand(c, out_name, out));
   return kernel_check_shape(c, out_name, out, 3, (int64_t[]){batch, seq, channels});
 }
