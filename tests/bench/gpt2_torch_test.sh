@@ -12,7 +12,8 @@
 #    over the padded vocabulary; the initial logits' spread adds about 0.1), the last step's
 #    more than 1 below it (the one batch memorised), and the compiled and the sharded runs'
 #    losses within 0.05 of eager's (all in bf16);
-#  - --device cuda with no usable GPU: a failed record, exit 1;
+#  - --device cuda with no usable GPU: a failed record, exit 1; out of memory (PyTorch's error,
+#    or another error that quotes it): a "does not fit" record, exit 3;
 #  - a bad argument: one line, exit 2.
 set -uo pipefail
 py=${GPT2_TORCH_PYTHON:-python3}
@@ -95,6 +96,29 @@ if "$py" -c "import sys, torch; sys.exit(torch.cuda.is_available())"; then
   check "--device cuda without a GPU: a failed record, exit 1" bash -c "[ $rc -eq 1 ] &&
     grep -q '^result .*\"status\": \"failed\".*no CUDA device usable by PyTorch' '$work/cuda.log'"
 fi
+
+check "out of memory: 'does not fit', exit 3" "$py" - << 'PY'
+import contextlib, io, json, sys
+import torch
+sys.path.insert(0, "benchmarks/peers")
+import gpt2_torch
+
+# torch's own error, and one that a compiler wraps (it keeps the message).
+for error in (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
+              RuntimeError("backend='inductor' raised: CUDA error: out of memory")):
+    def measure(args, device, error=error):
+        raise error
+    gpt2_torch.measure = measure
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            gpt2_torch.main(["--model", "d48", "--micro-batch", "8", "--device", "cpu"])
+        except SystemExit as e:
+            code = e.code
+    rec = json.loads(out.getvalue().splitlines()[-1][len("result "):])
+    assert code == 3 and rec["status"] == "does not fit", (code, rec)
+    assert rec["micro_batch"] == 8 and rec["grad_accum"] == 64, rec
+PY
 
 expect_error() { # expect_error PATTERN ARGS...: exit 2, one line on stderr matching PATTERN
   local pattern=$1 err rc
