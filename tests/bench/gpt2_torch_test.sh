@@ -24,17 +24,8 @@ fi
 peer=benchmarks/peers/gpt2_torch.py
 work=${TEST_TMPDIR:-$(mktemp -d)}
 export TORCHINDUCTOR_CACHE_DIR=$work/inductor # compile here, not from another run's cache
-fail=0
-
-check() { # check NAME COMMAND...: the command must succeed
-  local name=$1 out
-  shift
-  if out=$("$@" 2>&1); then
-    echo "ok: $name"
-  else
-    echo "FAIL: $name:"; echo "$out"; fail=1
-  fi
-}
+# shellcheck source=tests/bench/checks.sh
+. "$(dirname "$0")/checks.sh"
 
 check "the parameter counts" "$py" - << 'PY'
 import sys
@@ -120,22 +111,11 @@ for error in (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00
     assert rec["micro_batch"] == 8 and rec["grad_accum"] == 64, rec
 PY
 
-expect_error() { # expect_error PATTERN ARGS...: exit 2, one line on stderr matching PATTERN
-  local pattern=$1 err rc
-  shift
-  err=$("$py" "$peer" "$@" 2>&1 > /dev/null)
-  rc=$?
-  if [ $rc -ne 2 ] || [ "$(grep -c . <<< "$err")" -ne 1 ] || ! grep -qE -- "$pattern" <<< "$err"
-  then
-    echo "FAIL: $* -> exit $rc (want 2):"; echo "$err"; fail=1
-  else
-    echo "ok: exit 2: $err"
-  fi
-}
-expect_error "is not a multiple of --micro-batch 3" --model d12 --seq-len 16 --micro-batch 3 \
-  --batch-tokens 32
-expect_error "invalid choice: 'tpu'" --model d12 --micro-batch 1 --device tpu
-expect_error "--seq-len 2048: must be in" --model d12 --micro-batch 1 --seq-len 2048
+expect_error 2 "is not a multiple of --micro-batch 3" "$py" "$peer" --model d12 --seq-len 16 \
+  --micro-batch 3 --batch-tokens 32
+expect_error 2 "invalid choice: 'tpu'" "$py" "$peer" --model d12 --micro-batch 1 --device tpu
+expect_error 2 "--seq-len 2048: must be in" "$py" "$peer" --model d12 --micro-batch 1 \
+  --seq-len 2048
 
 [ $fail -eq 0 ] && echo "gpt2_torch_test: passed" || echo "gpt2_torch_test: FAILED"
 exit $fail
