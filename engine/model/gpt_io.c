@@ -202,29 +202,11 @@ static int64_t logical_numel(const unit_param *p) {
   return n;
 }
 
-/* Writes parameter p's logical tensor into `full` from this tp rank's slice `local` (host):
- * the slice itself when the parameter is replicated or on one tp rank, else every tp rank's
- * slice gathered over the tp group (`slices` holds tp x numel) and placed by global index.
- * Collective over the tp group for split parameters. */
-static st_status assemble(gpt_model *m, const unit_param *p, const float *local, float *full,
-                          float *slices) {
-  if (m->tp_size == 1 || p->split == TP_REPLICATED) {
-    memcpy(full, local, (size_t)p->numel * sizeof(float));
-    return ST_OK;
-  }
-  ST_CHECK(comm_all_gather(m->tp, local, slices, (size_t)p->numel, ST_FP32, NULL));
-  for (int t = 0; t < m->tp_size; t++) {
-    for (int64_t e = 0; e < p->numel; e++) {
-      full[unit_param_global_index(p, m->tp_size, t, e)] = slices[(int64_t)t * p->numel + e];
-    }
-  }
-  return ST_OK;
-}
-
-/* The scratch of an export: one unit's full master weights on the device, one parameter's
- * slice on the host, the tp slices of one parameter, and the whole model's tensors. */
+/* The scratch of an export: one unit's full master weights on the device, the tp slices of one
+ * parameter on the device (collectives take device memory) and their copy on the host, and the
+ * whole model's tensors. */
 typedef struct export_buffers {
-  float *unit_master, *local, *slices, *all;
+  float *unit_master, *device_slices, *slices, *all;
   safetensors_tensor *tensors;
   char (*names)[UNIT_NAME_MAX + 16];
 } export_buffers;
@@ -234,8 +216,30 @@ static void export_buffers_free(export_buffers *b) {
   mem_free(b->tensors);
   mem_free(b->all);
   mem_free(b->slices);
-  mem_free(b->local);
+  mem_free(b->device_slices);
   mem_free(b->unit_master);
+}
+
+/* Writes parameter p's logical tensor into `full` (host) from this tp rank's slice `local` (device
+ * memory): the slice itself when the parameter is replicated or on one tp rank, else every tp
+ * rank's slice gathered over the tp group into b->device_slices (tp x numel), read back and placed
+ * by global index. Collective over the tp group for split parameters. */
+static st_status assemble(gpt_model *m, const unit_param *p, const float *local, float *full,
+                          export_buffers *b) {
+  const size_t bytes = (size_t)p->numel * sizeof(float);
+  if (m->tp_size == 1 || p->split == TP_REPLICATED) {
+    ST_CHECK(stream_memcpy(&m->stream, full, local, bytes));
+    return stream_sync(&m->stream);
+  }
+  ST_CHECK(comm_all_gather(m->tp, local, b->device_slices, (size_t)p->numel, ST_FP32, NULL));
+  ST_CHECK(stream_memcpy(&m->stream, b->slices, b->device_slices, (size_t)m->tp_size * bytes));
+  ST_CHECK(stream_sync(&m->stream));
+  for (int t = 0; t < m->tp_size; t++) {
+    for (int64_t e = 0; e < p->numel; e++) {
+      full[unit_param_global_index(p, m->tp_size, t, e)] = b->slices[(int64_t)t * p->numel + e];
+    }
+  }
+  return ST_OK;
 }
 
 static st_status export_buffers_alloc(const gpt_model *m, int count, int64_t total,
@@ -246,7 +250,8 @@ static st_status export_buffers_alloc(const gpt_model *m, int count, int64_t tot
   }
   ST_CHECK(mem_alloc((void **)&b->unit_master, (size_t)largest_unit * sizeof(float), MEM_DEVICE,
                      MEM_WORKSPACE, m->dev));
-  ST_CHECK(gpt_param_scratch(m, &b->local));
+  ST_CHECK(mem_alloc((void **)&b->device_slices, (size_t)gpt_largest_param(m) * sizeof(float),
+                     MEM_DEVICE, MEM_WORKSPACE, m->dev));
   ST_CHECK(gpt_param_scratch(m, &b->slices));
   ST_CHECK(
       mem_alloc((void **)&b->all, (size_t)total * sizeof(float), MEM_HOST, MEM_WORKSPACE, NULL));
@@ -262,10 +267,7 @@ static st_status export_unit(gpt_model *m, int u, export_buffers *b, float **at,
   ST_CHECK(unit_gather_master(un, b->unit_master));
   for (int k = 0; k < un->layout.count; k++, (*i)++) {
     const unit_param *p = &un->layout.params[k];
-    ST_CHECK(stream_memcpy(&m->stream, b->local, b->unit_master + p->offset,
-                           (size_t)p->numel * sizeof(float)));
-    ST_CHECK(stream_sync(&m->stream));
-    ST_CHECK(assemble(m, p, b->local, *at, b->slices));
+    ST_CHECK(assemble(m, p, b->unit_master + p->offset, *at, b));
     hf_name(m, u, p, "", b->names[*i], sizeof b->names[*i]);
     b->tensors[*i] = (safetensors_tensor){
         .name = b->names[*i], .dtype = SAFETENSORS_F32, .ndim = p->ndim, .data = *at};

@@ -74,6 +74,26 @@ const char *epilogue_name(int64_t e) {
   }
 }
 
+// cuBLASLt's heuristic for the plan's descriptors and layouts, into *result. cublasLt.h documents
+// two answers for "nothing here runs this": success with zero results, and
+// CUBLAS_STATUS_NOT_SUPPORTED ("no heuristic function available for current configuration");
+// and a result counts only where its own state is success. Each "none" comes back as *found = 0,
+// so that the caller's fallbacks (any split-K scheme, then the GELU epilogue's two-step path)
+// run instead of failing the op.
+cublasStatus_t heuristic(cuda_context *cx, const cuda_matmul_plan *p,
+                         cublasLtMatmulPreference_t pref, cublasLtMatmulHeuristicResult_t *result,
+                         int *found) {
+  *found = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(cx->lt, p->desc, p->a, p->b, p->c,
+                                                               p->c, pref, 1, result, found);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED ||
+      (status == CUBLAS_STATUS_SUCCESS && *found > 0 && result->state != CUBLAS_STATUS_SUCCESS)) {
+    *found = 0;
+    return CUBLAS_STATUS_SUCCESS;
+  }
+  return status;
+}
+
 #define LT_TRY(call)                                      \
   do {                                                    \
     cublasStatus_t lt_try_status_ = (call);               \
@@ -140,16 +160,14 @@ st_status plan_make(cuda_context *cx, const cuda_matmul_key *key, const void *bi
                                                 &d_align, sizeof d_align));
     cublasLtMatmulHeuristicResult_t result;
     int found = 0;
-    LT_TRY(cublasLtMatmulAlgoGetHeuristic(cx->lt, p->desc, p->a, p->b, p->c, p->c, pref, 1, &result,
-                                          &found));
+    LT_TRY(heuristic(cx, p, pref, &result, &found));
     if (found < 1) {
       // The fp32-only split-K preference is one of precision, not correctness (every scheme is
       // deterministic): without an algorithm under it, any scheme will do.
       const uint32_t any = CUBLASLT_REDUCTION_SCHEME_MASK;
       LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                                                   &any, sizeof any));
-      LT_TRY(cublasLtMatmulAlgoGetHeuristic(cx->lt, p->desc, p->a, p->b, p->c, p->c, pref, 1,
-                                            &result, &found));
+      LT_TRY(heuristic(cx, p, pref, &result, &found));
     }
     if (found < 1) {
       // Remembered, so the heuristic is asked once and the warning printed once per key.

@@ -73,10 +73,6 @@ struct Head {
   int64_t b, h;
 };
 
-__device__ __forceinline__ Head head_of(const FlashArgs &a) {
-  return Head{(int64_t)blockIdx.x / a.heads, (int64_t)blockIdx.x % a.heads};
-}
-
 // Element offset of row t's head-h slice of part (0 q, 1 k, 2 v) in qkv.
 __device__ __forceinline__ int64_t qkv_at(const FlashArgs &a, Head hd, int64_t t, int part) {
   return (hd.b * a.seq + t) * 3 * a.channels + part * a.channels + hd.h * kHead;
@@ -104,22 +100,6 @@ __device__ __forceinline__ void stage_tile(uint16_t (*tile)[kHead], const uint16
 template <stk::Dt D>
 __device__ __forceinline__ const typename Wmma<D>::type *wm(const uint16_t *p) {
   return reinterpret_cast<const typename Wmma<D>::type *>(p);
-}
-
-// acc[n] = A (16 x 64, four row-major fragments) times the 64 x 64 matrix whose 16 x 16 block
-// (k, n) the loader gives; four output fragments of 16 columns.
-template <stk::Dt D, typename Layout, typename LoadB>
-__device__ __forceinline__ void product(FragAcc (&acc)[4], const FragA<D> (&a)[4], LoadB load_b) {
-#pragma unroll
-  for (int n = 0; n < 4; n++) {
-    wmma::fill_fragment(acc[n], 0.0f);
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-      FragB<D, Layout> b;
-      load_b(b, k, n);
-      wmma::mma_sync(acc[n], a[k], b, acc[n]);
-    }
-  }
 }
 
 // acc[n] += A times B, where A is the warp's 16 x 64 block of 16-bit values in shared memory
@@ -156,15 +136,27 @@ __device__ __forceinline__ void spill(float (*scratch)[kTile], const FragAcc (&a
     wmma::store_matrix_sync(&scratch[0][n * kFrag], acc[n], kTile, wmma::mem_row_major);
 }
 
-// The loaders of the second factor: the transpose of a row-major [64][kHead] tile (K^T, Q^T,
-// V^T, dO^T: col-major reads of the same bytes).
+// The warp's scratch = A (16 x 64, four row-major fragments) times the transpose of a staged
+// row-major [64][kHead] tile (K^T, Q^T, V^T, dO^T: col-major reads of the same bytes). Every lane
+// of the warp calls it; on return every lane may read the scratch.
 template <stk::Dt D>
-struct Transposed {
-  const uint16_t (*tile)[kHead];
-  __device__ void operator()(FragB<D, wmma::col_major> &b, int k, int n) const {
-    wmma::load_matrix_sync(b, wm<D>(&tile[n * kFrag][k * kFrag]), kHead);
+__device__ __forceinline__ void product_t(float (*scratch)[kTile], const FragA<D> (&a)[4],
+                                          const uint16_t (*tile)[kHead]) {
+  FragAcc acc[4];
+#pragma unroll
+  for (int n = 0; n < 4; n++) {
+    wmma::fill_fragment(acc[n], 0.0f);
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      FragB<D, wmma::col_major> b;
+      wmma::load_matrix_sync(b, wm<D>(&tile[n * kFrag][k * kFrag]), kHead);
+      wmma::mma_sync(acc[n], a[k], b, acc[n]);
+    }
   }
-};
+  __syncwarp();  // every lane is done with the scratch's previous contents
+  spill(scratch, acc);
+  __syncwarp();
+}
 
 // D_i = dO_i . O_i for the 64 rows of a staged dO tile starting at row0; two threads per row.
 template <stk::Dt D>
@@ -181,34 +173,49 @@ __device__ __forceinline__ void row_dots(float *dots, const uint16_t (*dout)[kHe
   if (half == 0) dots[r] = s;
 }
 
-// Adds scale * (four fragments) into the warp's 16 rows of head slice `part` of dqkv, through
-// the scratch. Rows past the sequence are skipped.
-template <stk::Dt D>
-__device__ __forceinline__ void add_rows(const FlashArgs &a, Head hd, int64_t row0, int part,
-                                         float scale, const FragAcc (&acc)[4],
-                                         float (*scratch)[kTile]) {
+// Where a thread works: the block's (batch, head) and 64-row tile (the longest tiles are launched
+// first), which starts at row0; the thread's warp, its row r among the warp's 16 and the half of
+// the 64 columns it owns (from c0); and that row's index in the sequence. The kernels index their
+// shared arrays with at.warp rather than keep pointers to the warp's slices: such pointers made
+// ptxas spill registers.
+struct Place {
+  Head hd;
+  int warp, r, c0;
+  int64_t tile, row0, row;
+};
+
+__device__ __forceinline__ Place place_of(const FlashArgs &a) {
   const int lane = threadIdx.x % 32;
+  Place p;
+  p.hd = Head{(int64_t)blockIdx.x / a.heads, (int64_t)blockIdx.x % a.heads};
+  p.warp = (int)threadIdx.x / 32;
+  p.r = lane / 2;
+  p.c0 = (lane % 2) * kHalfCols;
+  p.tile = (int64_t)(gridDim.y - 1 - blockIdx.y);
+  p.row0 = p.tile * kTile;
+  p.row = p.row0 + p.warp * kWarpRows + p.r;
+  return p;
+}
+
+// Adds scale * (four fragments) into the warp's 16 rows of head slice `part` of dqkv, through
+// the warp's scratch; each lane adds its half of its row. Rows past the sequence are skipped.
+template <stk::Dt D>
+__device__ __forceinline__ void add_rows(const FlashArgs &a, const Place &at, int part, float scale,
+                                         const FragAcc (&acc)[4], float (*scratch)[kTile]) {
   __syncwarp();
   spill(scratch, acc);
   __syncwarp();
-  const int r = lane / 2, c0 = (lane % 2) * kHalfCols;
-  if (row0 + r >= a.seq) return;
-  const int64_t base = qkv_at(a, hd, row0 + r, part);
-  for (int c = c0; c < c0 + kHalfCols; c++)
-    stk::store<D>(a.dqkv, base + c, stk::load<D>(a.dqkv, base + c) + scale * scratch[r][c]);
+  if (at.row >= a.seq) return;
+  const int64_t base = qkv_at(a, at.hd, at.row, part);
+  for (int c = at.c0; c < at.c0 + kHalfCols; c++)
+    stk::store<D>(a.dqkv, base + c, stk::load<D>(a.dqkv, base + c) + scale * scratch[at.r][c]);
 }
 
-// Where a thread works: its warp, its row among the warp's 16 and the half of the 64 columns it
-// owns, and the block's tile (the longest tiles are launched first).
-struct Place {
-  int warp, r, c0;
-  int64_t tile;
-};
-
-__device__ __forceinline__ Place place_of() {
-  const int lane = threadIdx.x % 32;
-  return Place{(int)threadIdx.x / 32, lane / 2, (lane % 2) * kHalfCols,
-               (int64_t)(gridDim.y - 1 - blockIdx.y)};
+// K and V of key rows [k0, k0 + 64) into two staged tiles. All threads call it.
+__device__ __forceinline__ void stage_kv(uint16_t (*ks)[kHead], uint16_t (*vs)[kHead],
+                                         const FlashArgs &a, Head hd, int64_t k0) {
+  stage_tile(ks, a.qkv, k0, a.seq, [&](int64_t t) { return qkv_at(a, hd, t, 1); });
+  stage_tile(vs, a.qkv, k0, a.seq, [&](int64_t t) { return qkv_at(a, hd, t, 2); });
 }
 
 // The shared memory of a backward block: two staged 64-row tiles, each warp's fp32 scratch and
@@ -228,6 +235,19 @@ __device__ __forceinline__ void stage_lse(float *lse, const FlashArgs &a, Head h
   lse[threadIdx.x] = t < a.seq ? a.lse[(hd.b * a.heads + hd.h) * a.seq + t] : INFINITY;
 }
 
+// Query rows [q0, q0 + 64) of a backward block: Q into sm.a, dO into sm.b, their log-sum-exp
+// and D = dO . O. All threads call it; on return every thread may read them.
+template <stk::Dt D>
+__device__ __forceinline__ void stage_queries(BackwardShared &sm, const FlashArgs &a, Head hd,
+                                              int64_t q0) {
+  stage_tile(sm.a, a.qkv, q0, a.seq, [&](int64_t t) { return qkv_at(a, hd, t, 0); });
+  stage_tile(sm.b, a.dout, q0, a.seq, [&](int64_t t) { return out_at(a, hd, t); });
+  stage_lse(sm.lse, a, hd, q0);
+  __syncthreads();
+  row_dots<D>(sm.dots, sm.b, a, hd, q0);
+  __syncthreads();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Forward.
 
@@ -237,36 +257,28 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(FlashArgs a) {
   __shared__ __align__(128) uint16_t vs[kTile][kHead];
   __shared__ __align__(128) float scratch[kThreads / 32][kWarpRows][kTile];
   __shared__ __align__(128) uint16_t probs[kThreads / 32][kWarpRows][kTile];
-  const Head hd = head_of(a);
-  const Place at = place_of();
-  const int warp = at.warp, r = at.r, c0 = at.c0;
-  const int64_t tile = at.tile, q0 = tile * kTile;
-  const int64_t i = q0 + warp * kWarpRows + r;  // this lane's query
+  const Place at = place_of(a);  // at.row: this lane's query
 
   // Q through the K buffer into registers.
-  stage_tile(ks, a.qkv, q0, a.seq, [&](int64_t t) { return qkv_at(a, hd, t, 0); });
+  stage_tile(ks, a.qkv, at.row0, a.seq, [&](int64_t t) { return qkv_at(a, at.hd, t, 0); });
   __syncthreads();
   FragA<D> q[4];
-  load_rows<D>(q, ks, warp);
+  load_rows<D>(q, ks, at.warp);
 
   float o[kHalfCols] = {}, m = -INFINITY, l = 0.0f;
-  for (int64_t kt = 0; kt <= tile; kt++) {
+  for (int64_t kt = 0; kt <= at.tile; kt++) {
     const int64_t k0 = kt * kTile;
     __syncthreads();  // every warp is done with the previous K, V (and Q) tiles
-    stage_tile(ks, a.qkv, k0, a.seq, [&](int64_t t) { return qkv_at(a, hd, t, 1); });
-    stage_tile(vs, a.qkv, k0, a.seq, [&](int64_t t) { return qkv_at(a, hd, t, 2); });
+    stage_kv(ks, vs, a, at.hd, k0);
     __syncthreads();
 
-    FragAcc acc[4];
-    product<D, wmma::col_major>(acc, q, Transposed<D>{ks});  // S = Q K^T
-    spill(scratch[warp], acc);
-    __syncwarp();
+    product_t<D>(scratch[at.warp], q, ks);  // S = Q K^T
     float tile_max = -INFINITY;
     float s[kHalfCols];
 #pragma unroll
     for (int c = 0; c < kHalfCols; c++) {
-      const int64_t j = k0 + c0 + c;
-      s[c] = (j <= i && j < a.seq) ? a.scale * scratch[warp][r][c0 + c] : -INFINITY;
+      const int64_t j = k0 + at.c0 + c;
+      s[c] = (j <= at.row && j < a.seq) ? a.scale * scratch[at.warp][at.r][at.c0 + c] : -INFINITY;
       tile_max = fmaxf(tile_max, s[c]);
     }
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
@@ -278,7 +290,7 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(FlashArgs a) {
     for (int c = 0; c < kHalfCols; c++) {
       const float p = s[c] == -INFINITY ? 0.0f : __expf(s[c] - m_new);
       sum += p;
-      probs[warp][r][c0 + c] = stk::from_float<D>(p);
+      probs[at.warp][at.r][at.c0 + c] = stk::from_float<D>(p);
     }
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     l = l * correction + sum;
@@ -286,21 +298,23 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(FlashArgs a) {
     __syncwarp();
 
     // P V into the scratch, then O = O * correction + P V.
+    FragAcc acc[4];
 #pragma unroll
     for (int n = 0; n < 4; n++) wmma::fill_fragment(acc[n], 0.0f);
-    accumulate<D>(acc, probs[warp], vs);
-    spill(scratch[warp], acc);
+    accumulate<D>(acc, probs[at.warp], vs);
+    spill(scratch[at.warp], acc);
     __syncwarp();
 #pragma unroll
-    for (int c = 0; c < kHalfCols; c++) o[c] = o[c] * correction + scratch[warp][r][c0 + c];
+    for (int c = 0; c < kHalfCols; c++)
+      o[c] = o[c] * correction + scratch[at.warp][at.r][at.c0 + c];
     __syncwarp();
   }
 
-  if (i >= a.seq) return;
-  const int64_t out = out_at(a, hd, i);
+  if (at.row >= a.seq) return;
+  const int64_t out = out_at(a, at.hd, at.row);
 #pragma unroll
-  for (int c = 0; c < kHalfCols; c++) stk::store<D>(a.out_w, out + c0 + c, o[c] / l);
-  if (c0 == 0) a.lse[(hd.b * a.heads + hd.h) * a.seq + i] = m + logf(l);
+  for (int c = 0; c < kHalfCols; c++) stk::store<D>(a.out_w, out + at.c0 + c, o[c] / l);
+  if (at.c0 == 0) a.lse[(at.hd.b * a.heads + at.hd.h) * a.seq + at.row] = m + logf(l);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -309,23 +323,14 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(FlashArgs a) {
 template <stk::Dt D>
 __global__ void __launch_bounds__(kThreads) flash_dkv_kernel(FlashArgs a) {
   __shared__ __align__(128) BackwardShared sm;
-  uint16_t(*qs)[kHead] = sm.a;
-  uint16_t(*dos)[kHead] = sm.b;
-  auto scratch = sm.scratch;
-  auto ds = sm.ds;  // P^T, then dS^T
-  const Head hd = head_of(a);
-  const Place at = place_of();
-  const int warp = at.warp, r = at.r, c0 = at.c0;
-  const int64_t tile = at.tile, k0 = tile * kTile;
-  const int64_t j = k0 + warp * kWarpRows + r;  // this lane's key
+  const Place at = place_of(a);  // at.row: this lane's key
 
   // K and V through the Q and dO buffers into registers.
-  stage_tile(qs, a.qkv, k0, a.seq, [&](int64_t t) { return qkv_at(a, hd, t, 1); });
-  stage_tile(dos, a.qkv, k0, a.seq, [&](int64_t t) { return qkv_at(a, hd, t, 2); });
+  stage_kv(sm.a, sm.b, a, at.hd, at.row0);
   __syncthreads();
   FragA<D> k[4], v[4];
-  load_rows<D>(k, qs, warp);
-  load_rows<D>(v, dos, warp);
+  load_rows<D>(k, sm.a, at.warp);
+  load_rows<D>(v, sm.b, at.warp);
 
   FragAcc dk[4], dv[4];
 #pragma unroll
@@ -334,43 +339,33 @@ __global__ void __launch_bounds__(kThreads) flash_dkv_kernel(FlashArgs a) {
     wmma::fill_fragment(dv[n], 0.0f);
   }
   const int64_t tiles = (a.seq + kTile - 1) / kTile;
-  for (int64_t qt = tile; qt < tiles; qt++) {
+  for (int64_t qt = at.tile; qt < tiles; qt++) {
     const int64_t q0 = qt * kTile;
-    __syncthreads();
-    stage_tile(qs, a.qkv, q0, a.seq, [&](int64_t t) { return qkv_at(a, hd, t, 0); });
-    stage_tile(dos, a.dout, q0, a.seq, [&](int64_t t) { return out_at(a, hd, t); });
-    stage_lse(sm.lse, a, hd, q0);
-    __syncthreads();
-    row_dots<D>(sm.dots, dos, a, hd, q0);
-    __syncthreads();
+    __syncthreads();  // every warp is done with the previous Q and dO tiles (and K, V)
+    stage_queries<D>(sm, a, at.hd, q0);
 
-    FragAcc acc[4];
-    product<D, wmma::col_major>(acc, k, Transposed<D>{qs});  // S^T = K Q^T
-    spill(scratch[warp], acc);
-    __syncwarp();
-    float p[kHalfCols];
+    product_t<D>(sm.scratch[at.warp], k, sm.a);  // S^T = K Q^T
+    float p[kHalfCols];  // P^T, and as 16-bit values into the warp's block of sm.ds
 #pragma unroll
     for (int c = 0; c < kHalfCols; c++) {
-      const int64_t i = q0 + c0 + c;
-      const bool seen = i >= j && i < a.seq && j < a.seq;
-      p[c] = seen ? __expf(a.scale * scratch[warp][r][c0 + c] - sm.lse[c0 + c]) : 0.0f;
-      ds[warp][r][c0 + c] = stk::from_float<D>(p[c]);
+      const int64_t i = q0 + at.c0 + c;
+      const bool seen = i >= at.row && i < a.seq && at.row < a.seq;
+      p[c] =
+          seen ? __expf(a.scale * sm.scratch[at.warp][at.r][at.c0 + c] - sm.lse[at.c0 + c]) : 0.0f;
+      sm.ds[at.warp][at.r][at.c0 + c] = stk::from_float<D>(p[c]);
     }
     __syncwarp();
-    accumulate<D>(dv, ds[warp], dos);                         // dV += P^T dO
-    product<D, wmma::col_major>(acc, v, Transposed<D>{dos});  // dP^T = V dO^T
-    __syncwarp();
-    spill(scratch[warp], acc);
-    __syncwarp();
+    accumulate<D>(dv, sm.ds[at.warp], sm.b);     // dV += P^T dO
+    product_t<D>(sm.scratch[at.warp], v, sm.b);  // dP^T = V dO^T
 #pragma unroll
     for (int c = 0; c < kHalfCols; c++)
-      ds[warp][r][c0 + c] = stk::from_float<D>(p[c] * (scratch[warp][r][c0 + c] - sm.dots[c0 + c]));
+      sm.ds[at.warp][at.r][at.c0 + c] =
+          stk::from_float<D>(p[c] * (sm.scratch[at.warp][at.r][at.c0 + c] - sm.dots[at.c0 + c]));
     __syncwarp();
-    accumulate<D>(dk, ds[warp], qs);  // dK += dS^T Q
+    accumulate<D>(dk, sm.ds[at.warp], sm.a);  // dK += dS^T Q
   }
-  const int64_t row0 = k0 + warp * kWarpRows;
-  add_rows<D>(a, hd, row0, 1, a.scale, dk, scratch[warp]);
-  add_rows<D>(a, hd, row0, 2, 1.0f, dv, scratch[warp]);
+  add_rows<D>(a, at, 1, a.scale, dk, sm.scratch[at.warp]);
+  add_rows<D>(a, at, 2, 1.0f, dv, sm.scratch[at.warp]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -379,60 +374,42 @@ __global__ void __launch_bounds__(kThreads) flash_dkv_kernel(FlashArgs a) {
 template <stk::Dt D>
 __global__ void __launch_bounds__(kThreads) flash_dq_kernel(FlashArgs a) {
   __shared__ __align__(128) BackwardShared sm;
-  uint16_t(*ks)[kHead] = sm.a;
-  uint16_t(*vs)[kHead] = sm.b;
-  auto scratch = sm.scratch;
-  auto ds = sm.ds;
-  const Head hd = head_of(a);
-  const Place at = place_of();
-  const int warp = at.warp, r = at.r, c0 = at.c0;
-  const int64_t tile = at.tile, q0 = tile * kTile;
-  const int64_t i = q0 + warp * kWarpRows + r;  // this lane's query
+  const Place at = place_of(a);  // at.row: this lane's query
 
-  // Q and dO through the K and V buffers into registers; D and lse of the tile's rows.
-  stage_tile(ks, a.qkv, q0, a.seq, [&](int64_t t) { return qkv_at(a, hd, t, 0); });
-  stage_tile(vs, a.dout, q0, a.seq, [&](int64_t t) { return out_at(a, hd, t); });
-  stage_lse(sm.lse, a, hd, q0);
-  __syncthreads();
-  row_dots<D>(sm.dots, vs, a, hd, q0);
+  // Q and dO through the K and V buffers into registers; lse and D of this lane's row.
+  stage_queries<D>(sm, a, at.hd, at.row0);
   FragA<D> q[4], dout[4];
-  load_rows<D>(q, ks, warp);
-  load_rows<D>(dout, vs, warp);
-  __syncthreads();
-  const float row_lse = sm.lse[warp * kWarpRows + r], row_dot = sm.dots[warp * kWarpRows + r];
+  load_rows<D>(q, sm.a, at.warp);
+  load_rows<D>(dout, sm.b, at.warp);
+  const int in_tile = at.warp * kWarpRows + at.r;
+  const float row_lse = sm.lse[in_tile], row_dot = sm.dots[in_tile];
 
   FragAcc dq[4];
 #pragma unroll
   for (int n = 0; n < 4; n++) wmma::fill_fragment(dq[n], 0.0f);
-  for (int64_t kt = 0; kt <= tile; kt++) {
+  for (int64_t kt = 0; kt <= at.tile; kt++) {
     const int64_t k0 = kt * kTile;
-    __syncthreads();
-    stage_tile(ks, a.qkv, k0, a.seq, [&](int64_t t) { return qkv_at(a, hd, t, 1); });
-    stage_tile(vs, a.qkv, k0, a.seq, [&](int64_t t) { return qkv_at(a, hd, t, 2); });
+    __syncthreads();  // every warp is done with the previous K and V tiles (and Q, dO)
+    stage_kv(sm.a, sm.b, a, at.hd, k0);
     __syncthreads();
 
-    FragAcc acc[4];
-    product<D, wmma::col_major>(acc, q, Transposed<D>{ks});  // S = Q K^T
-    spill(scratch[warp], acc);
-    __syncwarp();
+    product_t<D>(sm.scratch[at.warp], q, sm.a);  // S = Q K^T
     float p[kHalfCols];
 #pragma unroll
     for (int c = 0; c < kHalfCols; c++) {
-      const int64_t jj = k0 + c0 + c;
-      const bool seen = jj <= i && jj < a.seq && i < a.seq;
-      p[c] = seen ? __expf(a.scale * scratch[warp][r][c0 + c] - row_lse) : 0.0f;
+      const int64_t j = k0 + at.c0 + c;
+      const bool seen = j <= at.row && j < a.seq && at.row < a.seq;
+      p[c] = seen ? __expf(a.scale * sm.scratch[at.warp][at.r][at.c0 + c] - row_lse) : 0.0f;
     }
-    __syncwarp();
-    product<D, wmma::col_major>(acc, dout, Transposed<D>{vs});  // dP = dO V^T
-    spill(scratch[warp], acc);
-    __syncwarp();
+    product_t<D>(sm.scratch[at.warp], dout, sm.b);  // dP = dO V^T
 #pragma unroll
     for (int c = 0; c < kHalfCols; c++)
-      ds[warp][r][c0 + c] = stk::from_float<D>(p[c] * (scratch[warp][r][c0 + c] - row_dot));
+      sm.ds[at.warp][at.r][at.c0 + c] =
+          stk::from_float<D>(p[c] * (sm.scratch[at.warp][at.r][at.c0 + c] - row_dot));
     __syncwarp();
-    accumulate<D>(dq, ds[warp], ks);  // dQ += dS K
+    accumulate<D>(dq, sm.ds[at.warp], sm.a);  // dQ += dS K
   }
-  add_rows<D>(a, hd, q0 + warp * kWarpRows, 0, a.scale, dq, scratch[warp]);
+  add_rows<D>(a, at, 0, a.scale, dq, sm.scratch[at.warp]);
 }
 
 FlashArgs args_of(const st_tensor *qkv, int64_t n_head) {

@@ -91,6 +91,20 @@ pair pair_make(pair_env *e, st_dtype dtype, int ndim, const int64_t *shape, doub
   return p;
 }
 
+pair pair_view(const pair *owner, int64_t off, int ndim, const int64_t *shape) {
+  pair v = *owner;
+  v.host = owner->host + off;
+  v.init = owner->init + off;
+  v.dev = (char *)owner->dev + off * (int64_t)dtype_size(owner->dtype);
+  if (tensor_make(&v.cpu, v.host, ST_FP32, ST_DEVICE_CPU, ndim, shape) != ST_OK ||
+      tensor_make(&v.gpu, v.dev, owner->dtype, ST_DEVICE_CUDA, ndim, shape) != ST_OK) {
+    fatal("shape");
+  }
+  v.n = tensor_numel(&v.cpu);
+  if (off < 0 || off + v.n > owner->n) fatal("view past its owner");
+  return v;
+}
+
 void pair_reset(pair_env *e, pair *p) { upload_init(e, p); }
 
 void pair_fetch(pair_env *e, const pair *p, float *out) {

@@ -36,6 +36,10 @@ int32_t pair_below(pair_env *e, int32_t n);
 /* A pair of `dtype` (the CPU side fp32) filled with values uniform in [lo, hi) rounded to
  * `dtype` (lo == hi: that constant). Exits on allocation failure. */
 pair pair_make(pair_env *e, st_dtype dtype, int ndim, const int64_t *shape, double lo, double hi);
+/* owner's elements from `off` on, seen as a tensor of `shape` on both sides, sharing owner's
+ * memory (free the owner, never the view). off = 1 puts a 16-bit tensor 2 bytes past a 16-byte
+ * boundary, for the kernels' unaligned paths. */
+pair pair_view(const pair *owner, int64_t off, int ndim, const int64_t *shape);
 /* Both sides back to `init`. */
 void pair_reset(pair_env *e, pair *p);
 /* The device side as fp32, into out[n]. */

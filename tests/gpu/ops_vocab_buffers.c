@@ -170,16 +170,17 @@ void ops_case_sum(pair_env *e, st_dtype dt) { check_sum(e, dt, 0); }
 
 /* ---- AdamW (float64 reference: no CPU op yet) ----------------------------------------------- */
 
-/* One step over n elements covered by `count` segments with gaps; grads in dt, params in
- * param_dt (or none). Untouched elements must keep their values. */
-static void adamw_run(pair_env *e, st_dtype dt, st_dtype param_dt, int with_param, int count) {
-  const int64_t n = 7 * (int64_t)count + 5;
+/* One step over n elements covered by `count` segments of shortest length `len` with gaps;
+ * grads in dt, params in param_dt (or none). Untouched elements must keep their values. */
+static void adamw_run(pair_env *e, st_dtype dt, st_dtype param_dt, int with_param, int count,
+                      int64_t len) {
+  const int64_t n = (len + 4) * (int64_t)count + 5;
   kernel_adamw_segment *segs = malloc((size_t)count * sizeof *segs);
   int64_t at = 1;
   for (int s = 0; s < count; s++) {
-    const int64_t len = 3 + s % 4; /* segments of 3..6 elements, gaps of 4..1 */
-    segs[s] = (kernel_adamw_segment){at, len, s % 3 ? 0.1f : 0.0f};
-    at += 7;
+    /* segments of len..len+3 elements, gaps of 4..1 */
+    segs[s] = (kernel_adamw_segment){at, len + s % 4, s % 3 ? 0.1f : 0.0f};
+    at += len + 4;
   }
   pair master = pair_make(e, ST_FP32, 1, &n, -1, 1), m = pair_make(e, ST_FP32, 1, &n, -0.1, 0.1);
   pair v = pair_make(e, ST_FP32, 1, &n, 0, 0.01), grad = pair_make(e, dt, 1, &n, -2, 2);
@@ -210,8 +211,8 @@ static void adamw_run(pair_env *e, st_dtype dt, st_dtype param_dt, int with_para
     }
   }
   char what[96];
-  snprintf(what, sizeof what, "%d segments, grad %s, param %s", count, dtype_name(dt),
-           with_param ? dtype_name(param_dt) : "none");
+  snprintf(what, sizeof what, "%d segments of %lld+, grad %s, param %s", count, (long long)len,
+           dtype_name(dt), with_param ? dtype_name(param_dt) : "none");
   float *got = pair_fetch_new(e, &master);
   pair_compare(ops_label("adamw", what, ST_FP32), ST_FP32, got, wp, n);
   pair_fetch(e, &m, got);
@@ -242,8 +243,13 @@ static void adamw_run(pair_env *e, st_dtype dt, st_dtype param_dt, int with_para
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) pair_free(all[i]);
 }
 
+/* The kernel's blocks each take 4096 elements of the segments laid end to end and find their
+ * first segment by a binary search: the long cases span several blocks, with segment boundaries
+ * inside a block and a block starting inside a segment. */
 void ops_case_adamw(pair_env *e, st_dtype dt) {
-  adamw_run(e, dt, dt, 1, 5);        /* the table in the launch's parameters */
-  adamw_run(e, dt, ST_FP32, 0, 5);   /* no param written */
-  adamw_run(e, dt, ST_BF16, 1, 300); /* the table through device memory */
+  adamw_run(e, dt, dt, 1, 5, 3);         /* the table in the launch's parameters */
+  adamw_run(e, dt, ST_FP32, 0, 5, 3);    /* no param written */
+  adamw_run(e, dt, ST_BF16, 1, 300, 3);  /* the table through device memory */
+  adamw_run(e, dt, dt, 1, 12, 1000);     /* ~12k elements: 3 blocks, inline table */
+  adamw_run(e, dt, ST_BF16, 1, 100, 97); /* ~10k elements: 3 blocks, table in device memory */
 }

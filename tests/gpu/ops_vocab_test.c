@@ -1,10 +1,14 @@
 /* ops_vocab_test.c - every op of the kernel vocabulary on the CUDA backend, against the CPU
  * backend (or float64 loops where the CPU backend lacks the op), in fp32, bf16 and fp16, forward
  * and backward, on odd shapes: B=3, T=37, C=80, NH=5 (head size 16), V=251 padded to 256;
- * attention also at head size 64 over 150 rows (B=2, C=128, NH=2), and once more with each other
- * kind of ST_CUDA_ATTENTION: flash (the tiled kernels: 16-bit P and dS, within the 16-bit
- * tolerances) and cudnn (cuDNN's fused attention, the same tolerances; the test fails when the
- * backend could not run that kind, e.g. no libcudnn.so.9, or a build without it).
+ * LayerNorm also at C=84 (its element-by-element path) and d12's 768; the classifier also at
+ * GPT-2's vocabulary (50257 padded to 50304, d12's head); AdamW also over ranges of several
+ * blocks; attention also at head size 64 over 150 rows (B=2, C=128, NH=2: aligned, with every
+ * operand 2 bytes past a 16-byte boundary, and with only dout and dqkv so) and at d12's heads over
+ * 9 sequences of 1024 (kAttnShapes), and once more with each other kind of ST_CUDA_ATTENTION:
+ * flash (the tiled kernels: 16-bit P and dS, within the 16-bit tolerances) and cudnn (cuDNN's
+ * fused attention, the same tolerances; the test fails when the backend could not run that kind,
+ * e.g. no libcudnn.so.9, or a build without it).
  *
  * The test walks kernel_op 0..KERNEL_OP_COUNT and FAILS if an op has no case here (checked
  * even without a GPU), then, with a GPU, runs each case for every dtype CUDA supports for the
@@ -220,9 +224,11 @@ static void case_matmul_gelu(pair_env *e, st_dtype dt) {
 
 /* ---- LayerNorm ---------------------------------------------------------------------------- */
 
-static void case_layernorm(pair_env *e, st_dtype dt) {
-  const char *op = "layernorm";
-  int64_t act[] = {B, T, C}, ch = C, rows = ROWS;
+/* LayerNorm over rows of `ch` features: 16-byte loads where ch is a multiple of 8, else element
+ * by element. */
+static void layernorm_at(pair_env *e, st_dtype dt, int64_t ch) {
+  const char *op = ch % 8 ? "layernorm (element path)" : "layernorm";
+  int64_t act[] = {B, T, ch}, rows = ROWS;
   pair a = pair_make(e, dt, 3, act, -2, 3), b = pair_make(e, dt, 3, act, -1, 1);
   pair w = pair_make(e, dt, 1, &ch, 0.5, 1.5), bias = pair_make(e, dt, 1, &ch, -1, 1);
   pair out = pair_make(e, dt, 3, act, 7, 7), mean = pair_make(e, ST_FP32, 1, &rows, 7, 7);
@@ -282,6 +288,12 @@ static void case_layernorm(pair_env *e, st_dtype dt) {
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) pair_free(all[i]);
 }
 
+static void case_layernorm(pair_env *e, st_dtype dt) {
+  layernorm_at(e, dt, C);
+  layernorm_at(e, dt, 84);  /* not a multiple of 8 */
+  layernorm_at(e, dt, 768); /* d12's width: each lane owns three groups of 8 */
+}
+
 /* ---- GELU, residual ------------------------------------------------------------------------ */
 
 static void case_gelu(pair_env *e, st_dtype dt) {
@@ -327,17 +339,36 @@ static void case_residual(pair_env *e, st_dtype dt) {
 
 /* ---- attention ----------------------------------------------------------------------------- */
 
-/* The shape of one attention case: the vocabulary's odd one (head size 16), or head size 64
- * over two 64-row tiles and a partial one (what the flash kernels take). */
+/* The shape of one attention case, and how many elements past a 16-byte boundary qkv and out
+ * (off) and dout and dqkv (grad_off) start. */
 typedef struct attn_shape {
   int B, T, C, NH;
+  int off, grad_off;
 } attn_shape;
 
-static const attn_shape kOddHeads = {B, T, C, NH}, kHead64 = {2, 150, 128, 2};
+/* The vocabulary's odd shape (head size 16); head size 64 over two 64-row tiles and a partial
+ * one (what the flash kernels take), aligned, with every operand 2 bytes off (every kind leaves
+ * it to the simple kernels) and with only the gradients so (the forward by the kind, the backward
+ * by the simple kernels, from the kind's state); and d12's heads at 1024 tokens over 9 sequences
+ * (cuDNN's backward runs them in chunks of at most 8 and the remainder). */
+static const attn_shape kAttnShapes[] = {
+    {B, T, C, NH, 0, 0},    {2, 150, 128, 2, 0, 0},   {2, 150, 128, 2, 1, 1},
+    {2, 150, 128, 2, 0, 1}, {9, 1024, 768, 12, 0, 0},
+};
+
+/* A pair of `shape` starting `off` elements into its own allocation: *owner is what to free. */
+static pair attn_operand(pair_env *e, st_dtype dt, const int64_t *shape, int off, double lo,
+                         double hi, pair *owner) {
+  const int64_t n = shape[0] * shape[1] * shape[2] + off;
+  *owner = pair_make(e, dt, 1, &n, lo, hi);
+  return pair_view(owner, off, 3, shape);
+}
 
 static void attention_at(pair_env *e, st_dtype dt, attn_shape sh) {
-  const char *op = "attention";
   const int B = sh.B, T = sh.T, C = sh.C, NH = sh.NH; /* this case's, not the file's */
+  char op[96];
+  snprintf(op, sizeof op, "attention B=%d T=%d C=%d NH=%d offsets %d/%d", B, T, C, NH, sh.off,
+           sh.grad_off);
   int64_t qkv_shape[] = {B, T, 3 * C}, act[] = {B, T, C};
   int64_t cpu_state = kernel_attention_state_numel(e->cpu, B, NH, T);
   int64_t gpu_state = kernel_attention_state_numel(e->gpu, B, NH, T);
@@ -345,7 +376,9 @@ static void attention_at(pair_env *e, st_dtype dt, attn_shape sh) {
       gpu_state == (int64_t)B * NH * T,
       "attention: CUDA keeps one statistic per row, %lld values for B=%d NH=%d T=%d, not %lld",
       (long long)B * NH * T, B, NH, T, (long long)gpu_state);
-  pair qkv = pair_make(e, dt, 3, qkv_shape, -1.5, 1.5), out = pair_make(e, dt, 3, act, 7, 7);
+  pair owners[4];
+  pair qkv = attn_operand(e, dt, qkv_shape, sh.off, -1.5, 1.5, &owners[0]),
+       out = attn_operand(e, dt, act, sh.off, 7, 7, &owners[1]);
   pair state_cpu = pair_make(e, ST_FP32, 1, &cpu_state, 7, 7);
   pair state_gpu = pair_make(e, ST_FP32, 1, &gpu_state, 7, 7);
   CHECK_OK(
@@ -372,7 +405,8 @@ static void attention_at(pair_env *e, st_dtype dt, attn_shape sh) {
     free(lse);
     free(want);
   }
-  pair dout = pair_make(e, dt, 3, act, -1, 1), dqkv = pair_make(e, dt, 3, qkv_shape, -1, 1);
+  pair dout = attn_operand(e, dt, act, sh.grad_off, -1, 1, &owners[2]),
+       dqkv = attn_operand(e, dt, qkv_shape, sh.grad_off, -1, 1, &owners[3]);
   CHECK_OK(kernel_attention_backward(e->cpu, &dqkv.cpu, &dout.cpu, &qkv.cpu, &out.cpu,
                                      &state_cpu.cpu, NH, &e->cpu_stream));
   CHECK_OK(kernel_attention_backward(e->gpu, &dqkv.gpu, &dout.gpu, &qkv.gpu, &out.gpu,
@@ -384,16 +418,18 @@ static void attention_at(pair_env *e, st_dtype dt, attn_shape sh) {
                                      &state_gpu.gpu, NH, &e->gpu_stream));
   float *second = pair_fetch_new(e, &dqkv);
   CHECK_MSG(same_bits(first, second, dqkv.n),
-            "attention: backward is not bit-identical on a second run [%s]", dt_name(dt));
+            "%s: backward is not bit-identical on a second run [%s]", op, dt_name(dt));
   free(first);
   free(second);
-  pair *all[] = {&qkv, &out, &state_cpu, &state_gpu, &dout, &dqkv};
-  for (size_t i = 0; i < sizeof all / sizeof *all; i++) pair_free(all[i]);
+  for (int i = 0; i < 4; i++) pair_free(&owners[i]);
+  pair_free(&state_cpu);
+  pair_free(&state_gpu);
 }
 
 static void case_attention(pair_env *e, st_dtype dt) {
-  attention_at(e, dt, kOddHeads);
-  attention_at(e, dt, kHead64);
+  for (size_t i = 0; i < sizeof kAttnShapes / sizeof *kAttnShapes; i++) {
+    attention_at(e, dt, kAttnShapes[i]);
+  }
 }
 
 static void case_attention_cached(pair_env *e, st_dtype dt) {
@@ -473,23 +509,25 @@ static void case_embedding(pair_env *e, st_dtype dt) {
 
 /* ---- classifier ---------------------------------------------------------------------------- */
 
-static void case_classifier(pair_env *e, st_dtype dt) {
-  const char *op = "classifier";
-  int32_t targets[ROWS];
-  for (int64_t i = 0; i < ROWS; i++) targets[i] = pair_below(e, V);
-  pair_ids ids = pair_ids_make(e, targets, ROWS);
-  int64_t shape[] = {B, T, VP}, rows = ROWS;
-  pair logits = pair_make(e, dt, 3, shape, -4, 4), dlogits = pair_make(e, dt, 3, shape, 7, 7);
+/* The classifier over `rows` rows of logits `padded` wide, the first `vocab` real. */
+static void classifier_at(pair_env *e, st_dtype dt, int64_t rows, int64_t vocab, int64_t padded) {
+  const char *op = vocab > 512 ? "classifier (GPT-2 vocabulary)" : "classifier";
+  int32_t *targets = malloc((size_t)rows * sizeof *targets);
+  for (int64_t i = 0; i < rows; i++) targets[i] = pair_below(e, (int32_t)vocab);
+  pair_ids ids = pair_ids_make(e, targets, rows);
+  free(targets);
+  int64_t shape[] = {rows, padded};
+  pair logits = pair_make(e, dt, 2, shape, -4, 4), dlogits = pair_make(e, dt, 2, shape, 7, 7);
   /* padding columns hold large values the softmax must ignore */
-  for (int64_t r = 0; r < ROWS; r++) {
-    for (int64_t v = V; v < VP; v++) logits.init[r * VP + v] = 50.0f;
+  for (int64_t r = 0; r < rows; r++) {
+    for (int64_t v = vocab; v < padded; v++) logits.init[r * padded + v] = 50.0f;
   }
   pair_reset(e, &logits);
   pair losses = pair_make(e, ST_FP32, 1, &rows, 7, 7);
-  const float scale = 1.0f / (float)ROWS;
-  CHECK_OK(kernel_classifier(e->cpu, &losses.cpu, &dlogits.cpu, &logits.cpu, ids.host, V, scale,
+  const float scale = 1.0f / (float)rows;
+  CHECK_OK(kernel_classifier(e->cpu, &losses.cpu, &dlogits.cpu, &logits.cpu, ids.host, vocab, scale,
                              &e->cpu_stream));
-  CHECK_OK(kernel_classifier(e->gpu, &losses.gpu, &dlogits.gpu, &logits.gpu, ids.dev, V, scale,
+  CHECK_OK(kernel_classifier(e->gpu, &losses.gpu, &dlogits.gpu, &logits.gpu, ids.dev, vocab, scale,
                              &e->gpu_stream));
   pair_check(e, ops_label(op, "losses", dt), &losses);
   pair_check(e, ops_label(op, "dlogits (padding 0)", dt), &dlogits);
@@ -501,10 +539,10 @@ static void case_classifier(pair_env *e, st_dtype dt) {
   pair_reset(e, &losses);
   memcpy(losses.host, cpu_losses, (size_t)losses.n * sizeof *cpu_losses);
   free(cpu_losses);
-  CHECK_OK(
-      kernel_classifier(e->gpu, &losses.gpu, NULL, &logits.gpu, ids.dev, V, scale, &e->gpu_stream));
+  CHECK_OK(kernel_classifier(e->gpu, &losses.gpu, NULL, &logits.gpu, ids.dev, vocab, scale,
+                             &e->gpu_stream));
   pair_check(e, ops_label(op, "losses without dlogits", dt), &losses);
-  CHECK_OK(kernel_classifier(e->gpu, &losses.gpu, &logits.gpu, &logits.gpu, ids.dev, V, scale,
+  CHECK_OK(kernel_classifier(e->gpu, &losses.gpu, &logits.gpu, &logits.gpu, ids.dev, vocab, scale,
                              &e->gpu_stream));
   float *got = pair_fetch_new(e, &logits);
   pair_compare_f(ops_label(op, "dlogits in place of logits", dt), dt, got, dlogits.host, logits.n);
@@ -514,6 +552,12 @@ static void case_classifier(pair_env *e, st_dtype dt) {
   pair_free(&dlogits);
   pair_free(&losses);
   pair_ids_free(&ids);
+}
+
+static void case_classifier(pair_env *e, st_dtype dt) {
+  classifier_at(e, dt, ROWS, V, VP);
+  /* d12's padded GPT-2 vocabulary: each of the 512 threads strides a row ~100 times */
+  classifier_at(e, dt, 5, 50257, 50304);
 }
 
 /* ---- the walk ------------------------------------------------------------------------------ */
