@@ -137,6 +137,15 @@ int kernel_kind_computes_in(st_device_kind kind, st_dtype dtype) {
   return all;
 }
 
+/* The start of every op that computes: kernel_check_begin, then `t` (named `name`) sets the
+ * op's compute dtype (kernel_check_compute). */
+static st_status begin_compute(kernel_check *c, const char *op, kernel_op kop,
+                               const kernel_backend *kb, const st_stream *stream, const char *name,
+                               const st_tensor *t) {
+  ST_CHECK(kernel_check_begin(c, op, kop, kb, stream));
+  return kernel_check_compute(c, name, t);
+}
+
 /* The shapes of a linear layer: inp [N, C], weight [C, OC] (or [OC, C]), out [N, OC], bias
  * [OC] or NULL. Also checks the backward's dout and dbias, which have the shapes of out and
  * bias. */
@@ -165,8 +174,7 @@ static st_status matmul_forward(const char *op, const kernel_backend *kb, const 
                                 const st_tensor *bias, const st_stream *stream) {
   kernel_check c;
   const kernel_op kop = pre_gelu ? KERNEL_OP_MATMUL_GELU : KERNEL_OP_MATMUL;
-  ST_CHECK(kernel_check_begin(&c, op, kop, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "inp", inp));
+  ST_CHECK(begin_compute(&c, op, kop, kb, stream, "inp", inp));
   ST_CHECK(check_linear(&c, "out", out, inp, weight, layout, "bias", bias));
   if (kop == KERNEL_OP_MATMUL_GELU) {
     if (!bias) return st_error(ST_ERR_INVALID_ARG, "%s: bias is NULL", op);
@@ -182,8 +190,7 @@ static st_status matmul_backward(const char *op, const kernel_backend *kb, const
                                  kernel_weight_layout layout, const st_stream *stream) {
   kernel_check c;
   const kernel_op kop = pre_gelu ? KERNEL_OP_MATMUL_GELU : KERNEL_OP_MATMUL;
-  ST_CHECK(kernel_check_begin(&c, op, kop, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "inp", inp));
+  ST_CHECK(begin_compute(&c, op, kop, kb, stream, "inp", inp));
   ST_CHECK(check_linear(&c, "dout", dout, inp, weight, layout, "dbias", dbias));
   ST_CHECK(kernel_check_like(&c, "dinp", dinp, inp));
   ST_CHECK(kernel_check_like(&c, "dweight", dweight, weight));
@@ -265,8 +272,7 @@ st_status kernel_layernorm_forward(const kernel_backend *kb, const st_tensor *ou
                                    const st_tensor *inp, const st_tensor *weight,
                                    const st_tensor *bias, const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_LAYERNORM, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "inp", inp));
+  ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_LAYERNORM, kb, stream, "inp", inp));
   ST_CHECK(check_layernorm(&c, "out", out, mean, rstd, inp, weight, "bias", bias));
   return kb->ops->layernorm_forward(kb->ctx, NULL, out, mean, rstd, inp, NULL, weight, bias,
                                     stream);
@@ -278,8 +284,7 @@ st_status kernel_layernorm_residual_forward(const kernel_backend *kb, const st_t
                                             const st_tensor *b, const st_tensor *weight,
                                             const st_tensor *bias, const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_LAYERNORM, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "a", a));
+  ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_LAYERNORM, kb, stream, "a", a));
   ST_CHECK(kernel_check_like(&c, "b", b, a));
   ST_CHECK(kernel_check_like(&c, "residual", residual, a));
   ST_CHECK(check_layernorm(&c, "out", out, mean, rstd, a, weight, "bias", bias));
@@ -292,8 +297,7 @@ st_status kernel_layernorm_backward(const kernel_backend *kb, const st_tensor *d
                                     const st_tensor *weight, const st_tensor *mean,
                                     const st_tensor *rstd, const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_LAYERNORM, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "inp", inp));
+  ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_LAYERNORM, kb, stream, "inp", inp));
   ST_CHECK(check_layernorm(&c, "dout", dout, mean, rstd, inp, weight, "dbias", dbias));
   ST_CHECK(kernel_check_like(&c, "dinp", dinp, inp));
   ST_CHECK(kernel_check_like(&c, "dweight", dweight, weight));
@@ -304,8 +308,7 @@ st_status kernel_layernorm_backward(const kernel_backend *kb, const st_tensor *d
 st_status kernel_gelu_forward(const kernel_backend *kb, const st_tensor *out, const st_tensor *inp,
                               const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_GELU, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "inp", inp));
+  ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_GELU, kb, stream, "inp", inp));
   ST_CHECK(kernel_check_like(&c, "out", out, inp));
   return kb->ops->gelu_forward(kb->ctx, out, inp, stream);
 }
@@ -314,8 +317,7 @@ st_status kernel_gelu_backward(const kernel_backend *kb, const st_tensor *dinp,
                                const st_tensor *dout, const st_tensor *inp,
                                const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_GELU, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "inp", inp));
+  ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_GELU, kb, stream, "inp", inp));
   ST_CHECK(kernel_check_like(&c, "dout", dout, inp));
   ST_CHECK(kernel_check_like(&c, "dinp", dinp, inp));
   return kb->ops->gelu_backward(kb->ctx, dinp, dout, inp, stream);
@@ -367,8 +369,7 @@ st_status kernel_attention_forward(const kernel_backend *kb, const st_tensor *ou
                                    const st_tensor *state, const st_tensor *qkv, int64_t n_head,
                                    const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_ATTENTION, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "qkv", qkv));
+  ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_ATTENTION, kb, stream, "qkv", qkv));
   ST_CHECK(check_attention(&c, "out", out, state, qkv, n_head));
   return kb->ops->attention_forward(kb->ctx, out, state, qkv, n_head, stream);
 }
@@ -378,8 +379,7 @@ st_status kernel_attention_backward(const kernel_backend *kb, const st_tensor *d
                                     const st_tensor *out, const st_tensor *state, int64_t n_head,
                                     const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_ATTENTION, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "qkv", qkv));
+  ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_ATTENTION, kb, stream, "qkv", qkv));
   ST_CHECK(check_attention(&c, "dout", dout, state, qkv, n_head));
   ST_CHECK(kernel_check_like(&c, "out", out, dout));
   ST_CHECK(kernel_check_like(&c, "dqkv", dqkv, qkv));
@@ -419,8 +419,7 @@ st_status kernel_attention_cached_forward(const kernel_backend *kb, const st_ten
                                           const st_tensor *qkv, int64_t past, int64_t n_head,
                                           const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_ATTENTION_CACHED, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "qkv", qkv));
+  ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_ATTENTION_CACHED, kb, stream, "qkv", qkv));
   ST_CHECK(check_attention_cached(&c, out, k_cache, v_cache, qkv, past, n_head));
   return kb->ops->attention_cached_forward(kb->ctx, out, k_cache, v_cache, qkv, past, n_head,
                                            stream);
@@ -429,8 +428,7 @@ st_status kernel_attention_cached_forward(const kernel_backend *kb, const st_ten
 st_status kernel_residual_forward(const kernel_backend *kb, const st_tensor *out,
                                   const st_tensor *a, const st_tensor *b, const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_RESIDUAL, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "a", a));
+  ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_RESIDUAL, kb, stream, "a", a));
   ST_CHECK(kernel_check_like(&c, "b", b, a));
   ST_CHECK(kernel_check_like(&c, "out", out, a));
   return kb->ops->residual_forward(kb->ctx, out, a, b, stream);
@@ -461,8 +459,7 @@ st_status kernel_embedding_forward(const kernel_backend *kb, const st_tensor *ou
                                    const int32_t *tokens, const st_tensor *wte,
                                    const st_tensor *wpe, const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_EMBEDDING, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "out", out));
+  ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_EMBEDDING, kb, stream, "out", out));
   ST_CHECK(check_embedding(&c, "out", out, tokens, "wte", wte, "wpe", wpe));
   return kb->ops->embedding_forward(kb->ctx, out, tokens, wte, wpe, stream);
 }
@@ -471,8 +468,7 @@ st_status kernel_embedding_backward(const kernel_backend *kb, const st_tensor *d
                                     const st_tensor *dwpe, const st_tensor *dout,
                                     const int32_t *tokens, const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_EMBEDDING, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "dout", dout));
+  ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_EMBEDDING, kb, stream, "dout", dout));
   ST_CHECK(check_embedding(&c, "dout", dout, tokens, "dwte", dwte, "dwpe", dwpe));
   return kb->ops->embedding_backward(kb->ctx, dwte, dwpe, dout, tokens, stream);
 }
@@ -492,8 +488,7 @@ st_status kernel_classifier(const kernel_backend *kb, const st_tensor *losses,
                             const int32_t *targets, int64_t vocab, float dloss_scale,
                             const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_CLASSIFIER, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "logits", logits));
+  ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_CLASSIFIER, kb, stream, "logits", logits));
   ST_CHECK(check_loss(&c, logits, targets, vocab));
   ST_CHECK(kernel_check_stats(&c, "losses", losses));
   ST_CHECK(kernel_check_numel(&c, "losses", losses, kernel_rows(logits)));
@@ -520,8 +515,7 @@ st_status kernel_cast(const kernel_backend *kb, const st_tensor *dst, const st_t
 st_status kernel_scale(const kernel_backend *kb, const st_tensor *x, float factor,
                        const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_SCALE, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "x", x));
+  ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_SCALE, kb, stream, "x", x));
   return kb->ops->scale(kb->ctx, x, factor, stream);
 }
 
@@ -531,8 +525,7 @@ static st_status check_reduction(const char *op, kernel_op kop, const kernel_bac
                                  const char *out_name, const st_tensor *out, const st_tensor *x,
                                  const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, op, kop, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "x", x));
+  ST_CHECK(begin_compute(&c, op, kop, kb, stream, "x", x));
   ST_CHECK(kernel_check_stats(&c, out_name, out));
   return kernel_check_numel(&c, out_name, out, 1);
 }
