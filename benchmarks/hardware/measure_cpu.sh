@@ -45,11 +45,12 @@ inter_latency = $lat
 kernels = cpu
 EOF
 # The validation models' shapes (benchmarks/validate_simulator.sh), without and with tp 2,
-# and an optimizer pass over M1's parameters.
-bazel-bin/benchmarks/cpu_op_timings --hardware "$base" opt,3300000 256,4,256,4,256,1 \
-  256,4,256,4,256,2 512,8,64,1,256,1 | tee -a "$log" > "$out.ops"
+# and an optimizer pass over M1's parameters and one over M2's.
+bazel-bin/benchmarks/cpu_op_timings --hardware "$base" opt,3300000 opt,6500000 \
+  256,4,256,4,256,1 256,4,256,4,256,2 512,8,64,1,256,1 | tee -a "$log" > "$out.ops"
 benchmarks/hardware/mpi_collectives.sh "$base" 2 | tee -a "$log" > "$out.coll"
 rm -f "$base"
+echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$log"
 
 {
   echo "# $name: measured by benchmarks/hardware/measure_cpu.sh on $(date -u +%Y-%m-%d)"

@@ -2,15 +2,28 @@
  * kernel call of a GPT micro-batch (the simulator's own CPU op list, engine/plan/sim_ops.h), run
  * through the engine's CPU kernels on buffers of the right shapes, timed (best of several
  * repetitions), and set beside its roofline at efficiency 1 (max(flops / peak, bytes / mem_bw)
- * with the peaks of a `--hardware` file). Per op class, the efficiency is the class's roofline
- * time over its measured time, summed over the ops of the shapes given (so the classes that
- * take most of a step weigh most); the last lines print them as `eff_<class> = <value>`, the
- * form a hardware file takes.
+ * with the peaks of a `--hardware` file: sim_op_time at efficiency 1, the simulator's own
+ * formula). Per op class, the efficiency is the class's roofline time over its measured time,
+ * summed over the ops of the shapes given (so the classes that take most of a step weigh most);
+ * the last lines print them as `eff_<class> = <value>`, the form a hardware file takes.
+ *
+ * Each op is the call the engine makes, with its aliasing: the classifier writes its gradient
+ * over the logits. One exception: the engine's dGELU runs in place inside
+ * kernel_matmul_gelu_backward, which cannot be timed apart from its products, so it is timed
+ * through kernel_gelu_backward, the same loop adding into a separate buffer (one more read per
+ * element, for a loop bound by its tanh).
+ *
+ * One thread only: the clock is the calling thread's CPU time, which leaves out other jobs on a
+ * shared machine but also any work of other OpenMP or OpenBLAS threads (with two, every
+ * parallel op looked twice as fast as it is and barrier spins under load made a few
+ * hundreds of times slower), and one rank computes on one core. So it refuses to run unless
+ * OpenMP and OpenBLAS both have one thread (OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1).
  *
  * Usage: cpu_op_timings --hardware FILE SHAPE...  with SHAPE = C,heads,T,B,vocab,tp
- * (e.g. 256,4,256,4,256,1) or opt,N (AdamW, sum of squares and a cast over N elements). Run with
- * OMP_NUM_THREADS=1: one rank computes on one core. */
+ * (e.g. 256,4,256,4,256,1) or opt,N (AdamW, sum of squares and a cast over N elements). */
+#include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +56,7 @@ typedef struct bench {
   float *buf[NBUF];
   size_t floats; /* per buffer */
   int32_t *tokens;
+  int64_t vocab; /* rows of the token embedding */
 } bench;
 
 static st_tensor t2(float *data, int64_t a, int64_t b) {
@@ -134,20 +148,22 @@ static st_status run_op(bench *b, const sim_op *op, int seq) {
       return kernel_attention_backward(kb, &dqkv, &dout, &qkv, &out, &probs, n, s);
     }
     case SIM_K_EMBED_FWD: {
-      st_tensor out = t3(f[0], m / seq, seq, n), wte = t2(f[1], 256, n), wpe = t2(f[2], seq, n);
+      st_tensor out = t3(f[0], m / seq, seq, n), wte = t2(f[1], b->vocab, n),
+                wpe = t2(f[2], seq, n);
       return kernel_embedding_forward(kb, &out, b->tokens, &wte, &wpe, s);
     }
     case SIM_K_EMBED_BWD: {
-      st_tensor dout = t3(f[0], m / seq, seq, n), dwte = t2(f[1], 256, n), dwpe = t2(f[2], seq, n);
+      st_tensor dout = t3(f[0], m / seq, seq, n), dwte = t2(f[1], b->vocab, n),
+                dwpe = t2(f[2], seq, n);
       return kernel_embedding_backward(kb, &dwte, &dwpe, &dout, b->tokens, s);
     }
     case SIM_K_CE_FWD: {
       st_tensor losses = t1(f[0], m), logits = t2(f[1], m, n);
       return kernel_classifier(kb, &losses, NULL, &logits, b->tokens, d, 0.0f, s);
     }
-    case SIM_K_CE_BWD: {
-      st_tensor dlogits = t2(f[0], m, n), logits = t2(f[1], m, n), losses = t1(f[2], m);
-      return kernel_classifier(kb, &losses, &dlogits, &logits, b->tokens, d, 1e-3f, s);
+    case SIM_K_CE_BWD: { /* the gradient over the logits, as gpt_head.c asks */
+      st_tensor logits = t2(f[1], m, n), losses = t1(f[2], m);
+      return kernel_classifier(kb, &losses, &logits, &logits, b->tokens, d, 1e-3f, s);
     }
     case SIM_K_ZERO: return stream_memset(s, f[0], 0, (size_t)(m * n) * sizeof(float));
     case SIM_K_ADAMW: {
@@ -171,17 +187,27 @@ static st_status run_op(bench *b, const sim_op *op, int seq) {
   }
 }
 
-/* Best time of `op` over repetitions lasting about 0.3 s (at least 3). The attention forward
- * leaves valid probabilities for its backward, which runs on them. */
+/* What a repetition of `op` needs first, untimed: the attention forward leaves valid
+ * probabilities for its backward; the classifier gets back the logits its last run overwrote
+ * (a copy kept in buffer 3). */
+static st_status prepare(bench *b, const sim_op *op, int seq) {
+  if (op->kind == SIM_K_ATTN_BWD) {
+    sim_op fwd = *op;
+    fwd.kind = SIM_K_ATTN_FWD;
+    return run_op(b, &fwd, seq);
+  }
+  if (op->kind == SIM_K_CE_BWD) {
+    memcpy(b->buf[1], b->buf[3], (size_t)(op->m * op->n) * sizeof(float));
+  }
+  return ST_OK;
+}
+
+/* Best time of `op` over repetitions lasting about 0.3 s (at least 3). */
 static st_status time_op(bench *b, const sim_op *op, int seq, double *best) {
   *best = 1e30;
   double start = now_s();
   for (int rep = 0; rep < 3 || now_s() - start < 0.3; rep++) {
-    if (op->kind == SIM_K_ATTN_BWD) {
-      sim_op fwd = *op;
-      fwd.kind = SIM_K_ATTN_FWD;
-      ST_CHECK(run_op(b, &fwd, seq));
-    }
+    ST_CHECK(prepare(b, op, seq));
     double t0 = now_s();
     ST_CHECK(run_op(b, op, seq));
     double t = now_s() - t0;
@@ -218,6 +244,7 @@ static void refill(bench *b) {
 }
 
 static st_status ensure_buffers(bench *b, size_t floats, size_t tokens, int vocab) {
+  b->vocab = vocab;
   for (int i = 0; i < NBUF; i++) {
     mem_free(b->buf[i]);
     b->buf[i] = NULL;
@@ -251,8 +278,7 @@ static st_status report(bench *b, const sim_hardware *hw, const char *phase, con
     }
   }
   ST_CHECK(time_op(b, op, seq, &measured));
-  double compute = op->flops / hw->peak_flops_fp32, memory = op->bytes / hw->mem_bw;
-  double roof = compute > memory ? compute : memory;
+  const double roof = sim_op_time(hw, op, hw->peak_flops_fp32);
   tot->roofline[op->cls] += roof;
   tot->measured[op->cls] += measured;
   printf("%-10s %-10s %-13s %12.2f %12.3f %11.1f %11.1f %6.3f\n", phase, op->label,
@@ -309,13 +335,33 @@ static st_status run_shape(bench *b, const sim_hardware *hw, const char *spec, t
   return ST_OK;
 }
 
+/* ST_OK when the ops run on this thread alone (see the top of the file). */
+static st_status check_one_thread(void) {
+  const int omp = omp_get_max_threads(), blas = openblas_get_num_threads();
+  if (omp == 1 && blas == 1) return ST_OK;
+  return st_error(ST_ERR_INVALID_ARG,
+                  "%d OpenMP and %d OpenBLAS threads: the clock counts one thread, so run with "
+                  "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1",
+                  omp, blas);
+}
+
+/* The hardware file's peaks with every class at efficiency 1 and no call overhead, so that
+ * sim_op_time gives the bare roofline. */
+static st_status load_roofline(const char *path, sim_hardware *hw) {
+  ST_CHECK(sim_hw_load(path, hw));
+  for (int c = 0; c < SIM_CLASS_COUNT; c++) hw->efficiency[c] = 1.0;
+  hw->op_overhead = 0;
+  return ST_OK;
+}
+
 int main(int argc, char **argv) {
   if (argc < 4 || strcmp(argv[1], "--hardware") != 0) {
     fprintf(stderr, "usage: cpu_op_timings --hardware FILE C,heads,T,B,vocab,tp...\n");
     return 2;
   }
   sim_hardware hw;
-  st_status status = sim_hw_load(argv[2], &hw);
+  st_status status = check_one_thread();
+  if (status == ST_OK) status = load_roofline(argv[2], &hw);
   st_device dev = device_cpu();
   bench b = {0};
   if (status == ST_OK) status = kernel_backend_create(&dev, &b.kb);

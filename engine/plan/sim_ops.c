@@ -16,7 +16,7 @@ static double cost_matmul(const sim_shape *s, sim_kind kind, double m, double n,
     } else {
       /* dinp: read dout and w, read and write dinp; dw: read dout and inp, read and write dw;
        * the bias sums read dout once more. */
-      *bytes = a * (2 * m * n + k * n + 2 * m * k) + a * (m * n + m * k + 2 * k * n) +
+      *bytes = a * (m * n + k * n + 2 * m * k) + a * (m * n + m * k + 2 * k * n) +
                (bias ? a * m * n : 0);
     }
   } else {
@@ -29,13 +29,15 @@ static double cost_matmul(const sim_shape *s, sim_kind kind, double m, double n,
 /* Attention over `heads` heads of size d for `batch` sequences of T tokens. The CPU computes
  * full T x T scores (two products forward, four backward) and passes over them: written by
  * sgemm, softmaxed in place, read by the next product; backward: dprobs written, probs read
- * twice, the softmax gradient in place, read by two products. Flash attention does the causal
- * half, recomputes the scores in the backward (five products) and never stores T x T. */
+ * twice, the softmax gradient in place, read by two products. Its rows of d: forward q, k, v
+ * read and out written; backward dout and v read by dprobs, dout again by dv, k by dq and q by
+ * dk, and dv, dq, dk each read and written (sgemm adds into dqkv). Flash attention does the
+ * causal half, recomputes the scores in the backward (five products) and never stores T x T. */
 static double cost_attention(const sim_shape *s, int backward, double batch, double heads, double T,
                              double d, double *bytes) {
   const double a = s->act_bytes, square = batch * heads * T * T, rows = batch * T * heads * d;
   if (s->kernels == SIM_KERNELS_CPU) {
-    *bytes = backward ? a * 7 * square + a * 10 * rows : a * 4 * square + a * 4 * rows;
+    *bytes = backward ? a * 7 * square + a * 11 * rows : a * 4 * square + a * 4 * rows;
     return backward ? 8 * square * d + 4 * square : 4 * square * d + 5 * square;
   }
   *bytes = backward ? a * 8 * rows : a * 4 * rows;
@@ -75,9 +77,11 @@ sim_op sim_op_make(const sim_shape *s, sim_kind kind, const char *label, int64_t
       op.bytes = a * 2 * mn;
       break;
     case SIM_K_GELU_BWD:
+      /* Only the CPU list has it: the engine's dGELU (kernel_matmul_gelu_backward) overwrites
+       * dout in place from dout and the saved input. */
       op.cls = SIM_GELU_BWD;
       op.flops = 16 * mn;
-      op.bytes = a * 4 * mn;
+      op.bytes = a * 3 * mn;
       break;
     case SIM_K_RESIDUAL:
       op.cls = SIM_ELEMENTWISE;
@@ -180,6 +184,9 @@ int sim_phase_ops(const sim_shape *s, sim_phase phase, sim_op *ops) {
       OP(cpu ? SIM_K_CE_BWD : SIM_K_CE_FWD, "loss", BT, V, 0, c->vocab, 0);
       break;
     case SIM_FINAL_BWD:
+      /* The engine zeroes dln and runs the head's backward inside its training forward, chunk
+       * by chunk after each chunk's loss (gpt_head.c); the replay issues no collective between
+       * the two phases, so counting them here moves no time. */
       if (cpu) OP(SIM_K_ZERO, "dln", BT, C, 0, 0, 0);
       OP(SIM_K_HEAD_BWD, "head", BT, V, C, 0, 0);
       if (cpu) OP(SIM_K_ZERO, "dres", BT, C, 0, 0, 0);

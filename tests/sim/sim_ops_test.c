@@ -1,0 +1,162 @@
+/* sim_ops_test.c - the CPU op list against the calls the engine makes (gpt_forward.c,
+ * gpt_backward.c, gpt_head.c, written out here by hand in their order), and the FLOPs and bytes
+ * of the CPU kernels' passes against counts worked out by hand from kernels/cpu (each case's
+ * comment lists what the kernel reads and writes), plus the roofline time of a call. */
+#include "engine/plan/sim_ops.h"
+
+#include <string.h>
+
+#include "tests/testing.h"
+
+/* fp32 on the CPU kernels; the FLOP and byte cases below need no model. */
+static sim_shape cpu_shape(void) {
+  sim_shape s;
+  memset(&s, 0, sizeof s);
+  s.act_bytes = 4;
+  s.kernels = SIM_KERNELS_CPU;
+  return s;
+}
+
+/* A matmul backward with bias, m = 2 rows, n = 3 outputs, k = 5 inputs. dinp += dout @ w^T reads
+ * dout (6) and w (15) and reads and writes dinp (2 x 10); dw += inp^T @ dout reads dout (6) and
+ * inp (10) and reads and writes dw (2 x 15); the bias sums read dout (6): 93 floats, 372 bytes.
+ * Two products of 2 x 3 x 5 multiply-adds: 120 FLOPs. Without the bias: 87 floats, 348 bytes. */
+static void check_matmul_backward(void) {
+  const sim_shape s = cpu_shape();
+  sim_op op = sim_op_make(&s, SIM_K_MATMUL_BWD, "fc", 2, 3, 5, 0, 1);
+  CHECK_EQ_INT(op.cls, SIM_MATMUL);
+  CHECK_NEAR(op.flops, 120.0, 0);
+  CHECK_NEAR(op.bytes, 372.0, 0);
+  op = sim_op_make(&s, SIM_K_MATMUL_BWD, "fc", 2, 3, 5, 0, 0);
+  CHECK_NEAR(op.bytes, 348.0, 0);
+  /* The tied head's backward makes the same passes (dinp += dout @ w, dw += dout^T @ inp). */
+  op = sim_op_make(&s, SIM_K_HEAD_BWD, "head", 2, 3, 5, 0, 0);
+  CHECK_NEAR(op.bytes, 348.0, 0);
+  CHECK_NEAR(op.flops, 120.0, 0);
+}
+
+/* A matmul forward with bias, m = 2, n = 3, k = 5: the bias copied into every row of out (6
+ * written), then sgemm reads inp (10), w (15) and out (6, beta = 1) and writes out (6): 43
+ * floats. 60 FLOPs. */
+static void check_matmul_forward(void) {
+  const sim_shape s = cpu_shape();
+  const sim_op op = sim_op_make(&s, SIM_K_MATMUL_FWD, "qkv", 2, 3, 5, 0, 1);
+  CHECK_NEAR(op.flops, 60.0, 0);
+  CHECK_NEAR(op.bytes, 172.0, 0);
+}
+
+/* Attention backward, 1 sequence, 2 heads, T = 4, head size 8: per head dprobs = dout v^T
+ * writes T x T, dv += P^T dout reads P, the softmax gradient reads P and reads and writes
+ * dprobs, dq and dk read it once each: 7 T x T per head, 2 x 16 x 7 = 224 floats. Rows of 8 per
+ * token and head (T x heads = 8 of them): dout and v (dprobs), dout and dv read, dv written,
+ * k, dq read and written, q, dk read and written: 11 x 64 = 704 floats. 928 floats, 3712
+ * bytes. FLOPs: per head four products of T x T x 8 multiply-adds, 2 FLOPs each (1024), for 2
+ * heads 2048, and 4 per score for the softmax gradient (2 x 16 x 4 = 128): 2176. */
+static void check_attention_backward(void) {
+  const sim_shape s = cpu_shape();
+  const sim_op op = sim_op_make(&s, SIM_K_ATTN_BWD, "attention", 1, 2, 4, 8, 0);
+  CHECK_EQ_INT(op.cls, SIM_ATTENTION_BWD);
+  CHECK_NEAR(op.flops, 2176.0, 0);
+  CHECK_NEAR(op.bytes, 3712.0, 0);
+}
+
+/* The dGELU in place (kernel_matmul_gelu_backward on the CPU): 3 x 5 elements, reading dout and
+ * the saved input and writing dout: 45 floats, 180 bytes; 16 FLOPs an element, 240. */
+static void check_gelu_backward(void) {
+  const sim_shape s = cpu_shape();
+  const sim_op op = sim_op_make(&s, SIM_K_GELU_BWD, "gelu", 3, 5, 256, 0, 0);
+  CHECK_EQ_INT(op.cls, SIM_GELU_BWD);
+  CHECK_NEAR(op.flops, 240.0, 0);
+  CHECK_NEAR(op.bytes, 180.0, 0);
+}
+
+/* AdamW over 1000 elements (kernels/cpu/adamw.c): reads the gradient, master, m and v, writes
+ * master, m, v and the parameter. fp32 gradients and parameters: 4 x 4 + 4 x 4 = 32 bytes an
+ * element; bf16 ones: 2 + 12 + 12 + 2 = 28. The gradients' sum of squares reads them once. */
+static void check_optimizer(void) {
+  const sim_shape s = cpu_shape();
+  sim_op op = sim_op_make(&s, SIM_K_ADAMW, "adamw", 1000, 4, 4, 0, 0);
+  CHECK_EQ_INT(op.cls, SIM_OPTIMIZER);
+  CHECK_NEAR(op.bytes, 32000.0, 0);
+  op = sim_op_make(&s, SIM_K_ADAMW, "adamw", 1000, 2, 2, 0, 0);
+  CHECK_NEAR(op.bytes, 28000.0, 0);
+  op = sim_op_make(&s, SIM_K_SUMSQ, "sumsq", 1000, 2, 0, 0, 0);
+  CHECK_NEAR(op.bytes, 2000.0, 0);
+}
+
+/* The roofline: 4 GFLOP at 2 TFLOP/s is 2 ms, 1 GB at 1 TB/s 1 ms; the larger over the class's
+ * efficiency 0.5, plus the 1 us overhead: 4.001 ms. The memory side rules a copy-sized op. */
+static void check_roofline(void) {
+  sim_hardware hw;
+  memset(&hw, 0, sizeof hw);
+  hw.mem_bw = 1e12;
+  hw.op_overhead = 1e-6;
+  for (int c = 0; c < SIM_CLASS_COUNT; c++) hw.efficiency[c] = 0.5;
+  sim_op op = {.cls = SIM_MATMUL, .flops = 4e9, .bytes = 1e9};
+  CHECK_NEAR(sim_op_time(&hw, &op, 2e12), 4.001e-3, 1e-15);
+  op.bytes = 3e9;
+  CHECK_NEAR(sim_op_time(&hw, &op, 2e12), 6.001e-3, 1e-15);
+}
+
+typedef struct expected_op {
+  sim_kind kind;
+  const char *label;
+} expected_op;
+
+static void check_list(const sim_shape *s, sim_phase phase, const expected_op *want, int count) {
+  sim_op ops[SIM_MAX_PHASE_OPS];
+  const int n = sim_phase_ops(s, phase, ops);
+  CHECK_EQ_INT(n, count);
+  for (int i = 0; i < n && i < count; i++) {
+    CHECK_MSG(ops[i].kind == want[i].kind && strcmp(ops[i].label, want[i].label) == 0,
+              "phase %d op %d: %s (kind %d), the engine calls %s (kind %d)", (int)phase, i,
+              ops[i].label, (int)ops[i].kind, want[i].label, (int)want[i].kind);
+  }
+}
+
+/* A block as the engine runs it on the CPU. Forward (gpt_forward.c): the opening norm, whose
+ * residual add (the previous block's res3, a separate pass on the CPU) is counted as this list's
+ * res3; qkv; attention; attproj; the norm with res2's add fused (res2's pass, then the norm);
+ * fc with its GELU epilogue (sgemm, then gelu.c's loop); fcproj. Backward (gpt_backward.c):
+ * fcproj's input gradient zeroed, its backward; dln zeroed and fc's GELU backward (the dGELU
+ * in place, then the products); ln2; datty zeroed, attproj; dqkv zeroed, attention; dln zeroed,
+ * qkv; ln1. The head (gpt_head.c): dln zeroed, then per chunk the logits, the classifier's
+ * losses and gradient, the head's backward; then dres zeroed and the final norm's backward. */
+static void check_cpu_lists(void) {
+  sim_shape s = cpu_shape();
+  s.cfg = (gpt_config){.n_layer = 1, .n_head = 4, .n_embd = 64, .vocab = 256, .max_seq = 16};
+  CHECK_OK(gpt_config_finish(&s.cfg, 1));
+  s.B = 2;
+  s.T = 16;
+  s.tp = 1;
+  const expected_op fwd[] = {{SIM_K_LN_FWD, "ln1"},         {SIM_K_MATMUL_FWD, "qkv"},
+                             {SIM_K_ATTN_FWD, "attention"}, {SIM_K_MATMUL_FWD, "attproj"},
+                             {SIM_K_RESIDUAL, "res2"},      {SIM_K_LN_FWD, "ln2"},
+                             {SIM_K_MATMUL_FWD, "fc"},      {SIM_K_GELU_FWD, "gelu"},
+                             {SIM_K_MATMUL_FWD, "fcproj"},  {SIM_K_RESIDUAL, "res3"}};
+  check_list(&s, SIM_BLOCK_FWD, fwd, (int)(sizeof fwd / sizeof fwd[0]));
+  const expected_op bwd[] = {
+      {SIM_K_ZERO, "dfch_gelu"},     {SIM_K_MATMUL_BWD, "fcproj"},  {SIM_K_GELU_BWD, "gelu"},
+      {SIM_K_ZERO, "dln"},           {SIM_K_MATMUL_BWD, "fc"},      {SIM_K_LN_BWD, "ln2"},
+      {SIM_K_ZERO, "datty"},         {SIM_K_MATMUL_BWD, "attproj"}, {SIM_K_ZERO, "dqkv"},
+      {SIM_K_ATTN_BWD, "attention"}, {SIM_K_ZERO, "dln"},           {SIM_K_MATMUL_BWD, "qkv"},
+      {SIM_K_LN_BWD, "ln1"}};
+  check_list(&s, SIM_BLOCK_BWD, bwd, (int)(sizeof bwd / sizeof bwd[0]));
+  const expected_op final_fwd[] = {
+      {SIM_K_LN_FWD, "ln_f"}, {SIM_K_HEAD_FWD, "head"}, {SIM_K_CE_BWD, "loss"}};
+  check_list(&s, SIM_FINAL_FWD, final_fwd, 3);
+  const expected_op final_bwd[] = {
+      {SIM_K_ZERO, "dln"}, {SIM_K_HEAD_BWD, "head"}, {SIM_K_ZERO, "dres"}, {SIM_K_LN_BWD, "ln_f"}};
+  check_list(&s, SIM_FINAL_BWD, final_bwd, 4);
+}
+
+int main(void) {
+  check_matmul_forward();
+  check_matmul_backward();
+  check_attention_backward();
+  check_gelu_backward();
+  check_optimizer();
+  check_roofline();
+  check_cpu_lists();
+  return test_finish("sim_ops_test");
+}
