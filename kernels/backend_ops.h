@@ -24,6 +24,9 @@ typedef struct kernel_ops {
   uint64_t (*context_bytes)(mem_kind where);
   /* Which dtypes an op runs on (kernel_supports), for the ops the table has. */
   int (*supports)(kernel_op op, st_dtype dtype);
+  /* 1: every backward that writes parameter gradients (kernel_supports_grad_dtype's ops) also
+   * takes them in fp32 beside 16-bit activations and weights, accumulating into fp32. */
+  int fp32_param_grads;
 
   /* pre_gelu is NULL unless the GELU epilogue is asked for (then bias is not NULL). */
   st_status (*matmul_forward)(void *ctx, const st_tensor *out, const st_tensor *pre_gelu,

@@ -22,6 +22,10 @@ const kernel_ops kernel_ops_cuda = {
     .context_destroy = cuda_context_destroy,
     .context_bytes = cuda_context_bytes,
     .supports = cuda_supports,
+    /* Parameter gradients in fp32 beside 16-bit activations: cuBLASLt writes the weight's from
+     * 16-bit A and B into an fp32 C/D, colsum.cu and embedding.cu add their fp32 sums into fp32
+     * (STK_DISPATCH_GRAD). */
+    .fp32_param_grads = 1,
     .matmul_forward = cuda_matmul_forward,
     .matmul_backward = cuda_matmul_backward,
     .layernorm_forward = cuda_layernorm_forward,
