@@ -24,9 +24,10 @@
 // 16-bit activations (kernels.h): its product then reads 16-bit A and B and adds into an fp32
 // C/D, and the bias gradient's column sum adds into fp32 (Megatron's gradient-accumulation
 // fusion: the gradient is never rounded to 16 bits, across chunks and micro-batches alike).
-// Determinism: one cached algorithm per shape, and split-K (preferably reduced in fp32, context.cu)
-// only through cuBLASLt's reduction schemes, which are ordered (no atomics), so the same call gives
-// the same bits.
+//
+// Determinism: one cached algorithm per shape, and split-K (preferably reduced in fp32,
+// context.cu) only through cuBLASLt's reduction schemes, which are ordered (no atomics), so the
+// same call gives the same bits.
 #include <string.h>
 
 #include "kernels/cuda/common.cuh"
