@@ -25,44 +25,32 @@ st_status unit_optim_grad_sumsq(const unit *u, const kernel_backend *kb, const s
 }
 
 /* The owned gradients and parameters where the host can reach them (optimizer offload): the
- * unit's own buffers where device memory is host RAM; else pinned copies (category OPTIMIZER_HOST,
- * like the state they serve), the gradients copied in here and the parameters copied back by
- * host_end. */
+ * unit's own buffers where device memory is host RAM; else the model's shared pinned staging
+ * (host_staging.h), the gradients copied in here and the parameters copied back by host_end. */
 typedef struct host_view {
   void *grads, *params;
-  void *staged_grads, *staged_params;
 } host_view;
 
 static st_status host_begin(unit *u, host_view *h) {
-  *h = (host_view){unit_owned_grads(u), unit_owned_params(u), NULL, NULL};
+  *h = (host_view){unit_owned_grads(u), unit_owned_params(u)};
   if (!u->offload_staging) return ST_OK;
   const size_t n = (size_t)u->owned_numel;
   const size_t g = n * dtype_size(u->precision.reduce), p = n * dtype_size(u->precision.param);
-  ST_CHECK(mem_alloc(&h->staged_grads, g, MEM_PINNED, MEM_OPTIMIZER_HOST, u->dev));
-  st_status status = mem_alloc(&h->staged_params, p, MEM_PINNED, MEM_OPTIMIZER_HOST, u->dev);
-  if (status == ST_OK) status = stream_memcpy(&u->stream, h->staged_grads, h->grads, g);
-  if (status == ST_OK) status = stream_sync(&u->stream);
-  if (status != ST_OK) {
-    mem_free(h->staged_params);
-    mem_free(h->staged_grads);
-    return status;
-  }
-  h->grads = h->staged_grads;
-  h->params = h->staged_params;
+  host_staging *staging = &u->streams->offload;
+  ST_CHECK(host_staging_reserve(staging, g, p));
+  ST_CHECK(stream_memcpy(&u->stream, staging->grads, h->grads, g));
+  ST_CHECK(stream_sync(&u->stream));
+  *h = (host_view){staging->grads, staging->params};
   return ST_OK;
 }
 
 /* Copies the staged parameters back into the owned range (when `status` is ST_OK) before they
- * are published, and frees the staging. */
-static st_status host_end(unit *u, host_view *h, st_status status) {
-  if (!u->offload_staging) return status;
+ * are published; the staging stays for the next unit. */
+static st_status host_end(unit *u, const host_view *h, st_status status) {
+  if (!u->offload_staging || status != ST_OK) return status;
   const size_t p = (size_t)u->owned_numel * dtype_size(u->precision.param);
-  if (status == ST_OK)
-    status = stream_memcpy(&u->stream, unit_owned_params(u), h->staged_params, p);
-  if (status == ST_OK) status = stream_sync(&u->stream);
-  mem_free(h->staged_params);
-  mem_free(h->staged_grads);
-  return status;
+  ST_CHECK(stream_memcpy(&u->stream, unit_owned_params(u), h->params, p));
+  return stream_sync(&u->stream);
 }
 
 /* One segment per parameter that meets the owned range, at its offset inside the range, with

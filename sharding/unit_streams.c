@@ -26,6 +26,7 @@ st_status unit_streams_create(unit_streams *s, const st_device *dev, const st_st
   s->dev = dev;
   s->compute = compute;
   buffer_pool_init(&s->pool, dev);
+  host_staging_init(&s->offload, dev);
   comm_exposure_init(&s->exposure, dev, compute);
   st_status status = create(s, groups);
   if (status != ST_OK) unit_streams_destroy(s);
@@ -37,6 +38,7 @@ void unit_streams_destroy(unit_streams *s) {
   comm_destroy(s->reduce_comm);
   comm_destroy(s->gather_comm);
   if (s->dev) buffer_pool_destroy(&s->pool);
+  host_staging_destroy(&s->offload);
   comm_exposure_destroy(&s->exposure);
   stream_destroy(&s->reduce);
   stream_destroy(&s->gather);

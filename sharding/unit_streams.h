@@ -1,5 +1,5 @@
-/* unit_streams.h - the streams, communicators and buffer pool that the units of one model share
- * (DESIGN.md, "Streams and events"; the schedule is in unit_policy.h):
+/* unit_streams.h - the streams, communicators, buffer pool and optimizer-offload staging that the
+ * units of one model share (DESIGN.md, "Streams and events"; the schedule is in unit_policy.h):
  *
  *   C  compute: the caller's stream, on which it computes with the gathered parameters and
  *      produces the gradients (owned by the caller, e.g. the GPT model);
@@ -23,6 +23,7 @@
 #include "sharding/buffer_pool.h"
 #include "sharding/comm.h"
 #include "sharding/comm_exposure.h"
+#include "sharding/host_staging.h"
 
 /* The groups a unit talks on; each may have size 1. */
 typedef struct unit_groups {
@@ -39,6 +40,7 @@ typedef struct unit_streams {
   comm *reduce_comm;        /* duplicate of groups.shard for R; NULL without one */
   comm *replicate_comm;     /* duplicate of groups.replicate for R; NULL below 2 ranks */
   buffer_pool pool;         /* the units' transient full-unit buffers */
+  host_staging offload;     /* the offloaded optimizer's pinned copies of one unit's range */
   comm_exposure exposure;   /* C's waits on communication since the last step end */
   double comm_exposed_ms;   /* their sum up to the last unit_streams_step_end */
 } unit_streams;
