@@ -6,9 +6,8 @@ The shapes are shardtrain's named configs (engine/model/gpt_config.c): GPT-2's v
 embedding. The model FLOPs per token are the trainer's own MFU's (docs/CLI.md, "MFU"):
 6 N + 6 L C T, with N every trained parameter (embeddings, biases and norms included, the
 vocabulary's padding rows not: 124,439,808 for d12) and 6 L C T the causal attention's two
-products, forward and backward; so a shardtrain row's MFU is the one its metrics report.
-(`shardtrain simulate` counts N as the matmul weights, padded head included: its MFU differs by
-the small share of embeddings, biases and norms.) MFU divides FLOPs per second by the H100/H200
+products, forward and backward (gpt_config_flops_per_token); so a shardtrain row's MFU is the
+one its metrics report and the one `shardtrain simulate` predicts. MFU divides FLOPs per second by the H100/H200
 datasheet's dense bf16 rate, 989 TFLOP/s.
 
 Imported by bench_results.py, kernel_table.py and peers/gpt2_torch.py; standard library only.

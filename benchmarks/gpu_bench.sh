@@ -121,8 +121,17 @@ cat "$out/ceilings.txt"
 
 st_version="shardtrain $(cat "$bundle/version.txt" 2>/dev/null || echo unknown)"
 attention=${ST_CUDA_ATTENTION:-simple}
-torch_version=$(python3 -c 'import torch; print("torch", torch.__version__)' 2> /dev/null ||
-  echo "no torch")
+# PyTorch runs with the library path from before the bundle's env.sh: env.sh puts the system's
+# CUDA libraries first, and the libcudnn that PyTorch's wheel loads from its own package then
+# finds its sub-libraries (loaded by name; checked: libcudnn_graph) there, the GPU machine's
+# cuDNN 9.14 beside PyTorch's 9.19.
+torch_env=(env -u LD_LIBRARY_PATH)
+ld_path=${LD_LIBRARY_PATH:-}
+ld_path=${ld_path#"$(cd "$bundle" && pwd)/lib:/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu"}
+ld_path=${ld_path#:}
+[ -z "$ld_path" ] || torch_env=(env LD_LIBRARY_PATH="$ld_path")
+torch_version=$("${torch_env[@]}" python3 -c 'import torch; print("torch", torch.__version__)' \
+  2> /dev/null || echo "no torch")
 python3 "$here/benchmarks/random_tokens.py" "$work/random_train.bin" > /dev/null ||
   die 1 "cannot write the random token shard"
 runs=$work/runs.jsonl
@@ -141,9 +150,9 @@ shardtrain_run() {
 torch_run() {
   local flag=()
   [ "$2" = 1 ] && flag=(--fsdp2)
-  timeout "$run_timeout" python3 "$here/benchmarks/peers/gpt2_torch.py" --model "$1" \
-    --seq-len "$SEQ" --batch-tokens "$BATCH_TOKENS" --micro-batch "$3" --warmup "$warmup" \
-    --steps "$steps" "${flag[@]}" > "$work/$4.log" 2>&1
+  timeout "$run_timeout" "${torch_env[@]}" python3 "$here/benchmarks/peers/gpt2_torch.py" \
+    --model "$1" --seq-len "$SEQ" --batch-tokens "$BATCH_TOKENS" --micro-batch "$3" \
+    --warmup "$warmup" --steps "$steps" "${flag[@]}" > "$work/$4.log" 2>&1
 }
 
 # error_line LOG: what a failed run said: its first error line, else its last line of text.

@@ -5,28 +5,42 @@
  * Every op receives its backend's context first and arguments already checked by the
  * kernel_<op> wrapper (shapes, devices, contiguity, and a dtype the backend's supports()
  * accepted). A NULL entry is an op the backend does not implement: kernel_supports answers 0
- * for it and its wrapper refuses the call. */
+ * for it and its wrapper refuses the call (and its facts' supports must answer 0 too, for the
+ * planner, which sees the facts alone). */
 #ifndef ST_KERNELS_BACKEND_OPS_H
 #define ST_KERNELS_BACKEND_OPS_H
 
 #include "core/alloc.h"
 #include "kernels/kernels.h"
 
-typedef struct kernel_ops {
-  const char *name;
-  st_device_kind device;
-  /* The context of a backend on `dev` (NULL is a valid context), and its release. */
-  st_status (*context_create)(const st_device *dev, void **ctx);
-  void (*context_destroy)(void *ctx);
-  /* The bytes a context holds in `where` memory (MEM_DEVICE or MEM_HOST), allocator category
-   * workspace, from its creation to its release: the one number that context_create allocates
-   * and the memory planner counts (kernel_kind_workspace_bytes). NULL: none. */
-  uint64_t (*context_bytes)(mem_kind where);
-  /* Which dtypes an op runs on (kernel_supports), for the ops the table has. */
+/* What a backend is, apart from running ops: the answers the memory planner reads for a device
+ * kind without creating a backend (kernel_kind_*), and that the backend itself goes by. They
+ * need no device, so every build has the facts of every backend, the CUDA one's included
+ * (cuda_facts.h), whether or not it has the backend's kernels. */
+typedef struct kernel_facts {
+  /* Which dtypes an op runs on (kernel_supports); 0 for an op the backend's table lacks. */
   int (*supports)(kernel_op op, st_dtype dtype);
   /* 1: every backward that writes parameter gradients (kernel_supports_grad_dtype's ops) also
    * takes them in fp32 beside 16-bit activations and weights, accumulating into fp32. */
   int fp32_param_grads;
+  /* The bytes a context holds in `where` memory (MEM_DEVICE or MEM_HOST), allocator category
+   * workspace, from its creation to its release: exactly what context_create allocates, and
+   * what the memory planner counts (kernel_kind_workspace_bytes). NULL: none. */
+  uint64_t (*context_bytes)(mem_kind where);
+  /* The fp32 values saved between an attention's forward and backward. */
+  int64_t (*attention_state_numel)(int64_t batch, int64_t n_head, int64_t seq);
+  /* The scratch one attention backward takes for itself (kernel_kind_attention_scratch_bytes);
+   * NULL: none. */
+  uint64_t (*attention_scratch_bytes)(int64_t seq);
+} kernel_facts;
+
+typedef struct kernel_ops {
+  const char *name;
+  st_device_kind device;
+  const kernel_facts *facts;
+  /* The context of a backend on `dev` (NULL is a valid context), and its release. */
+  st_status (*context_create)(const st_device *dev, void **ctx);
+  void (*context_destroy)(void *ctx);
 
   /* pre_gelu is NULL unless the GELU epilogue is asked for (then bias is not NULL). */
   st_status (*matmul_forward)(void *ctx, const st_tensor *out, const st_tensor *pre_gelu,
@@ -55,12 +69,8 @@ typedef struct kernel_ops {
                             const st_stream *stream);
   st_status (*gelu_backward)(void *ctx, const st_tensor *dinp, const st_tensor *dout,
                              const st_tensor *inp, const st_stream *stream);
-  int64_t (*attention_state_numel)(int64_t batch, int64_t n_head, int64_t seq);
   /* The attention kernels the context runs (kernel_attention_kind); NULL: the table's name. */
   const char *(*attention_kind)(void *ctx);
-  /* The scratch one attention backward takes for itself (kernel_kind_attention_scratch_bytes);
-   * NULL: none. */
-  uint64_t (*attention_scratch_bytes)(int64_t seq);
   st_status (*attention_forward)(void *ctx, const st_tensor *out, const st_tensor *state,
                                  const st_tensor *qkv, int64_t n_head, const st_stream *stream);
   st_status (*attention_backward)(void *ctx, const st_tensor *dqkv, const st_tensor *dout,

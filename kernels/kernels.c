@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "kernels/backend_ops.h"
 #include "kernels/check.h"
+#include "kernels/cuda_facts.h"
 
 int kernel_has_backend(st_device_kind kind) {
 #ifdef ST_HAVE_CUDA
@@ -19,6 +20,13 @@ static const kernel_ops *ops_for(st_device_kind kind) {
   if (kind == ST_DEVICE_CUDA) return &kernel_ops_cuda;
 #endif
   return kind == ST_DEVICE_CPU ? &kernel_ops_cpu : NULL;
+}
+
+/* The facts of the backend for devices of `kind`, which every build has (backend_ops.h): the
+ * kind queries below answer the same with or without the CUDA kernels. */
+static const kernel_facts *facts_for(st_device_kind kind) {
+  if (kind == ST_DEVICE_CUDA) return &kernel_facts_cuda;
+  return kind == ST_DEVICE_CPU ? kernel_ops_cpu.facts : NULL;
 }
 
 st_status kernel_backend_create(const st_device *dev, kernel_backend **out) {
@@ -80,7 +88,7 @@ static int ops_have(const kernel_ops *o, kernel_op op) {
     case KERNEL_OP_LAYERNORM: return o->layernorm_forward && o->layernorm_backward;
     case KERNEL_OP_GELU: return o->gelu_forward && o->gelu_backward;
     case KERNEL_OP_ATTENTION:
-      return o->attention_state_numel && o->attention_forward && o->attention_backward;
+      return o->facts->attention_state_numel && o->attention_forward && o->attention_backward;
     case KERNEL_OP_ATTENTION_CACHED: return o->attention_cached_forward != NULL;
     case KERNEL_OP_RESIDUAL: return o->residual_forward != NULL;
     case KERNEL_OP_EMBEDDING: return o->embedding_forward && o->embedding_backward;
@@ -98,17 +106,18 @@ static int ops_have(const kernel_ops *o, kernel_op op) {
 
 int kernel_backend_has(const kernel_backend *kb, kernel_op op) { return ops_have(kb->ops, op); }
 
-static int ops_support(const kernel_ops *o, kernel_op op, st_dtype dtype) {
-  if (!o || (unsigned)op >= KERNEL_OP_COUNT || (unsigned)dtype >= ST_DTYPE_COUNT) return 0;
-  return ops_have(o, op) && o->supports(op, dtype);
+static int facts_support(const kernel_facts *f, kernel_op op, st_dtype dtype) {
+  if (!f || (unsigned)op >= KERNEL_OP_COUNT || (unsigned)dtype >= ST_DTYPE_COUNT) return 0;
+  return f->supports(op, dtype);
 }
 
 int kernel_supports(const kernel_backend *kb, kernel_op op, st_dtype dtype) {
-  return kb ? ops_support(kb->ops, op, dtype) : 0;
+  return kb && (unsigned)op < KERNEL_OP_COUNT && ops_have(kb->ops, op) &&
+         facts_support(kb->ops->facts, op, dtype);
 }
 
 int kernel_kind_supports(st_device_kind kind, kernel_op op, st_dtype dtype) {
-  return ops_support(ops_for(kind), op, dtype);
+  return facts_support(facts_for(kind), op, dtype);
 }
 
 /* The ops whose backward writes parameter gradients (kernel_supports_grad_dtype). */
@@ -117,38 +126,50 @@ static int writes_param_grads(kernel_op op) {
          op == KERNEL_OP_EMBEDDING;
 }
 
-static int ops_support_grad_dtype(const kernel_ops *o, kernel_op op, st_dtype dtype,
-                                  st_dtype grad_dtype) {
-  if (!ops_support(o, op, dtype)) return 0;
+/* Whether facts `f` say that `op`'s backward on `dtype` writes parameter gradients in
+ * grad_dtype, once the op itself is supported on dtype. */
+static int facts_support_grad_dtype(const kernel_facts *f, kernel_op op, st_dtype dtype,
+                                    st_dtype grad_dtype) {
   if (grad_dtype == dtype) return 1;
-  return o->fp32_param_grads && grad_dtype == ST_FP32 && writes_param_grads(op);
+  return f->fp32_param_grads && grad_dtype == ST_FP32 && writes_param_grads(op);
 }
 
 int kernel_supports_grad_dtype(const kernel_backend *kb, kernel_op op, st_dtype dtype,
                                st_dtype grad_dtype) {
-  return kb ? ops_support_grad_dtype(kb->ops, op, dtype, grad_dtype) : 0;
+  return kernel_supports(kb, op, dtype) &&
+         facts_support_grad_dtype(kb->ops->facts, op, dtype, grad_dtype);
 }
 
 int kernel_kind_supports_grad_dtype(st_device_kind kind, kernel_op op, st_dtype dtype,
                                     st_dtype grad_dtype) {
-  return ops_support_grad_dtype(ops_for(kind), op, dtype, grad_dtype);
+  const kernel_facts *f = facts_for(kind);
+  return facts_support(f, op, dtype) && facts_support_grad_dtype(f, op, dtype, grad_dtype);
 }
 
 uint64_t kernel_kind_workspace_bytes(st_device_kind kind, mem_kind where) {
-  const kernel_ops *o = ops_for(kind);
-  return o && o->context_bytes ? o->context_bytes(where) : 0;
+  const kernel_facts *f = facts_for(kind);
+  return f && f->context_bytes ? f->context_bytes(where) : 0;
 }
 
 int kernel_kind_computes_in(st_device_kind kind, st_dtype dtype) {
   static const kernel_op compute_ops[] = {KERNEL_OP_MATMUL,    KERNEL_OP_MATMUL_GELU,
                                           KERNEL_OP_LAYERNORM, KERNEL_OP_ATTENTION,
                                           KERNEL_OP_EMBEDDING, KERNEL_OP_CLASSIFIER};
-  const kernel_ops *o = ops_for(kind);
-  int all = o != NULL;
+  const kernel_facts *f = facts_for(kind);
+  int all = f != NULL;
   for (size_t i = 0; all && i < sizeof compute_ops / sizeof *compute_ops; i++) {
-    all = ops_support(o, compute_ops[i], dtype);
+    all = facts_support(f, compute_ops[i], dtype);
   }
   return all;
+}
+
+/* The start of every op that computes: kernel_check_begin, then `t` (named `name`) sets the
+ * op's compute dtype (kernel_check_compute). */
+static st_status begin_compute(kernel_check *c, const char *op, kernel_op kop,
+                               const kernel_backend *kb, const st_stream *stream, const char *name,
+                               const st_tensor *t) {
+  ST_CHECK(kernel_check_begin(c, op, kop, kb, stream));
+  return kernel_check_compute(c, name, t);
 }
 
 /* The shapes of a linear layer: inp [N, C], weight [C, OC] (or [OC, C]), out [N, OC]. Also
@@ -175,8 +196,7 @@ static st_status matmul_forward(const char *op, const kernel_backend *kb, const 
                                 const st_tensor *bias, const st_stream *stream) {
   kernel_check c;
   const kernel_op kop = pre_gelu ? KERNEL_OP_MATMUL_GELU : KERNEL_OP_MATMUL;
-  ST_CHECK(kernel_check_begin(&c, op, kop, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "inp", inp));
+  ST_CHECK(begin_compute(&c, op, kop, kb, stream, "inp", inp));
   ST_CHECK(check_linear(&c, "out", out, inp, weight, layout));
   if (bias) {
     ST_CHECK(kernel_check_operand(&c, "bias", bias));
@@ -196,8 +216,7 @@ static st_status matmul_backward(const char *op, const kernel_backend *kb, const
                                  kernel_weight_layout layout, const st_stream *stream) {
   kernel_check c;
   const kernel_op kop = pre_gelu ? KERNEL_OP_MATMUL_GELU : KERNEL_OP_MATMUL;
-  ST_CHECK(kernel_check_begin(&c, op, kop, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "inp", inp));
+  ST_CHECK(begin_compute(&c, op, kop, kb, stream, "inp", inp));
   ST_CHECK(check_linear(&c, "dout", dout, inp, weight, layout));
   ST_CHECK(kernel_check_like(&c, "dinp", dinp, inp));
   ST_CHECK(kernel_check_param_grad(&c, "dweight", dweight));
@@ -283,8 +302,7 @@ st_status kernel_layernorm_forward(const kernel_backend *kb, const st_tensor *ou
                                    const st_tensor *inp, const st_tensor *weight,
                                    const st_tensor *bias, const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_LAYERNORM, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "inp", inp));
+  ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_LAYERNORM, kb, stream, "inp", inp));
   ST_CHECK(check_layernorm(&c, "out", out, mean, rstd, inp, weight));
   ST_CHECK(kernel_check_like(&c, "bias", bias, weight));
   return kb->ops->layernorm_forward(kb->ctx, NULL, out, mean, rstd, inp, NULL, weight, bias,
@@ -297,8 +315,7 @@ st_status kernel_layernorm_residual_forward(const kernel_backend *kb, const st_t
                                             const st_tensor *b, const st_tensor *weight,
                                             const st_tensor *bias, const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_LAYERNORM, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "a", a));
+  ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_LAYERNORM, kb, stream, "a", a));
   ST_CHECK(kernel_check_like(&c, "b", b, a));
   ST_CHECK(kernel_check_like(&c, "residual", residual, a));
   ST_CHECK(check_layernorm(&c, "out", out, mean, rstd, a, weight));
@@ -312,8 +329,7 @@ st_status kernel_layernorm_backward(const kernel_backend *kb, const st_tensor *d
                                     const st_tensor *weight, const st_tensor *mean,
                                     const st_tensor *rstd, const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_LAYERNORM, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "inp", inp));
+  ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_LAYERNORM, kb, stream, "inp", inp));
   ST_CHECK(check_layernorm(&c, "dout", dout, mean, rstd, inp, weight));
   ST_CHECK(kernel_check_like(&c, "dinp", dinp, inp));
   ST_CHECK(kernel_check_param_grad(&c, "dweight", dweight));
@@ -328,8 +344,7 @@ st_status kernel_layernorm_backward(const kernel_backend *kb, const st_tensor *d
 st_status kernel_gelu_forward(const kernel_backend *kb, const st_tensor *out, const st_tensor *inp,
                               const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_GELU, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "inp", inp));
+  ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_GELU, kb, stream, "inp", inp));
   ST_CHECK(kernel_check_like(&c, "out", out, inp));
   return kb->ops->gelu_forward(kb->ctx, out, inp, stream);
 }
@@ -338,8 +353,7 @@ st_status kernel_gelu_backward(const kernel_backend *kb, const st_tensor *dinp,
                                const st_tensor *dout, const st_tensor *inp,
                                const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_GELU, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "inp", inp));
+  ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_GELU, kb, stream, "inp", inp));
   ST_CHECK(kernel_check_like(&c, "dout", dout, inp));
   ST_CHECK(kernel_check_like(&c, "dinp", dinp, inp));
   return kb->ops->gelu_backward(kb->ctx, dinp, dout, inp, stream);
@@ -349,27 +363,21 @@ const char *kernel_attention_kind(const kernel_backend *kb) {
   return kb->ops->attention_kind ? kb->ops->attention_kind(kb->ctx) : kb->ops->name;
 }
 
-static int64_t ops_attention_state_numel(const kernel_ops *o, int64_t batch, int64_t n_head,
-                                         int64_t seq) {
-  if (!o || !ops_have(o, KERNEL_OP_ATTENTION)) return 0;
-  return o->attention_state_numel(batch, n_head, seq);
-}
-
 int64_t kernel_attention_state_numel(const kernel_backend *kb, int64_t batch, int64_t n_head,
                                      int64_t seq) {
-  return ops_attention_state_numel(kb ? kb->ops : NULL, batch, n_head, seq);
+  if (!kb || !ops_have(kb->ops, KERNEL_OP_ATTENTION)) return 0;
+  return kb->ops->facts->attention_state_numel(batch, n_head, seq);
 }
 
 int64_t kernel_kind_attention_state_numel(st_device_kind kind, int64_t batch, int64_t n_head,
                                           int64_t seq) {
-  return ops_attention_state_numel(ops_for(kind), batch, n_head, seq);
+  const kernel_facts *f = facts_for(kind);
+  return f && f->attention_state_numel ? f->attention_state_numel(batch, n_head, seq) : 0;
 }
 
 uint64_t kernel_kind_attention_scratch_bytes(st_device_kind kind, int64_t seq) {
-  const kernel_ops *o = ops_for(kind);
-  return o && ops_have(o, KERNEL_OP_ATTENTION) && o->attention_scratch_bytes
-             ? o->attention_scratch_bytes(seq)
-             : 0;
+  const kernel_facts *f = facts_for(kind);
+  return f && f->attention_scratch_bytes ? f->attention_scratch_bytes(seq) : 0;
 }
 
 /* The shapes of an attention: qkv [B, T, 3C] with n_head dividing C, out [B, T, C], and an
@@ -387,8 +395,8 @@ static st_status check_attention(const kernel_check *c, const char *out_name, co
                     (long long)n_head, (long long)channels);
   }
   ST_CHECK(kernel_check_stats(c, "state", state));
-  ST_CHECK(
-      kernel_check_numel(c, "state", state, c->kb->ops->attention_state_numel(batch, n_head, seq)));
+  ST_CHECK(kernel_check_numel(c, "state", state,
+                              kernel_attention_state_numel(c->kb, batch, n_head, seq)));
   ST_CHECK(kernel_check_operand(c, out_name, out));
   return kernel_check_shape(c, out_name, out, 3, (int64_t[]){batch, seq, channels});
 }
@@ -397,8 +405,7 @@ st_status kernel_attention_forward(const kernel_backend *kb, const st_tensor *ou
                                    const st_tensor *state, const st_tensor *qkv, int64_t n_head,
                                    const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_ATTENTION, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "qkv", qkv));
+  ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_ATTENTION, kb, stream, "qkv", qkv));
   ST_CHECK(check_attention(&c, "out", out, state, qkv, n_head));
   return kb->ops->attention_forward(kb->ctx, out, state, qkv, n_head, stream);
 }
@@ -408,8 +415,7 @@ st_status kernel_attention_backward(const kernel_backend *kb, const st_tensor *d
                                     const st_tensor *out, const st_tensor *state, int64_t n_head,
                                     const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_ATTENTION, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "qkv", qkv));
+  ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_ATTENTION, kb, stream, "qkv", qkv));
   ST_CHECK(check_attention(&c, "dout", dout, state, qkv, n_head));
   ST_CHECK(kernel_check_like(&c, "out", out, dout));
   ST_CHECK(kernel_check_like(&c, "dqkv", dqkv, qkv));
@@ -449,8 +455,7 @@ st_status kernel_attention_cached_forward(const kernel_backend *kb, const st_ten
                                           const st_tensor *qkv, int64_t past, int64_t n_head,
                                           const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_ATTENTION_CACHED, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "qkv", qkv));
+  ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_ATTENTION_CACHED, kb, stream, "qkv", qkv));
   ST_CHECK(check_attention_cached(&c, out, k_cache, v_cache, qkv, past, n_head));
   return kb->ops->attention_cached_forward(kb->ctx, out, k_cache, v_cache, qkv, past, n_head,
                                            stream);
@@ -459,8 +464,7 @@ st_status kernel_attention_cached_forward(const kernel_backend *kb, const st_ten
 st_status kernel_residual_forward(const kernel_backend *kb, const st_tensor *out,
                                   const st_tensor *a, const st_tensor *b, const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_RESIDUAL, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "a", a));
+  ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_RESIDUAL, kb, stream, "a", a));
   ST_CHECK(kernel_check_like(&c, "b", b, a));
   ST_CHECK(kernel_check_like(&c, "out", out, a));
   return kb->ops->residual_forward(kb->ctx, out, a, b, stream);
@@ -498,8 +502,7 @@ st_status kernel_embedding_forward(const kernel_backend *kb, const st_tensor *ou
                                    const int32_t *tokens, const st_tensor *wte,
                                    const st_tensor *wpe, const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_EMBEDDING, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "out", out));
+  ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_EMBEDDING, kb, stream, "out", out));
   ST_CHECK(check_embedding(&c, "out", out, tokens, kernel_check_operand, "wte", wte, "wpe", wpe));
   return kb->ops->embedding_forward(kb->ctx, out, tokens, wte, wpe, stream);
 }
@@ -508,8 +511,7 @@ st_status kernel_embedding_backward(const kernel_backend *kb, const st_tensor *d
                                     const st_tensor *dwpe, const st_tensor *dout,
                                     const int32_t *tokens, const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_EMBEDDING, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "dout", dout));
+  ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_EMBEDDING, kb, stream, "dout", dout));
   ST_CHECK(check_embedding(&c, "dout", dout, tokens, kernel_check_param_grad, "dwte", dwte, "dwpe",
                            dwpe));
   return kb->ops->embedding_backward(kb->ctx, dwte, dwpe, dout, tokens, stream);
@@ -530,8 +532,7 @@ st_status kernel_classifier(const kernel_backend *kb, const st_tensor *losses,
                             const int32_t *targets, int64_t vocab, float dloss_scale,
                             const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_CLASSIFIER, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "logits", logits));
+  ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_CLASSIFIER, kb, stream, "logits", logits));
   ST_CHECK(check_loss(&c, logits, targets, vocab));
   ST_CHECK(kernel_check_stats(&c, "losses", losses));
   ST_CHECK(kernel_check_numel(&c, "losses", losses, kernel_rows(logits)));
@@ -558,8 +559,7 @@ st_status kernel_cast(const kernel_backend *kb, const st_tensor *dst, const st_t
 st_status kernel_scale(const kernel_backend *kb, const st_tensor *x, float factor,
                        const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_SCALE, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "x", x));
+  ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_SCALE, kb, stream, "x", x));
   return kb->ops->scale(kb->ctx, x, factor, stream);
 }
 
@@ -569,8 +569,7 @@ static st_status check_reduction(const char *op, kernel_op kop, const kernel_bac
                                  const char *out_name, const st_tensor *out, const st_tensor *x,
                                  const st_stream *stream) {
   kernel_check c;
-  ST_CHECK(kernel_check_begin(&c, op, kop, kb, stream));
-  ST_CHECK(kernel_check_compute(&c, "x", x));
+  ST_CHECK(begin_compute(&c, op, kop, kb, stream, "x", x));
   ST_CHECK(kernel_check_stats(&c, out_name, out));
   return kernel_check_numel(&c, out_name, out, 1);
 }

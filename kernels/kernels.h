@@ -64,7 +64,8 @@ typedef enum kernel_weight_layout {
  * from one thread at a time. */
 typedef struct kernel_backend kernel_backend;
 
-/* Whether this build has kernels for a kind of device. */
+/* Whether this build has kernels for a kind of device: can run it. (The kernel_kind_* answers
+ * below do not depend on it: every build knows the facts of every backend.) */
 int kernel_has_backend(st_device_kind kind);
 
 /* A backend for `dev`. ST_ERR_UNSUPPORTED when this build has no kernels for that device;
@@ -109,8 +110,9 @@ const char *kernel_op_name(kernel_op op);
  * support. */
 int kernel_supports(const kernel_backend *kb, kernel_op op, st_dtype dtype);
 
-/* kernel_supports for the backend this build has for devices of `kind`, answered without a
- * backend (the memory planner asks before any device exists); 0 where the build has none. */
+/* kernel_supports for the backend of devices of `kind`, answered without a backend (the memory
+ * planner asks before any device exists), the same in every build: a build without the CUDA
+ * kernels answers for CUDA as a CUDA build does (kernels/cuda_facts.h). 0 for an unknown kind. */
 int kernel_kind_supports(st_device_kind kind, kernel_op op, st_dtype dtype);
 
 /* 1 when `kb` runs `op` on activations and weights of `dtype` (kernel_supports) with the
@@ -118,7 +120,7 @@ int kernel_kind_supports(st_device_kind kind, kernel_op op, st_dtype dtype);
  * supported op; the other answer that exists is fp32 gradients of 16-bit activations, for the
  * ops whose backward writes parameter gradients (matmul in each form, its GELU epilogue,
  * LayerNorm, embedding) on a backend that accumulates them in fp32 (CUDA; the CPU computes in
- * fp32 only). The wrappers refuse (ST_ERR_UNSUPPORTED) a parameter gradient in another dtype. */
+ * fp32 only). The wrappers refuse (ST_ERR_INVALID_ARG) a parameter gradient in another dtype. */
 int kernel_supports_grad_dtype(const kernel_backend *kb, kernel_op op, st_dtype dtype,
                                st_dtype grad_dtype);
 
@@ -127,14 +129,14 @@ int kernel_supports_grad_dtype(const kernel_backend *kb, kernel_op op, st_dtype 
 int kernel_kind_supports_grad_dtype(st_device_kind kind, kernel_op op, st_dtype dtype,
                                     st_dtype grad_dtype);
 
-/* The fixed memory the backend this build has for devices of `kind` holds in `where` memory
+/* The fixed memory the backend for devices of `kind` holds in `where` memory
  * (MEM_DEVICE or MEM_HOST; MEM_PINNED: none), in the allocator's workspace category, from
  * kernel_backend_create to its destroy, whatever the ops run: CUDA's one device workspace
  * (cuBLASLt's scratch and the regions of the reductions, column sums, AdamW segments and the
- * embedding sort) and the host staging of long AdamW segment lists; 0 for the CPU, whose ops
- * take their scratch per call, and where the build has no backend. The backend's context
- * allocates exactly this, and the memory planner counts it per backend a rank creates.
- * Bookkeeping structs of a few kilobytes are not included. */
+ * embedding sort, and with ST_CUDA_ATTENTION=cudnn the cuDNN attention's) and the host staging
+ * of long AdamW segment lists; 0 for the CPU, whose ops take their scratch per call. The same in
+ * every build. The backend's context allocates exactly this, and the memory planner counts it
+ * per backend a rank creates. Bookkeeping structs of a few kilobytes are not included. */
 uint64_t kernel_kind_workspace_bytes(st_device_kind kind, mem_kind where);
 
 /* 1 when that backend runs every op of a training step on activations and weights (DESIGN.md's
@@ -239,15 +241,15 @@ const char *kernel_attention_kind(const kernel_backend *kb);
 int64_t kernel_attention_state_numel(const kernel_backend *kb, int64_t batch, int64_t n_head,
                                      int64_t seq);
 
-/* The same size for the backend this build has for devices of `kind`, without a backend (the
- * memory planner's prediction); 0 where the build has no attention for that kind. */
+/* The same size for the backend of devices of `kind`, without a backend (the memory planner's
+ * prediction), the same in every build; 0 for an unknown kind. */
 int64_t kernel_kind_attention_state_numel(st_device_kind kind, int64_t batch, int64_t n_head,
                                           int64_t seq);
 
 /* The bytes of workspace one attention backward over sequences of `seq` tokens takes for the
  * length of the call (the CPU: one head's T x T scores in fp32; CUDA: none, its scratch lives
- * in the context's workspace), for the backend this build has for devices of `kind`; 0 where it
- * has none. The CPU backend allocates exactly this; the memory planner counts it. */
+ * in the context's workspace), for the backend of devices of `kind`, the same in every build. The
+ * CPU backend allocates exactly this; the memory planner counts it. */
 uint64_t kernel_kind_attention_scratch_bytes(st_device_kind kind, int64_t seq);
 
 /* Causal multi-head self-attention. qkv[B, T, 3C] holds q, k, v side by side in that order

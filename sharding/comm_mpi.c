@@ -28,7 +28,7 @@ typedef struct mpi_work {
   void *device_dst;  /* where the staged result goes back to */
   void *inplace_src; /* in-place reduce-scatter: MPI leaves the result at the buffer's start */
   void *inplace_dst; /* ... and it belongs at this rank's piece */
-  size_t result_offset, result_bytes;
+  size_t result_bytes;
 } mpi_work;
 
 _Static_assert(sizeof(mpi_work) <= sizeof(((comm_work *)0)->backend_state),
@@ -51,26 +51,19 @@ static void half_reduce(const uint16_t *in, uint16_t *inout, int len, float (*to
   }
 }
 
-/* The four MPI user functions: bf16 and fp16, sum and max. */
-static void bf16_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
-  (void)type;
-  half_reduce(in, inout, *len, f32_from_bf16, bf16_from_f32, 0);
-}
+/* The four MPI user functions: bf16 and fp16, sum and max. MPI calls them through a fixed
+ * signature with no room for a closure, hence one function per format and op, written once here. */
+#define HALF_REDUCTION(name, to_f32, from_f32, take_max)                  \
+  static void name(void *in, void *inout, int *len, MPI_Datatype *type) { \
+    (void)type;                                                           \
+    half_reduce(in, inout, *len, to_f32, from_f32, take_max);             \
+  }
 
-static void bf16_max(void *in, void *inout, int *len, MPI_Datatype *type) {
-  (void)type;
-  half_reduce(in, inout, *len, f32_from_bf16, bf16_from_f32, 1);
-}
-
-static void fp16_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
-  (void)type;
-  half_reduce(in, inout, *len, f32_from_fp16, fp16_from_f32, 0);
-}
-
-static void fp16_max(void *in, void *inout, int *len, MPI_Datatype *type) {
-  (void)type;
-  half_reduce(in, inout, *len, f32_from_fp16, fp16_from_f32, 1);
-}
+HALF_REDUCTION(bf16_sum, f32_from_bf16, bf16_from_f32, 0)
+HALF_REDUCTION(bf16_max, f32_from_bf16, bf16_from_f32, 1)
+HALF_REDUCTION(fp16_sum, f32_from_fp16, fp16_from_f32, 0)
+HALF_REDUCTION(fp16_max, f32_from_fp16, fp16_from_f32, 1)
+#undef HALF_REDUCTION
 
 static MPI_Datatype mpi_type(st_dtype dtype) { return dtype == ST_FP32 ? MPI_FLOAT : MPI_UINT16_T; }
 
@@ -89,16 +82,24 @@ static st_status check_count(size_t count) {
 
 /* ---- staging --------------------------------------------------------------------------- */
 
-/* With staging, returns a pinned host buffer of `bytes` holding a copy of src's first
- * `copy_bytes` bytes at `copy_offset`; the collective's result is copied back to dst later. */
 static void release_staging(mpi_work *w) {
   mem_free(w->staging);
   w->staging = NULL;
 }
 
+/* The buffers an MPI collective reads (`in`, MPI_IN_PLACE when it works in place) and
+ * writes (`out`). */
+typedef struct mpi_io {
+  const void *in;
+  void *out;
+} mpi_io;
+
+/* With staging: a pinned host buffer of `bytes` holding a copy of src's first `copy_bytes`
+ * bytes at `copy_offset`, on which MPI works in place (`io`); the first `result_bytes` of the
+ * collective's result are copied back to dst when it completes (mpi_test). */
 static st_status stage(mpi_ctx *ctx, mpi_work *w, const void *src, size_t copy_offset,
-                       size_t copy_bytes, size_t bytes, void *dst, size_t result_offset,
-                       size_t result_bytes) {
+                       size_t copy_bytes, size_t bytes, void *dst, size_t result_bytes,
+                       mpi_io *io) {
   ST_CHECK(mem_alloc(&w->staging, bytes, MEM_PINNED, MEM_COMM, &ctx->dev));
   if (copy_bytes) {
     st_status status =
@@ -110,8 +111,8 @@ static st_status stage(mpi_ctx *ctx, mpi_work *w, const void *src, size_t copy_o
     }
   }
   w->device_dst = dst;
-  w->result_offset = result_offset;
   w->result_bytes = result_bytes;
+  *io = (mpi_io){MPI_IN_PLACE, w->staging};
   return ST_OK;
 }
 
@@ -128,29 +129,29 @@ static st_status started(mpi_work *w, int rc, const char *what) {
 
 /* ---- collectives ----------------------------------------------------------------------- */
 
-/* The work enqueued on `stream` produces the buffers: it must be done before MPI reads them. */
-static st_status ready(const st_stream *stream) { return stream ? stream_sync(stream) : ST_OK; }
+/* Before a collective over `elements` starts: the work enqueued on `stream` produces the
+ * buffers, so it must be done before MPI reads them, and MPI counts in int. */
+static st_status begin(const st_stream *stream, size_t elements) {
+  if (stream) ST_CHECK(stream_sync(stream));
+  return check_count(elements);
+}
 
 static st_status mpi_all_gather(void *vctx, const void *send, void *recv, size_t count,
                                 st_dtype dtype, const st_stream *stream, comm_work *work) {
   mpi_ctx *ctx = vctx;
   mpi_work *w = state_of(work);
-  ST_CHECK(ready(stream));
-  ST_CHECK(check_count(count * (size_t)ctx->size));
+  ST_CHECK(begin(stream, count * (size_t)ctx->size));
   size_t piece = count * dtype_size(dtype);
-  const void *in = send;
-  void *out = recv;
+  mpi_io io = {send, recv};
   if (ctx->staged) {
     size_t total = piece * (size_t)ctx->size;
-    ST_CHECK(stage(ctx, w, send, piece * (size_t)ctx->rank, piece, total, recv, 0, total));
-    in = MPI_IN_PLACE;
-    out = w->staging;
+    ST_CHECK(stage(ctx, w, send, piece * (size_t)ctx->rank, piece, total, recv, total, &io));
   } else if (send == (const char *)recv + piece * (size_t)ctx->rank) {
-    in = MPI_IN_PLACE;
+    io.in = MPI_IN_PLACE;
   }
   return started(w,
-                 MPI_Iallgather(in, (int)count, mpi_type(dtype), out, (int)count, mpi_type(dtype),
-                                ctx->comm, &w->request),
+                 MPI_Iallgather(io.in, (int)count, mpi_type(dtype), io.out, (int)count,
+                                mpi_type(dtype), ctx->comm, &w->request),
                  "MPI_Iallgather");
 }
 
@@ -159,28 +160,23 @@ static st_status mpi_reduce_scatter(void *vctx, const void *send, void *recv, si
                                     comm_work *work) {
   mpi_ctx *ctx = vctx;
   mpi_work *w = state_of(work);
-  ST_CHECK(ready(stream));
-  ST_CHECK(check_count(count * (size_t)ctx->size));
+  ST_CHECK(begin(stream, count * (size_t)ctx->size));
   size_t piece = count * dtype_size(dtype);
-  const void *in = send;
-  void *out = recv;
+  mpi_io io = {send, recv};
   if (ctx->staged) {
     size_t total = piece * (size_t)ctx->size;
     /* One buffer: the full input, and the result written over its start. */
-    ST_CHECK(stage(ctx, w, send, 0, total, total, recv, 0, piece));
-    in = MPI_IN_PLACE;
-    out = w->staging;
+    ST_CHECK(stage(ctx, w, send, 0, total, total, recv, piece, &io));
   } else if (recv == (const char *)send + piece * (size_t)ctx->rank) {
     /* In place, as NCCL defines it: the result lands on this rank's own piece of the input.
      * MPI writes it to the buffer's start; mpi_test moves it. */
-    in = MPI_IN_PLACE;
-    out = (void *)send;
-    w->inplace_src = out;
+    io = (mpi_io){MPI_IN_PLACE, (void *)send};
+    w->inplace_src = io.out;
     w->inplace_dst = recv;
     w->result_bytes = piece;
   }
   return started(w,
-                 MPI_Ireduce_scatter_block(in, out, (int)count, mpi_type(dtype),
+                 MPI_Ireduce_scatter_block(io.in, io.out, (int)count, mpi_type(dtype),
                                            mpi_reduce_op(ctx, dtype, op), ctx->comm, &w->request),
                  "MPI_Ireduce_scatter_block");
 }
@@ -190,19 +186,13 @@ static st_status mpi_all_reduce(void *vctx, const void *send, void *recv, size_t
                                 comm_work *work) {
   mpi_ctx *ctx = vctx;
   mpi_work *w = state_of(work);
-  ST_CHECK(ready(stream));
-  ST_CHECK(check_count(count));
+  ST_CHECK(begin(stream, count));
   size_t bytes = count * dtype_size(dtype);
-  const void *in = send == recv ? MPI_IN_PLACE : send;
-  void *out = recv;
-  if (ctx->staged) {
-    ST_CHECK(stage(ctx, w, send, 0, bytes, bytes, recv, 0, bytes));
-    in = MPI_IN_PLACE;
-    out = w->staging;
-  }
+  mpi_io io = {send == recv ? MPI_IN_PLACE : send, recv};
+  if (ctx->staged) ST_CHECK(stage(ctx, w, send, 0, bytes, bytes, recv, bytes, &io));
   return started(w,
-                 MPI_Iallreduce(in, out, (int)count, mpi_type(dtype), mpi_reduce_op(ctx, dtype, op),
-                                ctx->comm, &w->request),
+                 MPI_Iallreduce(io.in, io.out, (int)count, mpi_type(dtype),
+                                mpi_reduce_op(ctx, dtype, op), ctx->comm, &w->request),
                  "MPI_Iallreduce");
 }
 
@@ -212,12 +202,9 @@ static st_status mpi_broadcast(void *vctx, void *buf, size_t count, st_dtype dty
   mpi_work *w = state_of(work);
   ST_CHECK(check_count(count));
   size_t bytes = count * dtype_size(dtype);
-  void *io = buf;
-  if (ctx->staged) {
-    ST_CHECK(stage(ctx, w, buf, 0, bytes, bytes, buf, 0, bytes));
-    io = w->staging;
-  }
-  return started(w, MPI_Ibcast(io, (int)count, mpi_type(dtype), root, ctx->comm, &w->request),
+  mpi_io io = {buf, buf}; /* a broadcast has one buffer, MPI's out */
+  if (ctx->staged) ST_CHECK(stage(ctx, w, buf, 0, bytes, bytes, buf, bytes, &io));
+  return started(w, MPI_Ibcast(io.out, (int)count, mpi_type(dtype), root, ctx->comm, &w->request),
                  "MPI_Ibcast");
 }
 
@@ -233,8 +220,7 @@ static st_status mpi_test(void *vctx, comm_work *work, int *done) {
   MPI_CHECK(MPI_Test(&w->request, done, MPI_STATUS_IGNORE));
   if (*done && w->inplace_dst) memmove(w->inplace_dst, w->inplace_src, w->result_bytes);
   if (!*done || !w->staging) return ST_OK;
-  st_status status = stream_memcpy(&ctx->stream, w->device_dst,
-                                   (char *)w->staging + w->result_offset, w->result_bytes);
+  st_status status = stream_memcpy(&ctx->stream, w->device_dst, w->staging, w->result_bytes);
   if (status == ST_OK) status = stream_sync(&ctx->stream);
   release_staging(w);
   return status;

@@ -64,24 +64,34 @@ static st_status nccl_all_gather(void *vctx, const void *send, void *recv, size_
   return mark_enqueued(ctx, s, work);
 }
 
+/* ncclReduceScatter and ncclAllReduce: one signature, `count` being the result's elements. */
+typedef ncclResult_t (*nccl_reduction)(const void *send, void *recv, size_t count,
+                                       ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm,
+                                       cudaStream_t stream);
+
+static st_status enqueue_reduction(nccl_ctx *ctx, nccl_reduction reduce, const char *name,
+                                   const void *send, void *recv, size_t count, st_dtype dtype,
+                                   comm_reduce_op op, const st_stream *stream, comm_work *work) {
+  const st_stream *s = order_of(ctx, stream);
+  ncclResult_t rc = reduce(send, recv, count, nccl_type(dtype), nccl_op(op), ctx->comm, cuda_of(s));
+  if (rc != ncclSuccess) {
+    return st_error(ST_ERR_NCCL, "%s failed: %s", name, ncclGetErrorString(rc));
+  }
+  return mark_enqueued(ctx, s, work);
+}
+
 static st_status nccl_reduce_scatter(void *vctx, const void *send, void *recv, size_t count,
                                      st_dtype dtype, comm_reduce_op op, const st_stream *stream,
                                      comm_work *work) {
-  nccl_ctx *ctx = vctx;
-  const st_stream *s = order_of(ctx, stream);
-  NCCL_CHECK(
-      ncclReduceScatter(send, recv, count, nccl_type(dtype), nccl_op(op), ctx->comm, cuda_of(s)));
-  return mark_enqueued(ctx, s, work);
+  return enqueue_reduction(vctx, ncclReduceScatter, "ncclReduceScatter", send, recv, count, dtype,
+                           op, stream, work);
 }
 
 static st_status nccl_all_reduce(void *vctx, const void *send, void *recv, size_t count,
                                  st_dtype dtype, comm_reduce_op op, const st_stream *stream,
                                  comm_work *work) {
-  nccl_ctx *ctx = vctx;
-  const st_stream *s = order_of(ctx, stream);
-  NCCL_CHECK(
-      ncclAllReduce(send, recv, count, nccl_type(dtype), nccl_op(op), ctx->comm, cuda_of(s)));
-  return mark_enqueued(ctx, s, work);
+  return enqueue_reduction(vctx, ncclAllReduce, "ncclAllReduce", send, recv, count, dtype, op,
+                           stream, work);
 }
 
 static st_status nccl_broadcast(void *vctx, void *buf, size_t count, st_dtype dtype, int root,

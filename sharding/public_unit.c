@@ -89,11 +89,20 @@ static st_status init_unit(st_unit *h, const st_mesh *mesh, const char *name,
   return ST_OK;
 }
 
-/* The data and dtype of parameter `index`'s descriptor (unit_param_tensor or
- * unit_grad_tensor): the buffer in the dtype the device's kernels compute in, or its fp32
- * compute copy. */
-static st_status typed_data(const st_unit *h, const char *caller, int index, void **data,
-                            st_dtype *dtype, st_tensor (*describe)(const unit *, int)) {
+/* A buffer the caller reads and writes through the _data calls: the handle state they need,
+ * and its descriptor of one parameter. */
+typedef struct buffer_access {
+  unsigned needs;
+  st_tensor (*describe)(const unit *, int);
+} buffer_access;
+
+static const buffer_access params = {UNIT_NEEDS_FINALIZED | UNIT_NEEDS_GATHERED, unit_param_tensor};
+static const buffer_access grads = {UNIT_NEEDS_FINALIZED | UNIT_NEEDS_BACKWARD, unit_grad_tensor};
+
+/* The data and dtype of parameter `index`'s descriptor: the buffer in the dtype the device's
+ * kernels compute in, or its fp32 compute copy. */
+static st_status describe_data(const st_unit *h, const char *caller, int index, void **data,
+                               st_dtype *dtype, st_tensor (*describe)(const unit *, int)) {
   ST_CHECK(check_index(h, caller, index));
   ST_CHECK(check_pointer(data, caller, "data"));
   ST_CHECK(check_pointer(dtype, caller, "dtype"));
@@ -103,14 +112,23 @@ static st_status typed_data(const st_unit *h, const char *caller, int index, voi
   return ST_OK;
 }
 
-/* typed_data for a caller that computes in fp32 only: a device whose kernels compute in the
- * low-precision dtype itself has no fp32 copy to hand out (the _typed calls give its data). */
-static st_status fp32_data(const st_unit *h, const char *caller, int index, float **data,
-                           st_tensor (*describe)(const unit *, int)) {
+/* The _data_typed calls: the handle's state, then describe_data. */
+static st_status typed_data(const st_unit *h, const char *caller, const buffer_access *buffer,
+                            int index, void **data, st_dtype *dtype) {
+  ST_CHECK(unit_handle_check(h, caller, buffer->needs));
+  return describe_data(h, caller, index, data, dtype, buffer->describe);
+}
+
+/* The _data calls, for a caller that computes in fp32 only: a device whose kernels compute in
+ * the low-precision dtype itself has no fp32 copy to hand out (the _typed calls give its
+ * data). */
+static st_status fp32_data(const st_unit *h, const char *caller, const buffer_access *buffer,
+                           int index, float **data) {
+  ST_CHECK(unit_handle_check(h, caller, buffer->needs));
   ST_CHECK(check_pointer(data, caller, "data"));
   void *typed = NULL;
   st_dtype dtype = ST_FP32;
-  ST_CHECK(typed_data(h, caller, index, &typed, &dtype, describe));
+  ST_CHECK(describe_data(h, caller, index, &typed, &dtype, buffer->describe));
   if (dtype != ST_FP32) {
     return st_error(ST_ERR_UNSUPPORTED,
                     "%s: unit '%s' holds %s data on the %s device, not fp32 (the _typed call "
@@ -201,13 +219,11 @@ st_status st_unit_release(st_unit *unit) {
 }
 
 st_status st_unit_param_data(st_unit *unit, int index, float **data) {
-  ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED | UNIT_NEEDS_GATHERED));
-  return fp32_data(unit, __func__, index, data, unit_param_tensor);
+  return fp32_data(unit, __func__, &params, index, data);
 }
 
 st_status st_unit_param_data_typed(st_unit *unit, int index, void **data, st_dtype *dtype) {
-  ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED | UNIT_NEEDS_GATHERED));
-  return typed_data(unit, __func__, index, data, dtype, unit_param_tensor);
+  return typed_data(unit, __func__, &params, index, data, dtype);
 }
 
 st_status st_unit_zero_grads(st_unit *unit) {
@@ -227,13 +243,11 @@ st_status st_unit_begin_backward(st_unit *unit) {
 }
 
 st_status st_unit_grad_data(st_unit *unit, int index, float **data) {
-  ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED | UNIT_NEEDS_BACKWARD));
-  return fp32_data(unit, __func__, index, data, unit_grad_tensor);
+  return fp32_data(unit, __func__, &grads, index, data);
 }
 
 st_status st_unit_grad_data_typed(st_unit *unit, int index, void **data, st_dtype *dtype) {
-  ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED | UNIT_NEEDS_BACKWARD));
-  return typed_data(unit, __func__, index, data, dtype, unit_grad_tensor);
+  return typed_data(unit, __func__, &grads, index, data, dtype);
 }
 
 st_status st_unit_reduce_grads(st_unit *unit) {

@@ -9,9 +9,11 @@ position embeddings, pre-LayerNorm blocks (eps 1e-5) of causal attention with fu
 tanh-GELU MLP of width 4C, a final LayerNorm and an LM head tied to the token embedding, the
 vocabulary padded to a multiple of 128 (here the padding rows take part in the softmax: the
 work is the same), initialised N(0, 0.02) with the residual projections N(0, 0.02/sqrt(2L)).
-Training: random tokens, bf16 autocast, F.scaled_dot_product_attention(is_causal=True),
-torch.compile, fused AdamW (lr 6e-4, betas 0.9/0.95, eps 1e-8, weight decay 0.1 on tensors of
-rank >= 2), gradient clipping at norm 1, micro-batches accumulated to --batch-tokens per step.
+Training: random tokens (one step's worth, drawn on the device once and trained on at every
+step, so the loss falls from about ln(50304) by memorising them), bf16 autocast,
+F.scaled_dot_product_attention(is_causal=True), torch.compile, fused AdamW (lr 6e-4, betas
+0.9/0.95, eps 1e-8, weight decay 0.1 on tensors of rank >= 2), gradient clipping at norm 1,
+micro-batches accumulated to --batch-tokens per step.
 With --fsdp2 every block and then the model are wrapped with fully_shard at world 1 (one process,
 an in-memory store), params and reductions in bf16 as shardtrain's `--param-dtype bf16
 --reduce-dtype bf16`, each block compiled on its own (FSDP2's hooks sit between blocks), and
@@ -20,9 +22,13 @@ gradients reduced on the last micro-batch only.
 After --warmup steps (the first compiles), --steps steps are timed between two
 torch.cuda.synchronize(): tokens/s is their tokens over that time; the peak memory is
 torch.cuda.max_memory_allocated() over the whole run. Prints a summary line, then one
-`result {json}` line (benchmarks/bench_results.py's run record). Exit status: 0 measured,
-3 out of memory (the record says "does not fit": try a smaller --micro-batch), 1 any other
-failure, 2 a bad argument.
+`result {json}` line (benchmarks/bench_results.py's run record; its note gives the loss of the
+first step and of the last). Exit status: 0 measured, 3 out of memory (the record says "does
+not fit": try a smaller --micro-batch), 1 any other failure, 2 a bad argument.
+
+Two switches check the script itself, not part of the benchmark: --device cpu (FSDP2 over gloo,
+autocast on the CPU, no peak memory; tests/bench/gpt2_torch_test.sh) and --no-compile (eager,
+the systems pytorch-eager and pytorch-fsdp2-eager).
 """
 import math
 import os
@@ -119,37 +125,52 @@ def adamw(model):
     return torch.optim.AdamW(groups, lr=6e-4, betas=(0.9, 0.95), eps=1e-8, fused=True)
 
 
-def prepare(args):
-    """The model on the GPU, compiled (and sharded with --fsdp2), and its optimizer."""
+def fsdp2_api():
+    """fully_shard and MixedPrecisionPolicy: public since PyTorch 2.6, _composable before."""
+    try:
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    except ImportError:
+        from torch.distributed._composable.fsdp import MixedPrecisionPolicy, fully_shard
+    return fully_shard, MixedPrecisionPolicy
+
+
+def prepare(args, device):
+    """The model on the device, compiled (and sharded with --fsdp2), and its optimizer."""
     torch.manual_seed(args.seed)
-    model = Gpt2(args.model, args.seq_len).cuda()
+    model = Gpt2(args.model, args.seq_len).to(device)
     if not args.fsdp2:
-        return torch.compile(model), None, adamw(model)
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-    dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1,
-                            device_id=torch.device("cuda", 0))
+        return (model if args.no_compile else torch.compile(model)), None, adamw(model)
+    from torch.distributed.device_mesh import init_device_mesh
+    fully_shard, MixedPrecisionPolicy = fsdp2_api()
+    if device.type == "cuda":
+        dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1,
+                                device_id=device)
+    else:
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    mesh = init_device_mesh(device.type, (1,))
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16)
     for block in model.h:
-        block.compile()
-        fully_shard(block, mp_policy=policy)
-    fully_shard(model, mp_policy=policy)
+        if not args.no_compile:
+            block.compile()
+        fully_shard(block, mesh=mesh, mp_policy=policy)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
     return model, model, adamw(model)
 
 
-def measure(args):
-    """tokens/s of the timed steps and the final loss."""
+def measure(args, device):
+    """tokens/s of the timed steps, and the loss of the first step and of the last."""
     accum = args.batch_tokens // (args.micro_batch * args.seq_len)
-    model, sharded, optimizer = prepare(args)
-    gen = torch.Generator(device="cuda").manual_seed(args.seed)
+    model, sharded, optimizer = prepare(args, device)
+    gen = torch.Generator(device=device).manual_seed(args.seed)
     tokens = torch.randint(0, bench_common.VOCAB, (accum, args.micro_batch, args.seq_len + 1),
-                           device="cuda", generator=gen)
+                           device=device, generator=gen)
     inputs, targets = tokens[..., :-1].contiguous(), tokens[..., 1:].contiguous()
 
     def step():
         for i in range(accum):
             if sharded is not None:
                 sharded.set_requires_gradient_sync(i == accum - 1)
-            with torch.autocast("cuda", dtype=torch.bfloat16):
+            with torch.autocast(device.type, dtype=torch.bfloat16):
                 loss = model(inputs[i], targets[i])
             (loss / accum).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -157,15 +178,20 @@ def measure(args):
         optimizer.zero_grad(set_to_none=True)
         return loss
 
-    for _ in range(args.warmup):
+    def synchronize():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    first_loss = float(step().item())
+    for _ in range(args.warmup - 1):
         step()
-    torch.cuda.synchronize()
+    synchronize()
     start = time.perf_counter()
     for _ in range(args.steps):
         loss = step()
-    torch.cuda.synchronize()
+    synchronize()
     seconds = time.perf_counter() - start
-    return args.steps * args.batch_tokens / seconds, float(loss.item())
+    return args.steps * args.batch_tokens / seconds, first_loss, float(loss.item())
 
 
 def parse_args(argv):
@@ -178,6 +204,10 @@ def parse_args(argv):
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps first")
     parser.add_argument("--steps", type=int, default=3, help="timed steps")
     parser.add_argument("--fsdp2", action="store_true", help="fully_shard at world 1")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="eager PyTorch (system pytorch-eager, pytorch-fsdp2-eager)")
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                        help="cpu checks the script itself (FSDP2 over gloo, no peak memory)")
     parser.add_argument("--seed", type=int, default=1337)
     args = parser.parse_args(argv)
     if not 1 <= args.seq_len <= bench_common.POSITIONS:
@@ -190,24 +220,37 @@ def parse_args(argv):
     return args
 
 
+def system_name(args):
+    name = "pytorch-fsdp2" if args.fsdp2 else "pytorch-compile"
+    if args.no_compile:
+        name = "pytorch-fsdp2-eager" if args.fsdp2 else "pytorch-eager"
+    return name
+
+
 def main(argv):
     args = parse_args(argv)
-    system = "pytorch-fsdp2" if args.fsdp2 else "pytorch-compile"
+    system = system_name(args)
+    device = torch.device(args.device, 0) if args.device == "cuda" else torch.device("cpu")
     fields = dict(system=system, model=args.model, seq_len=args.seq_len,
                   micro_batch=args.micro_batch,
                   grad_accum=args.batch_tokens // (args.micro_batch * args.seq_len),
                   version=f"torch {torch.__version__}")
     code = 0
     try:
-        tokens_per_s, loss = measure(args)
-        peak = torch.cuda.max_memory_allocated()
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("no CUDA device usable by PyTorch")
+        torch.set_float32_matmul_precision("high")
+        tokens_per_s, first_loss, loss = measure(args, device)
+        peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
         if math.isfinite(loss):
             rec = bench_results.record(status="ok", tokens_per_s=tokens_per_s,
                                        peak_mem_bytes=peak, note=f"{args.steps} timed steps "
-                                       f"after {args.warmup} warm-up, loss {loss:.3f}", **fields)
-            print(f"{PROG}: {args.model} {system}: {tokens_per_s:.0f} tokens/s, MFU "
-                  f"{100 * bench_common.mfu(tokens_per_s, args.model, args.seq_len):.1f}%, "
-                  f"peak {peak / 2**30:.2f} GiB, torch {torch.__version__}")
+                                       f"after {args.warmup} warm-up, loss {first_loss:.3f} at "
+                                       f"the first step, {loss:.3f} at the last", **fields)
+            mfu = 100 * bench_common.mfu(tokens_per_s, args.model, args.seq_len)
+            gpu = f", MFU {mfu:.1f}%, peak {peak / 2**30:.2f} GiB" if peak is not None else ""
+            print(f"{PROG}: {args.model} {system} on {args.device}: {tokens_per_s:.0f} tokens/s"
+                  f"{gpu}, torch {torch.__version__}")
         else:
             rec = bench_results.record(status="failed", note=f"loss {loss}", **fields)
             code = 1

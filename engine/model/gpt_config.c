@@ -74,3 +74,8 @@ int64_t gpt_config_num_params(const gpt_config *cfg) {
 int64_t gpt_config_trained_params(const gpt_config *cfg) {
   return gpt_config_num_params(cfg) - (int64_t)(cfg->vocab_padded - cfg->vocab) * cfg->n_embd;
 }
+
+double gpt_config_flops_per_token(const gpt_config *cfg, int seq_len) {
+  const double N = (double)gpt_config_trained_params(cfg);
+  return 6.0 * N + 6.0 * cfg->n_layer * (double)cfg->n_embd * seq_len;
+}

@@ -32,7 +32,15 @@ st_status gpt_config_finish(gpt_config *cfg, int tp);
 int64_t gpt_config_num_params(const gpt_config *cfg);
 
 /* The parameters that are trained and exported: gpt_config_num_params without the vocabulary's
- * padding rows of wte. The count `shardtrain train` reports, and the N of its MFU. */
+ * padding rows of wte. The count `shardtrain train` reports, and the N of every MFU. */
 int64_t gpt_config_trained_params(const gpt_config *cfg);
+
+/* The model FLOPs of one trained token in sequences of `seq_len` tokens: 6 N + 6 L C T, with N
+ * = gpt_config_trained_params (each parameter's multiply-add once in the forward and twice in
+ * the backward: embeddings, biases and norms counted like the matmul weights they sit beside,
+ * the padding rows of the vocabulary not) and 6 L C T for causal attention's two T x T
+ * products, forward and backward (half of 12 L C T: the masked half is not counted). The one
+ * numerator of MFU: the trainer's (engine/train/step_mfu.h) and the simulator's. */
+double gpt_config_flops_per_token(const gpt_config *cfg, int seq_len);
 
 #endif /* ST_ENGINE_MODEL_GPT_CONFIG_H */

@@ -236,9 +236,3 @@ double sim_phase_time(const sim_hardware *hw, const sim_shape *s, sim_phase phas
   }
   return total;
 }
-
-double sim_model_flops(const gpt_config *c, double sequences, int T) {
-  const double C = c->n_embd, L = c->n_layer, tokens = sequences * T;
-  const double weights = L * 12.0 * C * C + (double)c->vocab_padded * C;
-  return tokens * (6.0 * weights + 6.0 * L * T * C);
-}

@@ -94,9 +94,4 @@ double sim_bytes_time(const sim_hardware *hw, sim_op_class cls, double bytes);
 double sim_phase_time(const sim_hardware *hw, const sim_shape *s, sim_phase phase, double peak,
                       double *by_class);
 
-/* The model FLOPs of `sequences` sequences of T tokens over the whole model (not per tp rank): 6 x
- * (weights used in matmuls, LM head included) per token, plus 6 L T C per token for causal
- * attention's two products, forward and backward. MFU divides this by time, ranks and peak. */
-double sim_model_flops(const gpt_config *cfg, double sequences, int T);
-
 #endif /* ST_ENGINE_PLAN_SIM_OPS_H */

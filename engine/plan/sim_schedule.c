@@ -253,12 +253,15 @@ static void reduce_wait(replay *p, int u) {
   if (p->pol.transient_grads) p->has_grads[u] = 0;
 }
 
-/* gpt_backward.c's finish_unit. */
+/* gpt_backward.c's finish_unit: the compute copy of u's gradients is cast back; on the last
+ * micro-batch the reduction of the unit before it in the backward (u + 1) is finished and only
+ * then u's reduce-scatter started (unit_reduce_handoff), so u's waits behind u + 1's blocking
+ * replicate all-reduce and publish; then u is released. */
 static void finish(replay *p, int u, int reduce) {
   if (copies_grads(p)) compute(p, SIM_CAST, p->c->cast_grads[kind_of(p, u)]);
   if (reduce) {
-    p->reduce_at[u] = enqueue(p, SIM_COMM_REDUCE, p->c->reduce_scatter[kind_of(p, u)]);
     reduce_wait(p, u + 1);
+    p->reduce_at[u] = enqueue(p, SIM_COMM_REDUCE, p->c->reduce_scatter[kind_of(p, u)]);
   }
   release(p, u);
 }
@@ -291,7 +294,7 @@ static void micro_batch(replay *p, int reduce) {
     blocking(p, SIM_COMM_TP, 2 * c->tp_all_reduce);
     finish(p, b, reduce);
   }
-  acquire(p, 0, -1);
+  /* The embedding stayed gathered from the forward (gpt_backward.c acquires it no more). */
   compute_phase(p, c->bwd[0], c->bwd_class[0]);
   finish(p, 0, reduce);
 }
@@ -351,7 +354,7 @@ st_status sim_step(const sim_hardware *hw, const plan_input *in, sim_result *out
   ST_CHECK(sim_replay(in, &c, out));
   out->world = in->R * in->S * in->T;
   const double sequences = (double)in->micro_batch * in->R * in->S * in->grad_accum;
-  out->model_flops = sim_model_flops(&in->cfg, sequences, in->seq_len);
+  out->model_flops = sequences * in->seq_len * gpt_config_flops_per_token(&in->cfg, in->seq_len);
   out->tokens_per_s = sequences * in->seq_len / out->step_s;
   out->tokens_per_s_per_gpu = out->tokens_per_s / out->world;
   out->mfu = out->model_flops /

@@ -4,9 +4,10 @@
  * The order is the engine's (engine/model/gpt_forward.c, gpt_backward.c, train_step.c, sharding/
  * unit.c): per micro-batch, the forward acquires units in order (waits for the unit's gather,
  * then starts the gathers of the next `prefetch` units), releases each block after its forward
- * when resharding; the backward acquires them in reverse, and on the last micro-batch starts
- * each unit's reduce-scatter after its backward and then finishes the previous unit's (its
- * replicate all-reduce and, at stage 0, the all-gather of the gradients are blocking); after
+ * when resharding; the backward acquires them in reverse (the embedding, kept from the forward,
+ * excepted), and on the last micro-batch, after each unit's backward, finishes the previous
+ * unit's reduction (its reduce-scatter, then its replicate all-reduce and, at stage 0, the
+ * all-gather of the gradients, both blocking) and then starts this unit's reduce-scatter; after
  * the last micro-batch: the embedding's reduction, the gradient norm (a sum of squares and two
  * scalar all-reduces), the loss mean, AdamW on the owned shard of each unit and, at stages 1-2,
  * the blocking all-gather of its updated parameters. Tensor-parallel all-reduces (two per
@@ -47,7 +48,7 @@ typedef struct sim_result {
   double exposed_s;                /* step_s - compute_s: waiting for or blocked in communication */
   double comm_s[SIM_COMM_COUNT];   /* time each kind of collective takes, in all */
   double class_s[SIM_CLASS_COUNT]; /* compute time per op class */
-  double model_flops;              /* per step, whole model (sim_model_flops) */
+  double model_flops;              /* per step, whole model: tokens x gpt_config_flops_per_token */
   double tokens_per_s, tokens_per_s_per_gpu, mfu;
   double slowdown; /* compute stretch from shared compute slots (1: none) */
   int world;

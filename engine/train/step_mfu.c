@@ -1,4 +1,5 @@
-/* step_mfu.c - the FLOPs per token of the GPT and the peak its MFU divides by (step_mfu.h). */
+/* step_mfu.c - the peak a run's MFU divides by, and the MFU (step_mfu.h); the FLOPs per token
+ * are gpt_config_flops_per_token's, which the simulator counts too. */
 #include "engine/train/step_mfu.h"
 
 #include <math.h>
@@ -7,11 +8,6 @@
 #include "core/error.h"
 #include "engine/model/gpt.h"
 #include "engine/plan/sim_hw.h"
-
-double step_mfu_flops_per_token(const gpt_config *cfg) {
-  const double N = (double)gpt_config_trained_params(cfg);
-  return 6.0 * N + 6.0 * cfg->n_layer * (double)cfg->n_embd * cfg->max_seq;
-}
 
 /* The datasheet peak of dev for `compute` from the built-in row its product name matches; 0 with
  * the reason in m->peak_source when there is none. */
@@ -38,7 +34,8 @@ static double device_peak(step_mfu *m, const st_device *dev, st_dtype compute) {
 
 void step_mfu_init(step_mfu *m, const gpt_config *cfg, const st_device *dev, st_dtype param,
                    double peak_tflops, int devices) {
-  *m = (step_mfu){.flops_per_token = step_mfu_flops_per_token(cfg), .devices = devices};
+  *m = (step_mfu){.flops_per_token = gpt_config_flops_per_token(cfg, cfg->max_seq),
+                  .devices = devices};
   if (peak_tflops > 0) {
     m->peak_flops = peak_tflops * 1e12;
     snprintf(m->peak_source, sizeof m->peak_source, "--peak-tflops");

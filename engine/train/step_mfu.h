@@ -1,14 +1,14 @@
 /* step_mfu.h - model FLOPs utilisation of a training run: the fraction of the devices' peak
  * that the model's arithmetic would take at the measured throughput.
  *
- *   FLOPs per token = 6 N + 6 L C T
+ *   FLOPs per token = 6 N + 6 L C T   (gpt_config_flops_per_token, which the simulator's MFU
+ *                                      counts too)
  *   MFU = (tokens/s / devices) x FLOPs per token / peak of one device
  *
  * N is the parameter count the trainer reports (gpt_config_trained_params: every trained
  * parameter, embeddings, biases and norms included, the vocabulary's padding rows not), L the
- * layers, C the width, T the sequence length: 6 N for each parameter's multiply-add forward and
- * twice backward, 6 L C T for causal attention's two T x T products (half of 12 L C T: the
- * masked half is not counted). Every rank of the mesh is a device, tensor-parallel ranks too.
+ * layers, C the width, T the sequence length (the config's max_seq, which training uses).
+ * Every rank of the mesh is a device, tensor-parallel ranks too.
  *
  * The peak is --peak-tflops when given, else the datasheet's dense peak of the GPU, found by its
  * product name in the simulator's built-in rows (engine/plan/sim_hw.h: the one table), in the
@@ -26,9 +26,6 @@ typedef struct step_mfu {
   int devices;                              /* ranks of the mesh */
   char peak_source[DEVICE_NAME_SIZE + 128]; /* where the peak comes from, or why none */
 } step_mfu;
-
-/* FLOPs per token of the model `cfg` at its max_seq (the training sequence length). */
-double step_mfu_flops_per_token(const gpt_config *cfg);
 
 /* The basis of the MFU for a run of `cfg` on `devices` ranks of `dev`, with parameters in `param`
  * and --peak-tflops `peak_tflops` (0: from the device's name). Never fails: a device whose peak

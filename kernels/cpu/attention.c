@@ -39,17 +39,16 @@ static int64_t probs_offset(const attention_dims *d, int b, int h) {
   return ((int64_t)b * d->heads + h) * d->seq * d->seq;
 }
 
-/* Scores of query t (row[0..t], row[t+1..] masked) to probabilities in place, masked ones 0. */
-static void causal_softmax_row(float *row, int t, int seq) {
+void kernel_cpu_causal_softmax_row(float *row, int64_t last, int64_t len) {
   float max = row[0];
-  for (int j = 1; j <= t; j++) max = row[j] > max ? row[j] : max;
+  for (int64_t j = 1; j <= last; j++) max = row[j] > max ? row[j] : max;
   float sum = 0.0f;
-  for (int j = 0; j <= t; j++) {
+  for (int64_t j = 0; j <= last; j++) {
     row[j] = expf(row[j] - max);
     sum += row[j];
   }
-  for (int j = 0; j <= t; j++) row[j] /= sum;
-  for (int j = t + 1; j < seq; j++) row[j] = 0.0f;
+  for (int64_t j = 0; j <= last; j++) row[j] /= sum;
+  for (int64_t j = last + 1; j < len; j++) row[j] = 0.0f;
 }
 
 /* The CPU keeps the probabilities, [B, NH, T, T], as the attention's state. */
@@ -77,7 +76,7 @@ st_status kernel_cpu_attention_forward(void *ctx, const st_tensor *out, const st
   }
   int64_t rows = (int64_t)d.batch * d.heads * d.seq;
 #pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; r++) causal_softmax_row(p + r * d.seq, (int)(r % d.seq), d.seq);
+  for (int64_t r = 0; r < rows; r++) kernel_cpu_causal_softmax_row(p + r * d.seq, r % d.seq, d.seq);
   for (int b = 0; b < d.batch; b++) {
     for (int h = 0; h < d.heads; h++) {
       /* out[T, hs] = probs[T, T] @ v[T, hs] */

@@ -4,9 +4,9 @@
  * The arithmetic is attention.c's, so a token's output matches what the training forward
  * computes for it: per head, scores = scale * q @ k^T and out = probs @ v through cblas_sgemm
  * on strided views (q rows 3C apart in qkv, cache rows C apart), a max-subtracted softmax in
- * between. Only the key rows a new token may see take part: new token i (position past + i)
- * sees cache rows [0, past + i], so its scores row is masked from past + i + 1 on. One scratch
- * block of N x (past + N) scores serves every head in turn. */
+ * between (attention.c's kernel_cpu_causal_softmax_row). Only the key rows a new token may see take
+ * part: new token i (position past + i) sees cache rows [0, past + i], so its scores row is masked
+ * from past + i + 1 on. One scratch block of N x (past + N) scores serves every head in turn. */
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
@@ -14,20 +14,6 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "kernels/cpu/cpu_ops.h"
-
-/* Scores of a query that sees keys [0, last] to probabilities in place; masked ones become 0
- * so the product with v that follows adds nothing for them. */
-static void softmax_row(float *row, int64_t last, int64_t len) {
-  float max = row[0];
-  for (int64_t j = 1; j <= last; j++) max = row[j] > max ? row[j] : max;
-  float sum = 0.0f;
-  for (int64_t j = 0; j <= last; j++) {
-    row[j] = expf(row[j] - max);
-    sum += row[j];
-  }
-  for (int64_t j = 0; j <= last; j++) row[j] /= sum;
-  for (int64_t j = last + 1; j < len; j++) row[j] = 0.0f;
-}
 
 st_status kernel_cpu_attention_cached_forward(void *ctx, const st_tensor *out,
                                               const st_tensor *k_cache, const st_tensor *v_cache,
@@ -52,7 +38,7 @@ st_status kernel_cpu_attention_cached_forward(void *ctx, const st_tensor *out,
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)len, (int)hs, scale,
                 x + h * hs, (int)(3 * C), kc + h * hs, (int)C, 0.0f, scores, (int)len);
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++) softmax_row(scores + i * len, past + i, len);
+    for (int64_t i = 0; i < n; i++) kernel_cpu_causal_softmax_row(scores + i * len, past + i, len);
     /* out[n, hs] = probs[n, len] @ v[len, hs] */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)hs, (int)len, 1.0f, scores,
                 (int)len, vc + h * hs, (int)C, 0.0f, y + h * hs, (int)C);

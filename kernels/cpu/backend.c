@@ -16,18 +16,22 @@ static int cpu_supports(kernel_op op, st_dtype dtype) {
   }
 }
 
+static const kernel_facts cpu_facts = {
+    .supports = cpu_supports,
+    .attention_state_numel = kernel_cpu_attention_state_numel,
+    .attention_scratch_bytes = kernel_cpu_attention_scratch_bytes,
+};
+
 const kernel_ops kernel_ops_cpu = {
     .name = "cpu",
     .device = ST_DEVICE_CPU,
-    .supports = cpu_supports,
+    .facts = &cpu_facts,
     .matmul_forward = kernel_cpu_matmul_forward,
     .matmul_backward = kernel_cpu_matmul_backward,
     .layernorm_forward = kernel_cpu_layernorm_forward,
     .layernorm_backward = kernel_cpu_layernorm_backward,
     .gelu_forward = kernel_cpu_gelu_forward,
     .gelu_backward = kernel_cpu_gelu_backward,
-    .attention_state_numel = kernel_cpu_attention_state_numel,
-    .attention_scratch_bytes = kernel_cpu_attention_scratch_bytes,
     .attention_forward = kernel_cpu_attention_forward,
     .attention_backward = kernel_cpu_attention_backward,
     .attention_cached_forward = kernel_cpu_attention_cached_forward,

@@ -46,6 +46,11 @@ st_status kernel_cpu_gelu_forward(void *ctx, const st_tensor *out, const st_tens
 st_status kernel_cpu_gelu_backward(void *ctx, const st_tensor *dinp, const st_tensor *dout,
                                    const st_tensor *inp, const st_stream *stream);
 
+/* Scores row[0..len) of a query that sees keys [0, last] to probabilities in place, max-subtracted;
+ * the masked ones, row[last+1..len), become 0 so the product with v that follows adds nothing
+ * for them. The training attention and the cached one share it, so a generated token's output
+ * matches what the training forward computes for it. */
+void kernel_cpu_causal_softmax_row(float *row, int64_t last, int64_t len);
 int64_t kernel_cpu_attention_state_numel(int64_t batch, int64_t n_head, int64_t seq);
 uint64_t kernel_cpu_attention_scratch_bytes(int64_t seq);
 st_status kernel_cpu_attention_forward(void *ctx, const st_tensor *out, const st_tensor *probs,

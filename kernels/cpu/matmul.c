@@ -27,27 +27,39 @@ static void add_column_sums(float *acc, const float *x, int64_t rows, int64_t co
   }
 }
 
+/* A linear layer's extents as BLAS takes them: rows of inp, input and output features, and
+ * whether the weight is stored [out, in] (the tied head). */
+typedef struct linear_dims {
+  int out_in, rows, in, outs;
+} linear_dims;
+
+static linear_dims linear_dims_of(const st_tensor *inp, const st_tensor *weight,
+                                  kernel_weight_layout layout) {
+  const int out_in = layout == KERNEL_WEIGHT_OUT_IN;
+  return (linear_dims){out_in, (int)kernel_rows(inp), (int)weight->shape[out_in],
+                       (int)weight->shape[1 - out_in]};
+}
+
 st_status kernel_cpu_matmul_forward(void *ctx, const st_tensor *out, const st_tensor *pre_gelu,
                                     const st_tensor *inp, const st_tensor *weight,
                                     kernel_weight_layout layout, const st_tensor *bias,
                                     const st_stream *stream) {
   (void)ctx;
   (void)stream;
-  int out_in = layout == KERNEL_WEIGHT_OUT_IN;
-  int rows = (int)kernel_rows(inp), in = (int)weight->shape[out_in],
-      outs = (int)weight->shape[1 - out_in];
+  const linear_dims d = linear_dims_of(inp, weight, layout);
   float *y = pre_gelu ? pre_gelu->data : out->data;
   float beta = 0.0f;
   if (bias) {
     /* Start every row at the bias and let sgemm add the product (beta = 1): one pass over
      * out instead of a second one after the product. */
 #pragma omp parallel for schedule(static)
-    for (int n = 0; n < rows; n++) memcpy(y + (int64_t)n * outs, bias->data, outs * sizeof *y);
+    for (int n = 0; n < d.rows; n++)
+      memcpy(y + (int64_t)n * d.outs, bias->data, d.outs * sizeof *y);
     beta = 1.0f;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, out_in ? CblasTrans : CblasNoTrans, rows, outs, in, 1.0f,
-              inp->data, in, weight->data, out_in ? in : outs, beta, y, outs);
-  if (pre_gelu) kernel_cpu_gelu(out->data, y, (int64_t)rows * outs);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, d.out_in ? CblasTrans : CblasNoTrans, d.rows, d.outs,
+              d.in, 1.0f, inp->data, d.in, weight->data, d.out_in ? d.in : d.outs, beta, y, d.outs);
+  if (pre_gelu) kernel_cpu_gelu(out->data, y, (int64_t)d.rows * d.outs);
   return ST_OK;
 }
 
@@ -58,25 +70,23 @@ st_status kernel_cpu_matmul_backward(void *ctx, const st_tensor *dinp, const st_
                                      const st_stream *stream) {
   (void)ctx;
   (void)stream;
-  int out_in = layout == KERNEL_WEIGHT_OUT_IN;
-  int rows = (int)kernel_rows(inp), in = (int)weight->shape[out_in],
-      outs = (int)weight->shape[1 - out_in];
+  const linear_dims d = linear_dims_of(inp, weight, layout);
   /* dout becomes the pre-activation's gradient, which the products below read. */
   if (pre_gelu)
-    kernel_cpu_gelu_grad(dout->data, dout->data, pre_gelu->data, (int64_t)rows * outs, 0);
-  if (out_in) {
+    kernel_cpu_gelu_grad(dout->data, dout->data, pre_gelu->data, (int64_t)d.rows * d.outs, 0);
+  if (d.out_in) {
     /* dinp[N, C] += dout[N, OC] @ weight[OC, C];  dweight[OC, C] += dout^T @ inp[N, C] */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, in, outs, 1.0f, dout->data, outs,
-                weight->data, in, 1.0f, dinp->data, in);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, outs, in, rows, 1.0f, dout->data, outs,
-                inp->data, in, 1.0f, dweight->data, in);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d.rows, d.in, d.outs, 1.0f, dout->data,
+                d.outs, weight->data, d.in, 1.0f, dinp->data, d.in);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d.outs, d.in, d.rows, 1.0f, dout->data,
+                d.outs, inp->data, d.in, 1.0f, dweight->data, d.in);
   } else {
     /* dinp[N, C] += dout[N, OC] @ weight[C, OC]^T;  dweight[C, OC] += inp^T @ dout[N, OC] */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, in, outs, 1.0f, dout->data, outs,
-                weight->data, outs, 1.0f, dinp->data, in);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, outs, rows, 1.0f, inp->data, in,
-                dout->data, outs, 1.0f, dweight->data, outs);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d.rows, d.in, d.outs, 1.0f, dout->data,
+                d.outs, weight->data, d.outs, 1.0f, dinp->data, d.in);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d.in, d.outs, d.rows, 1.0f, inp->data,
+                d.in, dout->data, d.outs, 1.0f, dweight->data, d.outs);
   }
-  if (dbias) add_column_sums(dbias->data, dout->data, rows, outs);
+  if (dbias) add_column_sums(dbias->data, dout->data, d.rows, d.outs);
   return ST_OK;
 }

@@ -35,13 +35,13 @@ constexpr int kThreads = 256;
 constexpr int64_t kChunk = kThreads * 16;
 constexpr int kInline = 64;
 
-// 32 bytes, the size context.cu reserves per entry.
+// CUDA_SEGMENT_BYTES, the size the workspace's segment region has per entry (cuda_facts.h).
 struct Segment {
   int64_t begin, count, vstart;
   float weight_decay;
   float pad;
 };
-static_assert(sizeof(Segment) == 32, "context.cu sizes the segment region for 32-byte entries");
+static_assert(sizeof(Segment) == CUDA_SEGMENT_BYTES, "cuda_facts.h sizes the segment region");
 
 struct AdamwArgs {
   float *master, *m, *v;

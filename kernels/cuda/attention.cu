@@ -1,10 +1,11 @@
 // attention.cu - causal multi-head attention whose saved state is one fp32 per query row: the
 // log-sum-exp of its scaled scores (lse = max + log sum exp(s - max)), batch * n_head * seq
-// values, never seq x seq. Also the cached (generation) forward over a key/value cache.
+// values, never seq x seq (the size kernels/cuda_facts.c gives the engine and the planner). Also
+// the cached (generation) forward over a key/value cache.
 //
 // This is the simple, correct version; flash_attention.cu holds the tiled kernels and
 // cudnn_attention.cpp cuDNN's fused attention, used instead for the shapes they take when
-// ST_CUDA_ATTENTION names them (context.h: cudnn, else flash, else these).
+// ST_CUDA_ATTENTION names them (cuda_facts.h: cudnn, else flash, else these).
 // Every kernel gives one warp one row and loops over the other side of the score matrix in
 // order, so every sum has a fixed order and no two warps write one element: deterministic.
 // Lane l holds features l, l + 32, ... of a head (head size <= 32 * kDimsPerLane); a dot
@@ -223,10 +224,6 @@ bool use_flash(void *ctx, const st_tensor *qkv, const st_tensor *dout, int64_t n
 }
 
 }  // namespace
-
-extern "C" int64_t cuda_attention_state_numel(int64_t batch, int64_t n_head, int64_t seq) {
-  return batch * n_head * seq;
-}
 
 extern "C" const char *cuda_attention_kind_name(void *ctx) {
   switch (static_cast<cuda_context *>(ctx)->attention) {

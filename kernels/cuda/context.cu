@@ -15,41 +15,6 @@ extern "C" {
 
 namespace {
 
-constexpr size_t kRegionAlign = 256;
-
-size_t round_up(size_t x) { return (x + kRegionAlign - 1) / kRegionAlign * kRegionAlign; }
-
-// The regions of the workspace, in order: cuBLASLt, reduction partials, column-sum partials,
-// AdamW segments, sort scratch, and the cuDNN attention's where it is asked for. Segment entries
-// are 32 bytes (adamw.cu's layout).
-constexpr size_t kSegmentBytes = 32;
-
-// The cuda_attention_kind ST_CUDA_ATTENTION names (docs/ENVIRONMENT.md), -1 for another value.
-int requested_attention() {
-  const char *kind = env_get_string(ENV_CUDA_ATTENTION);
-  if (strcmp(kind, "simple") == 0) return CUDA_ATTENTION_SIMPLE;
-  if (strcmp(kind, "flash") == 0) return CUDA_ATTENTION_FLASH;
-  if (strcmp(kind, "cudnn") == 0) return CUDA_ATTENTION_CUDNN;
-  return -1;
-}
-
-// The cuDNN region exists when its kind is asked for in a build that has it, even if cuDNN
-// then cannot be loaded: the workspace is a function of the build and the environment alone,
-// which the memory planner also sees.
-bool cudnn_region_wanted() {
-  return requested_attention() == CUDA_ATTENTION_CUDNN && cuda_cudnn_attention_built();
-}
-
-size_t workspace_bytes() {
-  return round_up(CUDA_LT_WORKSPACE_BYTES) + round_up(CUDA_REDUCE_PARTIALS * sizeof(double)) +
-         round_up(CUDA_COLSUM_FLOATS * sizeof(float)) +
-         round_up((size_t)CUDA_SEGMENT_CAPACITY * kSegmentBytes) + round_up(CUDA_SORT_BYTES) +
-         (cudnn_region_wanted() ? round_up(CUDA_CUDNN_BYTES) : 0);
-}
-
-// The host staging of a long AdamW segment list.
-size_t segments_host_bytes() { return (size_t)CUDA_SEGMENT_CAPACITY * kSegmentBytes; }
-
 void plan_release(cuda_matmul_plan *p) {
   if (p->c) cublasLtMatrixLayoutDestroy(p->c);
   if (p->b) cublasLtMatrixLayoutDestroy(p->b);
@@ -250,11 +215,6 @@ extern "C" st_status cuda_matmul_plan_get(cuda_context *cx, const cuda_matmul_ke
   return ST_OK;
 }
 
-extern "C" uint64_t cuda_context_bytes(mem_kind where) {
-  if (where == MEM_DEVICE) return workspace_bytes();
-  return where == MEM_HOST ? segments_host_bytes() : 0;
-}
-
 extern "C" void cuda_context_destroy(void *ctx) {
   cuda_context *cx = static_cast<cuda_context *>(ctx);
   if (!cx) return;
@@ -281,7 +241,7 @@ extern "C" st_status cuda_context_create(const st_device *dev, void **ctx) {
                     dev->ordinal, major, minor);
   }
   // A misspelt kernel choice is refused, not run as the default.
-  const int attention = requested_attention();
+  const int attention = cuda_facts_attention_requested();
   if (attention < 0) {
     return st_error(ST_ERR_INVALID_ARG, "ST_CUDA_ATTENTION '%s' is not simple, flash or cudnn",
                     env_get_string(ENV_CUDA_ATTENTION));
@@ -292,25 +252,21 @@ extern "C" st_status cuda_context_create(const st_device *dev, void **ctx) {
   cx->sm_count = sms;
   cx->attention = (cuda_attention_kind)attention;
   st_status status = ST_OK;
-  ST_CHECK_GOTO(
-      mem_alloc(&cx->workspace, cuda_context_bytes(MEM_DEVICE), MEM_DEVICE, MEM_WORKSPACE, dev),
-      status, fail);
-  ST_CHECK_GOTO(
-      mem_alloc(&cx->segments_host, cuda_context_bytes(MEM_HOST), MEM_HOST, MEM_WORKSPACE, NULL),
-      status, fail);
+  // Exactly the facts' layout: the bytes kernel_kind_workspace_bytes gives the planner.
+  const cuda_workspace_layout layout = cuda_facts_workspace_layout(cx->attention);
+  ST_CHECK_GOTO(mem_alloc(&cx->workspace, layout.device_bytes, MEM_DEVICE, MEM_WORKSPACE, dev),
+                status, fail);
+  ST_CHECK_GOTO(mem_alloc(&cx->segments_host, layout.host_bytes, MEM_HOST, MEM_WORKSPACE, NULL),
+                status, fail);
   {
-    char *at = static_cast<char *>(cx->workspace);
-    cx->lt_workspace = at;
-    at += round_up(CUDA_LT_WORKSPACE_BYTES);
-    cx->reduce_partials = reinterpret_cast<double *>(at);
-    at += round_up(CUDA_REDUCE_PARTIALS * sizeof(double));
-    cx->colsum_partials = reinterpret_cast<float *>(at);
-    at += round_up(CUDA_COLSUM_FLOATS * sizeof(float));
-    cx->segments = at;
-    at += round_up((size_t)CUDA_SEGMENT_CAPACITY * kSegmentBytes);
-    cx->sort_scratch = at;
-    at += round_up(CUDA_SORT_BYTES);
-    cx->cudnn_region = cudnn_region_wanted() ? at : NULL;
+    char *base = static_cast<char *>(cx->workspace);
+    cx->lt_workspace = base + layout.offset[CUDA_REGION_LT];
+    cx->reduce_partials = reinterpret_cast<double *>(base + layout.offset[CUDA_REGION_REDUCE]);
+    cx->colsum_partials = reinterpret_cast<float *>(base + layout.offset[CUDA_REGION_COLSUM]);
+    cx->segments = base + layout.offset[CUDA_REGION_SEGMENTS];
+    cx->sort_scratch = base + layout.offset[CUDA_REGION_SORT];
+    cx->cudnn_region =
+        layout.bytes[CUDA_REGION_CUDNN] ? base + layout.offset[CUDA_REGION_CUDNN] : NULL;
   }
   {
     cublasStatus_t lt = cublasLtCreate(&cx->lt);
@@ -322,7 +278,7 @@ extern "C" st_status cuda_context_create(const st_device *dev, void **ctx) {
   }
   if (cx->attention == CUDA_ATTENTION_CUDNN) {
     status = cuda_cudnn_attention_create(&cx->cudnn, cx, 10 * major + minor, cx->cudnn_region,
-                                         CUDA_CUDNN_BYTES);
+                                         layout.bytes[CUDA_REGION_CUDNN]);
     if (status == ST_ERR_UNSUPPORTED) {
       // No cuDNN here (or none in this build): the run goes on with the next kind.
       st_log(ST_LOG_WARN, "ST_CUDA_ATTENTION=cudnn: %s; the flash attention kernels run instead",

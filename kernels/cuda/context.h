@@ -4,13 +4,16 @@
  *   heuristic's algorithm) cached per (shape, dtype, epilogue, transposes, leading dimensions,
  *   pointer alignments), so a training step asks cuBLASLt's heuristic once per distinct matmul.
  * - One device workspace (allocator category MEM_WORKSPACE), carved into fixed regions, one per
- *   family of ops, so that no op allocates (cudaMalloc synchronises the device) and ops of
- *   different families may overlap on different streams. Two ops of the SAME family must not
- *   run concurrently on two streams of one backend (the engine runs them on its compute
- *   stream): they would share their region.
+ *   family of ops, exactly as kernels/cuda_facts.h lays them out (the sizes the memory planner
+ *   counts, in every build), so that no op allocates (cudaMalloc synchronises the device) and ops
+ * of different families may overlap on different streams. Two ops of the SAME family must not run
+ * concurrently on two streams of one backend (the engine runs them on its compute stream): they
+ * would share their region.
  *
  * - The attention kind ST_CUDA_ATTENTION chose, and for cuDNN's its state (handle, graphs) and
- *   a region of its own, which exists only when that kind was asked for in a build that has it.
+ *   a region of its own, which exists whenever that kind is asked for: also where it then falls
+ *   back to flash (no libcudnn, or a build without the cuDNN frontend), since the workspace is
+ *   a function of the environment alone, which the planner sees too.
  *
  * There is no global state: everything lives here, made by cuda_context_create for one device
  * (bound with cudaSetDevice) and released by cuda_context_destroy (cuDNN's library, once
@@ -24,34 +27,14 @@
 
 #include "core/device.h"
 #include "kernels/cuda/cudnn_attention.h"
+#include "kernels/cuda_facts.h"
 #include "shardtrain.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Sizes of the workspace regions: 45 MiB of device memory per backend in all (301 MiB with the
- * cuDNN attention), plus 1 MiB of host staging for AdamW segments, counted in the allocator's
- * workspace category (cuda_context_bytes, which the memory planner reads through
- * kernel_kind_workspace_bytes). The sort region holds about 20 bytes per token: some 400k
- * tokens per embedding backward call. The cuDNN region holds a graph's workspace and the
- * backward's gradient scratch: d12 at 1024 tokens takes about 32 MiB per sequence there (the
- * deterministic backward's T x T block per head dominates), so a batch runs in chunks of 8. */
-#define CUDA_LT_WORKSPACE_BYTES ((size_t)32 << 20) /* cuBLASLt's scratch (split-K, epilogues) */
-#define CUDA_REDUCE_PARTIALS 1024                  /* doubles: block partials of sums */
-#define CUDA_COLSUM_FLOATS ((size_t)1 << 20)       /* column-sum partials (bias, LayerNorm) */
-#define CUDA_SEGMENT_CAPACITY 32768                /* AdamW segments passed through memory */
-#define CUDA_SORT_BYTES ((size_t)8 << 20)          /* the embedding backward's token sort */
-#define CUDA_MATMUL_PLANS 64                       /* cached matmul plans */
-#define CUDA_CUDNN_BYTES ((size_t)256 << 20)       /* cuDNN attention (ST_CUDA_ATTENTION=cudnn) */
-
-/* The attention kernels ST_CUDA_ATTENTION asks for (docs/ENVIRONMENT.md); each kind falls back
- * to the next where it does not take a shape: cudnn to flash, flash to simple. */
-typedef enum cuda_attention_kind {
-  CUDA_ATTENTION_SIMPLE = 0, /* attention.cu: a warp per row */
-  CUDA_ATTENTION_FLASH = 1,  /* flash_attention.cu: tiles on the tensor cores */
-  CUDA_ATTENTION_CUDNN = 2   /* cudnn_attention.cpp: cuDNN's fused attention */
-} cuda_attention_kind;
+#define CUDA_MATMUL_PLANS 64 /* cached matmul plans */
 
 /* Everything that identifies a cuBLASLt matmul plan; all int64 so that memcmp sees no
  * padding. */
@@ -89,7 +72,7 @@ typedef struct cuda_context {
   cuda_matmul_plan plans[CUDA_MATMUL_PLANS];
   int next_victim; /* the plan replaced when the cache is full, round robin */
   cuda_attention_kind attention;
-  void *cudnn_region;          /* CUDA_CUDNN_BYTES of the workspace, or NULL */
+  void *cudnn_region;          /* the workspace's CUDA_REGION_CUDNN, or NULL */
   cuda_cudnn_attention *cudnn; /* with attention CUDA_ATTENTION_CUDNN: its state, else NULL */
 } cuda_context;
 

@@ -15,8 +15,6 @@ extern "C" {
 
 st_status cuda_context_create(const st_device *dev, void **ctx);
 void cuda_context_destroy(void *ctx);
-/* What cuda_context_create allocates in `where` memory (context.h's workspace and staging). */
-uint64_t cuda_context_bytes(mem_kind where);
 
 /* matmul.cu */
 st_status cuda_matmul_forward(void *ctx, const st_tensor *out, const st_tensor *pre_gelu,
@@ -71,7 +69,6 @@ st_status cuda_sum_squares(void *ctx, const st_tensor *out, const st_tensor *x,
 st_status cuda_sum(void *ctx, const st_tensor *out, const st_tensor *x, const st_stream *stream);
 
 /* attention.cu */
-int64_t cuda_attention_state_numel(int64_t batch, int64_t n_head, int64_t seq);
 const char *cuda_attention_kind_name(void *ctx);
 st_status cuda_attention_forward(void *ctx, const st_tensor *out, const st_tensor *state,
                                  const st_tensor *qkv, int64_t n_head, const st_stream *stream);

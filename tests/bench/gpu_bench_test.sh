@@ -17,8 +17,9 @@
 #    no PyTorch here) and becomes a row of the table, exit 0, and with ST_CUDA_ATTENTION=flash
 #    shardtrain's rows are named after it; a stand-in shardtrain that succeeds but warns that
 #    the flash kernels ran instead of cuDNN's gives a failed -cudnn row quoting the warning;
+#    a stand-in PyTorch peer gets the library path from before the bundle's env.sh;
 #  - ceilings prints SKIP and exits 0 here, and a bad flag is one line and exit 2;
-#  - peers/gpt2_torch.py compiles (PyTorch is not installed here to run it).
+#  - peers/gpt2_torch.py compiles (tests/bench:gpt2_torch_test runs it where PyTorch is).
 # Bad input to each script: one error line, exit 2.
 set -uo pipefail
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" # shardtrain starts MPI
@@ -27,31 +28,8 @@ shardtrain=$1 ceilings=$2 plot=$3 valid_png=$4
 fixtures=tests/bench
 work=${TEST_TMPDIR:-$(mktemp -d)}
 unset DISPLAY
-fail=0
-
-check() { # check NAME COMMAND...: the command must succeed
-  local name=$1 out
-  shift
-  if out=$("$@" 2>&1); then
-    echo "ok: $name"
-  else
-    echo "FAIL: $name:"; echo "$out"; fail=1
-  fi
-}
-
-# expect_error CODE PATTERN COMMAND...: exit CODE, exactly one line on stderr, matching PATTERN.
-expect_error() {
-  local code=$1 pattern=$2 err rc lines
-  shift 2
-  err=$("$@" 2>&1 > /dev/null)
-  rc=$?
-  lines=$(printf '%s\n' "$err" | grep -c .)
-  if [ "$rc" -ne "$code" ] || [ "$lines" -ne 1 ] || ! grep -qE -- "$pattern" <<< "$err"; then
-    echo "FAIL: $* -> exit $rc (want $code), $lines lines:"; echo "$err"; fail=1
-  else
-    echo "ok: exit $rc: $err"
-  fi
-}
+# shellcheck source=tests/bench/checks.sh
+. "$(dirname "$0")/checks.sh"
 
 check "bench_common: shapes and FLOPs" python3 - << 'PY'
 import sys
@@ -236,6 +214,31 @@ check "gpu_bench: a fallback from cuDNN is a failed row quoting the warning" \
   grep -q '^d24,354.8,shardtrain-zero0-cudnn,failed,8,.*the flash attention kernels run instead' \
   "$work/cudnn/bench.csv"
 rm -rf "$session"
+# The PyTorch peer runs with the library path from before the bundle's env.sh (gpu-bundle's:
+# BUNDLE/lib, /usr/local/cuda/lib64 and /usr/lib/x86_64-linux-gnu first): a stand-in python3
+# reports the path the peer got.
+mkdir -p "$work/peer_path"
+cat > "$work/peer_path/python3" << 'EOF'
+#!/bin/sh
+case "$1" in
+  */gpt2_torch.py)
+    printf 'result {"system": "pytorch-compile", "model": "d12", "seq_len": 1024, '
+    printf '"status": "failed", "note": "path %s"}\n' "${LD_LIBRARY_PATH-unset}"
+    exit 1 ;;
+esac
+exec "$REAL_PYTHON3" "$@"
+EOF
+chmod +x "$work/peer_path/python3"
+env_sh="$(cd "$work/bundle" && pwd)/lib:/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu"
+for before in "" /opt/mine; do
+  REAL_PYTHON3=$(command -v python3) LD_LIBRARY_PATH=$env_sh${before:+:$before} \
+    PATH=$work/peer_path:$PATH bash benchmarks/gpu_bench.sh --bundle "$work/bundle" \
+    --out "$work/path$before" --sizes d12 --micro-batches 16 --no-kernels \
+    --systems pytorch-compile > "$work/path.log" 2>&1
+  check "gpu_bench: the peer's library path is '${before:-unset}'" grep -q \
+    "^d12,124.4,pytorch-compile,failed,,,1024,,,,,path ${before:-unset}$" \
+    "$work/path$before/bench.csv"
+done
 
 check "gpt2_torch.py compiles" python3 -c "import py_compile, sys
 py_compile.compile('benchmarks/peers/gpt2_torch.py', cfile=sys.argv[1], doraise=True)" \

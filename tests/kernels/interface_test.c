@@ -1,5 +1,6 @@
-/* interface_test.c - backend creation, the capability queries (dtypes, and the dtypes of
- * parameter gradients), and the refusals every backend shares: the kernel_<op>
+/* interface_test.c - backend creation, the capability queries (by backend, and by device kind
+ * from the facts every build has of the CPU and CUDA backends; the dtypes of ops and of the
+ * parameter gradients they write), and the refusals every backend shares: the kernel_<op>
  * wrappers reject bad shapes, dtypes, devices, layouts and streams with a status and a detail
  * that names the numbers, before any data is touched. Also the CPU backend's own refusals:
  * out-of-range ids and a failed scratch allocation, which must leave nothing allocated. */
@@ -31,6 +32,41 @@ static st_tensor fp32(float *data, int ndim, const int64_t *shape) {
     CHECK_MSG(strstr(st_last_error(), needle), "detail '%s' mentions '%s'", st_last_error(), \
               needle);                                                                       \
   } while (0)
+
+/* The CUDA backend as the planner sees it, the same in every build (kernels/cuda_facts.h): its
+ * kernels compute in every dtype, fp16 included (fp32 accumulation inside), only the loss sum
+ * is fp32 alone; its state is one fp32 statistic per attention row; its attention takes no
+ * scratch of its own; its workspace is 32 MiB (cuBLASLt) + 8 KiB (1024 doubles) + 4 MiB (2^20
+ * floats) + 1 MiB (32768 segments of 32 bytes) + 8 MiB (the sort), every region a multiple of
+ * 256 bytes, with 1 MiB of host staging; ST_CUDA_ATTENTION=cudnn adds the cuDNN attention's
+ * 256 MiB whether or not the build or the machine has cuDNN (it falls back to flash, holding
+ * the region), the other kinds nothing; a kind that is none of them plans like simple. */
+static void check_cuda_facts(void) {
+  for (int op = 0; op < KERNEL_OP_COUNT; op++) {
+    const int fp16 = kernel_kind_supports(ST_DEVICE_CUDA, (kernel_op)op, ST_FP16);
+    CHECK_MSG(fp16 == (op != KERNEL_OP_SUM), "CUDA %s on fp16: %d", kernel_op_name((kernel_op)op),
+              fp16);
+  }
+  CHECK(!kernel_kind_supports(ST_DEVICE_CUDA, KERNEL_OP_COUNT, ST_FP32));
+  CHECK(kernel_kind_computes_in(ST_DEVICE_CUDA, ST_FP32));
+  CHECK(kernel_kind_computes_in(ST_DEVICE_CUDA, ST_FP16));
+  CHECK(kernel_kind_computes_in(ST_DEVICE_CUDA, ST_BF16));
+  CHECK(kernel_kind_attention_state_numel(ST_DEVICE_CUDA, B, NH, T) == (int64_t)B * NH * T);
+  CHECK(kernel_kind_attention_scratch_bytes(ST_DEVICE_CUDA, T) == 0);
+  const uint64_t MiB = 1u << 20, plain = 45 * MiB + 8192;
+  CHECK(unsetenv("ST_CUDA_ATTENTION") == 0);
+  CHECK_EQ_INT(kernel_kind_workspace_bytes(ST_DEVICE_CUDA, MEM_DEVICE), plain);
+  CHECK_EQ_INT(kernel_kind_workspace_bytes(ST_DEVICE_CUDA, MEM_HOST), MiB);
+  CHECK_EQ_INT(kernel_kind_workspace_bytes(ST_DEVICE_CUDA, MEM_PINNED), 0);
+  CHECK(setenv("ST_CUDA_ATTENTION", "flash", 1) == 0);
+  CHECK_EQ_INT(kernel_kind_workspace_bytes(ST_DEVICE_CUDA, MEM_DEVICE), plain);
+  CHECK(setenv("ST_CUDA_ATTENTION", "cudnn", 1) == 0);
+  CHECK_EQ_INT(kernel_kind_workspace_bytes(ST_DEVICE_CUDA, MEM_DEVICE), plain + 256 * MiB);
+  CHECK_EQ_INT(kernel_kind_workspace_bytes(ST_DEVICE_CUDA, MEM_HOST), MiB);
+  CHECK(setenv("ST_CUDA_ATTENTION", "cuDNN", 1) == 0);
+  CHECK_EQ_INT(kernel_kind_workspace_bytes(ST_DEVICE_CUDA, MEM_DEVICE), plain);
+  CHECK(unsetenv("ST_CUDA_ATTENTION") == 0);
+}
 
 static void check_lookup(void) {
   st_device cpu = device_cpu();
@@ -67,40 +103,14 @@ static void check_lookup(void) {
         kernel_attention_state_numel(kb, B, NH, T));
   kernel_backend_destroy(kb);
   kernel_backend_destroy(NULL);
-  /* A CUDA device where this build has no CUDA kernels. */
+  /* A CUDA device where this build has no CUDA kernels: no backend, though its facts below. */
   if (!kernel_has_backend(ST_DEVICE_CUDA)) {
     device_backend fake_cuda = {.name = "fake-cuda", .kind = ST_DEVICE_CUDA};
     st_device gpu = {.backend = &fake_cuda, .ordinal = 0};
     CHECK_REFUSED(kernel_backend_create(&gpu, &kb), ST_ERR_UNSUPPORTED, "fake-cuda");
     CHECK(kb == NULL);
-    CHECK(!kernel_kind_supports(ST_DEVICE_CUDA, KERNEL_OP_CAST, ST_BF16));
-    CHECK(!kernel_kind_computes_in(ST_DEVICE_CUDA, ST_FP32));
-    CHECK(kernel_kind_attention_state_numel(ST_DEVICE_CUDA, B, NH, T) == 0);
-    CHECK(kernel_kind_workspace_bytes(ST_DEVICE_CUDA, MEM_DEVICE) == 0);
-  } else {
-    /* The CUDA kernels compute in every dtype, fp16 included (fp32 accumulation inside); only
-     * the loss sum is fp32 alone. Its state is one fp32 statistic per attention row. */
-    for (int op = 0; op < KERNEL_OP_COUNT; op++) {
-      const int fp16 = kernel_kind_supports(ST_DEVICE_CUDA, (kernel_op)op, ST_FP16);
-      CHECK_MSG(fp16 == (op != KERNEL_OP_SUM), "CUDA %s on fp16: %d", kernel_op_name((kernel_op)op),
-                fp16);
-    }
-    CHECK(kernel_kind_computes_in(ST_DEVICE_CUDA, ST_FP16));
-    CHECK(kernel_kind_computes_in(ST_DEVICE_CUDA, ST_BF16));
-    CHECK(kernel_kind_attention_state_numel(ST_DEVICE_CUDA, B, NH, T) == (int64_t)B * NH * T);
-    /* ST_CUDA_ATTENTION=cudnn adds the cuDNN attention's 256 MiB region (where the build has
-     * it, else nothing); the other kinds add none. */
-    const uint64_t plain = kernel_kind_workspace_bytes(ST_DEVICE_CUDA, MEM_DEVICE);
-    CHECK(setenv("ST_CUDA_ATTENTION", "flash", 1) == 0);
-    const uint64_t flash = kernel_kind_workspace_bytes(ST_DEVICE_CUDA, MEM_DEVICE);
-    CHECK(setenv("ST_CUDA_ATTENTION", "cudnn", 1) == 0);
-    const uint64_t cudnn = kernel_kind_workspace_bytes(ST_DEVICE_CUDA, MEM_DEVICE);
-    CHECK(unsetenv("ST_CUDA_ATTENTION") == 0);
-    CHECK(flash == plain);
-    CHECK_MSG(cudnn == plain || cudnn == plain + ((uint64_t)256 << 20),
-              "cudnn's workspace %llu bytes, the others' %llu", (unsigned long long)cudnn,
-              (unsigned long long)plain);
   }
+  check_cuda_facts();
 }
 
 static void check_matmul_refusals(const kernel_backend *kb, const st_stream *s) {
@@ -226,9 +236,9 @@ static void check_other_refusals(const kernel_backend *kb, const st_stream *s) {
 
 /* Parameter gradients in another dtype than the activations (kernel_supports_grad_dtype): the
  * CPU computes in fp32 only and writes no gradient in another dtype than an op's, so its
- * wrappers refuse any other dtype for dweight, dbias, dwte and dwpe. A CUDA build's kernels
- * also write fp32 gradients beside bf16 and fp16 activations, for exactly the ops whose
- * backward writes parameter gradients. */
+ * wrappers refuse any other dtype for dweight, dbias, dwte and dwpe. The CUDA backend (its
+ * facts, in every build) also writes fp32 gradients beside bf16 and fp16 activations, for
+ * exactly the ops whose backward writes parameter gradients. */
 static void check_grad_dtypes(const kernel_backend *kb, const st_stream *s) {
   int same = 1;
   for (int op = 0; op < KERNEL_OP_COUNT; op++) {
@@ -242,21 +252,19 @@ static void check_grad_dtypes(const kernel_backend *kb, const st_stream *s) {
     }
   }
   CHECK_MSG(same, "the CPU writes parameter gradients in its compute dtype only");
-  if (kernel_has_backend(ST_DEVICE_CUDA)) {
-    for (int op = 0; op < KERNEL_OP_COUNT; op++) {
-      const int writes = op == KERNEL_OP_MATMUL || op == KERNEL_OP_MATMUL_GELU ||
-                         op == KERNEL_OP_LAYERNORM || op == KERNEL_OP_EMBEDDING;
-      const kernel_op o = (kernel_op)op;
-      CHECK_MSG(kernel_kind_supports_grad_dtype(ST_DEVICE_CUDA, o, ST_BF16, ST_FP32) == writes &&
-                    kernel_kind_supports_grad_dtype(ST_DEVICE_CUDA, o, ST_FP16, ST_FP32) == writes,
-                "CUDA %s: fp32 gradients beside 16-bit activations exactly where it writes "
-                "parameter gradients (%d)",
-                kernel_op_name(o), writes);
-      CHECK(!kernel_kind_supports_grad_dtype(ST_DEVICE_CUDA, o, ST_FP16, ST_BF16));
-      CHECK(!kernel_kind_supports_grad_dtype(ST_DEVICE_CUDA, o, ST_FP32, ST_BF16));
-      CHECK(kernel_kind_supports_grad_dtype(ST_DEVICE_CUDA, o, ST_BF16, ST_BF16) ==
-            kernel_kind_supports(ST_DEVICE_CUDA, o, ST_BF16));
-    }
+  for (int op = 0; op < KERNEL_OP_COUNT; op++) {
+    const int writes = op == KERNEL_OP_MATMUL || op == KERNEL_OP_MATMUL_GELU ||
+                       op == KERNEL_OP_LAYERNORM || op == KERNEL_OP_EMBEDDING;
+    const kernel_op o = (kernel_op)op;
+    CHECK_MSG(kernel_kind_supports_grad_dtype(ST_DEVICE_CUDA, o, ST_BF16, ST_FP32) == writes &&
+                  kernel_kind_supports_grad_dtype(ST_DEVICE_CUDA, o, ST_FP16, ST_FP32) == writes,
+              "CUDA %s: fp32 gradients beside 16-bit activations exactly where it writes "
+              "parameter gradients (%d)",
+              kernel_op_name(o), writes);
+    CHECK(!kernel_kind_supports_grad_dtype(ST_DEVICE_CUDA, o, ST_FP16, ST_BF16));
+    CHECK(!kernel_kind_supports_grad_dtype(ST_DEVICE_CUDA, o, ST_FP32, ST_BF16));
+    CHECK(kernel_kind_supports_grad_dtype(ST_DEVICE_CUDA, o, ST_BF16, ST_BF16) ==
+          kernel_kind_supports(ST_DEVICE_CUDA, o, ST_BF16));
   }
 
   st_tensor inp = fp32(inp_data, 3, (int64_t[]){B, T, C});

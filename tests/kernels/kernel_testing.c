@@ -107,6 +107,27 @@ void tbuf_free(test_buf *b) {
   *b = (test_buf){0};
 }
 
+test_linear tlinear_alloc(test_backend *tb, test_linear_dims d, int out_in) {
+  int64_t inp_shape[] = {d.batch, d.seq, d.in}, out_shape[] = {d.batch, d.seq, d.outs};
+  int64_t weight_shape[] = {out_in ? d.outs : d.in, out_in ? d.in : d.outs};
+  test_linear l;
+  l.inp = tbuf_tensor(tb, ST_FP32, 3, inp_shape);
+  l.dinp = tbuf_tensor(tb, ST_FP32, 3, inp_shape);
+  l.weight = tbuf_tensor(tb, ST_FP32, 2, weight_shape);
+  l.dweight = tbuf_tensor(tb, ST_FP32, 2, weight_shape);
+  l.bias = tbuf_tensor(tb, ST_FP32, 1, &d.outs);
+  l.dbias = tbuf_tensor(tb, ST_FP32, 1, &d.outs);
+  l.out = tbuf_tensor(tb, ST_FP32, 3, out_shape);
+  l.dout = tbuf_tensor(tb, ST_FP32, 3, out_shape);
+  return l;
+}
+
+void tlinear_free(test_linear *l) {
+  test_buf *all[] = {&l->dout,    &l->out,    &l->dbias, &l->bias,
+                     &l->dweight, &l->weight, &l->dinp,  &l->inp};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) tbuf_free(all[i]);
+}
+
 /* splitmix64: tiny, fast, and the same sequence on every machine. */
 static uint64_t rng_next(test_rng *rng) {
   uint64_t z = (rng->state += 0x9e3779b97f4a7c15ull);

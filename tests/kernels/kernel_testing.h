@@ -1,6 +1,7 @@
 /* kernel_testing.h - what the kernel tests share: the backends each test runs on, device
- * buffers mirrored on the host, a deterministic random source, comparisons under per-dtype
- * tolerances, the finite-difference gradient check and the accumulation check.
+ * buffers mirrored on the host (one by one, or a linear layer's set), a deterministic random
+ * source, comparisons under per-dtype tolerances, the finite-difference gradient check and the
+ * accumulation check.
  *
  * Every op test computes its expected values with its own float64 loops, so an op is never
  * checked against itself. A value passes when |got - want| <= abs + rel * |want|:
@@ -68,6 +69,21 @@ void tbuf_download(test_buf *b);
 /* Zeroes both sides. */
 void tbuf_zero(test_buf *b);
 void tbuf_free(test_buf *b);
+
+/* The extents of a linear layer: inp [batch, seq, in] @ weight -> out [batch, seq, outs]. */
+typedef struct test_linear_dims {
+  int64_t batch, seq, in, outs;
+} test_linear_dims;
+
+/* A linear layer's fp32 operands and their gradients, zero on both sides: inp and dinp, weight
+ * and dweight ([in, outs], or [outs, in] with out_in: the tied head), bias and dbias [outs],
+ * out and dout. */
+typedef struct test_linear {
+  test_buf inp, dinp, weight, dweight, bias, dbias, out, dout;
+} test_linear;
+
+test_linear tlinear_alloc(test_backend *tb, test_linear_dims d, int out_in);
+void tlinear_free(test_linear *l);
 
 /* ---- Random values ------------------------------------------------------------------------- */
 

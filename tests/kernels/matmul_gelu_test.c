@@ -11,10 +11,6 @@
 #include "tests/kernels/kernel_testing.h"
 #include "tests/testing.h"
 
-typedef struct gelu_dims {
-  int64_t batch, seq, in, outs;
-} gelu_dims;
-
 static double ref_gelu(double x) {
   return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
 }
@@ -61,63 +57,56 @@ static st_status backward(void *ctx) {
                                      &g->tb->stream);
 }
 
-static void check_matmul_gelu(test_backend *tb, gelu_dims d) {
+static void check_matmul_gelu(test_backend *tb, test_linear_dims d) {
   test_rng rng = {(uint64_t)(d.in * 3 + 1)};
   const int64_t rows = d.batch * d.seq, count = rows * d.outs;
-  int64_t inp_shape[] = {d.batch, d.seq, d.in}, out_shape[] = {d.batch, d.seq, d.outs};
-  int64_t weight_shape[] = {d.in, d.outs};
-  test_buf inp = tbuf_tensor(tb, ST_FP32, 3, inp_shape);
-  test_buf dinp = tbuf_tensor(tb, ST_FP32, 3, inp_shape);
-  test_buf weight = tbuf_tensor(tb, ST_FP32, 2, weight_shape);
-  test_buf dweight = tbuf_tensor(tb, ST_FP32, 2, weight_shape);
-  test_buf bias = tbuf_tensor(tb, ST_FP32, 1, &d.outs);
-  test_buf dbias = tbuf_tensor(tb, ST_FP32, 1, &d.outs);
-  test_buf out = tbuf_tensor(tb, ST_FP32, 3, out_shape);
+  test_linear l = tlinear_alloc(tb, d, 0);
+  int64_t out_shape[] = {d.batch, d.seq, d.outs};
   test_buf pre = tbuf_tensor(tb, ST_FP32, 3, out_shape);
-  test_buf dout = tbuf_tensor(tb, ST_FP32, 3, out_shape);
   /* Pre-activations of a few units either side of 0: both tails of GELU and its bend. */
-  rng_fill(&rng, inp.host, rows * d.in, -1.0, 1.0);
-  rng_fill(&rng, weight.host, d.in * d.outs, -3.0 / sqrt((double)d.in), 3.0 / sqrt((double)d.in));
-  rng_fill(&rng, bias.host, d.outs, -1.0, 1.0);
-  rng_fill(&rng, dout.host, count, -1.0, 1.0);
-  rng_fill(&rng, out.host, count, 5.0, 9.0); /* garbage the forward must overwrite */
+  rng_fill(&rng, l.inp.host, rows * d.in, -1.0, 1.0);
+  rng_fill(&rng, l.weight.host, d.in * d.outs, -3.0 / sqrt((double)d.in), 3.0 / sqrt((double)d.in));
+  rng_fill(&rng, l.bias.host, d.outs, -1.0, 1.0);
+  rng_fill(&rng, l.dout.host, count, -1.0, 1.0);
+  rng_fill(&rng, l.out.host, count, 5.0, 9.0); /* garbage the forward must overwrite */
   rng_fill(&rng, pre.host, count, 5.0, 9.0);
-  test_buf *inputs[] = {&inp, &weight, &bias, &out, &pre};
+  test_buf *inputs[] = {&l.inp, &l.weight, &l.bias, &l.out, &pre};
   for (size_t i = 0; i < sizeof inputs / sizeof *inputs; i++) tbuf_upload(inputs[i]);
 
   gelu_ref ref = {rows,
                   d.in,
                   d.outs,
-                  to_f64(inp.host, rows * d.in),
-                  to_f64(weight.host, d.in * d.outs),
-                  to_f64(bias.host, d.outs),
-                  to_f64(dout.host, count)};
+                  to_f64(l.inp.host, rows * d.in),
+                  to_f64(l.weight.host, d.in * d.outs),
+                  to_f64(l.bias.host, d.outs),
+                  to_f64(l.dout.host, count)};
   double *want = malloc((size_t)(2 * count) * sizeof *want);
   ref_forward(&ref, want, want + count);
-  CHECK_OK(
-      kernel_matmul_gelu_forward(tb->kb, &out.t, &pre.t, &inp.t, &weight.t, &bias.t, &tb->stream));
+  CHECK_OK(kernel_matmul_gelu_forward(tb->kb, &l.out.t, &pre.t, &l.inp.t, &l.weight.t, &l.bias.t,
+                                      &tb->stream));
   tbuf_download(&pre);
-  tbuf_download(&out);
+  tbuf_download(&l.out);
   check_close("matmul_gelu pre_gelu", pre.host, want, count, TOL_FP32);
-  check_close("matmul_gelu out", out.host, want + count, count, TOL_FP32);
+  check_close("matmul_gelu out", l.out.host, want + count, count, TOL_FP32);
 
-  float *dout_values = malloc((size_t)dout.bytes);
-  memcpy(dout_values, dout.host, dout.bytes);
-  gelu_call call = {tb, &dinp, &dweight, &dbias, &dout, &pre, &inp, &weight, dout_values};
-  test_buf *grads[] = {&dinp, &dweight, &dbias};
+  float *dout_values = malloc((size_t)l.dout.bytes);
+  memcpy(dout_values, l.dout.host, l.dout.bytes);
+  gelu_call call = {tb,   &l.dinp, &l.dweight, &l.dbias,   &l.dout,
+                    &pre, &l.inp,  &l.weight,  dout_values};
+  test_buf *grads[] = {&l.dinp, &l.dweight, &l.dbias};
   check_accumulates("matmul_gelu backward", grads, 3, backward, &call);
 
   /* dout now holds dout * gelu'(pre_gelu), at the pre-activations the forward saved. */
-  tbuf_download(&dout);
+  tbuf_download(&l.dout);
   const float *saved = pre.host;
   for (int64_t i = 0; i < count; i++) {
     const double h = 1e-5, x = saved[i];
     want[i] = dout_values[i] * (ref_gelu(x + h) - ref_gelu(x - h)) / (2.0 * h);
   }
-  check_close("matmul_gelu overwrites dout with dpre", dout.host, want, count, TOL_FP32_GRAD);
-  check_gradient("matmul_gelu dinp", ref.inp, rows * d.in, dinp.host, ref_loss, &ref);
-  check_gradient("matmul_gelu dweight", ref.weight, d.in * d.outs, dweight.host, ref_loss, &ref);
-  check_gradient("matmul_gelu dbias", ref.bias, d.outs, dbias.host, ref_loss, &ref);
+  check_close("matmul_gelu overwrites dout with dpre", l.dout.host, want, count, TOL_FP32_GRAD);
+  check_gradient("matmul_gelu dinp", ref.inp, rows * d.in, l.dinp.host, ref_loss, &ref);
+  check_gradient("matmul_gelu dweight", ref.weight, d.in * d.outs, l.dweight.host, ref_loss, &ref);
+  check_gradient("matmul_gelu dbias", ref.bias, d.outs, l.dbias.host, ref_loss, &ref);
 
   free(dout_values);
   free(want);
@@ -125,14 +114,14 @@ static void check_matmul_gelu(test_backend *tb, gelu_dims d) {
   free(ref.weight);
   free(ref.bias);
   free(ref.dout);
-  test_buf *all[] = {&dout, &pre, &out, &dbias, &bias, &dweight, &weight, &dinp, &inp};
-  for (size_t i = 0; i < sizeof all / sizeof *all; i++) tbuf_free(all[i]);
+  tbuf_free(&pre);
+  tlinear_free(&l);
 }
 
 static void body(test_backend *tb) {
   CHECK(kernel_supports(tb->kb, KERNEL_OP_MATMUL_GELU, ST_FP32));
-  check_matmul_gelu(tb, (gelu_dims){2, 5, 12, 7});
-  check_matmul_gelu(tb, (gelu_dims){2, 1, 130, 150});
+  check_matmul_gelu(tb, (test_linear_dims){2, 5, 12, 7});
+  check_matmul_gelu(tb, (test_linear_dims){2, 1, 130, 150});
 }
 
 int main(void) { return test_on_backends("matmul_gelu_test", body); }

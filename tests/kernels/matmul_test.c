@@ -8,10 +8,6 @@
 #include "tests/kernels/kernel_testing.h"
 #include "tests/testing.h"
 
-typedef struct matmul_dims {
-  int64_t batch, seq, in, outs;
-} matmul_dims;
-
 /* The float64 reference and the loss sum(dout * out) whose gradients the backward computes. */
 typedef struct matmul_ref {
   int64_t rows, in, outs;
@@ -59,67 +55,58 @@ static st_status backward(void *ctx) {
 }
 
 /* out_in: the tied-head variant (weight [outs, in], never a bias). */
-static void check_matmul(test_backend *tb, matmul_dims d, int with_bias, int out_in) {
+static void check_matmul(test_backend *tb, test_linear_dims d, int with_bias, int out_in) {
   test_rng rng = {(uint64_t)(d.in * 2 + with_bias + 4 * out_in)};
   int64_t rows = d.batch * d.seq;
-  int64_t inp_shape[] = {d.batch, d.seq, d.in}, out_shape[] = {d.batch, d.seq, d.outs};
-  int64_t weight_shape[] = {out_in ? d.outs : d.in, out_in ? d.in : d.outs};
-  test_buf inp = tbuf_tensor(tb, ST_FP32, 3, inp_shape);
-  test_buf dinp = tbuf_tensor(tb, ST_FP32, 3, inp_shape);
-  test_buf weight = tbuf_tensor(tb, ST_FP32, 2, weight_shape);
-  test_buf dweight = tbuf_tensor(tb, ST_FP32, 2, weight_shape);
-  test_buf bias = tbuf_tensor(tb, ST_FP32, 1, &d.outs);
-  test_buf dbias = tbuf_tensor(tb, ST_FP32, 1, &d.outs);
-  test_buf out = tbuf_tensor(tb, ST_FP32, 3, out_shape);
-  test_buf dout = tbuf_tensor(tb, ST_FP32, 3, out_shape);
-  rng_fill(&rng, inp.host, rows * d.in, -1.0, 1.0);
-  rng_fill(&rng, weight.host, d.in * d.outs, -1.0, 1.0);
-  rng_fill(&rng, bias.host, d.outs, -1.0, 1.0);
-  rng_fill(&rng, dout.host, rows * d.outs, -1.0, 1.0);
-  rng_fill(&rng, out.host, rows * d.outs, 5.0, 9.0); /* garbage the forward must overwrite */
-  test_buf *inputs[] = {&inp, &weight, &bias, &dout, &out};
+  test_linear l = tlinear_alloc(tb, d, out_in);
+  rng_fill(&rng, l.inp.host, rows * d.in, -1.0, 1.0);
+  rng_fill(&rng, l.weight.host, d.in * d.outs, -1.0, 1.0);
+  rng_fill(&rng, l.bias.host, d.outs, -1.0, 1.0);
+  rng_fill(&rng, l.dout.host, rows * d.outs, -1.0, 1.0);
+  rng_fill(&rng, l.out.host, rows * d.outs, 5.0, 9.0); /* garbage the forward must overwrite */
+  test_buf *inputs[] = {&l.inp, &l.weight, &l.bias, &l.dout, &l.out};
   for (size_t i = 0; i < sizeof inputs / sizeof *inputs; i++) tbuf_upload(inputs[i]);
 
   matmul_ref ref = {rows,
                     d.in,
                     d.outs,
                     out_in,
-                    to_f64(inp.host, rows * d.in),
-                    to_f64(weight.host, d.in * d.outs),
-                    with_bias ? to_f64(bias.host, d.outs) : NULL,
-                    to_f64(dout.host, rows * d.outs)};
+                    to_f64(l.inp.host, rows * d.in),
+                    to_f64(l.weight.host, d.in * d.outs),
+                    with_bias ? to_f64(l.bias.host, d.outs) : NULL,
+                    to_f64(l.dout.host, rows * d.outs)};
   double *want = malloc((size_t)(rows * d.outs) * sizeof *want);
   ref_forward(&ref, want);
   if (out_in) {
-    CHECK_OK(kernel_matmul_wt_forward(tb->kb, &out.t, &inp.t, &weight.t, &tb->stream));
+    CHECK_OK(kernel_matmul_wt_forward(tb->kb, &l.out.t, &l.inp.t, &l.weight.t, &tb->stream));
   } else {
-    CHECK_OK(kernel_matmul_forward(tb->kb, &out.t, &inp.t, &weight.t, with_bias ? &bias.t : NULL,
-                                   &tb->stream));
+    CHECK_OK(kernel_matmul_forward(tb->kb, &l.out.t, &l.inp.t, &l.weight.t,
+                                   with_bias ? &l.bias.t : NULL, &tb->stream));
   }
-  tbuf_download(&out);
+  tbuf_download(&l.out);
   check_close(out_in      ? "matmul forward, tied head"
               : with_bias ? "matmul forward"
                           : "matmul forward, no bias",
-              out.host, want, rows * d.outs, TOL_FP32);
+              l.out.host, want, rows * d.outs, TOL_FP32);
 
-  matmul_call call = {tb, out_in, &dinp, &dweight, with_bias ? &dbias : NULL, &dout, &inp, &weight};
-  test_buf *grads[] = {&dinp, &dweight, &dbias};
+  matmul_call call = {tb,      out_in, &l.dinp,  &l.dweight, with_bias ? &l.dbias : NULL,
+                      &l.dout, &l.inp, &l.weight};
+  test_buf *grads[] = {&l.dinp, &l.dweight, &l.dbias};
   check_accumulates("matmul backward", grads, with_bias ? 3 : 2, backward, &call);
-  check_gradient("matmul dinp", ref.inp, rows * d.in, dinp.host, ref_loss, &ref);
-  check_gradient("matmul dweight", ref.weight, d.in * d.outs, dweight.host, ref_loss, &ref);
-  if (with_bias) check_gradient("matmul dbias", ref.bias, d.outs, dbias.host, ref_loss, &ref);
+  check_gradient("matmul dinp", ref.inp, rows * d.in, l.dinp.host, ref_loss, &ref);
+  check_gradient("matmul dweight", ref.weight, d.in * d.outs, l.dweight.host, ref_loss, &ref);
+  if (with_bias) check_gradient("matmul dbias", ref.bias, d.outs, l.dbias.host, ref_loss, &ref);
 
   free(want);
   free(ref.inp);
   free(ref.weight);
   free(ref.bias);
   free(ref.dout);
-  test_buf *all[] = {&dout, &out, &dbias, &bias, &dweight, &weight, &dinp, &inp};
-  for (size_t i = 0; i < sizeof all / sizeof *all; i++) tbuf_free(all[i]);
+  tlinear_free(&l);
 }
 
 static void body(test_backend *tb) {
-  const matmul_dims odd = {2, 5, 12, 7}, wide = {2, 1, 130, 150};
+  const test_linear_dims odd = {2, 5, 12, 7}, wide = {2, 1, 130, 150};
   check_matmul(tb, odd, 1, 0);
   check_matmul(tb, odd, 0, 0);
   check_matmul(tb, wide, 1, 0);

@@ -103,18 +103,31 @@ static void set(void *buf, st_dtype dtype, size_t i, double v) {
   }
 }
 
-/* Checks the op's counter moved by exactly the ring formula and the sequence by one. */
-static void check_accounting(comm *c, comm_op op, double bytes, const comm_counters *before,
-                             uint64_t seq_before) {
+/* A group's counters and next sequence number, read before a collective. */
+typedef struct comm_snapshot {
+  comm_counters counters;
+  uint64_t seq;
+} comm_snapshot;
+
+static comm_snapshot snapshot(comm *c) {
+  comm_snapshot s;
+  comm_counters_get(c, &s.counters);
+  s.seq = comm_next_seq(c);
+  return s;
+}
+
+/* Checks the op's counter moved by exactly the ring formula since `before` and the sequence
+ * by one. */
+static void check_accounting(comm *c, comm_op op, double bytes, const comm_snapshot *before) {
   comm_counters after;
   comm_counters_get(c, &after);
-  uint64_t moved = after.bytes_sent[op] - before->bytes_sent[op];
+  uint64_t moved = after.bytes_sent[op] - before->counters.bytes_sent[op];
   CHECK_MSG(moved == ring_formula(op, comm_size(c), bytes),
             "group %s %s: counted %llu bytes, ring formula %llu", comm_group_name(c),
             comm_op_name(op), (unsigned long long)moved,
             (unsigned long long)ring_formula(op, comm_size(c), bytes));
-  CHECK_EQ_INT(after.calls[op] - before->calls[op], 1);
-  CHECK_EQ_INT(comm_next_seq(c), seq_before + 1);
+  CHECK_EQ_INT(after.calls[op] - before->counters.calls[op], 1);
+  CHECK_EQ_INT(comm_next_seq(c), before->seq + 1);
 }
 
 static void test_all_gather(comm *c, st_dtype dtype, size_t count, int in_place) {
@@ -127,11 +140,9 @@ static void test_all_gather(comm *c, st_dtype dtype, size_t count, int in_place)
     set((char *)src->host + mine, dtype, j, me * 16 + (double)(j % 16));
   }
   dbuf_push(src);
-  comm_counters before;
-  comm_counters_get(c, &before);
-  uint64_t seq = comm_next_seq(c);
+  const comm_snapshot before = snapshot(c);
   CHECK_OK(comm_all_gather(c, (char *)src->dev + mine, recv.dev, count, dtype, NULL));
-  check_accounting(c, COMM_ALL_GATHER, (double)count * n * es, &before, seq);
+  check_accounting(c, COMM_ALL_GATHER, (double)count * n * es, &before);
   dbuf_pull(&recv);
   int bad = 0;
   for (int k = 0; k < n; k++) {
@@ -159,11 +170,9 @@ static void test_reduce_scatter(comm *c, st_dtype dtype, size_t count, int in_pl
     }
   }
   dbuf_push(&send);
-  comm_counters before;
-  comm_counters_get(c, &before);
-  uint64_t seq = comm_next_seq(c);
+  const comm_snapshot before = snapshot(c);
   CHECK_OK(comm_reduce_scatter(c, send.dev, (char *)dst->dev + mine, count, dtype, COMM_SUM, NULL));
-  check_accounting(c, COMM_REDUCE_SCATTER, (double)count * n * es, &before, seq);
+  check_accounting(c, COMM_REDUCE_SCATTER, (double)count * n * es, &before);
   dbuf_pull(dst);
   int bad = 0;
   for (size_t j = 0; j < count; j++) {
@@ -184,11 +193,9 @@ static void test_all_reduce(comm *c, st_dtype dtype, comm_reduce_op op, size_t c
     set(buf.host, dtype, j, v);
   }
   dbuf_push(&buf);
-  comm_counters before;
-  comm_counters_get(c, &before);
-  uint64_t seq = comm_next_seq(c);
+  const comm_snapshot before = snapshot(c);
   CHECK_OK(comm_all_reduce(c, buf.dev, buf.dev, count, dtype, op, NULL));
-  check_accounting(c, COMM_ALL_REDUCE, (double)count * es, &before, seq);
+  check_accounting(c, COMM_ALL_REDUCE, (double)count * es, &before);
   dbuf_pull(&buf);
   int bad = 0;
   for (size_t j = 0; j < count; j++) {
@@ -206,11 +213,9 @@ static void test_broadcast(comm *c, size_t count) {
   float *h = buf.host;
   for (size_t j = 0; j < count; j++) h[j] = me == root ? (float)(j % 251) : -1.0f;
   dbuf_push(&buf);
-  comm_counters before;
-  comm_counters_get(c, &before);
-  uint64_t seq = comm_next_seq(c);
+  const comm_snapshot before = snapshot(c);
   CHECK_OK(comm_broadcast(c, buf.dev, count, ST_FP32, root, NULL));
-  check_accounting(c, COMM_BROADCAST, (double)count * sizeof(float), &before, seq);
+  check_accounting(c, COMM_BROADCAST, (double)count * sizeof(float), &before);
   dbuf_pull(&buf);
   int bad = 0;
   for (size_t j = 0; j < count; j++) bad += h[j] != (float)(j % 251);
@@ -265,21 +270,20 @@ static void test_dup_stream_order(comm *c) {
   float *h = full.host;
   for (int j = 0; j < n * 5; j++) h[j] = (float)((me + 1) * j);
   dbuf_push(&full);
-  comm_counters before;
-  comm_counters_get(c, &before);
-  const uint64_t seq = comm_next_seq(c);
+  const comm_snapshot before = snapshot(c);
   comm_work work;
   CHECK_OK(comm_reduce_scatter_on(dup, &test_stream, full.dev, (char *)full.dev + me * 5 * 4, 5,
                                   ST_FP32, COMM_SUM, &work));
   CHECK_EQ_INT(work.seq, 0);
   CHECK_OK(comm_order_after(&work, &test_stream));
   CHECK_STATUS(comm_order_after(&work, &test_stream), ST_ERR_INVALID_ARG); /* the record is free */
-  CHECK_EQ_INT(comm_next_seq(c), seq);
+  CHECK_EQ_INT(comm_next_seq(c), before.seq);
   CHECK_EQ_INT(comm_next_seq(dup), 1);
   comm_counters after;
   comm_counters_get(c, &after);
-  CHECK_EQ_INT(after.bytes_sent[COMM_REDUCE_SCATTER] - before.bytes_sent[COMM_REDUCE_SCATTER],
-               ring_formula(COMM_REDUCE_SCATTER, n, (double)n * 5 * sizeof(float)));
+  CHECK_EQ_INT(
+      after.bytes_sent[COMM_REDUCE_SCATTER] - before.counters.bytes_sent[COMM_REDUCE_SCATTER],
+      ring_formula(COMM_REDUCE_SCATTER, n, (double)n * 5 * sizeof(float)));
   dbuf_pull(&full); /* through test_stream: after the reduce-scatter */
   int bad = 0;
   for (int j = 0; j < 5; j++) bad += h[me * 5 + j] != (float)(n * (n + 1) / 2 * (me * 5 + j));
@@ -352,11 +356,9 @@ int main(int argc, char **argv) {
         }
         test_broadcast(c, counts[i]);
       }
-      comm_counters before;
-      comm_counters_get(c, &before);
-      uint64_t seq = comm_next_seq(c);
+      const comm_snapshot before = snapshot(c);
       CHECK_OK(comm_barrier(c, NULL));
-      check_accounting(c, COMM_BARRIER, 0, &before, seq);
+      check_accounting(c, COMM_BARRIER, 0, &before);
       test_async_overlap(c);
       test_dup_stream_order(c);
     }

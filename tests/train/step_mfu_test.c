@@ -1,5 +1,6 @@
 /* step_mfu_test.c - the MFU's parts against numbers computed by hand (engine/train/step_mfu.h):
- *   - FLOPs per token 6N + 6LCT: tiny (N = 120576, L 2, C 64, T 64) 772608; d12 (N =
+ *   - FLOPs per token 6N + 6LCT (gpt_config_flops_per_token, which the simulator counts too):
+ *     tiny (N = 120576, L 2, C 64, T 64) 772608; d12 (N =
  *     124439808, GPT-2 124M without the vocabulary's padding, L 12, C 768, T 1024) 803261952;
  *   - GPUs by the name their driver gives: an H100 SXM and an H200 989 TFLOP/s in bf16 and 67
  *     in fp32, an A100 312 and 19.5; an H100 PCIe or NVL, or an unknown GPU: none;
@@ -13,7 +14,6 @@
 #include <string.h>
 
 #include "engine/plan/sim_hw.h"
-#include "kernels/kernels.h"
 #include "tests/testing.h"
 
 static void test_flops_per_token(void) {
@@ -24,8 +24,12 @@ static void test_flops_per_token(void) {
   CHECK_OK(gpt_config_finish(&d12, 1));
   CHECK(gpt_config_trained_params(&tiny) == 120576);
   CHECK(gpt_config_trained_params(&d12) == 124439808);
-  CHECK(step_mfu_flops_per_token(&tiny) == 772608.0);
-  CHECK(step_mfu_flops_per_token(&d12) == 803261952.0);
+  CHECK(gpt_config_flops_per_token(&tiny, tiny.max_seq) == 772608.0);
+  CHECK(gpt_config_flops_per_token(&d12, d12.max_seq) == 803261952.0);
+  step_mfu m;
+  const st_device cpu = device_cpu();
+  step_mfu_init(&m, &d12, &cpu, ST_FP32, 1, 1);
+  CHECK(m.flops_per_token == 803261952.0);
 }
 
 static void test_products(void) {
@@ -79,13 +83,11 @@ static void test_peaks_and_mfu(void) {
   CHECK(fabs(step_mfu_of(&m, 1e6) - 0.0772608) < 1e-15);
   CHECK(isnan(step_mfu_of(&m, 0)) && isnan(step_mfu_of(&m, INFINITY)));
 
-  /* A GPU's peak in the dtype its kernels compute in: bf16 where they compute in it. */
+  /* A GPU's peak in the dtype its kernels compute in: bf16, in every build. */
   const device_backend gpu = {.name = "gpu", .kind = ST_DEVICE_CUDA, .product_name = h100_name};
   const st_device h100 = {.backend = &gpu, .ordinal = 0};
   step_mfu_init(&m, &tiny, &h100, ST_BF16, 0, 8);
-  const int bf16 = kernel_kind_computes_in(ST_DEVICE_CUDA, ST_BF16);
-  CHECK_MSG(m.peak_flops == (bf16 ? 989e12 : 67e12), "H100 bf16: %g (%s)", m.peak_flops,
-            m.peak_source);
+  CHECK_MSG(m.peak_flops == 989e12, "H100 bf16: %g (%s)", m.peak_flops, m.peak_source);
   step_mfu_init(&m, &tiny, &h100, ST_FP32, 0, 8);
   CHECK_MSG(m.peak_flops == 67e12, "H100 fp32: %g (%s)", m.peak_flops, m.peak_source);
   CHECK_MSG(strstr(m.peak_source, "NVIDIA H100 80GB HBM3") != NULL, "source: %s", m.peak_source);
