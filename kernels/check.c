@@ -68,10 +68,7 @@ st_status kernel_check_operand(const kernel_check *c, const char *name, const st
 
 st_status kernel_check_param_grad(const kernel_check *c, const char *name, const st_tensor *t) {
   ST_CHECK(kernel_check_placed(c, name, t));
-  if (t->dtype == c->dtype || ((unsigned)t->dtype < ST_DTYPE_COUNT &&
-                               kernel_supports_grad_dtype(c->kb, c->kop, c->dtype, t->dtype))) {
-    return ST_OK;
-  }
+  if (kernel_supports_grad_dtype(c->kb, c->kop, c->dtype, t->dtype)) return ST_OK;
   const int fp32_too =
       c->dtype != ST_FP32 && kernel_supports_grad_dtype(c->kb, c->kop, c->dtype, ST_FP32);
   return st_error(ST_ERR_INVALID_ARG, "%s: %s is %s, expected %s%s", c->op, name,
