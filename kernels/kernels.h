@@ -13,7 +13,7 @@
  * - Arguments: the backend, outputs, inputs, scalars, then the stream the op runs on. The
  *   CPU backend runs synchronously; on CUDA an op only enqueues work, and no op waits for the
  *   host or makes the host wait (results that the host reads, such as the sum of squares, are
- *   left in device memory).
+ *   left in device memory; kernel_adamw's long segment tables are the one exception).
  * - Dtypes: activations, weights and their gradients of one op share a compute dtype that
  *   kernel_supports accepts (CPU: fp32; CUDA: fp32, bf16, fp16), accumulated in fp32 inside the
  *   kernels; statistics (LayerNorm mean/rstd, per-token losses, attention state, scalars) are
@@ -380,7 +380,9 @@ typedef struct kernel_adamw_segment {
  * parameter): master, m and v (fp32, n each) updated in place from grad (fp32, bf16 or fp16,
  * n); when param is not NULL (n elements of fp32, bf16 or fp16), it receives the updated master
  * rounded to its dtype. Only the elements inside the segments are touched (the padding between
- * parameters is not); segments are sorted, disjoint, inside [0, n), any number of them. */
+ * parameters is not); segments are sorted, disjoint, inside [0, n), any number of them. On CUDA
+ * a call with more than 64 non-empty segments makes the host wait for it (its table goes through
+ * a region the backend shares between streams); with fewer, none waits. */
 st_status kernel_adamw(const kernel_backend *kb, const st_tensor *param, const st_tensor *master,
                        const st_tensor *m, const st_tensor *v, const st_tensor *grad,
                        const kernel_adamw_step *step, const kernel_adamw_segment *segments,
