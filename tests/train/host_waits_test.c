@@ -5,9 +5,7 @@
  * the tp stream), once each, never a unit's own stream: the sums, the step's factors, every unit's
  * AdamW and its publishing are enqueued without a wait. Checked in fp32 without loss scaling and
  * with fp16 parameters under a dynamic loss scale (the overflow check and the skip decision on
- * the device), on the first step and on the next one. A step that diverges (an inf gradient
- * without loss scaling, ST_TEST_INJECT_OVERFLOW) is reported, and its update was skipped on the
- * device: the master weights stay as they were. (With MPI between ranks, each stream-ordered
+ * the device), on the first step and on the next one. (With MPI between ranks, each stream-ordered
  * collective synchronises its stream: comm.h; this counts the single-rank schedule.) */
 #include <stdlib.h>
 #include <string.h>
@@ -96,40 +94,6 @@ static void check_one_wait(const st_device *dev, st_dtype param, loss_scaler sca
   gpt_destroy(m);
 }
 
-/* Every unit's master weights (one rank owns them all), end to end. */
-static float *masters(const gpt_model *m, size_t *count) {
-  *count = 0;
-  for (int u = 0; u < m->n_units; u++) *count += (size_t)m->units[u].owned_numel;
-  float *out = malloc(*count * sizeof *out), *at = out;
-  for (int u = 0; u < m->n_units; u++) {
-    memcpy(at, m->units[u].master, (size_t)m->units[u].owned_numel * sizeof *at);
-    at += m->units[u].owned_numel;
-  }
-  return out;
-}
-
-static void check_divergence_changes_nothing(const st_device *dev) {
-  gpt_model *m = open_model(dev, ST_FP32);
-  int32_t inputs[B * T], targets[B * T];
-  test_step_tokens(inputs, targets, B * T);
-  const int32_t *in[1] = {inputs}, *tg[1] = {targets};
-  const train_hparams h = test_step_hparams(B * T);
-  loss_scaler none;
-  loss_scaler_init_none(&none);
-  size_t n = 0;
-  float *before = masters(m, &n);
-  CHECK(setenv("ST_TEST_INJECT_OVERFLOW", "0:0", 1) == 0);
-  step_stats s;
-  CHECK_STATUS(train_step(m, &h, &none, 0, in, tg, &s), ST_ERR_INTERNAL);
-  CHECK(unsetenv("ST_TEST_INJECT_OVERFLOW") == 0);
-  float *after = masters(m, &n);
-  CHECK_MSG(memcmp(before, after, n * sizeof *before) == 0,
-            "a diverged step left the master weights as they were");
-  free(after);
-  free(before);
-  gpt_destroy(m);
-}
-
 int main(void) {
   const st_device cpu = device_cpu();
   cpu_backend = cpu.backend;
@@ -143,6 +107,5 @@ int main(void) {
   loss_scaler_init_dynamic(&dynamic, 65536.0, 2000);
   check_one_wait(&dev, ST_FP32, none);
   check_one_wait(&dev, ST_FP16, dynamic);
-  check_divergence_changes_nothing(&dev);
   return test_finish("host_waits_test");
 }
