@@ -20,6 +20,9 @@
 typedef struct kernel_facts {
   /* Which dtypes an op runs on (kernel_supports); 0 for an op the backend's table lacks. */
   int (*supports)(kernel_op op, st_dtype dtype);
+  /* 1: every backward that writes parameter gradients (kernel_supports_grad_dtype's ops) also
+   * takes them in fp32 beside 16-bit activations and weights, accumulating into fp32. */
+  int fp32_param_grads;
   /* The bytes a context holds in `where` memory (MEM_DEVICE or MEM_HOST), allocator category
    * workspace, from its creation to its release: exactly what context_create allocates, and
    * what the memory planner counts (kernel_kind_workspace_bytes). NULL: none. */

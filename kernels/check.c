@@ -66,6 +66,22 @@ st_status kernel_check_operand(const kernel_check *c, const char *name, const st
   return check_dtype(c, name, t, c->dtype);
 }
 
+st_status kernel_check_param_grad(const kernel_check *c, const char *name, const st_tensor *t) {
+  ST_CHECK(kernel_check_placed(c, name, t));
+  if (kernel_supports_grad_dtype(c->kb, c->kop, c->dtype, t->dtype)) return ST_OK;
+  const int fp32_too =
+      c->dtype != ST_FP32 && kernel_supports_grad_dtype(c->kb, c->kop, c->dtype, ST_FP32);
+  return st_error(ST_ERR_INVALID_ARG, "%s: %s is %s, expected %s%s", c->op, name,
+                  dtype_name(t->dtype), dtype_name(c->dtype), fp32_too ? " or fp32" : "");
+}
+
+st_status kernel_check_same_dtype(const kernel_check *c, const char *name, const st_tensor *t,
+                                  const char *ref_name, const st_tensor *ref) {
+  if (t->dtype == ref->dtype) return ST_OK;
+  return st_error(ST_ERR_INVALID_ARG, "%s: %s is %s and %s is %s: give both the same dtype", c->op,
+                  name, dtype_name(t->dtype), ref_name, dtype_name(ref->dtype));
+}
+
 st_status kernel_check_stats(const kernel_check *c, const char *name, const st_tensor *t) {
   return check_dtype(c, name, t, ST_FP32);
 }

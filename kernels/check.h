@@ -29,6 +29,15 @@ st_status kernel_check_compute(kernel_check *c, const char *name, const st_tenso
 /* `t` is placed and has the op's dtype. */
 st_status kernel_check_operand(const kernel_check *c, const char *name, const st_tensor *t);
 
+/* `t` is placed and holds a parameter gradient the op's backward writes (dweight, dbias, dwte,
+ * dwpe): in the op's dtype, or in a gradient dtype the backend takes beside it
+ * (kernel_supports_grad_dtype: fp32 beside 16-bit activations on CUDA). */
+st_status kernel_check_param_grad(const kernel_check *c, const char *name, const st_tensor *t);
+
+/* `t` has the dtype of `ref` (named `ref_name`): the parameter gradients of one call share one. */
+st_status kernel_check_same_dtype(const kernel_check *c, const char *name, const st_tensor *t,
+                                  const char *ref_name, const st_tensor *ref);
+
 /* `t` is placed and fp32: the statistics of an op (mean, rstd, losses). */
 st_status kernel_check_stats(const kernel_check *c, const char *name, const st_tensor *t);
 

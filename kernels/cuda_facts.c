@@ -62,6 +62,9 @@ static int64_t attention_state_numel(int64_t batch, int64_t n_head, int64_t seq)
 
 const kernel_facts kernel_facts_cuda = {
     .supports = supports,
+    /* cuBLASLt writes a weight's gradient from 16-bit A and B into an fp32 C/D; colsum.cu and
+     * embedding.cu add their fp32 sums into fp32 (common.cuh's STK_DISPATCH_GRAD). */
+    .fp32_param_grads = 1,
     .context_bytes = context_bytes,
     .attention_state_numel = attention_state_numel,
 };

@@ -70,7 +70,8 @@ typedef struct cuda_workspace_layout {
 cuda_workspace_layout cuda_facts_workspace_layout(cuda_attention_kind attention);
 
 /* The CUDA backend's facts (backend_ops.h): every op of the vocabulary on fp32, bf16 and fp16
- * (the loss sum on fp32 alone); the workspace of the kind ST_CUDA_ATTENTION names now (an
+ * (the loss sum on fp32 alone), parameter gradients also in fp32 beside bf16 and fp16
+ * activations; the workspace of the kind ST_CUDA_ATTENTION names now (an
  * unknown name: simple's, which the backend then refuses anyway); one fp32 log-sum-exp per
  * attention row saved; no attention scratch of its own (it lives in the workspace). */
 extern const kernel_facts kernel_facts_cuda;

@@ -124,6 +124,32 @@ int kernel_kind_supports(st_device_kind kind, kernel_op op, st_dtype dtype) {
   return facts_support(facts_for(kind), op, dtype);
 }
 
+/* The ops whose backward writes parameter gradients (kernel_supports_grad_dtype). */
+static int writes_param_grads(kernel_op op) {
+  return op == KERNEL_OP_MATMUL || op == KERNEL_OP_MATMUL_GELU || op == KERNEL_OP_LAYERNORM ||
+         op == KERNEL_OP_EMBEDDING;
+}
+
+/* Whether facts `f` say that `op`'s backward on `dtype` writes parameter gradients in
+ * grad_dtype, once the op itself is supported on dtype. */
+static int facts_support_grad_dtype(const kernel_facts *f, kernel_op op, st_dtype dtype,
+                                    st_dtype grad_dtype) {
+  if (grad_dtype == dtype) return 1;
+  return f->fp32_param_grads && grad_dtype == ST_FP32 && writes_param_grads(op);
+}
+
+int kernel_supports_grad_dtype(const kernel_backend *kb, kernel_op op, st_dtype dtype,
+                               st_dtype grad_dtype) {
+  return kernel_supports(kb, op, dtype) &&
+         facts_support_grad_dtype(kb->ops->facts, op, dtype, grad_dtype);
+}
+
+int kernel_kind_supports_grad_dtype(st_device_kind kind, kernel_op op, st_dtype dtype,
+                                    st_dtype grad_dtype) {
+  const kernel_facts *f = facts_for(kind);
+  return facts_support(f, op, dtype) && facts_support_grad_dtype(f, op, dtype, grad_dtype);
+}
+
 uint64_t kernel_kind_workspace_bytes(st_device_kind kind, mem_kind where) {
   const kernel_facts *f = facts_for(kind);
   return f && f->context_bytes ? f->context_bytes(where) : 0;
@@ -150,13 +176,12 @@ static st_status begin_compute(kernel_check *c, const char *op, kernel_op kop,
   return kernel_check_compute(c, name, t);
 }
 
-/* The shapes of a linear layer: inp [N, C], weight [C, OC] (or [OC, C]), out [N, OC], bias
- * [OC] or NULL. Also checks the backward's dout and dbias, which have the shapes of out and
- * bias. */
+/* The shapes of a linear layer: inp [N, C], weight [C, OC] (or [OC, C]), out [N, OC]. Also
+ * checks the backward's dout, which has the shape of out. The bias [OC] (or dbias) is the
+ * caller's: an operand in the forward, a parameter gradient in the backward. */
 static st_status check_linear(const kernel_check *c, const char *out_name, const st_tensor *out,
                               const st_tensor *inp, const st_tensor *weight,
-                              kernel_weight_layout layout, const char *bias_name,
-                              const st_tensor *bias) {
+                              kernel_weight_layout layout) {
   ST_CHECK(kernel_check_operand(c, "weight", weight));
   ST_CHECK(kernel_check_ndim(c, "weight", weight, 2));
   int in_dim = layout == KERNEL_WEIGHT_IN_OUT ? 0 : 1;
@@ -164,10 +189,7 @@ static st_status check_linear(const kernel_check *c, const char *out_name, const
           out_channels = weight->shape[1 - in_dim];
   ST_CHECK(kernel_check_rows(c, "inp", inp, rows, channels));
   ST_CHECK(kernel_check_operand(c, out_name, out));
-  ST_CHECK(kernel_check_rows(c, out_name, out, rows, out_channels));
-  if (!bias) return ST_OK;
-  ST_CHECK(kernel_check_operand(c, bias_name, bias));
-  return kernel_check_shape(c, bias_name, bias, 1, &out_channels);
+  return kernel_check_rows(c, out_name, out, rows, out_channels);
 }
 
 /* Every matmul wrapper: the plain and tied-head forms (pre_gelu NULL) and the GELU epilogue,
@@ -179,7 +201,11 @@ static st_status matmul_forward(const char *op, const kernel_backend *kb, const 
   kernel_check c;
   const kernel_op kop = pre_gelu ? KERNEL_OP_MATMUL_GELU : KERNEL_OP_MATMUL;
   ST_CHECK(begin_compute(&c, op, kop, kb, stream, "inp", inp));
-  ST_CHECK(check_linear(&c, "out", out, inp, weight, layout, "bias", bias));
+  ST_CHECK(check_linear(&c, "out", out, inp, weight, layout));
+  if (bias) {
+    ST_CHECK(kernel_check_operand(&c, "bias", bias));
+    ST_CHECK(kernel_check_shape(&c, "bias", bias, 1, (const int64_t[]){kernel_cols(out)}));
+  }
   if (kop == KERNEL_OP_MATMUL_GELU) {
     if (!bias) return st_error(ST_ERR_INVALID_ARG, "%s: bias is NULL", op);
     ST_CHECK(kernel_check_like(&c, "pre_gelu", pre_gelu, out));
@@ -195,9 +221,15 @@ static st_status matmul_backward(const char *op, const kernel_backend *kb, const
   kernel_check c;
   const kernel_op kop = pre_gelu ? KERNEL_OP_MATMUL_GELU : KERNEL_OP_MATMUL;
   ST_CHECK(begin_compute(&c, op, kop, kb, stream, "inp", inp));
-  ST_CHECK(check_linear(&c, "dout", dout, inp, weight, layout, "dbias", dbias));
+  ST_CHECK(check_linear(&c, "dout", dout, inp, weight, layout));
   ST_CHECK(kernel_check_like(&c, "dinp", dinp, inp));
-  ST_CHECK(kernel_check_like(&c, "dweight", dweight, weight));
+  ST_CHECK(kernel_check_param_grad(&c, "dweight", dweight));
+  ST_CHECK(kernel_check_shape(&c, "dweight", dweight, weight->ndim, weight->shape));
+  if (dbias) {
+    ST_CHECK(kernel_check_param_grad(&c, "dbias", dbias));
+    ST_CHECK(kernel_check_same_dtype(&c, "dbias", dbias, "dweight", dweight));
+    ST_CHECK(kernel_check_shape(&c, "dbias", dbias, 1, (const int64_t[]){kernel_cols(dout)}));
+  }
   if (kop == KERNEL_OP_MATMUL_GELU) {
     if (!dbias) return st_error(ST_ERR_INVALID_ARG, "%s: dbias is NULL", op);
     ST_CHECK(kernel_check_like(&c, "pre_gelu", pre_gelu, dout));
@@ -253,12 +285,12 @@ st_status kernel_matmul_gelu_backward(const kernel_backend *kb, const st_tensor 
                          KERNEL_WEIGHT_IN_OUT, stream);
 }
 
-/* The shapes of a LayerNorm: inp and out [N, C], mean and rstd N values, weight and bias [C].
- * The backward passes dout for out and dbias for bias. */
+/* The shapes of a LayerNorm: inp and out [N, C], mean and rstd N values, weight [C]. The
+ * backward passes dout for out. The bias [C] (or dbias) is the caller's, as for a linear
+ * layer's. */
 static st_status check_layernorm(const kernel_check *c, const char *out_name, const st_tensor *out,
                                  const st_tensor *mean, const st_tensor *rstd, const st_tensor *inp,
-                                 const st_tensor *weight, const char *bias_name,
-                                 const st_tensor *bias) {
+                                 const st_tensor *weight) {
   int64_t rows = kernel_rows(inp), channels = kernel_cols(inp);
   ST_CHECK(kernel_check_like(c, out_name, out, inp));
   ST_CHECK(kernel_check_stats(c, "mean", mean));
@@ -266,9 +298,7 @@ static st_status check_layernorm(const kernel_check *c, const char *out_name, co
   ST_CHECK(kernel_check_stats(c, "rstd", rstd));
   ST_CHECK(kernel_check_numel(c, "rstd", rstd, rows));
   ST_CHECK(kernel_check_operand(c, "weight", weight));
-  ST_CHECK(kernel_check_shape(c, "weight", weight, 1, &channels));
-  ST_CHECK(kernel_check_operand(c, bias_name, bias));
-  return kernel_check_shape(c, bias_name, bias, 1, &channels);
+  return kernel_check_shape(c, "weight", weight, 1, &channels);
 }
 
 st_status kernel_layernorm_forward(const kernel_backend *kb, const st_tensor *out,
@@ -277,7 +307,8 @@ st_status kernel_layernorm_forward(const kernel_backend *kb, const st_tensor *ou
                                    const st_tensor *bias, const st_stream *stream) {
   kernel_check c;
   ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_LAYERNORM, kb, stream, "inp", inp));
-  ST_CHECK(check_layernorm(&c, "out", out, mean, rstd, inp, weight, "bias", bias));
+  ST_CHECK(check_layernorm(&c, "out", out, mean, rstd, inp, weight));
+  ST_CHECK(kernel_check_like(&c, "bias", bias, weight));
   return kb->ops->layernorm_forward(kb->ctx, NULL, out, mean, rstd, inp, NULL, weight, bias,
                                     stream);
 }
@@ -291,7 +322,8 @@ st_status kernel_layernorm_residual_forward(const kernel_backend *kb, const st_t
   ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_LAYERNORM, kb, stream, "a", a));
   ST_CHECK(kernel_check_like(&c, "b", b, a));
   ST_CHECK(kernel_check_like(&c, "residual", residual, a));
-  ST_CHECK(check_layernorm(&c, "out", out, mean, rstd, a, weight, "bias", bias));
+  ST_CHECK(check_layernorm(&c, "out", out, mean, rstd, a, weight));
+  ST_CHECK(kernel_check_like(&c, "bias", bias, weight));
   return kb->ops->layernorm_forward(kb->ctx, residual, out, mean, rstd, a, b, weight, bias, stream);
 }
 
@@ -302,9 +334,13 @@ st_status kernel_layernorm_backward(const kernel_backend *kb, const st_tensor *d
                                     const st_tensor *rstd, const st_stream *stream) {
   kernel_check c;
   ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_LAYERNORM, kb, stream, "inp", inp));
-  ST_CHECK(check_layernorm(&c, "dout", dout, mean, rstd, inp, weight, "dbias", dbias));
+  ST_CHECK(check_layernorm(&c, "dout", dout, mean, rstd, inp, weight));
   ST_CHECK(kernel_check_like(&c, "dinp", dinp, inp));
-  ST_CHECK(kernel_check_like(&c, "dweight", dweight, weight));
+  ST_CHECK(kernel_check_param_grad(&c, "dweight", dweight));
+  ST_CHECK(kernel_check_shape(&c, "dweight", dweight, 1, weight->shape));
+  ST_CHECK(kernel_check_param_grad(&c, "dbias", dbias));
+  ST_CHECK(kernel_check_same_dtype(&c, "dbias", dbias, "dweight", dweight));
+  ST_CHECK(kernel_check_shape(&c, "dbias", dbias, 1, weight->shape));
   return kb->ops->layernorm_backward(kb->ctx, dinp, dweight, dbias, dout, inp, weight, mean, rstd,
                                      stream);
 }
@@ -438,18 +474,25 @@ st_status kernel_residual_forward(const kernel_backend *kb, const st_tensor *out
   return kb->ops->residual_forward(kb->ctx, out, a, b, stream);
 }
 
+/* How an embedding's tables are checked: the forward's wte and wpe are operands
+ * (kernel_check_operand), the backward's dwte and dwpe parameter gradients
+ * (kernel_check_param_grad). */
+typedef st_status (*table_dtype_check)(const kernel_check *c, const char *name, const st_tensor *t);
+
 /* The shapes of an embedding: out [B, T, C], wte [V, C], wpe [maxT, C] with T <= maxT. The
  * backward passes dout, dwte and dwpe for out, wte and wpe. */
 static st_status check_embedding(const kernel_check *c, const char *out_name, const st_tensor *out,
-                                 const int32_t *tokens, const char *wte_name, const st_tensor *wte,
-                                 const char *wpe_name, const st_tensor *wpe) {
+                                 const int32_t *tokens, table_dtype_check table_dtype,
+                                 const char *wte_name, const st_tensor *wte, const char *wpe_name,
+                                 const st_tensor *wpe) {
   ST_CHECK(kernel_check_ndim(c, out_name, out, 3));
   int64_t seq = out->shape[1], channels = out->shape[2];
   ST_CHECK(kernel_check_ids(c, "tokens", tokens));
-  ST_CHECK(kernel_check_operand(c, wte_name, wte));
+  ST_CHECK(table_dtype(c, wte_name, wte));
   ST_CHECK(kernel_check_ndim(c, wte_name, wte, 2));
   ST_CHECK(kernel_check_rows(c, wte_name, wte, wte->shape[0], channels));
-  ST_CHECK(kernel_check_operand(c, wpe_name, wpe));
+  ST_CHECK(table_dtype(c, wpe_name, wpe));
+  ST_CHECK(kernel_check_same_dtype(c, wpe_name, wpe, wte_name, wte));
   ST_CHECK(kernel_check_ndim(c, wpe_name, wpe, 2));
   ST_CHECK(kernel_check_rows(c, wpe_name, wpe, wpe->shape[0], channels));
   if (wpe->shape[0] < seq) {
@@ -464,7 +507,7 @@ st_status kernel_embedding_forward(const kernel_backend *kb, const st_tensor *ou
                                    const st_tensor *wpe, const st_stream *stream) {
   kernel_check c;
   ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_EMBEDDING, kb, stream, "out", out));
-  ST_CHECK(check_embedding(&c, "out", out, tokens, "wte", wte, "wpe", wpe));
+  ST_CHECK(check_embedding(&c, "out", out, tokens, kernel_check_operand, "wte", wte, "wpe", wpe));
   return kb->ops->embedding_forward(kb->ctx, out, tokens, wte, wpe, stream);
 }
 
@@ -473,7 +516,8 @@ st_status kernel_embedding_backward(const kernel_backend *kb, const st_tensor *d
                                     const int32_t *tokens, const st_stream *stream) {
   kernel_check c;
   ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_EMBEDDING, kb, stream, "dout", dout));
-  ST_CHECK(check_embedding(&c, "dout", dout, tokens, "dwte", dwte, "dwpe", dwpe));
+  ST_CHECK(check_embedding(&c, "dout", dout, tokens, kernel_check_param_grad, "dwte", dwte, "dwpe",
+                           dwpe));
   return kb->ops->embedding_backward(kb->ctx, dwte, dwpe, dout, tokens, stream);
 }
 

@@ -17,7 +17,10 @@
  * - Dtypes: activations, weights and their gradients of one op share a compute dtype that
  *   kernel_supports accepts (CPU: fp32; CUDA: fp32, bf16, fp16), accumulated in fp32 inside the
  *   kernels; statistics (LayerNorm mean/rstd, per-token losses, attention state, scalars) are
- *   fp32.
+ *   fp32. One exception: the PARAMETER gradients a backward writes (dweight, dbias, the
+ *   embedding's dwte and dwpe) may be fp32 beside 16-bit activations and weights where
+ *   kernel_supports_grad_dtype says so (bf16 parameters with fp32 gradient accumulation, FSDP's
+ *   reduce_dtype); the gradients of activations (dinp, dqkv) stay in the compute dtype.
  * - Gradients ACCUMULATE: every backward op adds (+=) into every gradient it produces.
  *   Parameter gradients sum over micro-batches, and an activation's gradient is the sum over
  *   the branches that read it (the residual stream), so the engine zeroes a gradient buffer
@@ -112,6 +115,20 @@ int kernel_supports(const kernel_backend *kb, kernel_op op, st_dtype dtype);
  * planner asks before any device exists), the same in every build: a build without the CUDA
  * kernels answers for CUDA as a CUDA build does (kernels/cuda_facts.h). 0 for an unknown kind. */
 int kernel_kind_supports(st_device_kind kind, kernel_op op, st_dtype dtype);
+
+/* 1 when `kb` runs `op` on activations and weights of `dtype` (kernel_supports) with the
+ * parameter gradients its backward writes in `grad_dtype`. grad_dtype == dtype is every
+ * supported op; the other answer that exists is fp32 gradients of 16-bit activations, for the
+ * ops whose backward writes parameter gradients (matmul in each form, its GELU epilogue,
+ * LayerNorm, embedding) on a backend that accumulates them in fp32 (CUDA; the CPU computes in
+ * fp32 only). The wrappers refuse (ST_ERR_INVALID_ARG) a parameter gradient in another dtype. */
+int kernel_supports_grad_dtype(const kernel_backend *kb, kernel_op op, st_dtype dtype,
+                               st_dtype grad_dtype);
+
+/* kernel_supports_grad_dtype for the backend of devices of `kind`, without a backend (the model's
+ * precision check and the memory planner ask before any device exists). */
+int kernel_kind_supports_grad_dtype(st_device_kind kind, kernel_op op, st_dtype dtype,
+                                    st_dtype grad_dtype);
 
 /* The fixed memory the backend for devices of `kind` holds in `where` memory
  * (MEM_DEVICE or MEM_HOST; MEM_PINNED: none), in the allocator's workspace category, from

@@ -138,11 +138,13 @@ void gpt_unit_prefix(const gpt_config *cfg, int index, char *out, size_t size);
  * else fp32 (the CPU, which computes from fp32 copies of bf16 parameters). */
 st_dtype gpt_activation_dtype(st_device_kind device, st_dtype param);
 
-/* Whether a model on a device of `device` kind can train with `precision`: a weight's gradient
- * is computed in the activations' dtype, so the gradients (or their compute copies) must be
- * held in it (the CPU: fp32 whatever the flags; a GPU: param and reduce dtypes alike).
- * ST_ERR_UNSUPPORTED naming both dtypes otherwise. gpt_create refuses what this refuses, and
- * the planner's suggestions never propose it. */
+/* Whether a model on a device of `device` kind can train with `precision`: the kernels write
+ * a weight's gradient in the activations' dtype or, where they can (kernel_kind_supports_grad_
+ * dtype: CUDA beside bf16 or fp16 activations), in fp32, so the gradients (or their compute
+ * copies) must be held in one of those (the CPU: fp32 whatever the flags; a GPU: the param
+ * dtype, or fp32 for 16-bit params). ST_ERR_UNSUPPORTED naming both dtypes otherwise (fp32
+ * params with bf16 gradients; fp16 with bf16). gpt_create refuses what this refuses, and the
+ * planner's suggestions never propose it. */
 st_status gpt_check_precision(st_device_kind device, unit_precision precision);
 
 /* Bytes of activations (forward, kept for backward) and of backward scratch for a micro-batch

@@ -18,15 +18,30 @@ st_dtype gpt_activation_dtype(st_device_kind device, st_dtype param) {
   return kernel_kind_computes_in(device, param) ? param : ST_FP32;
 }
 
+/* Whether every op of the model whose backward writes parameter gradients writes them in
+ * `grads` beside activations in `act` (kernel_kind_supports_grad_dtype). */
+static int kernels_write_grads(st_device_kind device, st_dtype act, st_dtype grads) {
+  static const kernel_op param_grad_ops[] = {KERNEL_OP_MATMUL, KERNEL_OP_MATMUL_GELU,
+                                             KERNEL_OP_LAYERNORM, KERNEL_OP_EMBEDDING};
+  int all = 1;
+  for (size_t i = 0; all && i < sizeof param_grad_ops / sizeof *param_grad_ops; i++) {
+    all = kernel_kind_supports_grad_dtype(device, param_grad_ops[i], act, grads);
+  }
+  return all;
+}
+
 st_status gpt_check_precision(st_device_kind device, unit_precision precision) {
   const st_dtype act = gpt_activation_dtype(device, precision.param);
   const st_dtype grads = gpt_activation_dtype(device, precision.reduce);
-  if (grads == act) return ST_OK;
+  if (grads == act || kernels_write_grads(device, act, grads)) return ST_OK;
+  const int fp32_too = act != ST_FP32 && kernels_write_grads(device, act, ST_FP32);
+  const char *or_fp32 = fp32_too ? " or fp32" : "";
   return st_error(ST_ERR_UNSUPPORTED,
-                  "params in %s and gradients in %s: the %s kernels would compute the "
-                  "activations in %s and the gradients in %s; give both the same dtype",
+                  "params in %s and gradients in %s: the %s kernels write a weight's gradient in "
+                  "%s (the activations' dtype)%s; give --reduce-dtype %s%s",
                   dtype_name(precision.param), dtype_name(precision.reduce),
-                  device == ST_DEVICE_CUDA ? "cuda" : "cpu", dtype_name(act), dtype_name(grads));
+                  device == ST_DEVICE_CUDA ? "cuda" : "cpu", dtype_name(act), or_fp32,
+                  dtype_name(act), or_fp32);
 }
 
 /* The sizes one walk needs: activation elements (act bytes) and fp32 statistics. */

@@ -59,7 +59,9 @@ static st_status try_bf16(const plan_input *in, uint64_t limit, const fit_bounds
   const unit_precision tries[2] = {{ST_BF16, in->precision.reduce}, {ST_BF16, ST_BF16}};
   for (int i = 0; i < 2 && !*fits; i++) {
     if (tries[i].param == in->precision.param && tries[i].reduce == in->precision.reduce) continue;
-    /* A GPU computes a bf16 model's gradients in bf16: fp32 gradients would be refused. */
+    /* bf16 parameters keep the run's gradient dtype where the kernels write it beside bf16
+     * activations (fp32 on a GPU: 2 bytes per parameter saved, gradients still accumulated in
+     * fp32); a pair gpt_create would refuse (fp16 gradients) is skipped for bf16/bf16. */
     if (gpt_check_precision(in->device, tries[i]) != ST_OK) {
       st_error_clear();
       continue;

@@ -11,7 +11,8 @@
 //     column-sum region. Splitting rows into chunks is what gives a tall, narrow matrix (32k
 //     rows x 768 columns) enough blocks to fill the GPU.
 //  2. colsum_finish, one thread per column: adds the chunks' partials in chunk order and adds
-//     the total into the output (rounded to its dtype once).
+//     the total into the output (rounded to its dtype once). The outputs are parameter
+//     gradients: in x's dtype, or fp32 beside 16-bit x (STK_DISPATCH_GRAD).
 // The chunk count depends only on rows and cols (and the region's fixed size), never on the
 // GPU, so the bits are the same on every run and every device.
 #include "kernels/cuda/common.cuh"
@@ -71,19 +72,20 @@ __global__ void colsum_partial(void *x, const void *aux, const float *mean, cons
   }
 }
 
-// out0[c] += sum over chunks of partials[k][c] (and out1 from the second plane), in chunk order.
-template <stk::Dt D>
+// out0[c] += sum over chunks of partials[k][c] (and out1 from the second plane), in chunk order;
+// the outputs are of dtype G.
+template <stk::Dt G>
 __global__ void colsum_finish(const float *partials, int64_t chunks, int64_t cols, void *out0,
                               void *out1) {
   const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= cols) return;
   float t0 = 0.0f;
   for (int64_t k = 0; k < chunks; k++) t0 += partials[k * cols + c];
-  if (out0) stk::store<D>(out0, c, stk::load<D>(out0, c) + t0);
+  if (out0) stk::store<G>(out0, c, stk::load<G>(out0, c) + t0);
   if (out1) {
     float t1 = 0.0f;
     for (int64_t k = 0; k < chunks; k++) t1 += partials[(chunks + k) * cols + c];
-    stk::store<D>(out1, c, stk::load<D>(out1, c) + t1);
+    stk::store<G>(out1, c, stk::load<G>(out1, c) + t1);
   }
 }
 
@@ -91,8 +93,8 @@ __global__ void colsum_finish(const float *partials, int64_t chunks, int64_t col
 
 extern "C" st_status cuda_colsum(void *ctx, const char *op, cuda_colsum_mode mode, st_dtype dtype,
                                  int64_t rows, int64_t cols, void *x, const void *aux,
-                                 const float *mean, const float *rstd, void *out0, void *out1,
-                                 const st_stream *stream) {
+                                 const float *mean, const float *rstd, st_dtype out_dtype,
+                                 void *out0, void *out1, const st_stream *stream) {
   cuda_context *cx = static_cast<cuda_context *>(ctx);
   const int64_t planes = mode == CUDA_COLSUM_LAYERNORM ? 2 : 1;
   const int64_t fit = (int64_t)CUDA_COLSUM_FLOATS / (cols * planes);
@@ -111,7 +113,7 @@ extern "C" st_status cuda_colsum(void *ctx, const char *op, cuda_colsum_mode mod
   const dim3 grid((unsigned)((cols + kColTile - 1) / kColTile), (unsigned)chunks);
   const dim3 block(kColTile, kRowLanes);
   float *partials = cx->colsum_partials;
-  STK_DISPATCH_DT(dtype, {
+  STK_DISPATCH_GRAD(dtype, out_dtype, {
     switch (mode) {
       case CUDA_COLSUM_PLAIN:
         colsum_partial<DT, CUDA_COLSUM_PLAIN><<<grid, block, 0, s>>>(
@@ -128,7 +130,7 @@ extern "C" st_status cuda_colsum(void *ctx, const char *op, cuda_colsum_mode mod
     }
     ST_CHECK(stk::launched(op, "colsum_partial"));
     if (out0 || out1) {
-      colsum_finish<DT>
+      colsum_finish<GT>
           <<<stk::grid_for(cols, 256, 1 << 30), 256, 0, s>>>(partials, chunks, cols, out0, out1);
       ST_CHECK(stk::launched(op, "colsum_finish"));
     }

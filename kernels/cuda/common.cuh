@@ -219,4 +219,18 @@ inline cudaStream_t stream_of(const st_stream *s) { return static_cast<cudaStrea
     }                                         \
   } while (0)
 
+// STK_DISPATCH_DT's BODY with a second `constexpr stk::Dt GT` bound to the dtype of the parameter
+// gradients a backward writes: DT itself (`grad_dtype` == `dtype`), or fp32 beside 16-bit
+// activations (kernels.h, kernel_supports_grad_dtype; the wrappers checked it is one of the two).
+#define STK_DISPATCH_GRAD(dtype, grad_dtype, ...) \
+  STK_DISPATCH_DT(dtype, {                        \
+    if ((grad_dtype) == (dtype)) {                \
+      constexpr stk::Dt GT = DT;                  \
+      __VA_ARGS__;                                \
+    } else {                                      \
+      constexpr stk::Dt GT = stk::Dt::F32;        \
+      __VA_ARGS__;                                \
+    }                                             \
+  })
+
 #endif  // ST_KERNELS_CUDA_COMMON_CUH

@@ -101,7 +101,10 @@ st_status plan_make(cuda_context *cx, const cuda_matmul_key *key, const void *bi
                                     ta == CUBLAS_OP_N ? key->k : key->m, key->lda));
   LT_TRY(cublasLtMatrixLayoutCreate(&p->b, type, tb == CUBLAS_OP_N ? key->k : key->n,
                                     tb == CUBLAS_OP_N ? key->n : key->k, key->ldb));
-  LT_TRY(cublasLtMatrixLayoutCreate(&p->c, type, key->m, key->n, key->ldc));
+  // C and D may be fp32 beside 16-bit A and B (CUBLAS_COMPUTE_32F with an fp32 scale takes
+  // CUDA_R_16BF or CUDA_R_16F inputs with a CUDA_R_32F output): a weight's gradient accumulated
+  // into fp32 (beta = 1), never rounded to 16 bits.
+  LT_TRY(cublasLtMatrixLayoutCreate(&p->c, cuda_type(key->d_dtype), key->m, key->n, key->ldc));
 
   {
     LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
@@ -164,10 +167,10 @@ fail:
 
 void key_text(char *buf, size_t size, const cuda_matmul_key *key) {
   snprintf(buf, size,
-           "%s m=%lld n=%lld k=%lld op(A)=%c op(B)=%c lda=%lld ldb=%lld ldc=%lld epilogue %s "
-           "(alignments A %lld, B %lld, C/D %lld, bias %lld, aux %lld bytes)",
-           dtype_name((st_dtype)key->dtype), (long long)key->m, (long long)key->n,
-           (long long)key->k, key->transa == CUBLAS_OP_N ? 'N' : 'T',
+           "%s (C/D %s) m=%lld n=%lld k=%lld op(A)=%c op(B)=%c lda=%lld ldb=%lld ldc=%lld "
+           "epilogue %s (alignments A %lld, B %lld, C/D %lld, bias %lld, aux %lld bytes)",
+           dtype_name((st_dtype)key->dtype), dtype_name((st_dtype)key->d_dtype), (long long)key->m,
+           (long long)key->n, (long long)key->k, key->transa == CUBLAS_OP_N ? 'N' : 'T',
            key->transb == CUBLAS_OP_N ? 'N' : 'T', (long long)key->lda, (long long)key->ldb,
            (long long)key->ldc, epilogue_name(key->epilogue), (long long)key->align[0],
            (long long)key->align[1], (long long)key->align[2], (long long)key->align[3],

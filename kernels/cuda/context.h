@@ -42,7 +42,8 @@ typedef struct cuda_matmul_key {
   int64_t m, n, k;        /* D[m, n] = op(A)[m, k] op(B)[k, n], column-major */
   int64_t transa, transb; /* CUBLAS_OP_N / CUBLAS_OP_T */
   int64_t lda, ldb, ldc;  /* leading dimensions of the stored matrices */
-  int64_t dtype;          /* st_dtype of A, B, C, D and the bias */
+  int64_t dtype;          /* st_dtype of A, B and the bias */
+  int64_t d_dtype;        /* st_dtype of C and D: dtype, or fp32 (a 16-bit weight's gradient) */
   int64_t epilogue;       /* cublasLtEpilogue_t */
   int64_t aux_ld;         /* pre-GELU leading dimension (GELU_AUX_BIAS), else 0 */
   int64_t align[5];       /* alignment in bytes (capped at 16) of A, B, C/D, bias, aux */

@@ -34,9 +34,11 @@ typedef enum cuda_colsum_mode {
   CUDA_COLSUM_LAYERNORM = 2, /* out0[c] += sum_r x * (aux - mean[r]) rstd[r], out1[c] += sum_r x */
 } cuda_colsum_mode;
 
+/* x and aux are of `dtype`; out0 and out1 (parameter gradients) of out_dtype: dtype, or fp32. */
 st_status cuda_colsum(void *ctx, const char *op, cuda_colsum_mode mode, st_dtype dtype,
                       int64_t rows, int64_t cols, void *x, const void *aux, const float *mean,
-                      const float *rstd, void *out0, void *out1, const st_stream *stream);
+                      const float *rstd, st_dtype out_dtype, void *out0, void *out1,
+                      const st_stream *stream);
 
 /* layernorm.cu */
 st_status cuda_layernorm_forward(void *ctx, const st_tensor *residual, const st_tensor *out,

@@ -15,6 +15,8 @@
 //    Each dwte row is written by one block, in a fixed order: the same bits on every run.
 //    Out-of-range ids are skipped. Scratch (sorted keys, row ids, CUB's temporary storage)
 //    comes from the context's sort region.
+// Both sums are fp32 and added once into the gradient, of dout's dtype or, beside 16-bit
+// activations, fp32 (G, STK_DISPATCH_GRAD).
 #include <cub/device/device_radix_sort.cuh>
 
 #include "kernels/cuda/common.cuh"
@@ -39,7 +41,7 @@ __global__ void embedding_forward_kernel(void *out, const int32_t *tokens, const
   }
 }
 
-template <stk::Dt D>
+template <stk::Dt D, stk::Dt G>
 __global__ void embedding_dwpe_kernel(void *dwpe, const void *dout, int64_t batch, int64_t seq,
                                       int64_t channels) {
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -47,7 +49,7 @@ __global__ void embedding_dwpe_kernel(void *dwpe, const void *dout, int64_t batc
        e += stride) {
     float sum = 0.0f;
     for (int64_t b = 0; b < batch; b++) sum += stk::load<D>(dout, b * seq * channels + e);
-    stk::store<D>(dwpe, e, stk::load<D>(dwpe, e) + sum);
+    stk::store<G>(dwpe, e, stk::load<G>(dwpe, e) + sum);
   }
 }
 
@@ -58,7 +60,7 @@ __global__ void iota_kernel(int32_t *x, int64_t n) {
   }
 }
 
-template <stk::Dt D>
+template <stk::Dt D, stk::Dt G>
 __global__ void embedding_dwte_kernel(void *dwte, const void *dout, const uint32_t *keys,
                                       const int32_t *rows_sorted, int64_t n, int64_t channels,
                                       int64_t vocab) {
@@ -71,7 +73,7 @@ __global__ void embedding_dwte_kernel(void *dwte, const void *dout, const uint32
     float sum = 0.0f;
     for (int64_t q = p; q < end; q++) sum += stk::load<D>(dout, rows_sorted[q] * channels + c);
     const int64_t i = (int64_t)tok * channels + c;
-    stk::store<D>(dwte, i, stk::load<D>(dwte, i) + sum);
+    stk::store<G>(dwte, i, stk::load<G>(dwte, i) + sum);
   }
 }
 
@@ -104,9 +106,10 @@ extern "C" st_status cuda_embedding_backward(void *ctx, const st_tensor *dwte,
     return st_error(ST_ERR_UNSUPPORTED, "%s: %lld tokens in one call (at most 2^31 - 1)", op,
                     (long long)n);
   }
-  STK_DISPATCH_DT(dout->dtype,
-                  (embedding_dwpe_kernel<DT><<<stk::grid_for(seq * channels, 256), 256, 0, s>>>(
-                      dwpe->data, dout->data, batch, seq, channels)));
+  STK_DISPATCH_GRAD(
+      dout->dtype, dwpe->dtype,
+      (embedding_dwpe_kernel<DT, GT><<<stk::grid_for(seq * channels, 256), 256, 0, s>>>(
+          dwpe->data, dout->data, batch, seq, channels)));
   ST_CHECK(stk::launched(op, "embedding_dwpe_kernel"));
 
   // Carve the sort region: sorted keys, row ids before and after, CUB's temporary storage.
@@ -138,8 +141,8 @@ extern "C" st_status cuda_embedding_backward(void *ctx, const st_tensor *dwte,
   if (err != cudaSuccess) {
     return st_error(ST_ERR_CUDA, "%s: the token sort failed: %s", op, cudaGetErrorString(err));
   }
-  STK_DISPATCH_DT(dout->dtype,
-                  (embedding_dwte_kernel<DT><<<(unsigned)n, 256, 0, s>>>(
-                      dwte->data, dout->data, keys, rows_sorted, n, channels, dwte->shape[0])));
+  STK_DISPATCH_GRAD(dout->dtype, dwte->dtype,
+                    (embedding_dwte_kernel<DT, GT><<<(unsigned)n, 256, 0, s>>>(
+                        dwte->data, dout->data, keys, rows_sorted, n, channels, dwte->shape[0])));
   return stk::launched(op, "embedding_dwte_kernel");
 }

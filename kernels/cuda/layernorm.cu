@@ -10,7 +10,8 @@
 // accurate when the mean is large against the spread; the later sweeps hit L1/L2.
 //
 // The backward's input gradient is per row (one warp per row again); the weight and bias
-// gradients are sums over rows, done by colsum.cu's deterministic two-launch column sum.
+// gradients are sums over rows, done by colsum.cu's deterministic two-launch column sum (into
+// inp's dtype, or fp32 gradients beside 16-bit activations).
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 
@@ -198,5 +199,6 @@ extern "C" st_status cuda_layernorm_backward(void *ctx, const st_tensor *dinp,
           dinp->data, dout->data, inp->data, weight->data, mu, rs, rows, channels, vec)));
   ST_CHECK(stk::launched("layernorm_backward", "layernorm_dinp_kernel"));
   return cuda_colsum(ctx, "layernorm_backward", CUDA_COLSUM_LAYERNORM, inp->dtype, rows, channels,
-                     dout->data, inp->data, mu, rs, dweight->data, dbias->data, stream);
+                     dout->data, inp->data, mu, rs, dweight->dtype, dweight->data, dbias->data,
+                     stream);
 }

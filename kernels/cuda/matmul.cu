@@ -20,9 +20,14 @@
 // GELU.
 //
 // fp32 computes in fp32 (CUBLAS_COMPUTE_32F, never TF32); bf16 and fp16 read and write their
-// dtype (CUDA_R_16BF, CUDA_R_16F) and accumulate in fp32. Determinism: one cached algorithm per
-// shape, and split-K (preferably reduced in fp32, context.cu) only through cuBLASLt's reduction
-// schemes, which are ordered (no atomics), so the same call gives the same bits.
+// dtype (CUDA_R_16BF, CUDA_R_16F) and accumulate in fp32. A weight's gradient may be fp32 beside
+// 16-bit activations (kernels.h): its product then reads 16-bit A and B and adds into an fp32
+// C/D, and the bias gradient's column sum adds into fp32 (Megatron's gradient-accumulation
+// fusion: the gradient is never rounded to 16 bits, across chunks and micro-batches alike).
+//
+// Determinism: one cached algorithm per shape, and split-K (preferably reduced in fp32,
+// context.cu) only through cuBLASLt's reduction schemes, which are ordered (no atomics), so the
+// same call gives the same bits.
 #include <string.h>
 
 #include "kernels/cuda/common.cuh"
@@ -43,7 +48,7 @@ int64_t alignment_of(const void *p) {
 }
 
 // D[m, n] (+)= op(A) op(B) with an optional epilogue (bias of m values; GELU input saved in aux
-// with leading dimension m).
+// with leading dimension m). A, B and the bias are of the op's dtype, C and D of d_dtype.
 struct Gemm {
   int64_t m, n, k;
   cublasOperation_t ta, tb;
@@ -59,8 +64,8 @@ struct Gemm {
   void *aux;
 };
 
-st_status run_gemm(cuda_context *cx, const char *op, st_dtype dtype, const Gemm &g,
-                   const st_stream *stream) {
+st_status run_gemm(cuda_context *cx, const char *op, st_dtype dtype, st_dtype d_dtype,
+                   const Gemm &g, const st_stream *stream) {
   cuda_matmul_key key;
   memset(&key, 0, sizeof key);
   key.m = g.m;
@@ -72,6 +77,7 @@ st_status run_gemm(cuda_context *cx, const char *op, st_dtype dtype, const Gemm 
   key.ldb = g.ldb;
   key.ldc = g.ldd;
   key.dtype = dtype;
+  key.d_dtype = d_dtype;
   key.epilogue = g.epilogue;
   key.aux_ld = g.aux ? g.m : 0;
   key.align[0] = alignment_of(g.a);
@@ -137,7 +143,7 @@ extern "C" st_status cuda_matmul_forward(void *ctx, const st_tensor *out, const 
   g.epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
   g.bias = bias ? bias->data : NULL;
   g.aux = NULL;
-  if (!pre_gelu) return run_gemm(cx, op, inp->dtype, g, stream);
+  if (!pre_gelu) return run_gemm(cx, op, inp->dtype, inp->dtype, g, stream);
   if (inp->dtype != ST_FP32 && d.outs % 8 == 0) {
     // cuBLASLt writes gelu(x) to out and x (the product plus bias) to pre_gelu in one pass; it
     // needs the pre-GELU leading dimension divisible by 8. Only for 16-bit outputs: cuBLASLt's
@@ -146,7 +152,7 @@ extern "C" st_status cuda_matmul_forward(void *ctx, const st_tensor *out, const 
     Gemm fused = g;
     fused.epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
     fused.aux = pre_gelu->data;
-    const st_status status = run_gemm(cx, op, inp->dtype, fused, stream);
+    const st_status status = run_gemm(cx, op, inp->dtype, inp->dtype, fused, stream);
     // Any failure but "no algorithm for this epilogue" (warned once by the plan cache) is an
     // error; that one falls through to the two-step path below.
     if (status != ST_ERR_UNSUPPORTED) return status;
@@ -155,7 +161,7 @@ extern "C" st_status cuda_matmul_forward(void *ctx, const st_tensor *out, const 
   // A width (or dtype) the epilogue cannot take: the product plus bias into pre_gelu, then
   // GELU from it (elementwise.cu).
   g.d = pre_gelu->data;
-  ST_CHECK(run_gemm(cx, op, inp->dtype, g, stream));
+  ST_CHECK(run_gemm(cx, op, inp->dtype, inp->dtype, g, stream));
   return cuda_gelu_forward(ctx, out, pre_gelu, stream);
 }
 
@@ -168,12 +174,12 @@ extern "C" st_status cuda_matmul_backward(void *ctx, const st_tensor *dinp,
   const Dims d = dims_of(inp, weight, layout);
   const int out_in = layout == KERNEL_WEIGHT_OUT_IN;
   const char *op = pre_gelu ? "matmul_gelu_backward" : "matmul_backward";
-  const st_dtype dt = inp->dtype;
+  const st_dtype dt = inp->dtype, grad_dt = dweight->dtype;
   // First the GELU derivative into dout (in place) and the bias gradient from it: the products
   // below read the pre-activation's gradient.
   if (pre_gelu || dbias) {
     ST_CHECK(cuda_colsum(ctx, op, pre_gelu ? CUDA_COLSUM_DGELU : CUDA_COLSUM_PLAIN, dt, d.rows,
-                         d.outs, dout->data, pre_gelu ? pre_gelu->data : NULL, NULL, NULL,
+                         d.outs, dout->data, pre_gelu ? pre_gelu->data : NULL, NULL, NULL, grad_dt,
                          dbias ? dbias->data : NULL, NULL, stream));
   }
   Gemm g{};
@@ -191,7 +197,7 @@ extern "C" st_status cuda_matmul_backward(void *ctx, const st_tensor *dinp,
   g.ldb = d.outs;
   g.d = dinp->data;
   g.ldd = d.in;
-  ST_CHECK(run_gemm(cx, op, dt, g, stream));
+  ST_CHECK(run_gemm(cx, op, dt, dt, g, stream));
   if (out_in) {
     // dW^T[C, OC] += inp^T dout
     g.m = d.in;
@@ -219,5 +225,5 @@ extern "C" st_status cuda_matmul_backward(void *ctx, const st_tensor *dinp,
     g.d = dweight->data;
     g.ldd = d.outs;
   }
-  return run_gemm(cx, op, dt, g, stream);
+  return run_gemm(cx, op, dt, grad_dt, g, stream);
 }

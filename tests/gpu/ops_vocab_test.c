@@ -12,9 +12,12 @@
  *
  * The test walks kernel_op 0..KERNEL_OP_COUNT and FAILS if an op has no case here (checked
  * even without a GPU), then, with a GPU, runs each case for every dtype CUDA supports for the
- * op. Inputs are random and non-zero, gradients start non-zero (backward ops accumulate);
- * 16-bit inputs are rounded to their dtype first and the CPU computes in fp32 on the rounded
- * values, so the comparison measures the CUDA kernels' own rounding only.
+ * op; then the ops whose backward writes parameter gradients (matmul, its tied-head and GELU
+ * forms, LayerNorm, embedding) again with bf16 and fp16 activations and fp32 parameter
+ * gradients (run_fp32_grads: held to fp32's tolerance), and their refusals. Inputs are random and
+ * non-zero, gradients start non-zero (backward ops accumulate); 16-bit inputs are rounded to their
+ * dtype first and the CPU computes in fp32 on the rounded values, so the comparison measures the
+ * CUDA kernels' own rounding only.
  *
  * Tolerances (ops_pair.c), a value passing when |got - want| <= abs * max|want| + rel * |want|
  * over the compared array:
@@ -72,15 +75,27 @@ static double gelu_grad64(double x) {
 
 /* ---- matmul ---------------------------------------------------------------------------- */
 
-/* One layer: inp [B, T, C], weight [C, outs] (or [outs, C] for the tied head), optional bias. */
-static void matmul_layer(pair_env *e, st_dtype dt, int64_t outs, int out_in, int with_bias) {
-  const char *op = out_in ? "matmul_wt" : with_bias ? "matmul" : "matmul (no bias)";
+/* " with fp32 grads" where a case's parameter gradients are fp32 beside 16-bit activations. */
+static const char *grads_note(st_dtype dt, st_dtype gdt) {
+  return gdt != dt ? " with fp32 grads" : "";
+}
+
+/* One layer: inp [B, T, C], weight [C, outs] (or [outs, C] for the tied head), optional bias;
+ * the weight's and bias's gradients in gdt (dt, or fp32), compared under gdt's tolerance. */
+static void matmul_layer(pair_env *e, st_dtype dt, st_dtype gdt, int64_t outs, int out_in,
+                         int with_bias) {
+  char op[64];
+  snprintf(op, sizeof op, "%s%s",
+           out_in      ? "matmul_wt"
+           : with_bias ? "matmul"
+                       : "matmul (no bias)",
+           grads_note(dt, gdt));
   int64_t act[] = {B, T, C}, out_shape[] = {B, T, outs};
   int64_t wshape[] = {out_in ? outs : C, out_in ? C : outs};
   pair inp = pair_make(e, dt, 3, act, -1, 1), w = pair_make(e, dt, 2, wshape, -1, 1);
   pair bias = pair_make(e, dt, 1, &outs, -1, 1), out = pair_make(e, dt, 3, out_shape, 7, 7);
   pair dout = pair_make(e, dt, 3, out_shape, -1, 1), dinp = pair_make(e, dt, 3, act, -1, 1);
-  pair dw = pair_make(e, dt, 2, wshape, -1, 1), db = pair_make(e, dt, 1, &outs, -1, 1);
+  pair dw = pair_make(e, gdt, 2, wshape, -1, 1), db = pair_make(e, gdt, 1, &outs, -1, 1);
   if (out_in) {
     CHECK_OK(kernel_matmul_wt_forward(e->cpu, &out.cpu, &inp.cpu, &w.cpu, &e->cpu_stream));
     CHECK_OK(kernel_matmul_wt_forward(e->gpu, &out.gpu, &inp.gpu, &w.gpu, &e->gpu_stream));
@@ -115,7 +130,8 @@ static void matmul_layer(pair_env *e, st_dtype dt, int64_t outs, int out_in, int
       float *got = pair_fetch_new(e, grads[g]);
       if (run == 0) {
         static const char *names[3] = {"backward dinp", "backward dweight", "backward dbias"};
-        pair_compare_f(ops_label(op, names[g], dt), dt, got, grads[g]->host, grads[g]->n);
+        pair_compare_f(ops_label(op, names[g], dt), grads[g]->dtype, got, grads[g]->host,
+                       grads[g]->n);
         first[g] = got;
       } else {
         CHECK_MSG(same_bits(first[g], got, grads[g]->n),
@@ -130,18 +146,26 @@ static void matmul_layer(pair_env *e, st_dtype dt, int64_t outs, int out_in, int
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) pair_free(all[i]);
 }
 
-static void case_matmul(pair_env *e, st_dtype dt) {
-  matmul_layer(e, dt, 3 * C, 0, 1);
-  matmul_layer(e, dt, 3 * C, 0, 0);
-  matmul_layer(e, dt, 84, 0, 1); /* a width not a multiple of 8 */
-  matmul_layer(e, dt, VP, 1, 0); /* the tied LM head */
+static void matmul_cases(pair_env *e, st_dtype dt, st_dtype gdt) {
+  matmul_layer(e, dt, gdt, 3 * C, 0, 1);
+  matmul_layer(e, dt, gdt, 3 * C, 0, 0);
+  matmul_layer(e, dt, gdt, 84, 0, 1); /* a width not a multiple of 8 */
+  matmul_layer(e, dt, gdt, VP, 1, 0); /* the tied LM head */
 }
+
+static void case_matmul(pair_env *e, st_dtype dt) { matmul_cases(e, dt, dt); }
 
 /* ---- matmul with the GELU epilogue (float64 reference: no CPU op yet) ---------------------- */
 
-static void matmul_gelu_layer(pair_env *e, st_dtype dt, int64_t outs) {
-  const char *op = outs % 8 || dt == ST_FP32 ? "matmul_gelu (matmul + GELU kernel)"
-                                             : "matmul_gelu (GELU_AUX_BIAS epilogue)";
+/* The weight's and bias's gradients in gdt (dt, or fp32). With fp32 ones the reference of
+ * their sums reads the dpre the kernel stored (in dt, checked first against float64): the
+ * products read that rounded value, and the sums are then held to fp32's tolerance. */
+static void matmul_gelu_layer(pair_env *e, st_dtype dt, st_dtype gdt, int64_t outs) {
+  char op[80];
+  snprintf(op, sizeof op, "%s%s",
+           outs % 8 || dt == ST_FP32 ? "matmul_gelu (matmul + GELU kernel)"
+                                     : "matmul_gelu (GELU_AUX_BIAS epilogue)",
+           grads_note(dt, gdt));
   int64_t act[] = {B, T, C}, out_shape[] = {B, T, outs}, wshape[] = {C, outs};
   const int64_t N = ROWS, n_out = N * outs;
   pair inp = pair_make(e, dt, 3, act, -1, 1), w = pair_make(e, dt, 2, wshape, -0.5, 0.5);
@@ -167,8 +191,8 @@ static void matmul_gelu_layer(pair_env *e, st_dtype dt, int64_t outs) {
 
   /* Backward from a given pre_gelu and dout: dout becomes dpre = dout gelu'(pre). */
   pair pre_in = pair_make(e, dt, 3, out_shape, -3, 3), dout = pair_make(e, dt, 3, out_shape, -1, 1);
-  pair dinp = pair_make(e, dt, 3, act, -1, 1), dw = pair_make(e, dt, 2, wshape, -1, 1);
-  pair db = pair_make(e, dt, 1, &outs, -1, 1);
+  pair dinp = pair_make(e, dt, 3, act, -1, 1), dw = pair_make(e, gdt, 2, wshape, -1, 1);
+  pair db = pair_make(e, gdt, 1, &outs, -1, 1);
   double *dpre = malloc((size_t)n_out * sizeof *dpre);
   double *want_dinp = malloc((size_t)(N * C) * sizeof *want_dinp);
   double *want_dw = malloc((size_t)(C * outs) * sizeof *want_dw);
@@ -181,6 +205,14 @@ static void matmul_gelu_layer(pair_env *e, st_dtype dt, int64_t outs) {
       want_dinp[r * C + c] = s;
     }
   }
+  CHECK_OK(kernel_matmul_gelu_backward(e->gpu, &dinp.gpu, &dw.gpu, &db.gpu, &dout.gpu, &pre_in.gpu,
+                                       &inp.gpu, &w.gpu, &e->gpu_stream));
+  got = pair_fetch_new(e, &dout);
+  pair_compare(ops_label(op, "backward dout := dpre", dt), dt, got, dpre, n_out);
+  if (gdt != dt) {
+    for (int64_t i = 0; i < n_out; i++) dpre[i] = got[i];
+  }
+  free(got);
   for (int64_t c = 0; c < C; c++) {
     for (int64_t o = 0; o < outs; o++) {
       double s = dw.init[c * outs + o];
@@ -193,19 +225,14 @@ static void matmul_gelu_layer(pair_env *e, st_dtype dt, int64_t outs) {
     for (int64_t r = 0; r < N; r++) s += dpre[r * outs + o];
     want_db[o] = s;
   }
-  CHECK_OK(kernel_matmul_gelu_backward(e->gpu, &dinp.gpu, &dw.gpu, &db.gpu, &dout.gpu, &pre_in.gpu,
-                                       &inp.gpu, &w.gpu, &e->gpu_stream));
-  got = pair_fetch_new(e, &dout);
-  pair_compare(ops_label(op, "backward dout := dpre", dt), dt, got, dpre, n_out);
-  free(got);
   got = pair_fetch_new(e, &dinp);
   pair_compare(ops_label(op, "backward dinp", dt), dt, got, want_dinp, N * C);
   free(got);
   got = pair_fetch_new(e, &dw);
-  pair_compare(ops_label(op, "backward dweight", dt), dt, got, want_dw, C * outs);
+  pair_compare(ops_label(op, "backward dweight", dt), gdt, got, want_dw, C * outs);
   free(got);
   got = pair_fetch_new(e, &db);
-  pair_compare(ops_label(op, "backward dbias", dt), dt, got, want_db, outs);
+  pair_compare(ops_label(op, "backward dbias", dt), gdt, got, want_db, outs);
   free(got);
   free(want_pre);
   free(want_out);
@@ -217,17 +244,21 @@ static void matmul_gelu_layer(pair_env *e, st_dtype dt, int64_t outs) {
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) pair_free(all[i]);
 }
 
-static void case_matmul_gelu(pair_env *e, st_dtype dt) {
-  matmul_gelu_layer(e, dt, 4 * C); /* bf16: cuBLASLt's GELU_AUX_BIAS epilogue */
-  matmul_gelu_layer(e, dt, 84);    /* a width the epilogue refuses: matmul + GELU kernel */
+static void matmul_gelu_cases(pair_env *e, st_dtype dt, st_dtype gdt) {
+  matmul_gelu_layer(e, dt, gdt, 4 * C); /* bf16: cuBLASLt's GELU_AUX_BIAS epilogue */
+  matmul_gelu_layer(e, dt, gdt, 84);    /* a width the epilogue refuses: matmul + GELU kernel */
 }
+
+static void case_matmul_gelu(pair_env *e, st_dtype dt) { matmul_gelu_cases(e, dt, dt); }
 
 /* ---- LayerNorm ---------------------------------------------------------------------------- */
 
 /* LayerNorm over rows of `ch` features: 16-byte loads where ch is a multiple of 8, else element
- * by element. */
-static void layernorm_at(pair_env *e, st_dtype dt, int64_t ch) {
-  const char *op = ch % 8 ? "layernorm (element path)" : "layernorm";
+ * by element; the weight's and bias's gradients in gdt (dt, or fp32). */
+static void layernorm_at(pair_env *e, st_dtype dt, st_dtype gdt, int64_t ch) {
+  char op[64];
+  snprintf(op, sizeof op, "%s%s", ch % 8 ? "layernorm (element path)" : "layernorm",
+           grads_note(dt, gdt));
   int64_t act[] = {B, T, ch}, rows = ROWS;
   pair a = pair_make(e, dt, 3, act, -2, 3), b = pair_make(e, dt, 3, act, -1, 1);
   pair w = pair_make(e, dt, 1, &ch, 0.5, 1.5), bias = pair_make(e, dt, 1, &ch, -1, 1);
@@ -261,7 +292,7 @@ static void layernorm_at(pair_env *e, st_dtype dt, int64_t ch) {
   CHECK_OK(kernel_layernorm_forward(e->gpu, &out.gpu, &mean.gpu, &rstd.gpu, &x.gpu, &w.gpu,
                                     &bias.gpu, &e->gpu_stream));
   pair dout = pair_make(e, dt, 3, act, -1, 1), dinp = pair_make(e, dt, 3, act, -1, 1);
-  pair dw = pair_make(e, dt, 1, &ch, -1, 1), db = pair_make(e, dt, 1, &ch, -1, 1);
+  pair dw = pair_make(e, gdt, 1, &ch, -1, 1), db = pair_make(e, gdt, 1, &ch, -1, 1);
   CHECK_OK(kernel_layernorm_backward(e->cpu, &dinp.cpu, &dw.cpu, &db.cpu, &dout.cpu, &x.cpu, &w.cpu,
                                      &mean.cpu, &rstd.cpu, &e->cpu_stream));
   float *first[3];
@@ -274,7 +305,8 @@ static void layernorm_at(pair_env *e, st_dtype dt, int64_t ch) {
     for (int g = 0; g < 3; g++) {
       float *got = pair_fetch_new(e, grads[g]);
       if (run == 0) {
-        pair_compare_f(ops_label(op, names[g], dt), dt, got, grads[g]->host, grads[g]->n);
+        pair_compare_f(ops_label(op, names[g], dt), grads[g]->dtype, got, grads[g]->host,
+                       grads[g]->n);
         first[g] = got;
       } else {
         CHECK_MSG(same_bits(first[g], got, grads[g]->n),
@@ -288,11 +320,13 @@ static void layernorm_at(pair_env *e, st_dtype dt, int64_t ch) {
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) pair_free(all[i]);
 }
 
-static void case_layernorm(pair_env *e, st_dtype dt) {
-  layernorm_at(e, dt, C);
-  layernorm_at(e, dt, 84);  /* not a multiple of 8 */
-  layernorm_at(e, dt, 768); /* d12's width: each lane owns three groups of 8 */
+static void layernorm_cases(pair_env *e, st_dtype dt, st_dtype gdt) {
+  layernorm_at(e, dt, gdt, C);
+  layernorm_at(e, dt, gdt, 84);  /* not a multiple of 8 */
+  layernorm_at(e, dt, gdt, 768); /* d12's width: each lane owns three groups of 8 */
 }
+
+static void case_layernorm(pair_env *e, st_dtype dt) { layernorm_cases(e, dt, dt); }
 
 /* ---- GELU, residual ------------------------------------------------------------------------ */
 
@@ -462,8 +496,10 @@ static void case_attention_cached(pair_env *e, st_dtype dt) {
 
 /* ---- embedding ----------------------------------------------------------------------------- */
 
-static void case_embedding(pair_env *e, st_dtype dt) {
-  const char *op = "embedding";
+/* dwte and dwpe in gdt (dt, or fp32). */
+static void embedding_cases(pair_env *e, st_dtype dt, st_dtype gdt) {
+  char op[48];
+  snprintf(op, sizeof op, "embedding%s", grads_note(dt, gdt));
   int32_t tokens[ROWS];
   /* half the tokens from a handful of ids, so rows of dwte collect many contributions */
   for (int64_t i = 0; i < ROWS; i++) tokens[i] = i % 2 ? pair_below(e, 5) : pair_below(e, V);
@@ -471,7 +507,7 @@ static void case_embedding(pair_env *e, st_dtype dt) {
   int64_t act[] = {B, T, C}, wte_shape[] = {VP, C}, wpe_shape[] = {MAXT, C};
   pair wte = pair_make(e, dt, 2, wte_shape, -1, 1), wpe = pair_make(e, dt, 2, wpe_shape, -1, 1);
   pair out = pair_make(e, dt, 3, act, 7, 7), dout = pair_make(e, dt, 3, act, -1, 1);
-  pair dwte = pair_make(e, dt, 2, wte_shape, -1, 1), dwpe = pair_make(e, dt, 2, wpe_shape, -1, 1);
+  pair dwte = pair_make(e, gdt, 2, wte_shape, -1, 1), dwpe = pair_make(e, gdt, 2, wpe_shape, -1, 1);
   CHECK_OK(
       kernel_embedding_forward(e->cpu, &out.cpu, ids.host, &wte.cpu, &wpe.cpu, &e->cpu_stream));
   CHECK_OK(kernel_embedding_forward(e->gpu, &out.gpu, ids.dev, &wte.gpu, &wpe.gpu, &e->gpu_stream));
@@ -490,12 +526,12 @@ static void case_embedding(pair_env *e, st_dtype dt) {
     for (int g = 0; g < 2; g++) {
       float *got = pair_fetch_new(e, grads[g]);
       if (run == 0) {
-        pair_compare_f(ops_label(op, g ? "backward dwpe" : "backward dwte", dt), dt, got,
+        pair_compare_f(ops_label(op, g ? "backward dwpe" : "backward dwte", dt), gdt, got,
                        grads[g]->host, grads[g]->n);
         first[g] = got;
       } else {
         CHECK_MSG(same_bits(first[g], got, grads[g]->n),
-                  "embedding: backward gradient %d is not bit-identical on a second run [%s]", g,
+                  "%s: backward gradient %d is not bit-identical on a second run [%s]", op, g,
                   dt_name(dt));
         free(got);
         free(first[g]);
@@ -506,6 +542,8 @@ static void case_embedding(pair_env *e, st_dtype dt) {
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) pair_free(all[i]);
   pair_ids_free(&ids);
 }
+
+static void case_embedding(pair_env *e, st_dtype dt) { embedding_cases(e, dt, dt); }
 
 /* ---- classifier ---------------------------------------------------------------------------- */
 
@@ -603,6 +641,67 @@ static void run_all(pair_env *e) {
   }
 }
 
+/* ---- fp32 parameter gradients beside 16-bit activations ------------------------------------ */
+
+typedef void (*grad_case)(pair_env *e, st_dtype dt, st_dtype gdt);
+
+/* The cases of the ops whose backward writes parameter gradients, run with those in gdt. */
+static grad_case grad_case_for(kernel_op op) {
+  switch (op) {
+    case KERNEL_OP_MATMUL: return matmul_cases;
+    case KERNEL_OP_MATMUL_GELU: return matmul_gelu_cases;
+    case KERNEL_OP_LAYERNORM: return layernorm_cases;
+    case KERNEL_OP_EMBEDDING: return embedding_cases;
+    default: return NULL;
+  }
+}
+
+/* The wrappers refuse what the kernels do not write: a gradient in the other 16-bit dtype, and
+ * a bias gradient in another dtype than its weight's. */
+static void check_grad_refusals(pair_env *e) {
+  int64_t act[] = {B, T, C}, wshape[] = {C, C}, bshape[] = {C};
+  pair inp = pair_make(e, ST_BF16, 3, act, -1, 1), w = pair_make(e, ST_BF16, 2, wshape, -1, 1);
+  pair dout = pair_make(e, ST_BF16, 3, act, -1, 1), dinp = pair_make(e, ST_BF16, 3, act, 0, 0);
+  pair dw32 = pair_make(e, ST_FP32, 2, wshape, 0, 0), dw16 = pair_make(e, ST_FP16, 2, wshape, 0, 0);
+  pair db16 = pair_make(e, ST_BF16, 1, bshape, 0, 0);
+  CHECK_STATUS(kernel_matmul_backward(e->gpu, &dinp.gpu, &dw16.gpu, NULL, &dout.gpu, &inp.gpu,
+                                      &w.gpu, &e->gpu_stream),
+               ST_ERR_INVALID_ARG);
+  CHECK_MSG(strstr(st_last_error(), "dweight is fp16, expected bf16 or fp32"), "detail: %s",
+            st_last_error());
+  CHECK_STATUS(kernel_matmul_backward(e->gpu, &dinp.gpu, &dw32.gpu, &db16.gpu, &dout.gpu, &inp.gpu,
+                                      &w.gpu, &e->gpu_stream),
+               ST_ERR_INVALID_ARG);
+  CHECK_MSG(strstr(st_last_error(), "dbias is bf16 and dweight is fp32"), "detail: %s",
+            st_last_error());
+  pair *all[] = {&inp, &w, &dout, &dinp, &dw32, &dw16, &db16};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) pair_free(all[i]);
+}
+
+/* Every op whose backward writes parameter gradients, with bf16 and fp16 activations and fp32
+ * parameter gradients (kernel_supports_grad_dtype: bf16 params with fp32 gradient
+ * accumulation), against the CPU in fp32 on the rounded inputs. The products of 16-bit values
+ * are exact in fp32, so the gradients are held to fp32's tolerance, which a gradient rounded to
+ * 16 bits anywhere (2^-9 relative for bf16) fails; the input gradients keep their dtype's. */
+static void run_fp32_grads(pair_env *e) {
+  const st_dtype dtypes[] = {ST_BF16, ST_FP16};
+  for (int op = 0; op < KERNEL_OP_COUNT; op++) {
+    const kernel_op o = (kernel_op)op;
+    CHECK_MSG(!kernel_supports_grad_dtype(e->gpu, o, ST_BF16, ST_FP32) == !grad_case_for(o),
+              "CUDA %s: fp32 parameter gradients beside bf16 activations exactly where the op "
+              "writes parameter gradients",
+              kernel_op_name(o));
+    for (int d = 0; d < 2; d++) {
+      if (!kernel_supports_grad_dtype(e->gpu, o, dtypes[d], ST_FP32)) continue;
+      printf("%s [%s, fp32 parameter gradients]\n", kernel_op_name(o), dt_name(dtypes[d]));
+      fflush(stdout);
+      e->rng = 9000u + 10u * (uint64_t)op + (uint64_t)d;
+      grad_case_for(o)(e, dtypes[d], ST_FP32);
+    }
+  }
+  check_grad_refusals(e);
+}
+
 /* The attention cases again, in bf16 and fp16, on a backend made with ST_CUDA_ATTENTION=kind
  * (the default backend is simple's). flash: the tiled kernels (kernels/cuda/flash_attention.cu)
  * take the head-size-64 shape and the odd one falls back to the simple kernels. cudnn: cuDNN's
@@ -639,6 +738,10 @@ int main(void) {
   for (int op = 0; op < KERNEL_OP_COUNT; op++) {
     CHECK_MSG(case_for((kernel_op)op) != NULL, "op %s has no CUDA test case in %s",
               kernel_op_name((kernel_op)op), __FILE__);
+    CHECK_MSG(!kernel_kind_supports_grad_dtype(ST_DEVICE_CUDA, (kernel_op)op, ST_BF16, ST_FP32) ||
+                  grad_case_for((kernel_op)op),
+              "op %s writes fp32 parameter gradients and has no case for them in %s",
+              kernel_op_name((kernel_op)op), __FILE__);
   }
   if (test_checks_failed()) return test_finish(name);
   if (!kernel_has_backend(ST_DEVICE_CUDA)) return test_skip(name, "built without CUDA");
@@ -654,6 +757,7 @@ int main(void) {
   mem_stats before, after;
   mem_stats_get(&before);
   run_all(&e);
+  run_fp32_grads(&e);
   run_attention_kind(&e, "flash", 7000u);
   run_attention_kind(&e, "cudnn", 8000u);
   mem_stats_get(&after);

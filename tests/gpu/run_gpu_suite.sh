@@ -7,7 +7,8 @@
 #   ops          every kernel test binary (each op on the CUDA backend against float64 loops and
 #                the CPU backend; ops_vocab_test walks the whole vocabulary), the cast, the
 #                offloaded optimizer and the device's streams, events and memory query
-#   train        tests/gpu/train_gpu_test.sh: tiny fp32 GPU vs CPU per step, bf16/fp16 vs fp32
+#   train        tests/gpu/train_gpu_test.sh: tiny fp32 GPU vs CPU per step, bf16/fp16 and bf16
+#                params with fp32 gradients vs fp32
 #   streams      the collectives on device buffers and a unit's stream-ordered gather, publish
 #                and reduction (duplicate NCCL communicators, events between streams) on 1 and 2
 #                ranks sharing the GPU through nccl-hostid

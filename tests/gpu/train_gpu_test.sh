@@ -5,6 +5,9 @@
 #   - bf16 and fp16 (dynamic loss scaling) on the GPU: the loss after 50 steps within 1% of the
 #     GPU's fp32 run, and different from it somewhere beyond 3e-5 (a run whose dtype flag was
 #     ignored fails); fp16 reports its loss scale in every metrics line;
+#   - bf16 parameters with fp32 gradients (the kernels accumulate the weight gradients in fp32,
+#     --reduce-dtype fp32): the same bounds against fp32 after 50 steps, every metrics line
+#     naming bf16/fp32, and the test prints how far bf16/bf16 and bf16/fp32 each end from fp32;
 #   - activation recompute on the GPU: in fp32, --recompute gelu and block give the losses and
 #     grad norms of --recompute none bit for bit (the fp32 GELU is one kernel in the forward and
 #     the recompute alike); in bf16 the loss after 50 steps within 1e-3 of none's (the forward's
@@ -33,6 +36,7 @@ long=(--steps 50 --micro-batch 12 --device cuda)
 run gpu_fp32_50 1 "${long[@]}"
 run gpu_bf16_50 1 "${long[@]}" --param-dtype bf16 --reduce-dtype bf16
 run gpu_fp16_50 1 "${long[@]}" --param-dtype fp16 --reduce-dtype fp16
+run gpu_bf16_fp32g_50 1 "${long[@]}" --param-dtype bf16 --reduce-dtype fp32
 for mode in gelu block; do
   run "gpu_fp32_$mode" 1 --device cuda --micro-batch 12 --recompute "$mode"
   run "gpu_bf16_50_$mode" 1 "${long[@]}" --param-dtype bf16 --reduce-dtype bf16 --recompute "$mode"
@@ -55,7 +59,7 @@ for a, b in zip(gpu, cpu):
             fail.append(f"fp32 step {a['step']} {key}: gpu {a[key]!r} vs cpu {b[key]!r}")
 print(f"fp32 gpu vs cpu over 10 steps: worst relative difference {worst:.2e}")
 ref = metrics(work, "gpu_fp32_50")
-for name in ("gpu_bf16_50", "gpu_fp16_50"):
+for name in ("gpu_bf16_50", "gpu_fp16_50", "gpu_bf16_fp32g_50"):
     rows = metrics(work, name)
     if len(rows) != len(ref) or len(ref) != 50:
         fail.append(f"{name}: {len(rows)} steps against {len(ref)}, expected 50"); continue
@@ -77,6 +81,8 @@ for mode in ("gelu", "block"):
     print(f"bf16 --recompute {mode}: final loss {final:.2e} from none's; bitwise: {same}")
     if final > 1e-3:
         fail.append(f"bf16 --recompute {mode}: final loss {final:.2e} away from none's (bound 1e-3)")
+if any(r["dtypes"] != {"param": "bf16", "reduce": "fp32"} for r in metrics(work, "gpu_bf16_fp32g_50")):
+    fail.append("gpu_bf16_fp32g_50: a metrics line does not name bf16 params with fp32 gradients")
 if not all("loss_scale" in r for r in metrics(work, "gpu_fp16_50")):
     fail.append("gpu_fp16_50: a metrics line lacks loss_scale")
 for f in fail: print("FAIL:", f)

@@ -1,6 +1,6 @@
-/* interface_test.c - backend creation, the capability query (by backend, and by device kind
- * from the facts every build has of the CPU and CUDA backends), and the refusals every backend
- * shares: the kernel_<op>
+/* interface_test.c - backend creation, the capability queries (by backend, and by device kind
+ * from the facts every build has of the CPU and CUDA backends; the dtypes of ops and of the
+ * parameter gradients they write), and the refusals every backend shares: the kernel_<op>
  * wrappers reject bad shapes, dtypes, devices, layouts and streams with a status and a detail
  * that names the numbers, before any data is touched. Also the CPU backend's own refusals:
  * out-of-range ids and a failed scratch allocation, which must leave nothing allocated. */
@@ -234,6 +234,76 @@ static void check_other_refusals(const kernel_backend *kb, const st_stream *s) {
                 "out is [10], expected 1 elements");
 }
 
+/* Parameter gradients in another dtype than the activations (kernel_supports_grad_dtype): the
+ * CPU computes in fp32 only and writes no gradient in another dtype than an op's, so its
+ * wrappers refuse any other dtype for dweight, dbias, dwte and dwpe. The CUDA backend (its
+ * facts, in every build) also writes fp32 gradients beside bf16 and fp16 activations, for
+ * exactly the ops whose backward writes parameter gradients. */
+static void check_grad_dtypes(const kernel_backend *kb, const st_stream *s) {
+  int same = 1;
+  for (int op = 0; op < KERNEL_OP_COUNT; op++) {
+    for (int d = 0; d < ST_DTYPE_COUNT; d++) {
+      for (int g = 0; g < ST_DTYPE_COUNT; g++) {
+        const int answer = kernel_supports_grad_dtype(kb, (kernel_op)op, (st_dtype)d, (st_dtype)g);
+        same &= answer == kernel_kind_supports_grad_dtype(ST_DEVICE_CPU, (kernel_op)op, (st_dtype)d,
+                                                          (st_dtype)g);
+        same &= answer == (g == d && kernel_supports(kb, (kernel_op)op, (st_dtype)d));
+      }
+    }
+  }
+  CHECK_MSG(same, "the CPU writes parameter gradients in its compute dtype only");
+  for (int op = 0; op < KERNEL_OP_COUNT; op++) {
+    const int writes = op == KERNEL_OP_MATMUL || op == KERNEL_OP_MATMUL_GELU ||
+                       op == KERNEL_OP_LAYERNORM || op == KERNEL_OP_EMBEDDING;
+    const kernel_op o = (kernel_op)op;
+    CHECK_MSG(kernel_kind_supports_grad_dtype(ST_DEVICE_CUDA, o, ST_BF16, ST_FP32) == writes &&
+                  kernel_kind_supports_grad_dtype(ST_DEVICE_CUDA, o, ST_FP16, ST_FP32) == writes,
+              "CUDA %s: fp32 gradients beside 16-bit activations exactly where it writes "
+              "parameter gradients (%d)",
+              kernel_op_name(o), writes);
+    CHECK(!kernel_kind_supports_grad_dtype(ST_DEVICE_CUDA, o, ST_FP16, ST_BF16));
+    CHECK(!kernel_kind_supports_grad_dtype(ST_DEVICE_CUDA, o, ST_FP32, ST_BF16));
+    CHECK(kernel_kind_supports_grad_dtype(ST_DEVICE_CUDA, o, ST_BF16, ST_BF16) ==
+          kernel_kind_supports(ST_DEVICE_CUDA, o, ST_BF16));
+  }
+
+  st_tensor inp = fp32(inp_data, 3, (int64_t[]){B, T, C});
+  st_tensor weight = fp32(weight_data, 2, (int64_t[]){C, OC});
+  st_tensor out = fp32(out_data, 3, (int64_t[]){B, T, OC});
+  static float dinp_data[N * C], dw_data[C * OC], db_data[OC];
+  st_tensor dinp = fp32(dinp_data, 3, (int64_t[]){B, T, C});
+  st_tensor dw = fp32(dw_data, 2, (int64_t[]){C, OC}), db = fp32(db_data, 1, (int64_t[]){OC});
+  CHECK_OK(kernel_matmul_backward(kb, &dinp, &dw, &db, &out, &inp, &weight, s));
+  st_tensor bad = dw;
+  bad.dtype = ST_BF16;
+  CHECK_REFUSED(kernel_matmul_backward(kb, &dinp, &bad, &db, &out, &inp, &weight, s),
+                ST_ERR_INVALID_ARG, "dweight is bf16, expected fp32");
+  bad = db;
+  bad.dtype = ST_FP16;
+  CHECK_REFUSED(kernel_matmul_backward(kb, &dinp, &dw, &bad, &out, &inp, &weight, s),
+                ST_ERR_INVALID_ARG, "dbias is fp16, expected fp32");
+  bad = fp32(db_data, 1, (int64_t[]){OC - 1});
+  CHECK_REFUSED(kernel_matmul_backward(kb, &dinp, &dw, &bad, &out, &inp, &weight, s),
+                ST_ERR_INVALID_ARG, "dbias is [6], expected [7]");
+
+  st_tensor chan = fp32(bias_data, 1, (int64_t[]){C}),
+            stats = fp32(scratch_data, 1, (int64_t[]){N});
+  bad = fp32(db_data, 1, (int64_t[]){C});
+  bad.dtype = ST_BF16;
+  CHECK_REFUSED(
+      kernel_layernorm_backward(kb, &dinp, &chan, &bad, &inp, &inp, &chan, &stats, &stats, s),
+      ST_ERR_INVALID_ARG, "dbias is bf16, expected fp32");
+
+  static float wte_data[VP * C], wpe_data[T * C];
+  static int32_t tokens[N];
+  st_tensor dwte = fp32(wte_data, 2, (int64_t[]){VP, C}),
+            dwpe = fp32(wpe_data, 2, (int64_t[]){T, C});
+  bad = dwpe;
+  bad.dtype = ST_BF16;
+  CHECK_REFUSED(kernel_embedding_backward(kb, &dwte, &bad, &inp, tokens, s), ST_ERR_INVALID_ARG,
+                "dwpe is bf16, expected fp32");
+}
+
 /* The attention backward's scratch allocation fails: ST_ERR_OOM, dqkv untouched, no leak. */
 static void check_out_of_memory(const kernel_backend *kb, const st_stream *s) {
   static float dqkv_data[N * 3 * C], dout_data[N * C], probs_data[B * NH * T * T];
@@ -266,6 +336,7 @@ int main(void) {
   CHECK_OK(stream_create(&cpu, &stream));
   check_matmul_refusals(kb, &stream);
   check_other_refusals(kb, &stream);
+  check_grad_dtypes(kb, &stream);
   check_out_of_memory(kb, &stream);
   stream_destroy(&stream);
   kernel_backend_destroy(kb);

@@ -3,9 +3,11 @@
  * tokens, one rank): the activations in the compute dtype (bf16) with CUDA attention's saved
  * state (one fp32 log-sum-exp per row, never T x T), the CUDA kernel backend's fixed workspace,
  * and `simulate --gpu h100` / `plan --fit` sizing them the same way; fp16 planned with bf16's
- * memory and simulated with loss scaling's extra finite check. The CUDA answers are the CUDA
- * backend's facts (kernels/cuda_facts.h), which every build has: this runs the same in a build
- * without the CUDA kernels (`--config=nocuda`), as a login node without CUDA plans a GPU run. */
+ * memory and simulated with loss scaling's extra finite check; bf16 parameters with fp32
+ * gradients, and which param/gradient pairs each device takes (gpt_check_precision). The CUDA
+ * answers are the CUDA backend's facts (kernels/cuda_facts.h), which every build has: this runs
+ * the same in a build without the CUDA kernels (`--config=nocuda`), as a login node without CUDA
+ * plans a GPU run. */
 #include <string.h>
 
 #include "engine/model/gpt.h"
@@ -134,36 +136,102 @@ static void check_cpu_plan(void) {
   CHECK_EQ_INT(mp.host_bytes, 512u);
 }
 
-/* The start-up check's suggestion for a GPU run that bf16 makes fit is one a GPU trains: bf16
- * gradients with the bf16 parameters (the GPU computes a weight's gradient in the activations'
- * dtype, and gpt_create refuses bf16 parameters with fp32 gradients), even where bf16
- * parameters alone would fit. The run: fp32, already recomputing whole blocks, one rank, no
- * accumulation allowed, so that only bf16 can fit. */
+/* bf16 parameters with fp32 gradients on a GPU (the kernels accumulate a weight's gradient in
+ * fp32 beside bf16 activations): no compute copies; params 2 bytes and grads 4 bytes per
+ * element, and everything else as bf16/bf16 plans it. Psi for this config, every parameter a
+ * multiple of 16 elements: the embedding 256 x 64 + 32 x 64 = 18432; a block 128 (ln_1) +
+ * 12288 + 192 (c_attn) + 4096 + 64 (attn.c_proj) + 128 (ln_2) + 16384 + 256 (c_fc) + 16384 + 64
+ * (mlp.c_proj) = 49984; ln_f 128: 118528 at stage 0. */
+static void check_cuda_fp32_grads(void) {
+  const uint64_t psi = 18432u + 2 * 49984u + 128u;
+  plan_input in = small_run(ST_DEVICE_CUDA, ST_BF16);
+  in.precision.reduce = ST_FP32;
+  in.compute_copies = plan_compute_copies(ST_DEVICE_CUDA, in.precision);
+  CHECK(!in.compute_copies);
+  CHECK_OK(gpt_check_precision(ST_DEVICE_CUDA, in.precision));
+  const plan_input same = small_run(ST_DEVICE_CUDA, ST_BF16);
+  memory_plan mixed, bf16;
+  CHECK_OK(plan_memory(&in, &mixed));
+  CHECK_OK(plan_memory(&same, &bf16));
+  CHECK_EQ_INT(mixed.bytes[MEM_PARAMS], 2 * psi);
+  CHECK_EQ_INT(mixed.bytes[MEM_GRADS], 4 * psi);
+  CHECK_EQ_INT(bf16.bytes[MEM_GRADS], 2 * psi);
+  CHECK_EQ_INT(mixed.bytes[MEM_OPTIMIZER], 12 * psi);
+  for (int c = 0; c < MEM_CATEGORY_COUNT; c++) {
+    if (c == MEM_GRADS) continue;
+    CHECK_MSG(mixed.bytes[c] == bf16.bytes[c], "bf16/fp32's category %d: %llu bytes, bf16's %llu",
+              c, (unsigned long long)mixed.bytes[c], (unsigned long long)bf16.bytes[c]);
+  }
+  CHECK_EQ_INT(mixed.total, bf16.total + 2 * psi);
+}
+
+/* The start-up check's suggestion for a fp32 GPU run that bf16 makes fit: bf16 parameters with
+ * the run's fp32 gradients where that fits (2 bytes per parameter saved, the gradients still
+ * accumulated and reduced in fp32), else bf16 gradients too. The run: fp32, already
+ * recomputing whole blocks, one rank, no accumulation allowed, so that only bf16 can fit. */
 static void check_cuda_fit_suggestion(void) {
   plan_input in = small_run(ST_DEVICE_CUDA, ST_FP32);
   in.recompute = GPT_RECOMPUTE_BLOCK;
-  plan_input params_only = in;
-  params_only.precision.param = ST_BF16;
-  params_only.compute_copies = plan_compute_copies(ST_DEVICE_CUDA, params_only.precision);
-  memory_plan mp;
-  CHECK_OK(plan_memory(&params_only, &mp));
-  const uint64_t limit = fit_need(&params_only, &mp);
-  CHECK_OK(plan_memory(&in, &mp));
-  CHECK(fit_need(&in, &mp) > limit);
-  CHECK_STATUS(gpt_check_precision(ST_DEVICE_CUDA, params_only.precision), ST_ERR_UNSUPPORTED);
-  const fit_bounds bounds = {.max_grad_accum = 1, .max_ranks = 1, .bf16_possible = 1};
-  fit_suggestion s;
-  CHECK_OK(fit_suggest(&in, limit, &bounds, &s));
-  CHECK_EQ_INT(s.change, FIT_BF16);
-  CHECK_MSG(s.run.precision.param == ST_BF16 && s.run.precision.reduce == ST_BF16,
-            "suggested params %s, gradients %s", dtype_name(s.run.precision.param),
-            dtype_name(s.run.precision.reduce));
-  CHECK_OK(gpt_check_precision(ST_DEVICE_CUDA, s.run.precision));
+  const unit_precision tries[2] = {{ST_BF16, ST_FP32}, {ST_BF16, ST_BF16}};
+  for (int i = 0; i < 2; i++) {
+    plan_input target = in;
+    target.precision = tries[i];
+    target.compute_copies = plan_compute_copies(ST_DEVICE_CUDA, target.precision);
+    memory_plan mp;
+    CHECK_OK(plan_memory(&target, &mp));
+    const uint64_t limit = fit_need(&target, &mp);
+    CHECK_OK(plan_memory(&in, &mp));
+    CHECK(fit_need(&in, &mp) > limit);
+    const fit_bounds bounds = {.max_grad_accum = 1, .max_ranks = 1, .bf16_possible = 1};
+    fit_suggestion s;
+    CHECK_OK(fit_suggest(&in, limit, &bounds, &s));
+    CHECK_EQ_INT(s.change, FIT_BF16);
+    CHECK_MSG(s.run.precision.param == tries[i].param && s.run.precision.reduce == tries[i].reduce,
+              "limit of bf16/%s: suggested params %s, gradients %s", dtype_name(tries[i].reduce),
+              dtype_name(s.run.precision.param), dtype_name(s.run.precision.reduce));
+    CHECK_OK(gpt_check_precision(ST_DEVICE_CUDA, s.run.precision));
+    char text[160];
+    fit_describe(&in, &s, &bounds, text, sizeof text);
+    CHECK_MSG(!strstr(text, "--reduce-dtype") == (tries[i].reduce == ST_FP32),
+              "suggestion '%s' for gradients in %s", text, dtype_name(tries[i].reduce));
+  }
+}
+
+/* gpt_check_precision's matrix: the CPU computes in fp32 from copies and takes every pair; a
+ * GPU takes a 16-bit param dtype with its own dtype or fp32 for the gradients, fp32 params with
+ * fp32 gradients, and refuses the rest with one line naming what it would take. */
+static void check_precision_matrix(void) {
+  const st_dtype dtypes[3] = {ST_FP32, ST_BF16, ST_FP16};
+  for (int p = 0; p < 3; p++) {
+    for (int g = 0; g < 3; g++) {
+      const unit_precision pr = {dtypes[p], dtypes[g]};
+      CHECK_MSG(gpt_check_precision(ST_DEVICE_CPU, pr) == ST_OK, "cpu refuses %s/%s: %s",
+                dtype_name(pr.param), dtype_name(pr.reduce), st_last_error());
+      const int takes = g == p || dtypes[g] == ST_FP32;
+      const st_status got = gpt_check_precision(ST_DEVICE_CUDA, pr);
+      CHECK_MSG((got == ST_OK) == takes, "cuda %s params with %s gradients: %s",
+                dtype_name(pr.param), dtype_name(pr.reduce),
+                got == ST_OK ? "accepted" : st_last_error());
+      if (got != ST_OK) CHECK_EQ_INT(got, ST_ERR_UNSUPPORTED);
+    }
+  }
+  CHECK_STATUS(gpt_check_precision(ST_DEVICE_CUDA, (unit_precision){ST_FP16, ST_BF16}),
+               ST_ERR_UNSUPPORTED);
+  CHECK_MSG(strstr(st_last_error(), "params in fp16 and gradients in bf16") &&
+                strstr(st_last_error(), "give --reduce-dtype fp16 or fp32"),
+            "detail: %s", st_last_error());
+  CHECK_STATUS(gpt_check_precision(ST_DEVICE_CUDA, (unit_precision){ST_FP32, ST_BF16}),
+               ST_ERR_UNSUPPORTED);
+  CHECK_MSG(
+      strstr(st_last_error(), "give --reduce-dtype fp32") && !strstr(st_last_error(), "or fp32"),
+      "detail: %s", st_last_error());
 }
 
 int main(void) {
   check_cpu_plan();
+  check_precision_matrix();
   check_cuda_plan();
+  check_cuda_fp32_grads();
   check_cuda_fit_suggestion();
   return test_finish("gpu_plan_test");
 }
