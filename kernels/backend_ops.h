@@ -97,6 +97,9 @@ typedef struct kernel_ops {
   st_status (*sum)(void *ctx, const st_tensor *out, const st_tensor *x, const st_stream *stream);
   st_status (*finite_check)(void *ctx, const st_tensor *flag, const st_tensor *x,
                             const st_stream *stream);
+  st_status (*step_factors)(void *ctx, const st_tensor *factors, const st_tensor *sumsq,
+                            const st_tensor *flag, double max_norm, double loss_scale,
+                            const st_stream *stream);
   st_status (*adamw)(void *ctx, const st_tensor *param, const st_tensor *master, const st_tensor *m,
                      const st_tensor *v, const st_tensor *grad, const kernel_adamw_step *step,
                      const kernel_adamw_segment *segments, int segment_count,

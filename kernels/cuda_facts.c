@@ -38,10 +38,11 @@ cuda_workspace_layout cuda_facts_workspace_layout(cuda_attention_kind attention)
 
 /* Every op runs on fp32, bf16 and fp16 (fp32 accumulation inside; the kernels are templated on
  * the element type, cuda/common.cuh, and matmuls are cuBLASLt's CUDA_R_16BF / CUDA_R_16F with
- * CUBLAS_COMPUTE_32F); the loss sum is fp32 (kernels.h). The kernels are built for sm_90 only,
- * and the context refuses an older GPU, so bf16 (sm_80+) is always there once a backend is. */
+ * CUBLAS_COMPUTE_32F); the loss sum and the step's factors are fp32 (kernels.h). The kernels are
+ * built for sm_90 only, and the context refuses an older GPU, so bf16 (sm_80+) is always there once
+ * a backend is. */
 static int supports(kernel_op op, st_dtype dtype) {
-  if (op == KERNEL_OP_SUM) return dtype == ST_FP32;
+  if (op == KERNEL_OP_SUM || op == KERNEL_OP_STEP_FACTORS) return dtype == ST_FP32;
   return dtype == ST_FP32 || dtype == ST_BF16 || dtype == ST_FP16;
 }
 

@@ -2,6 +2,8 @@
  * dispatch through the backend's table. Holds no state; computes nothing itself. */
 #include "kernels/kernels.h"
 
+#include <math.h>
+
 #include "core/alloc.h"
 #include "core/error.h"
 #include "kernels/backend_ops.h"
@@ -74,6 +76,7 @@ static const char *const op_names[KERNEL_OP_COUNT] = {
     [KERNEL_OP_SUM] = "sum",
     [KERNEL_OP_SCALE] = "scale",
     [KERNEL_OP_FINITE_CHECK] = "finite_check",
+    [KERNEL_OP_STEP_FACTORS] = "step_factors",
 };
 
 const char *kernel_op_name(kernel_op op) {
@@ -99,6 +102,7 @@ static int ops_have(const kernel_ops *o, kernel_op op) {
     case KERNEL_OP_SUM: return o->sum != NULL;
     case KERNEL_OP_SCALE: return o->scale != NULL;
     case KERNEL_OP_FINITE_CHECK: return o->finite_check != NULL;
+    case KERNEL_OP_STEP_FACTORS: return o->step_factors != NULL;
     case KERNEL_OP_COUNT: break;
   }
   return 0;
@@ -590,6 +594,24 @@ st_status kernel_finite_check(const kernel_backend *kb, const st_tensor *flag, c
                               const st_stream *stream) {
   ST_CHECK(check_reduction(__func__, KERNEL_OP_FINITE_CHECK, kb, "flag", flag, x, stream));
   return kb->ops->finite_check(kb->ctx, flag, x, stream);
+}
+
+st_status kernel_step_factors(const kernel_backend *kb, const st_tensor *factors,
+                              const st_tensor *sumsq, const st_tensor *flag, double max_norm,
+                              double loss_scale, const st_stream *stream) {
+  kernel_check c;
+  ST_CHECK(kernel_check_begin(&c, __func__, KERNEL_OP_STEP_FACTORS, kb, stream));
+  ST_CHECK(kernel_check_stats(&c, "factors", factors));
+  ST_CHECK(kernel_check_numel(&c, "factors", factors, KERNEL_STEP_FACTORS));
+  ST_CHECK(kernel_check_stats(&c, "sumsq", sumsq));
+  ST_CHECK(kernel_check_numel(&c, "sumsq", sumsq, 1));
+  ST_CHECK(kernel_check_stats(&c, "flag", flag));
+  ST_CHECK(kernel_check_numel(&c, "flag", flag, 1));
+  if (!(loss_scale > 0) || isnan(max_norm)) {
+    return st_error(ST_ERR_INVALID_ARG, "%s: loss scale %g must be positive, max norm %g a number",
+                    __func__, loss_scale, max_norm);
+  }
+  return kb->ops->step_factors(kb->ctx, factors, sumsq, flag, max_norm, loss_scale, stream);
 }
 
 /* The segments of an AdamW range: sorted, disjoint, inside [0, n). */

@@ -13,7 +13,7 @@
  * - Arguments: the backend, outputs, inputs, scalars, then the stream the op runs on. The
  *   CPU backend runs synchronously; on CUDA an op only enqueues work, and no op waits for the
  *   host or makes the host wait (results that the host reads, such as the sum of squares, are
- *   left in device memory).
+ *   left in device memory; kernel_adamw's long segment tables are the one exception).
  * - Dtypes: activations, weights and their gradients of one op share a compute dtype that
  *   kernel_supports accepts (CPU: fp32; CUDA: fp32, bf16, fp16), accumulated in fp32 inside the
  *   kernels; statistics (LayerNorm mean/rstd, per-token losses, attention state, scalars) are
@@ -96,6 +96,7 @@ typedef enum kernel_op {
   KERNEL_OP_SUM,              /* sum into a device scalar (the loss) */
   KERNEL_OP_SCALE,            /* x *= factor */
   KERNEL_OP_FINITE_CHECK,     /* overflow flag for loss scaling */
+  KERNEL_OP_STEP_FACTORS,     /* AdamW's gradient factor and skip flag from the step's scalars */
   KERNEL_OP_COUNT
 } kernel_op;
 
@@ -352,15 +353,37 @@ st_status kernel_finite_check(const kernel_backend *kb, const st_tensor *flag, c
 
 /* ---- Optimizer ----------------------------------------------------------------------------- */
 
+/* The two fp32 values kernel_step_factors writes and kernel_adamw reads (kernel_adamw_step's
+ * factors), in this order. */
+enum kernel_step_factor { KERNEL_STEP_GRAD_SCALE = 0, KERNEL_STEP_SKIP = 1, KERNEL_STEP_FACTORS };
+
+/* The step's decision, made where its scalars are (device memory), so the host need not read them
+ * before AdamW is enqueued. From sumsq (the reduced squared gradient norm, of gradients scaled by
+ * loss_scale) and flag (the reduced overflow flag), both fp32 scalars, it writes factors (fp32,
+ * KERNEL_STEP_FACTORS values):
+ *   skip       = 1 when flag != 0 or sumsq is not finite (an overflow, or a diverged step), else 0;
+ *   grad_scale = clip(sqrt(sumsq) / loss_scale) / loss_scale in double, rounded to fp32, with
+ *                clip(norm) = min(1, max_norm / (norm + 1e-6)) (torch.nn.utils.clip_grad_norm_'s
+ *                coefficient) and 1 when max_norm <= 0; 0 when skipped.
+ * Every backend computes exactly these double operations, so the factor has the same bits on
+ * every backend. */
+st_status kernel_step_factors(const kernel_backend *kb, const st_tensor *factors,
+                              const st_tensor *sumsq, const st_tensor *flag, double max_norm,
+                              double loss_scale, const st_stream *stream);
+
 /* The scalars of one AdamW step (PyTorch's torch.optim.AdamW, decoupled decay applied first,
  * bias-corrected moments), the same for every range of the step:
  *   g = grad * grad_scale;  p -= lr * wd * p;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
  *   p -= lr * (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + eps)
- * grad_scale folds the clipping coefficient and 1 / loss scale. */
+ * grad_scale folds the clipping coefficient and 1 / loss scale (or comes from `factors`). */
 typedef struct kernel_adamw_step {
   float lr, beta1, beta2, eps;
   float grad_scale;
   int step; /* counts from 1 */
+  /* NULL, or KERNEL_STEP_FACTORS fp32 values in the memory of the op's device (kernel_step_factors
+   * writes them): read when the op runs, in place of grad_scale, and a non-zero skip leaves every
+   * buffer untouched. The host enqueues the update without reading the step's scalars. */
+  const float *factors;
 } kernel_adamw_step;
 
 /* A run of elements that one parameter owns inside the range: [begin, begin + count) with its
@@ -374,7 +397,9 @@ typedef struct kernel_adamw_segment {
  * parameter): master, m and v (fp32, n each) updated in place from grad (fp32, bf16 or fp16,
  * n); when param is not NULL (n elements of fp32, bf16 or fp16), it receives the updated master
  * rounded to its dtype. Only the elements inside the segments are touched (the padding between
- * parameters is not); segments are sorted, disjoint, inside [0, n), any number of them. */
+ * parameters is not); segments are sorted, disjoint, inside [0, n), any number of them. On CUDA
+ * a call with more than 64 non-empty segments makes the host wait for it (its table goes through
+ * a region the backend shares between streams); with fewer, none waits. */
 st_status kernel_adamw(const kernel_backend *kb, const st_tensor *param, const st_tensor *master,
                        const st_tensor *m, const st_tensor *v, const st_tensor *grad,
                        const kernel_adamw_step *step, const kernel_adamw_segment *segments,

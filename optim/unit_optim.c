@@ -24,23 +24,33 @@ st_status unit_optim_grad_sumsq(const unit *u, const kernel_backend *kb, const s
   return ST_OK;
 }
 
-/* The owned gradients and parameters where the host can reach them (optimizer offload): the
- * unit's own buffers where device memory is host RAM; else the model's shared pinned staging
- * (host_staging.h), the gradients copied in here and the parameters copied back by host_end. */
+/* The owned gradients and parameters, and the step's factors, where the host can reach them
+ * (optimizer offload): the unit's own buffers where device memory is host RAM; else the model's
+ * shared pinned staging (host_staging.h) and a host copy of the factors, the gradients and the
+ * factors copied in here and the parameters copied back by host_end. */
 typedef struct host_view {
   void *grads, *params;
+  const float *factors; /* NULL: the step's grad_scale */
+  float factors_copy[KERNEL_STEP_FACTORS];
 } host_view;
 
-static st_status host_begin(unit *u, host_view *h) {
-  *h = (host_view){unit_owned_grads(u), unit_owned_params(u)};
+static st_status host_begin(unit *u, host_view *h, const float *factors) {
+  h->grads = unit_owned_grads(u);
+  h->params = unit_owned_params(u);
+  h->factors = factors;
   if (!u->offload_staging) return ST_OK;
   const size_t n = (size_t)u->owned_numel;
   const size_t g = n * dtype_size(u->precision.reduce), p = n * dtype_size(u->precision.param);
   host_staging *staging = &u->streams->offload;
   ST_CHECK(host_staging_reserve(staging, g, p));
   ST_CHECK(stream_memcpy(&u->stream, staging->grads, h->grads, g));
-  ST_CHECK(stream_sync(&u->stream));
-  *h = (host_view){staging->grads, staging->params};
+  if (factors) {
+    ST_CHECK(stream_memcpy(&u->stream, h->factors_copy, factors, sizeof h->factors_copy));
+    h->factors = h->factors_copy;
+  }
+  ST_CHECK(stream_sync(&u->stream)); /* the host reads them next */
+  h->grads = staging->grads;
+  h->params = staging->params;
   return ST_OK;
 }
 
@@ -93,15 +103,17 @@ static st_status run_adamw(const unit *u, const kernel_backend *kb, const st_str
 static st_status adamw_on_host(unit *u, const kernel_adamw_step *step,
                                const kernel_adamw_segment *segments, int count) {
   host_view view;
-  ST_CHECK(host_begin(u, &view));
+  ST_CHECK(host_begin(u, &view, step->factors));
+  kernel_adamw_step on_host = *step;
+  on_host.factors = view.factors;
   const st_device cpu = device_cpu();
   kernel_backend *kb = NULL;
   st_stream stream = {0};
   st_status status = kernel_backend_create(&cpu, &kb);
   if (status == ST_OK) status = stream_create(&cpu, &stream);
   if (status == ST_OK) {
-    status =
-        run_adamw(u, kb, &stream, ST_DEVICE_CPU, view.params, view.grads, step, segments, count);
+    status = run_adamw(u, kb, &stream, ST_DEVICE_CPU, view.params, view.grads, &on_host, segments,
+                       count);
   }
   stream_destroy(&stream);
   kernel_backend_destroy(kb);
@@ -109,8 +121,9 @@ static st_status adamw_on_host(unit *u, const kernel_adamw_step *step,
 }
 
 st_status unit_optim_adamw(unit *u, const adamw_hparams *h, float weight_decay, int step, float lr,
-                           float grad_scale) {
-  const kernel_adamw_step s = {lr, h->beta1, h->beta2, h->eps, grad_scale, step};
+                           float grad_scale, const float *factors) {
+  const kernel_adamw_step s = {lr, h->beta1, h->beta2, h->eps, grad_scale, step, factors};
+  ST_CHECK(unit_optimizer_begin(u));
   kernel_adamw_segment *segments = NULL;
   int count = 0;
   ST_CHECK(owned_segments(u, weight_decay, &segments, &count));

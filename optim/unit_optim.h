@@ -23,18 +23,23 @@ st_status unit_optim_grad_sumsq(const unit *u, const kernel_backend *kb, const s
 /* AdamW step `step` (from 1) on the owned range with gradients times grad_scale, weight_decay
  * on the parameters of rank >= 2 only, writing the owned parameters in the param dtype as it
  * goes; then publishes them (unit_publish). One kernel_adamw call over the owned range, its
- * segments the parameters' intersections with it, on the unit's kernel backend and stream.
+ * segments the parameters' intersections with it, on the unit's kernel backend and stream,
+ * ordered after the work on C so far (unit_optimizer_begin) without a host wait. `factors`:
+ * NULL, or the step's factors in device memory (kernel_step_factors), read by the update in place
+ * of grad_scale; a step they skip changes nothing (the publish still runs and re-gathers the
+ * unchanged parameters).
  *
  * With the optimizer offloaded (unit.h) the update runs on the host over the host-resident
  * master, m and v, through the CPU backend's kernel_adamw. With staging (a GPU), the owned
- * gradients are copied to pinned host memory first and the updated owned parameters copied back
- * before unit_publish all-gathers them; the copies are synchronous today. On a GPU they can overlap
+ * gradients (and the step's factors) are copied to pinned host memory first and the updated owned
+ * parameters copied back before unit_publish all-gathers them; the copies are synchronous (the
+ * host computes on them). On a GPU they can overlap
  * other work: the gradient copy of unit u can start as soon as u's reduction is done (during the
  * backward of the units before it), the host update of u then runs while unit u + 1's gradients are
  * copied down and unit u - 1's parameters copied up, each on a copy stream ordered by events, and
  * at stage 3 the next step's forward gather of a unit waits only for that unit's upload. The global
  * gradient norm (clipping) is the one barrier: no update starts before every unit is reduced. */
 st_status unit_optim_adamw(unit *u, const adamw_hparams *h, float weight_decay, int step, float lr,
-                           float grad_scale);
+                           float grad_scale, const float *factors);
 
 #endif /* ST_OPTIM_UNIT_OPTIM_H */

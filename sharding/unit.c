@@ -102,7 +102,8 @@ static st_status create_streams(unit *u) {
   }
   ST_CHECK(event_create(u->dev, &u->grads_ready));
   ST_CHECK(event_create(u->dev, &u->reduced));
-  return event_create(u->dev, &u->params_read);
+  ST_CHECK(event_create(u->dev, &u->params_read));
+  return event_create(u->dev, &u->updated);
 }
 
 st_status unit_offload_optimizer(unit *u) {
@@ -179,6 +180,7 @@ void unit_free(unit *u) {
   mem_free(u->params);
   u->adam_v = u->adam_m = u->master = u->compute_grads = u->compute_params = NULL;
   u->grad_shard = u->grads = u->param_shard = u->params = NULL;
+  event_destroy(&u->updated);
   event_destroy(&u->params_read);
   event_destroy(&u->reduced);
   event_destroy(&u->grads_ready);
@@ -431,17 +433,25 @@ st_status unit_restore_owned(unit *u, int64_t first, int64_t count, const float 
   return stream_sync(&u->stream);
 }
 
+st_status unit_optimizer_begin(unit *u) {
+  ST_CHECK(event_record(&u->params_read, u->streams->compute));
+  return stream_wait_event(&u->stream, &u->params_read);
+}
+
 st_status unit_publish(unit *u) {
-  ST_CHECK(stream_sync(&u->stream)); /* the owned parameters' writes through it are done */
+  unit_streams *s = u->streams;
+  ST_CHECK(event_record(&u->updated, &u->stream)); /* the owned parameters' writes through it */
+  ST_CHECK(stream_wait_event(&s->gather, &u->updated));
   if (u->policy.publish_params && shards_of(u) > 1) {
     /* On G after C's reads of the full parameters so far; C reads the new ones after it. */
-    unit_streams *s = u->streams;
     ST_CHECK(event_record(&u->params_read, s->compute));
     ST_CHECK(stream_wait_event(&s->gather, &u->params_read));
     comm_work work;
     ST_CHECK(comm_all_gather_on(s->gather_comm, &s->gather, u->param_shard, u->params,
                                 (size_t)u->layout.shard_numel, u->precision.param, &work));
     ST_CHECK(comm_exposure_order_after(&s->exposure, &work));
+  } else {
+    ST_CHECK(stream_wait_event(s->compute, &u->updated));
   }
   return refresh_compute_params(u);
 }

@@ -63,13 +63,14 @@ typedef struct unit {
   char name[64];
   unit_layout layout;
   const st_device *dev;
-  const kernel_backend *kb;     /* borrowed (unit_use_kernels): casts, and the optimizer's ops */
-  st_stream stream;             /* host-synchronous copies and fills (set-up, optimizer, restore) */
-  unit_streams *streams;        /* C, G, R and the pool: shared, or private_streams */
-  unit_streams private_streams; /* a unit's own, C = stream, when none is shared */
+  const kernel_backend *kb; /* borrowed (unit_use_kernels): casts, and the optimizer's ops */
+  st_stream stream;         /* set-up, restore and the optimizer's updates (unit_optimizer_begin) */
+  unit_streams *streams;    /* C, G, R and the pool: shared, or private_streams */
+  unit_streams private_streams;  /* a unit's own, C = stream, when none is shared */
   st_event grads_ready, reduced; /* recorded on C before the reduction, on R after it */
-  st_event params_read;          /* recorded on C before publishing overwrites the params */
-  unit_policy policy;            /* the ZeRO stage, as data (unit_policy.h) */
+  st_event params_read; /* recorded on C before the optimizer or publishing writes params */
+  st_event updated;     /* recorded on `stream` after the optimizer: G and C wait for it */
+  unit_policy policy;   /* the ZeRO stage, as data (unit_policy.h) */
   unit_precision precision;
   int copies_params, copies_grads; /* keeps fp32 compute copies (see above) */
   unit_groups groups;
@@ -176,9 +177,17 @@ st_status unit_optimizer_reset(unit *u);
 st_status unit_restore_owned(unit *u, int64_t first, int64_t count, const float *master,
                              const float *adam_m, const float *adam_v);
 
-/* After the optimizer wrote the owned parameters: make every rank's params reflect them
- * (stages 1-2 all-gather them on G, after C's reads so far, and C is ordered after it; a
- * compute copy in use is refreshed). */
+/* Orders the unit's stream, on which the optimizer updates the owned range, after C's work so
+ * far: the gradients it produced, the step's scalars computed from them, and its reads of the
+ * parameters that the update overwrites. A stream wait, not the host's. */
+st_status unit_optimizer_begin(unit *u);
+
+/* After the optimizer wrote the owned parameters through the unit's stream: records updated(u)
+ * there and makes every rank's params reflect them, all in stream order (no host wait): stages
+ * 1-2 all-gather them on G after updated(u) and C's reads so far, and C is ordered after the
+ * gather; otherwise G (stage 3's next gather of the shard) and C (the next forward, the
+ * gradients' zeroing, a compute copy's refresh) wait for updated(u). A compute copy in use is
+ * refreshed on C. */
 st_status unit_publish(unit *u);
 
 /* Writes the full fp32 master weights (layout.numel elements of device memory) into `out`:

@@ -10,8 +10,9 @@
  * Separate communicators keep a gather from queueing behind a reduction (one communicator runs
  * its collectives one after another). The streams wait for each other's events, never for the
  * host; the host waits only in unit_streams_step_end (once per step) and, as the watchdog, over
- * the collectives in flight. The mesh's own communicators (groups) stay for the host-synchronous
- * collectives: publishing after the optimizer, the norm, exports.
+ * the collectives in flight. The mesh's own communicators (groups) carry the training step's
+ * scalars (ordered on C; the model's step end drains them) and the host-synchronous collectives
+ * (exports).
  *
  * Every wait of C on communication, the units' and their owner's (the tp sums, the step's
  * scalars), is bracketed by `exposure`'s event pairs; unit_streams_step_end sums them into

@@ -169,7 +169,7 @@ static st_status run_op(bench *b, const sim_op *op, int seq) {
     case SIM_K_ZERO: return stream_memset(s, f[0], 0, (size_t)(m * n) * sizeof(float));
     case SIM_K_ADAMW: {
       const adamw_hparams h = ADAMW_HPARAMS_DEFAULT;
-      const kernel_adamw_step step = {1e-4f, h.beta1, h.beta2, h.eps, 1.0f, 3};
+      const kernel_adamw_step step = {1e-4f, h.beta1, h.beta2, h.eps, 1.0f, 3, NULL};
       const kernel_adamw_segment all = {0, m, 0.1f};
       st_tensor master = t1(f[0], m), mom = t1(f[1], m), v = t1(f[ONES], m), grad = t1(f[3], m),
                 param = t1(f[4], m);

@@ -72,8 +72,15 @@ typedef struct gpt_layer_acts {
 
 /* The step's device scalars (gpt_acts.scalars): train_step sums into them and reads them once.
  * The overflow flag of loss scaling sits beside the squared norm, so one all-reduce carries
- * both. */
-enum gpt_scalar { GPT_LOSS_SUM = 0, GPT_GRAD_SUMSQ = 1, GPT_OVERFLOW = 2, GPT_SCALARS };
+ * both; the step's factors (kernel_step_factors: AdamW's gradient factor and skip flag,
+ * KERNEL_STEP_FACTORS values) follow. */
+enum gpt_scalar {
+  GPT_LOSS_SUM = 0,
+  GPT_GRAD_SUMSQ = 1,
+  GPT_OVERFLOW = 2,
+  GPT_STEP_FACTORS = 3,
+  GPT_SCALARS = GPT_STEP_FACTORS + KERNEL_STEP_FACTORS
+};
 
 /* Activations and the backward's gradient buffers (void *: the activation dtype) and the
  * statistics (float *: fp32). logits holds one chunk of the head: head_rows rows of the padded
@@ -89,6 +96,7 @@ typedef struct gpt_acts {
   void *dres, *dln, *datty, *dqkv, *dfch_gelu;
   int32_t *inputs, *targets; /* the micro-batch's tokens in device memory (in the scratch) */
   float *scalars;            /* GPT_SCALARS fp32 values in device memory (in the scratch) */
+  float *scalars_host;       /* their copy in pinned host memory, which the host reads */
 } gpt_acts;
 
 typedef struct gpt_model {
@@ -196,8 +204,9 @@ st_status gpt_backward(gpt_model *model, int reduce);
 /* Sets every gradient to zero (start of a step; see unit_grads_zero). */
 st_status gpt_zero_grads(gpt_model *model);
 
-/* The host's wait at the end of a step: the watchdog over the collectives still in flight,
- * then every stream of the model finished (unit_streams_step_end). */
+/* The host's wait at the end of a step: the watchdog over the collectives still in flight (the
+ * units', the tp sums and the step's scalars on the mesh's groups), then every stream of the
+ * model finished (unit_streams_step_end). */
 st_status gpt_step_end(gpt_model *model);
 
 #endif /* ST_ENGINE_MODEL_GPT_H */

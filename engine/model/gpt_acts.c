@@ -153,6 +153,9 @@ st_status gpt_acts_allocate(gpt_model *m) {
   plan_scratch(&bwd, NULL, &s);
   ST_CHECK(mem_alloc(&a->arena, (size_t)fwd.total, MEM_DEVICE, MEM_ACTIVATIONS, m->dev));
   ST_CHECK(mem_alloc(&a->scratch, (size_t)bwd.total, MEM_DEVICE, MEM_WORKSPACE, m->dev));
+  /* Pinned, so that the step's one copy of its scalars to the host is asynchronous. */
+  ST_CHECK(mem_alloc((void **)&a->scalars_host, GPT_SCALARS * sizeof(float), MEM_PINNED,
+                     MEM_WORKSPACE, m->dev));
   fwd = (gpt_carve){.base = a->arena};
   bwd = (gpt_carve){.base = a->scratch};
   plan_forward(&fwd, a, m->cfg.n_layer, &s);
@@ -162,6 +165,7 @@ st_status gpt_acts_allocate(gpt_model *m) {
 }
 
 void gpt_acts_free(gpt_model *m) {
+  mem_free(m->acts.scalars_host);
   mem_free(m->acts.scratch);
   mem_free(m->acts.arena);
   mem_free(m->acts.layers);

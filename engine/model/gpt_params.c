@@ -221,7 +221,12 @@ st_status gpt_param_scratch(const gpt_model *m, float **out) {
 }
 
 st_status gpt_step_end(gpt_model *m) {
-  if (m->tp) ST_CHECK(comm_drain(m->tp));
+  /* The collectives ordered on C and the tp stream: the tp sums, and the step's scalars over
+   * the tp, dp, shard and replicate groups (train_step). */
+  comm *watched[4] = {m->tp, m->dp, m->units[0].groups.shard, m->units[0].groups.replicate};
+  for (int i = 0; i < 4; i++) {
+    if (watched[i]) ST_CHECK(comm_drain(watched[i]));
+  }
   ST_CHECK(unit_streams_step_end(&m->streams));
   return stream_sync(&m->tp_stream);
 }

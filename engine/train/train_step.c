@@ -1,17 +1,20 @@
 /* train_step.c - gradients, norm, clipping and AdamW for one step, on any mesh and ZeRO stage:
  * the optimizer only ever touches each unit's owned range (unit.h). The loss, the squared
  * gradient norm and (with loss scaling) the overflow flag are summed and reduced in device
- * scalars (gpt_scalar), and the host reads them once per step. With loss scaling (fp16) the
- * loss gradient is multiplied by the scale, every rank's owned gradients are checked for
- * inf/NaN, and a step that overflowed anywhere is skipped everywhere; the scale is divided out
- * of the norm and of AdamW's gradient factor, never out of the gradients themselves. */
+ * scalars (gpt_scalar); the clipping factor and the decision to skip are computed from them on
+ * the device (kernel_step_factors), and AdamW reads both there. So the whole step is enqueued
+ * without a host wait, and the host reads the scalars once, after the step's one wait
+ * (gpt_step_end), to report them and to update the loss scale for the next step. With loss
+ * scaling (fp16) the loss gradient is multiplied by the scale, every rank's owned gradients are
+ * checked for inf/NaN, and a step that overflowed anywhere is skipped everywhere; the scale is
+ * divided out of the norm and of AdamW's gradient factor, never out of the gradients
+ * themselves. */
 #include "engine/train/train_step.h"
 
 #include <math.h>
 
 #include "core/error.h"
 #include "engine/train/overflow_inject.h"
-#include "optim/clip.h"
 #include "optim/unit_optim.h"
 
 st_status train_state_reset(gpt_model *m) {
@@ -19,14 +22,14 @@ st_status train_state_reset(gpt_model *m) {
   return ST_OK;
 }
 
-/* A blocking all-reduce of fp32 scalars ordered on C: C (and the host) wait for it, which
- * counts as exposed communication. */
+/* An all-reduce of fp32 scalars in stream order on C: C waits for it (exposed communication),
+ * the host does not (with MPI it completes the collective itself); gpt_step_end's watchdog
+ * drains it. */
 static st_status scalars_all_reduce(gpt_model *m, comm *group, void *data, size_t count,
                                     comm_reduce_op op) {
-  comm_exposure *x = &m->streams.exposure;
-  ST_CHECK(comm_exposure_begin(x));
-  ST_CHECK(comm_all_reduce_on(group, &m->stream, data, data, count, ST_FP32, op, NULL));
-  return comm_exposure_end(x);
+  comm_work work;
+  ST_CHECK(comm_all_reduce_on(group, &m->stream, data, data, count, ST_FP32, op, &work));
+  return comm_exposure_order_after(&m->streams.exposure, &work);
 }
 
 /* Raises the flag (a device scalar) when any owned gradient of any unit is inf or NaN: every
@@ -81,8 +84,25 @@ static st_status loss_over_dp(gpt_model *m, const st_tensor *loss_sum) {
   return scalars_all_reduce(m, m->dp, loss_sum->data, 1, COMM_SUM);
 }
 
-/* The host's wait that ends the step, and the time C waited on communication during it. */
+/* The step's decision on the device: AdamW's gradient factor and the skip flag. A non-finite
+ * loss (after its reduction, the same on every rank) raises the flag too, so a step the host
+ * will report as diverged leaves every parameter as it was. */
+static st_status step_factors(gpt_model *m, const train_hparams *h, double scale) {
+  const st_tensor flag = gpt_scalar(m, GPT_OVERFLOW), loss_sum = gpt_scalar(m, GPT_LOSS_SUM);
+  ST_CHECK(kernel_finite_check(m->kb, &flag, &loss_sum, &m->stream));
+  st_tensor factors;
+  const int64_t n = KERNEL_STEP_FACTORS;
+  ST_CHECK(tensor_make(&factors, m->acts.scalars + GPT_STEP_FACTORS, ST_FP32, m->dev->backend->kind,
+                       1, &n));
+  const st_tensor sumsq = gpt_scalar(m, GPT_GRAD_SUMSQ);
+  return kernel_step_factors(m->kb, &factors, &sumsq, &flag, (double)h->clip, scale, &m->stream);
+}
+
+/* The host's one wait of the step, after which it reads the scalars copied into pinned memory,
+ * and the time C waited on communication during the step. */
 static st_status end_step(gpt_model *m, step_stats *out) {
+  ST_CHECK(stream_memcpy(&m->stream, m->acts.scalars_host, m->acts.scalars,
+                         GPT_SCALARS * sizeof(float)));
   ST_CHECK(gpt_step_end(m));
   out->comm_exposed_ms = m->streams.comm_exposed_ms;
   return ST_OK;
@@ -107,16 +127,26 @@ st_status train_step(gpt_model *m, const train_hparams *h, loss_scaler *scaler, 
   const int scaling = scaler->mode != LOSS_SCALER_NONE;
   ST_CHECK(grad_sumsq(m, scaling));
   ST_CHECK(loss_over_dp(m, &loss_sum));
-  /* The host reads the scalars together, once per step. */
-  float host[GPT_SCALARS];
-  ST_CHECK(stream_memcpy(&m->stream, host, m->acts.scalars, sizeof host));
-  ST_CHECK(stream_sync(&m->stream));
+  ST_CHECK(step_factors(m, h, scale));
+  /* Enqueued before the outcome is known. Skipped steps are not optimizer steps: AdamW's bias
+   * correction counts the applied ones, of which the host knows all before this one (a skip of
+   * this one only means "no update"). */
+  const int adam_step = step + 1 - (int)scaler->state.skipped;
+  const float *factors = m->acts.scalars + GPT_STEP_FACTORS;
+  out->lr = lr_at(&h->schedule, step);
+  for (int u = 0; u < m->n_units; u++) {
+    ST_CHECK(unit_optim_adamw(&m->units[u], &h->adam, h->weight_decay, adam_step, (float)out->lr,
+                              1.0f, factors));
+  }
+  ST_CHECK(end_step(m, out));
+  const float *host = m->acts.scalars_host;
   /* A sum of squares past fp32's range is an overflow too, however finite each gradient. */
   const int overflow = scaling && (host[GPT_OVERFLOW] != 0.0f || !isfinite(host[GPT_GRAD_SUMSQ]));
   out->loss = (double)host[GPT_LOSS_SUM] / (double)h->global_tokens;
   out->grad_norm = sqrt((double)host[GPT_GRAD_SUMSQ]) / scale;
   out->loss_scale = scale;
-  /* Every rank sees the same reduced values, so every rank stops here together. */
+  /* Every rank sees the same reduced values, so every rank stops here together; the device
+   * skipped the update (the loss's check raised the flag, or the norm is not finite). */
   if (!isfinite(out->loss) || (!overflow && !isfinite(out->grad_norm))) {
     return st_error(ST_ERR_INTERNAL, "step %d: loss %g, gradient norm %g: training diverged", step,
                     out->loss, out->grad_norm);
@@ -127,19 +157,12 @@ st_status train_step(gpt_model *m, const train_hparams *h, loss_scaler *scaler, 
                     scale);
   }
   out->skipped = !loss_scaler_update(scaler, overflow);
-  out->lr = lr_at(&h->schedule, step);
-  if (out->skipped) {
-    /* Nothing changed: the published parameters stand. The norm of gradients that overflowed
-     * somewhere means nothing (a rank may even have summed finite ones). */
-    out->grad_norm = NAN;
-    return end_step(m, out);
+  if (out->skipped != (host[GPT_STEP_FACTORS + KERNEL_STEP_SKIP] != 0.0f)) {
+    return st_error(ST_ERR_INTERNAL, "step %d: the device and the loss scaler disagree on a skip",
+                    step);
   }
-  /* Skipped steps are not optimizer steps: AdamW's bias correction counts the applied ones. */
-  const int adam_step = step + 1 - (int)scaler->state.skipped;
-  const float grad_scale = (float)(clip_scale(out->grad_norm, h->clip) / scale);
-  for (int u = 0; u < m->n_units; u++) {
-    ST_CHECK(unit_optim_adamw(&m->units[u], &h->adam, h->weight_decay, adam_step, (float)out->lr,
-                              grad_scale));
-  }
-  return end_step(m, out);
+  /* The norm of gradients that overflowed somewhere means nothing (a rank may even have summed
+   * finite ones). */
+  if (out->skipped) out->grad_norm = NAN;
+  return ST_OK;
 }

@@ -1,12 +1,14 @@
 /* adamw.c - AdamW over a flat range on the CPU (kernels.h's kernel_adamw): fp32 master, m and v
  * updated in place segment by segment, the parameters written in their dtype as it goes.
  *
- * The bias corrections are computed once per call in double and applied in fp32, as PyTorch's
- * single-tensor implementation does; the decay factor once per segment. There is one loop per
- * pair of gradient and parameter dtypes (fp32, bf16 or fp16 each, or no parameters): a straight
- * loop that OpenMP splits over threads and the compiler vectorises (a dtype switch per element
- * would keep it scalar). Every loop does the same fp32 operations in the same order per element, so
- * the results do not depend on the dtypes' dispatch, the thread count or the vector width. */
+ * The gradient factor is the step's (or, when given, the device scalar kernel_step_factors wrote,
+ * whose skip flag makes the call a no-op). The bias corrections are computed once per call in
+ * double and applied in fp32, as PyTorch's single-tensor implementation does; the decay factor once
+ * per segment. There is one loop per pair of gradient and parameter dtypes (fp32, bf16 or fp16
+ * each, or no parameters): a straight loop that OpenMP splits over threads and the compiler
+ * vectorises (a dtype switch per element would keep it scalar). Every loop does the same fp32
+ * operations in the same order per element, so the results do not depend on the dtypes' dispatch,
+ * the thread count or the vector width. */
 #include <math.h>
 
 #include "kernels/cpu/cpu_ops.h"
@@ -86,6 +88,11 @@ st_status kernel_cpu_adamw(void *ctx, const st_tensor *param, const st_tensor *m
                            int segment_count, const st_stream *stream) {
   (void)ctx;
   (void)stream;
+  float grad_scale = step->grad_scale;
+  if (step->factors) {
+    if (step->factors[KERNEL_STEP_SKIP] != 0.0f) return ST_OK; /* a skipped step */
+    grad_scale = step->factors[KERNEL_STEP_GRAD_SCALE];
+  }
   const float b1 = step->beta1, b2 = step->beta2;
   const float correction1 = (float)(1.0 - pow((double)b1, step->step));
   adamw_coeffs c = {.b1 = b1,
@@ -95,7 +102,7 @@ st_status kernel_cpu_adamw(void *ctx, const st_tensor *param, const st_tensor *m
                     .eps = step->eps,
                     .correction2_sqrt = (float)sqrt(1.0 - pow((double)b2, step->step)),
                     .step_size = step->lr / correction1,
-                    .grad_scale = step->grad_scale};
+                    .grad_scale = grad_scale};
   const size_t gsize = dtype_size(grad->dtype), psize = param ? dtype_size(param->dtype) : 0;
   for (int s = 0; s < segment_count; s++) {
     const int64_t at = segments[s].begin;

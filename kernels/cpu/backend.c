@@ -44,5 +44,6 @@ const kernel_ops kernel_ops_cpu = {
     .sum = kernel_cpu_sum,
     .scale = kernel_cpu_scale,
     .finite_check = kernel_cpu_finite_check,
+    .step_factors = kernel_cpu_step_factors,
     .adamw = kernel_cpu_adamw,
 };

@@ -93,6 +93,9 @@ st_status kernel_cpu_adamw(void *ctx, const st_tensor *param, const st_tensor *m
 st_status kernel_cpu_scale(void *ctx, const st_tensor *x, float factor, const st_stream *stream);
 st_status kernel_cpu_finite_check(void *ctx, const st_tensor *flag, const st_tensor *x,
                                   const st_stream *stream);
+st_status kernel_cpu_step_factors(void *ctx, const st_tensor *factors, const st_tensor *sumsq,
+                                  const st_tensor *flag, double max_norm, double loss_scale,
+                                  const st_stream *stream);
 
 /* ST_ERR_INVALID_ARG naming the first of ids[0..count) outside [0, limit): an id indexes
  * memory, and host memory is cheap to check before it is trusted. `what` names the ids. */

@@ -1,6 +1,10 @@
 /* loss_scaling.c - the CPU ops of fp16 loss scaling: scaling a buffer in place (unscaling
- * gradients) and the finite check that raises the step's overflow flag. Both read and write
- * fp32, bf16 and fp16 through core/dtype.h, so a rounding here is the casts' rounding. */
+ * gradients), the finite check that raises the step's overflow flag, and the step's factors
+ * (AdamW's unscaled, clipped gradient factor and whether the step is skipped). The first two read
+ * and write fp32, bf16 and fp16 through core/dtype.h, so a rounding here is the casts'
+ * rounding. */
+#include <math.h>
+
 #include "kernels/cpu/cpu_ops.h"
 
 st_status kernel_cpu_scale(void *ctx, const st_tensor *x, float factor, const st_stream *stream) {
@@ -37,5 +41,28 @@ st_status kernel_cpu_finite_check(void *ctx, const st_tensor *flag, const st_ten
 #pragma omp parallel for schedule(static) reduction(| : found)
   for (int64_t i = 0; i < n; i++) found |= is_nonfinite(x->data, x->dtype, i);
   if (found) *(float *)flag->data = 1.0f;
+  return ST_OK;
+}
+
+st_status kernel_cpu_step_factors(void *ctx, const st_tensor *factors, const st_tensor *sumsq,
+                                  const st_tensor *flag, double max_norm, double loss_scale,
+                                  const st_stream *stream) {
+  (void)ctx;
+  (void)stream;
+  float *out = factors->data;
+  const float s = *(const float *)sumsq->data;
+  if (*(const float *)flag->data != 0.0f || is_nonfinite(sumsq->data, ST_FP32, 0)) {
+    out[KERNEL_STEP_GRAD_SCALE] = 0.0f;
+    out[KERNEL_STEP_SKIP] = 1.0f;
+    return ST_OK;
+  }
+  const double norm = sqrt((double)s) / loss_scale;
+  float clip = 1.0f;
+  if (max_norm > 0) {
+    const double coefficient = max_norm / (norm + 1e-6);
+    if (coefficient < 1.0) clip = (float)coefficient;
+  }
+  out[KERNEL_STEP_GRAD_SCALE] = (float)((double)clip / loss_scale);
+  out[KERNEL_STEP_SKIP] = 0.0f;
   return ST_OK;
 }

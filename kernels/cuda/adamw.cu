@@ -11,9 +11,14 @@
 //
 // The segment table travels in the kernel's parameter block when it has at most kInline
 // entries (a GPT block has 12 parameters), else it is copied (stream-ordered) into the
-// context's segment region from a host staging buffer. Note for the long path: a copy from
-// pageable host memory may make the host wait for the copy's staging; no path waits on
-// the GPU's earlier work in this op.
+// context's segment region from a host staging buffer. That region is one for the whole
+// backend, and AdamW of different units runs on different streams with no host wait between
+// them, so the long path synchronises its stream after the launch before the region can be
+// reused: a host wait per call, the rare path's cost (a GPT unit has at most 12 segments). The
+// inline path never waits.
+//
+// With the step's factors (kernels.h), every thread reads the skip flag and the gradient factor
+// from device memory: a skipped step returns before touching anything.
 //
 // Update, in fp32 (kernels.h): g = grad * grad_scale; p -= lr wd p; m = b1 m + (1 - b1) g;
 // v = b2 v + (1 - b2) g^2; p -= lr (m / bc1) / (sqrt(v / bc2) + eps), bc = 1 - beta^step
@@ -46,7 +51,8 @@ static_assert(sizeof(Segment) == CUDA_SEGMENT_BYTES, "cuda_facts.h sizes the seg
 struct AdamwArgs {
   float *master, *m, *v;
   const void *grad;
-  void *param;  // or NULL
+  void *param;           // or NULL
+  const float *factors;  // or NULL: grad_scale below
   float lr, beta1, beta2, eps, grad_scale, bc1, bc2;
   int64_t total;
   int count;
@@ -56,6 +62,11 @@ struct AdamwArgs {
 
 template <stk::Dt G, stk::Dt P>
 __global__ void adamw_kernel(const __grid_constant__ AdamwArgs a) {
+  float grad_scale = a.grad_scale;
+  if (a.factors) {
+    if (a.factors[KERNEL_STEP_SKIP] != 0.0f) return;
+    grad_scale = a.factors[KERNEL_STEP_GRAD_SCALE];
+  }
   const Segment *seg = a.count > kInline ? a.segments : a.inline_segments;
   const int64_t chunk_begin = (int64_t)blockIdx.x * kChunk;
   const int64_t chunk_end = chunk_begin + kChunk < a.total ? chunk_begin + kChunk : a.total;
@@ -73,7 +84,7 @@ __global__ void adamw_kernel(const __grid_constant__ AdamwArgs a) {
   for (int64_t vi = chunk_begin + threadIdx.x; vi < chunk_end; vi += kThreads) {
     while (vi >= seg[s].vstart + seg[s].count) s++;
     const int64_t i = seg[s].begin + (vi - seg[s].vstart);
-    const float g = stk::load<G>(a.grad, i) * a.grad_scale;
+    const float g = stk::load<G>(a.grad, i) * grad_scale;
     float p = a.master[i];
     p -= a.lr * seg[s].weight_decay * p;
     const float m = a.beta1 * a.m[i] + (1.0f - a.beta1) * g;
@@ -127,6 +138,7 @@ extern "C" st_status cuda_adamw(void *ctx, const st_tensor *param, const st_tens
   a.v = static_cast<float *>(v->data);
   a.grad = grad->data;
   a.param = param ? param->data : NULL;
+  a.factors = step->factors;
   a.lr = step->lr;
   a.beta1 = step->beta1;
   a.beta2 = step->beta2;
@@ -144,5 +156,7 @@ extern "C" st_status cuda_adamw(void *ctx, const st_tensor *param, const st_tens
   const unsigned grid = (unsigned)((total + kChunk - 1) / kChunk);
   const st_dtype param_dtype = param ? param->dtype : ST_FP32;
   STK_DISPATCH_DT(grad->dtype, launch_for_param<DT>(param_dtype, grid, a, s));
-  return stk::launched("adamw", "adamw_kernel");
+  ST_CHECK(stk::launched("adamw", "adamw_kernel"));
+  if (count > kInline) CUDA_CHECK(cudaStreamSynchronize(s));  // the shared table is free again
+  return ST_OK;
 }

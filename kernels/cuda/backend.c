@@ -32,5 +32,6 @@ const kernel_ops kernel_ops_cuda = {
     .sum_squares = cuda_sum_squares,
     .sum = cuda_sum,
     .finite_check = cuda_finite_check,
+    .step_factors = cuda_step_factors,
     .adamw = cuda_adamw,
 };

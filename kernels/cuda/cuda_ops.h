@@ -92,6 +92,11 @@ st_status cuda_classifier(void *ctx, const st_tensor *losses, const st_tensor *d
                           const st_tensor *logits, const int32_t *targets, int64_t vocab,
                           float dloss_scale, const st_stream *stream);
 
+/* step_factors.cu */
+st_status cuda_step_factors(void *ctx, const st_tensor *factors, const st_tensor *sumsq,
+                            const st_tensor *flag, double max_norm, double loss_scale,
+                            const st_stream *stream);
+
 /* adamw.cu */
 st_status cuda_adamw(void *ctx, const st_tensor *param, const st_tensor *master, const st_tensor *m,
                      const st_tensor *v, const st_tensor *grad, const kernel_adamw_step *step,

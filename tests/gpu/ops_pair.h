@@ -81,6 +81,7 @@ const char *ops_label(const char *op, const char *what, st_dtype dtype);
 void ops_case_cast(pair_env *e, st_dtype dt);
 void ops_case_scale(pair_env *e, st_dtype dt);
 void ops_case_finite_check(pair_env *e, st_dtype dt);
+void ops_case_step_factors(pair_env *e, st_dtype dt);
 void ops_case_sum_squares(pair_env *e, st_dtype dt);
 void ops_case_sum(pair_env *e, st_dtype dt);
 void ops_case_adamw(pair_env *e, st_dtype dt);

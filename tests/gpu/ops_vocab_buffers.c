@@ -127,6 +127,37 @@ void ops_case_finite_check(pair_env *e, st_dtype dt) {
   pair_free(&flag);
 }
 
+/* The step's factors on both backends from the same scalars: the same bits (the CPU's double
+ * arithmetic, step_factors_test's hand values being the reference for both), over squared norms
+ * from 1e-6 to 1e12, clipped or not, at loss scales 1 and 2^16, and the skips. */
+void ops_case_step_factors(pair_env *e, st_dtype dt) {
+  (void)dt;
+  int64_t one = 1, two = KERNEL_STEP_FACTORS;
+  pair sumsq = pair_make(e, ST_FP32, 1, &one, 0, 0), flag = pair_make(e, ST_FP32, 1, &one, 0, 0);
+  pair factors = pair_make(e, ST_FP32, 1, &two, 0, 0);
+  const double scales[2] = {1.0, 65536.0}, max_norms[3] = {0.0, 1.0, 0.37};
+  for (int trial = 0; trial < 64; trial++) {
+    const double scale = scales[trial % 2], max_norm = max_norms[trial % 3];
+    sumsq.init[0] = trial == 62 ? NAN : (float)(pow(10.0, pair_uniform(e, -6, 12)) * scale * scale);
+    flag.init[0] = trial == 63 ? 1.0f : 0.0f;
+    pair_reset(e, &sumsq);
+    pair_reset(e, &flag);
+    CHECK_OK(kernel_step_factors(e->cpu, &factors.cpu, &sumsq.cpu, &flag.cpu, max_norm, scale,
+                                 &e->cpu_stream));
+    CHECK_OK(kernel_step_factors(e->gpu, &factors.gpu, &sumsq.gpu, &flag.gpu, max_norm, scale,
+                                 &e->gpu_stream));
+    float got[KERNEL_STEP_FACTORS];
+    pair_fetch(e, &factors, got);
+    CHECK_MSG(memcmp(got, factors.host, sizeof got) == 0,
+              "step_factors: sumsq %g, max %g, scale %g: CUDA {%a, %g}, CPU {%a, %g}",
+              (double)sumsq.init[0], max_norm, scale, (double)got[0], (double)got[1],
+              (double)factors.host[0], (double)factors.host[1]);
+  }
+  pair_free(&factors);
+  pair_free(&flag);
+  pair_free(&sumsq);
+}
+
 /* out = 1.5, then out += sum (of squares) twice from the same start: float64 reference (the CPU
  * has no fp16 sum), the same bits both times. */
 static void check_sum(pair_env *e, st_dtype dt, int square) {

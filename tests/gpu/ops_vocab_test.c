@@ -619,6 +619,7 @@ static op_case case_for(kernel_op op) {
     case KERNEL_OP_SUM: return ops_case_sum;
     case KERNEL_OP_SCALE: return ops_case_scale;
     case KERNEL_OP_FINITE_CHECK: return ops_case_finite_check;
+    case KERNEL_OP_STEP_FACTORS: return ops_case_step_factors;
     case KERNEL_OP_COUNT: break;
   }
   return NULL;

@@ -81,7 +81,7 @@ static void check_adamw(test_backend *tb, st_dtype grad_dtype, st_dtype param_dt
       if (wd >= 0) ref_step(step, lr, wd, g32[i], &rp[i], &rm[i], &rv[i]);
     }
     tbuf_upload(&grad);
-    const kernel_adamw_step hp = {(float)lr, BETA1, BETA2, EPS, SCALE, step};
+    const kernel_adamw_step hp = {(float)lr, BETA1, BETA2, EPS, SCALE, step, NULL};
     CHECK_OK(kernel_adamw(tb->kb, with_param ? &param.t : NULL, &master.t, &m.t, &v.t, &grad.t, &hp,
                           segments, SEGMENTS, &tb->stream));
   }
@@ -132,7 +132,7 @@ static void check_refusals(test_backend *tb) {
   const int64_t n = 16;
   test_buf master = tbuf_tensor(tb, ST_FP32, 1, &n), m = tbuf_tensor(tb, ST_FP32, 1, &n);
   test_buf v = tbuf_tensor(tb, ST_FP32, 1, &n), grad = tbuf_tensor(tb, ST_FP32, 1, &n);
-  kernel_adamw_step hp = {1e-3f, BETA1, BETA2, EPS, 1.0f, 0};
+  kernel_adamw_step hp = {1e-3f, BETA1, BETA2, EPS, 1.0f, 0, NULL};
   const kernel_adamw_segment ok[] = {{0, 8, 0.0f}};
   CHECK_STATUS(kernel_adamw(tb->kb, NULL, &master.t, &m.t, &v.t, &grad.t, &hp, ok, 1, &tb->stream),
                ST_ERR_INVALID_ARG);

@@ -35,17 +35,17 @@ static st_tensor fp32(float *data, int ndim, const int64_t *shape) {
 
 /* The CUDA backend as the planner sees it, the same in every build (kernels/cuda_facts.h): its
  * kernels compute in every dtype, fp16 included (fp32 accumulation inside), only the loss sum
- * is fp32 alone; its state is one fp32 statistic per attention row; its attention takes no
- * scratch of its own; its workspace is 32 MiB (cuBLASLt) + 8 KiB (1024 doubles) + 4 MiB (2^20
- * floats) + 1 MiB (32768 segments of 32 bytes) + 8 MiB (the sort), every region a multiple of
- * 256 bytes, with 1 MiB of host staging; ST_CUDA_ATTENTION=cudnn adds the cuDNN attention's
- * 256 MiB whether or not the build or the machine has cuDNN (it falls back to flash, holding
- * the region), the other kinds nothing; a kind that is none of them plans like simple. */
+ * and the step's factors are fp32 alone; its state is one fp32 statistic per attention row; its
+ * attention takes no scratch of its own; its workspace is 32 MiB (cuBLASLt) + 8 KiB (1024 doubles)
+ * + 4 MiB (2^20 floats) + 1 MiB (32768 segments of 32 bytes) + 8 MiB (the sort), every region a
+ * multiple of 256 bytes, with 1 MiB of host staging; ST_CUDA_ATTENTION=cudnn adds the cuDNN
+ * attention's 256 MiB whether or not the build or the machine has cuDNN (it falls back to flash,
+ * holding the region), the other kinds nothing; a kind that is none of them plans like simple. */
 static void check_cuda_facts(void) {
   for (int op = 0; op < KERNEL_OP_COUNT; op++) {
     const int fp16 = kernel_kind_supports(ST_DEVICE_CUDA, (kernel_op)op, ST_FP16);
-    CHECK_MSG(fp16 == (op != KERNEL_OP_SUM), "CUDA %s on fp16: %d", kernel_op_name((kernel_op)op),
-              fp16);
+    const int fp32_only = op == KERNEL_OP_SUM || op == KERNEL_OP_STEP_FACTORS;
+    CHECK_MSG(fp16 == !fp32_only, "CUDA %s on fp16: %d", kernel_op_name((kernel_op)op), fp16);
   }
   CHECK(!kernel_kind_supports(ST_DEVICE_CUDA, KERNEL_OP_COUNT, ST_FP32));
   CHECK(kernel_kind_computes_in(ST_DEVICE_CUDA, ST_FP32));

@@ -36,7 +36,7 @@ static st_status steps(unit *u, offload_result *out) {
   const adamw_hparams h = ADAMW_HPARAMS_DEFAULT;
   for (int step = 1; step <= 3; step++) {
     ST_CHECK(set_grads(u, step));
-    ST_CHECK(unit_optim_adamw(u, &h, 0.1f, step, 1e-2f, 0.5f));
+    ST_CHECK(unit_optim_adamw(u, &h, 0.1f, step, 1e-2f, 0.5f, NULL));
   }
   mem_stats peak;
   mem_stats_get(&peak);

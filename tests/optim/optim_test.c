@@ -1,17 +1,10 @@
-/* optim_test.c - clipping and learning-rate schedules against formulas written here. (AdamW's
- * arithmetic is the kernel backend's: tests/kernels/adamw_test.c; its use on a unit's owned
- * range: tests/sharding and tests/train.) */
+/* optim_test.c - learning-rate schedules against formulas written here. (AdamW's arithmetic and
+ * the clipping coefficient are the kernel backend's: tests/kernels/adamw_test.c and
+ * step_factors_test.c; their use on a unit's owned range: tests/sharding and tests/train.) */
 #include <math.h>
 
-#include "optim/clip.h"
 #include "optim/lr_schedule.h"
 #include "tests/testing.h"
-
-static void test_clip(void) {
-  CHECK_NEAR(clip_scale(0.5, 1.0), 1.0, 0);
-  CHECK_NEAR(clip_scale(4.0, 1.0), 1.0 / (4.0 + 1e-6), 1e-7);
-  CHECK_NEAR(clip_scale(100.0, 0.0), 1.0, 0);
-}
 
 static void test_schedule(void) {
   lr_schedule s = {LR_COSINE, 1e-3, 1e-4, 10, 111}; /* 100 decay steps after warmup */
@@ -34,7 +27,6 @@ static void test_schedule(void) {
 }
 
 int main(void) {
-  test_clip();
   test_schedule();
   return test_finish("optim_test");
 }

@@ -8,7 +8,9 @@
  *     bit-identical to those before it, and the scale halves; the next step is AdamW's second
  *     (the bias correction does not count the skipped one), so the masters after steps
  *     {0, skipped, 2} equal an uninjected run's after steps {0, 1} bit for bit (the same batch
- *     and lr, and scales 65536 and 32768 are both exact). */
+ *     and lr, and scales 65536 and 32768 are both exact);
+ *   - fp32 without scaling: an injected inf is divergence (ST_ERR_INTERNAL), and the step's
+ *     update was skipped on the device: masters and moments stay as they were. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,8 +124,28 @@ static void test_fp16_skip(void) {
   gpt_destroy(injected.m);
 }
 
+/* Without loss scaling an inf gradient is divergence: reported on the host after the step, whose
+ * update the device skipped (kernel_step_factors), so masters and moments stay as they were. */
+static void test_divergence_changes_nothing(void) {
+  run r;
+  run_open(&r, ST_FP32);
+  loss_scaler_init_none(&r.scaler);
+  run_step(&r, 0);
+  float *before = state_copy(r.m);
+  CHECK(setenv("ST_TEST_INJECT_OVERFLOW", "1:0", 1) == 0);
+  const train_hparams h = test_step_hparams(B * T);
+  const int32_t *in[1] = {r.inputs}, *tg[1] = {r.targets};
+  step_stats s;
+  CHECK_STATUS(train_step(r.m, &h, &r.scaler, 1, in, tg, &s), ST_ERR_INTERNAL);
+  CHECK(unsetenv("ST_TEST_INJECT_OVERFLOW") == 0);
+  CHECK_MSG(same_state(r.m, before), "a diverged step leaves masters and moments as they were");
+  free(before);
+  gpt_destroy(r.m);
+}
+
 int main(void) {
   test_fp32_fixed_scale_is_exact();
   test_fp16_skip();
+  test_divergence_changes_nothing();
   return test_finish("loss_scaling_step_test");
 }
