@@ -17,71 +17,59 @@ static sim_shape cpu_shape(void) {
   return s;
 }
 
-/* A matmul backward with bias, m = 2 rows, n = 3 outputs, k = 5 inputs. dinp += dout @ w^T reads
- * dout (6) and w (15) and reads and writes dinp (2 x 10); dw += inp^T @ dout reads dout (6) and
- * inp (10) and reads and writes dw (2 x 15); the bias sums read dout (6): 93 floats, 372 bytes.
- * Two products of 2 x 3 x 5 multiply-adds: 120 FLOPs. Without the bias: 87 floats, 348 bytes. */
-static void check_matmul_backward(void) {
-  const sim_shape s = cpu_shape();
-  sim_op op = sim_op_make(&s, SIM_K_MATMUL_BWD, "fc", 2, 3, 5, 0, 1);
-  CHECK_EQ_INT(op.cls, SIM_MATMUL);
-  CHECK_NEAR(op.flops, 120.0, 0);
-  CHECK_NEAR(op.bytes, 372.0, 0);
-  op = sim_op_make(&s, SIM_K_MATMUL_BWD, "fc", 2, 3, 5, 0, 0);
-  CHECK_NEAR(op.bytes, 348.0, 0);
-  /* The tied head's backward makes the same passes (dinp += dout @ w, dw += dout^T @ inp). */
-  op = sim_op_make(&s, SIM_K_HEAD_BWD, "head", 2, 3, 5, 0, 0);
-  CHECK_NEAR(op.bytes, 348.0, 0);
-  CHECK_NEAR(op.flops, 120.0, 0);
-}
+/* One CPU op and its FLOPs and bytes worked out by hand (fp32 activations: 4 bytes for each
+ * float a comment counts). */
+typedef struct hand_case {
+  sim_kind kind;
+  int64_t m, n, k, d;
+  int bias;
+  sim_op_class cls;
+  double flops, bytes;
+} hand_case;
 
-/* A matmul forward with bias, m = 2, n = 3, k = 5: the bias copied into every row of out (6
- * written), then sgemm reads inp (10), w (15) and out (6, beta = 1) and writes out (6): 43
- * floats. 60 FLOPs. */
-static void check_matmul_forward(void) {
-  const sim_shape s = cpu_shape();
-  const sim_op op = sim_op_make(&s, SIM_K_MATMUL_FWD, "qkv", 2, 3, 5, 0, 1);
-  CHECK_NEAR(op.flops, 60.0, 0);
-  CHECK_NEAR(op.bytes, 172.0, 0);
-}
+static const hand_case hand_cases[] = {
+    /* A matmul forward with bias, m = 2, n = 3, k = 5: the bias copied into every row of out (6
+     * written), then sgemm reads inp (10), w (15) and out (6, beta = 1) and writes out (6): 43
+     * floats. 60 FLOPs. */
+    {SIM_K_MATMUL_FWD, 2, 3, 5, 0, 1, SIM_MATMUL, 60, 172},
+    /* Its backward: dinp += dout @ w^T reads dout (6) and w (15) and reads and writes dinp
+     * (2 x 10); dw += inp^T @ dout reads dout (6) and inp (10) and reads and writes dw (2 x 15);
+     * the bias sums read dout (6): 93 floats. Two products of 2 x 3 x 5 multiply-adds: 120
+     * FLOPs. Without the bias 87 floats, and the tied head's backward makes the same passes
+     * (dinp += dout @ w, dw += dout^T @ inp). */
+    {SIM_K_MATMUL_BWD, 2, 3, 5, 0, 1, SIM_MATMUL, 120, 372},
+    {SIM_K_MATMUL_BWD, 2, 3, 5, 0, 0, SIM_MATMUL, 120, 348},
+    {SIM_K_HEAD_BWD, 2, 3, 5, 0, 0, SIM_MATMUL, 120, 348},
+    /* Attention backward, 1 sequence, 2 heads, T = 4, head size 8: per head dprobs = dout v^T
+     * writes T x T, dv += P^T dout reads P, the softmax gradient reads P and reads and writes
+     * dprobs, dq and dk read it once each: 7 T x T per head, 2 x 16 x 7 = 224 floats. Rows of 8
+     * per token and head (T x heads = 8 of them): dout and v (dprobs), dout and dv read, dv
+     * written, k, dq read and written, q, dk read and written: 11 x 64 = 704 floats. 928
+     * floats. FLOPs: per head four products of T x T x 8 multiply-adds, 2 FLOPs each (1024), for
+     * 2 heads 2048, and 4 per score for the softmax gradient (2 x 16 x 4 = 128): 2176. */
+    {SIM_K_ATTN_BWD, 1, 2, 4, 8, 0, SIM_ATTENTION_BWD, 2176, 3712},
+    /* The dGELU in place (kernel_matmul_gelu_backward on the CPU), 3 x 5 elements (k, the
+     * fan-in, costs nothing): reads dout and the saved input, writes dout: 45 floats; 16 FLOPs
+     * an element. */
+    {SIM_K_GELU_BWD, 3, 5, 256, 0, 0, SIM_GELU_BWD, 240, 180},
+    /* AdamW over 1000 elements (kernels/cpu/adamw.c): reads the gradient, master, m and v,
+     * writes master, m, v and the parameter. fp32 gradients and parameters (n, k = 4 bytes):
+     * 4 x 4 + 4 x 4 = 32 bytes an element, 16 FLOPs; bf16 ones: 2 + 12 + 12 + 2 = 28. The
+     * gradients' sum of squares reads them once (bf16: 2 bytes), 2 FLOPs an element. */
+    {SIM_K_ADAMW, 1000, 4, 4, 0, 0, SIM_OPTIMIZER, 16000, 32000},
+    {SIM_K_ADAMW, 1000, 2, 2, 0, 0, SIM_OPTIMIZER, 16000, 28000},
+    {SIM_K_SUMSQ, 1000, 2, 0, 0, 0, SIM_OPTIMIZER, 2000, 2000},
+};
 
-/* Attention backward, 1 sequence, 2 heads, T = 4, head size 8: per head dprobs = dout v^T
- * writes T x T, dv += P^T dout reads P, the softmax gradient reads P and reads and writes
- * dprobs, dq and dk read it once each: 7 T x T per head, 2 x 16 x 7 = 224 floats. Rows of 8 per
- * token and head (T x heads = 8 of them): dout and v (dprobs), dout and dv read, dv written,
- * k, dq read and written, q, dk read and written: 11 x 64 = 704 floats. 928 floats, 3712
- * bytes. FLOPs: per head four products of T x T x 8 multiply-adds, 2 FLOPs each (1024), for 2
- * heads 2048, and 4 per score for the softmax gradient (2 x 16 x 4 = 128): 2176. */
-static void check_attention_backward(void) {
+static void check_hand_cases(void) {
   const sim_shape s = cpu_shape();
-  const sim_op op = sim_op_make(&s, SIM_K_ATTN_BWD, "attention", 1, 2, 4, 8, 0);
-  CHECK_EQ_INT(op.cls, SIM_ATTENTION_BWD);
-  CHECK_NEAR(op.flops, 2176.0, 0);
-  CHECK_NEAR(op.bytes, 3712.0, 0);
-}
-
-/* The dGELU in place (kernel_matmul_gelu_backward on the CPU): 3 x 5 elements, reading dout and
- * the saved input and writing dout: 45 floats, 180 bytes; 16 FLOPs an element, 240. */
-static void check_gelu_backward(void) {
-  const sim_shape s = cpu_shape();
-  const sim_op op = sim_op_make(&s, SIM_K_GELU_BWD, "gelu", 3, 5, 256, 0, 0);
-  CHECK_EQ_INT(op.cls, SIM_GELU_BWD);
-  CHECK_NEAR(op.flops, 240.0, 0);
-  CHECK_NEAR(op.bytes, 180.0, 0);
-}
-
-/* AdamW over 1000 elements (kernels/cpu/adamw.c): reads the gradient, master, m and v, writes
- * master, m, v and the parameter. fp32 gradients and parameters: 4 x 4 + 4 x 4 = 32 bytes an
- * element; bf16 ones: 2 + 12 + 12 + 2 = 28. The gradients' sum of squares reads them once. */
-static void check_optimizer(void) {
-  const sim_shape s = cpu_shape();
-  sim_op op = sim_op_make(&s, SIM_K_ADAMW, "adamw", 1000, 4, 4, 0, 0);
-  CHECK_EQ_INT(op.cls, SIM_OPTIMIZER);
-  CHECK_NEAR(op.bytes, 32000.0, 0);
-  op = sim_op_make(&s, SIM_K_ADAMW, "adamw", 1000, 2, 2, 0, 0);
-  CHECK_NEAR(op.bytes, 28000.0, 0);
-  op = sim_op_make(&s, SIM_K_SUMSQ, "sumsq", 1000, 2, 0, 0, 0);
-  CHECK_NEAR(op.bytes, 2000.0, 0);
+  for (size_t i = 0; i < sizeof hand_cases / sizeof hand_cases[0]; i++) {
+    const hand_case *c = &hand_cases[i];
+    const sim_op op = sim_op_make(&s, c->kind, "op", c->m, c->n, c->k, c->d, c->bias);
+    CHECK_MSG(op.cls == c->cls && op.flops == c->flops && op.bytes == c->bytes,
+              "case %zu (kind %d): class %d, %.0f FLOPs, %.0f bytes; by hand %d, %.0f, %.0f", i,
+              (int)c->kind, (int)op.cls, op.flops, op.bytes, (int)c->cls, c->flops, c->bytes);
+  }
 }
 
 /* The roofline: 4 GFLOP at 2 TFLOP/s is 2 ms, 1 GB at 1 TB/s 1 ms; the larger over the class's
@@ -151,11 +139,7 @@ static void check_cpu_lists(void) {
 }
 
 int main(void) {
-  check_matmul_forward();
-  check_matmul_backward();
-  check_attention_backward();
-  check_gelu_backward();
-  check_optimizer();
+  check_hand_cases();
   check_roofline();
   check_cpu_lists();
   return test_finish("sim_ops_test");
