@@ -3,9 +3,10 @@
  * (AdamW's unscaled, clipped gradient factor and whether the step is skipped). The first two read
  * and write fp32, bf16 and fp16 through core/dtype.h, so a rounding here is the casts'
  * rounding. */
-#include <math.h>
+#include <string.h>
 
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/step_rule.h"
 
 st_status kernel_cpu_scale(void *ctx, const st_tensor *x, float factor, const st_stream *stream) {
   (void)ctx;
@@ -49,20 +50,7 @@ st_status kernel_cpu_step_factors(void *ctx, const st_tensor *factors, const st_
                                   const st_stream *stream) {
   (void)ctx;
   (void)stream;
-  float *out = factors->data;
-  const float s = *(const float *)sumsq->data;
-  if (*(const float *)flag->data != 0.0f || is_nonfinite(sumsq->data, ST_FP32, 0)) {
-    out[KERNEL_STEP_GRAD_SCALE] = 0.0f;
-    out[KERNEL_STEP_SKIP] = 1.0f;
-    return ST_OK;
-  }
-  const double norm = sqrt((double)s) / loss_scale;
-  float clip = 1.0f;
-  if (max_norm > 0) {
-    const double coefficient = max_norm / (norm + 1e-6);
-    if (coefficient < 1.0) clip = (float)coefficient;
-  }
-  out[KERNEL_STEP_GRAD_SCALE] = (float)((double)clip / loss_scale);
-  out[KERNEL_STEP_SKIP] = 0.0f;
+  step_rule(factors->data, *(const float *)sumsq->data, *(const float *)flag->data, max_norm,
+            loss_scale);
   return ST_OK;
 }
