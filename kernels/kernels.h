@@ -365,8 +365,8 @@ enum kernel_step_factor { KERNEL_STEP_GRAD_SCALE = 0, KERNEL_STEP_SKIP = 1, KERN
  *   grad_scale = clip(sqrt(sumsq) / loss_scale) / loss_scale in double, rounded to fp32, with
  *                clip(norm) = min(1, max_norm / (norm + 1e-6)) (torch.nn.utils.clip_grad_norm_'s
  *                coefficient) and 1 when max_norm <= 0; 0 when skipped.
- * Every backend computes exactly these double operations, so the factor has the same bits on
- * every backend. */
+ * Every backend runs the one rule of step_rule.h, so the factor has the same bits on every
+ * backend. */
 st_status kernel_step_factors(const kernel_backend *kb, const st_tensor *factors,
                               const st_tensor *sumsq, const st_tensor *flag, double max_norm,
                               double loss_scale, const st_stream *stream);
