@@ -192,6 +192,19 @@ static st_status check_linear(const kernel_check *c, const char *out_name, const
   return kernel_check_rows(c, out_name, out, rows, out_channels);
 }
 
+/* A layer's parameter gradients: dweight shaped like weight, and dbias (NULL: none) of
+ * bias_len values in dweight's dtype, each in a dtype the backend writes them in. */
+static st_status check_layer_grads(const kernel_check *c, const st_tensor *dweight,
+                                   const st_tensor *weight, const st_tensor *dbias,
+                                   int64_t bias_len) {
+  ST_CHECK(kernel_check_param_grad(c, "dweight", dweight));
+  ST_CHECK(kernel_check_shape(c, "dweight", dweight, weight->ndim, weight->shape));
+  if (!dbias) return ST_OK;
+  ST_CHECK(kernel_check_param_grad(c, "dbias", dbias));
+  ST_CHECK(kernel_check_same_dtype(c, "dbias", dbias, "dweight", dweight));
+  return kernel_check_shape(c, "dbias", dbias, 1, &bias_len);
+}
+
 /* Every matmul wrapper: the plain and tied-head forms (pre_gelu NULL) and the GELU epilogue,
  * whose pre_gelu has out's shape and whose bias is required. */
 static st_status matmul_forward(const char *op, const kernel_backend *kb, const st_tensor *out,
@@ -223,13 +236,7 @@ static st_status matmul_backward(const char *op, const kernel_backend *kb, const
   ST_CHECK(begin_compute(&c, op, kop, kb, stream, "inp", inp));
   ST_CHECK(check_linear(&c, "dout", dout, inp, weight, layout));
   ST_CHECK(kernel_check_like(&c, "dinp", dinp, inp));
-  ST_CHECK(kernel_check_param_grad(&c, "dweight", dweight));
-  ST_CHECK(kernel_check_shape(&c, "dweight", dweight, weight->ndim, weight->shape));
-  if (dbias) {
-    ST_CHECK(kernel_check_param_grad(&c, "dbias", dbias));
-    ST_CHECK(kernel_check_same_dtype(&c, "dbias", dbias, "dweight", dweight));
-    ST_CHECK(kernel_check_shape(&c, "dbias", dbias, 1, (const int64_t[]){kernel_cols(dout)}));
-  }
+  ST_CHECK(check_layer_grads(&c, dweight, weight, dbias, kernel_cols(dout)));
   if (kop == KERNEL_OP_MATMUL_GELU) {
     if (!dbias) return st_error(ST_ERR_INVALID_ARG, "%s: dbias is NULL", op);
     ST_CHECK(kernel_check_like(&c, "pre_gelu", pre_gelu, dout));
@@ -336,11 +343,8 @@ st_status kernel_layernorm_backward(const kernel_backend *kb, const st_tensor *d
   ST_CHECK(begin_compute(&c, __func__, KERNEL_OP_LAYERNORM, kb, stream, "inp", inp));
   ST_CHECK(check_layernorm(&c, "dout", dout, mean, rstd, inp, weight));
   ST_CHECK(kernel_check_like(&c, "dinp", dinp, inp));
-  ST_CHECK(kernel_check_param_grad(&c, "dweight", dweight));
-  ST_CHECK(kernel_check_shape(&c, "dweight", dweight, 1, weight->shape));
-  ST_CHECK(kernel_check_param_grad(&c, "dbias", dbias));
-  ST_CHECK(kernel_check_same_dtype(&c, "dbias", dbias, "dweight", dweight));
-  ST_CHECK(kernel_check_shape(&c, "dbias", dbias, 1, weight->shape));
+  ST_CHECK(check_layer_grads(&c, dweight, weight, dbias, weight->shape[0]));
+  ST_CHECK(kernel_check_placed(&c, "dbias", dbias)); /* a LayerNorm always has its bias */
   return kb->ops->layernorm_backward(kb->ctx, dinp, dweight, dbias, dout, inp, weight, mean, rstd,
                                      stream);
 }

@@ -187,6 +187,10 @@ void pair_check(pair_env *e, const char *what, const pair *p) {
   pair_check_as(e, what, p, p->dtype);
 }
 
+int ops_same_bits(const float *a, const float *b, int64_t n) {
+  return memcmp(a, b, (size_t)n * sizeof *a) == 0;
+}
+
 const char *ops_label(const char *op, const char *what, st_dtype dtype) {
   static char buf[4][160];
   static int next;

@@ -77,6 +77,18 @@ void pair_check_as(pair_env *e, const char *what, const pair *p, st_dtype tolera
 /* "<op>: <what> [<dtype>]" for messages, in one of 4 rotating buffers (valid for 4 calls). */
 const char *ops_label(const char *op, const char *what, st_dtype dtype);
 
+/* 1 when the n floats of a and b are the same bits (a determinism check). */
+int ops_same_bits(const float *a, const float *b, int64_t n);
+
+/* The vocabulary's odd shape: batch, sequence, width and heads (head size 16). */
+enum { OPS_B = 3, OPS_T = 37, OPS_C = 80, OPS_NH = 5 };
+
+/* The cases of ops_vocab_attention.c; ops_run_attention_kind runs the training attention's again
+ * on a backend made with ST_CUDA_ATTENTION=kind, in bf16 and fp16, from random seed rng. */
+void ops_case_attention(pair_env *e, st_dtype dt);
+void ops_case_attention_cached(pair_env *e, st_dtype dt);
+void ops_run_attention_kind(pair_env *e, const char *kind, uint64_t rng);
+
 /* The cases of ops_vocab_buffers.c, one per op (ops_vocab_test.c has the others). */
 void ops_case_cast(pair_env *e, st_dtype dt);
 void ops_case_scale(pair_env *e, st_dtype dt);

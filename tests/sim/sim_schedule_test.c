@@ -314,6 +314,14 @@ static fit_request small_d12(double gib) {
   return req;
 }
 
+/* sim_fit's best (at most `most`) answers for req on hw into best; how many it found. */
+static int fit_best(const sim_hardware *hw, const fit_request *req, fit_candidate *best, int most) {
+  int found = 0;
+  fit_stats stats;
+  CHECK_OK(sim_fit(hw, req, best, most, &found, &stats));
+  return found;
+}
+
 /* plan --fit searches the offload: for d12 on 8 H100s with so little memory (0.5 GiB) that
  * only the offloaded optimizer fits (with block recompute: the planner puts ZeRO-3 at one
  * sequence per rank at 0.63 GiB on the device without the offload, 0.46 GiB with it, the CUDA
@@ -324,17 +332,14 @@ static void check_fit_offload(void) {
   CHECK_OK(sim_hw_builtin("h100", &hw));
   fit_request req = small_d12(0.5);
   fit_candidate best[4];
-  int found = 0;
-  fit_stats stats;
-  CHECK_OK(sim_fit(&hw, &req, best, 4, &found, &stats));
+  int found = fit_best(&hw, &req, best, 4);
   CHECK(found > 0);
   for (int i = 0; i < found; i++) {
     CHECK(best[i].in.offload_optimizer);
     CHECK(best[i].mp.device_bytes <= 0.5 * 1073741824.0 && best[i].mp.host_bytes > 0);
   }
   hw.host_link_bw = 0;
-  CHECK_OK(sim_fit(&hw, &req, best, 4, &found, &stats));
-  CHECK_EQ_INT(found, 0);
+  CHECK_EQ_INT(fit_best(&hw, &req, best, 4), 0);
 }
 
 /* plan --fit searches activation recompute: d12 on 8 H100s without a host link (no offload)
@@ -347,17 +352,14 @@ static void check_fit_recompute(void) {
   hw.host_link_bw = 0;
   fit_request req = small_d12(0.7);
   fit_candidate best[4];
-  int found = 0;
-  fit_stats stats;
-  CHECK_OK(sim_fit(&hw, &req, best, 4, &found, &stats));
+  const int found = fit_best(&hw, &req, best, 4);
   CHECK(found > 0);
   for (int i = 0; i < found; i++) {
     CHECK_EQ_INT(best[i].in.recompute, GPT_RECOMPUTE_BLOCK);
     CHECK(best[i].mp.device_bytes <= 0.7 * 1073741824.0);
   }
   req.gpu_gib = 80;
-  CHECK_OK(sim_fit(&hw, &req, best, 1, &found, &stats));
-  CHECK_EQ_INT(found, 1);
+  CHECK_EQ_INT(fit_best(&hw, &req, best, 1), 1);
   CHECK_EQ_INT(best[0].in.recompute, GPT_RECOMPUTE_NONE);
 }
 
