@@ -35,6 +35,11 @@ const char *env_lookup(env_var var) {
   return (v && *v) ? v : NULL;
 }
 
+int env_is_set_empty(env_var var) {
+  const char *v = getenv(entries[var].name);
+  return v && !*v;
+}
+
 const char *env_get_string(env_var var) {
   const char *v = env_lookup(var);
   return v ? v : entries[var].default_value;

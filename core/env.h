@@ -36,6 +36,10 @@ const char *env_get_string(env_var var);
  * something no value can stand for (NCCL_HOSTID). */
 const char *env_lookup(env_var var);
 
+/* Whether the variable is set to the empty string, which env_lookup reads as unset: for a
+ * variable whose other reader tells the two apart (NCCL takes NCCL_HOSTID="" for a host id). */
+int env_is_set_empty(env_var var);
+
 /* The value parsed as a positive number; the default when unset. Sets *ok = 0 (and returns
  * the default) when the value is not a finite positive number ("inf" and "1e999" included). */
 double env_get_positive(env_var var, int *ok);

@@ -1,19 +1,28 @@
 /* comm_nccl.c - NCCL backend of comm.h (CUDA builds only; comm_nccl_stub.c stands in
  * otherwise). A collective is enqueued on the stream it is ordered on (the communicator's own
  * when none is given) and followed by its completion event. Barrier is an all-reduce of one
- * float on a device scratch word, since NCCL has no barrier of its own. */
+ * float on a device scratch word, since NCCL has no barrier of its own.
+ *
+ * Creating a communicator is collective, so whatever one rank can fail at alone (its stream and
+ * scratch word, rank 0's unique id) is agreed on over the group's MPI communicator first:
+ * either every rank enters NCCL's set-up or every rank returns an error. A failure inside
+ * NCCL's own set-up is not covered (docs/ARCHITECTURE.md, "Collectives"). */
 #include "sharding/comm_nccl.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <stdio.h>
 
 #include "core/alloc.h"
 #include "core/check_cuda.h"
 #include "core/check_mpi.h"
 #include "core/check_nccl.h"
+#include "core/mpi_agree.h"
 
 typedef struct nccl_ctx {
   ncclComm_t comm;
+  MPI_Comm mpi_comm; /* a duplicate of the group's, owned: the agreement before a duplicate */
+  char group_name[32];
   int rank, size;
   int max_ctas; /* ncclConfig_t's maxCTAs of the communicator and its duplicates */
   st_device dev;
@@ -141,6 +150,7 @@ static void nccl_destroy(void *vctx) {
   if (ctx->comm) ncclCommDestroy(ctx->comm);
   mem_free(ctx->barrier_word);
   stream_destroy(&ctx->stream);
+  if (ctx->mpi_comm != MPI_COMM_NULL) MPI_Comm_free(&ctx->mpi_comm);
   mem_free(ctx);
 }
 
@@ -180,13 +190,37 @@ static ncclConfig_t config_of(const nccl_ctx *ctx) {
   return config;
 }
 
-static st_status init_ctx(nccl_ctx *ctx, MPI_Comm mpi_comm, const st_device *dev) {
-  MPI_CHECK(MPI_Comm_rank(mpi_comm, &ctx->rank));
-  MPI_CHECK(MPI_Comm_size(mpi_comm, &ctx->size));
-  ST_CHECK(init_resources(ctx, dev));
+static st_status new_unique_id(ncclUniqueId *id) {
+  NCCL_CHECK(ncclGetUniqueId(id));
+  return ST_OK;
+}
+
+/* The group's verdict on what each rank did alone, before the NCCL call all of them must make
+ * (`call`), so that none waits inside it for a rank that will never arrive. */
+static st_status agree_before(const nccl_ctx *ctx, st_status mine, const char *call) {
+  char step[96];
+  snprintf(step, sizeof step, "NCCL set-up (%s) of group %s", call, ctx->group_name);
+  return mpi_agree_naming(ctx->mpi_comm, mine, step);
+}
+
+/* Every field of a context that its NCCL communicator does not need, ending in the private MPI
+ * communicator the agreements run on. */
+static st_status init_common(nccl_ctx *ctx, MPI_Comm mpi_comm, const char *group_name,
+                             int max_ctas) {
+  snprintf(ctx->group_name, sizeof ctx->group_name, "%s", group_name);
+  ctx->max_ctas = max_ctas;
+  MPI_CHECK(MPI_Comm_dup(mpi_comm, &ctx->mpi_comm));
+  MPI_CHECK(MPI_Comm_rank(ctx->mpi_comm, &ctx->rank));
+  MPI_CHECK(MPI_Comm_size(ctx->mpi_comm, &ctx->size));
+  return ST_OK;
+}
+
+static st_status init_ctx(nccl_ctx *ctx, const st_device *dev) {
   ncclUniqueId id;
-  if (ctx->rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
-  MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, mpi_comm));
+  st_status mine = init_resources(ctx, dev);
+  if (mine == ST_OK && ctx->rank == 0) mine = new_unique_id(&id);
+  ST_CHECK(agree_before(ctx, mine, "ncclCommInitRankConfig"));
+  MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, ctx->mpi_comm));
   ncclConfig_t config = config_of(ctx);
   NCCL_CHECK(ncclCommInitRankConfig(&ctx->comm, ctx->size, id, ctx->rank, &config));
   return ST_OK;
@@ -194,19 +228,25 @@ static st_status init_ctx(nccl_ctx *ctx, MPI_Comm mpi_comm, const st_device *dev
 
 /* The duplicate is split from the communicator with one colour, keeping the ranks. */
 static st_status dup_ctx(nccl_ctx *dup, const nccl_ctx *ctx) {
-  dup->rank = ctx->rank;
-  dup->size = ctx->size;
-  dup->max_ctas = ctx->max_ctas;
-  ST_CHECK(init_resources(dup, &ctx->dev));
+  ST_CHECK(init_common(dup, ctx->mpi_comm, ctx->group_name, ctx->max_ctas));
+  ST_CHECK(agree_before(dup, init_resources(dup, &ctx->dev), "ncclCommSplit"));
   ncclConfig_t config = config_of(dup);
   NCCL_CHECK(ncclCommSplit(ctx->comm, 0, ctx->rank, &dup->comm, &config));
+  return ST_OK;
+}
+
+/* A context with nothing to release yet: its MPI communicator is the only field whose empty
+ * value is not zero. */
+static st_status new_ctx(nccl_ctx **out) {
+  ST_CHECK(mem_alloc_zeroed((void **)out, sizeof **out, MEM_HOST, MEM_WORKSPACE, NULL));
+  (*out)->mpi_comm = MPI_COMM_NULL;
   return ST_OK;
 }
 
 static st_status nccl_dup(void *vctx, void **out) {
   *out = NULL;
   nccl_ctx *dup = NULL;
-  ST_CHECK(mem_alloc_zeroed((void **)&dup, sizeof *dup, MEM_HOST, MEM_WORKSPACE, NULL));
+  ST_CHECK(new_ctx(&dup));
   st_status status = dup_ctx(dup, vctx);
   if (status != ST_OK) {
     nccl_destroy(dup);
@@ -227,9 +267,9 @@ st_status comm_nccl_create(comm **out, MPI_Comm mpi_comm, const char *group_name
                     ST_NCCL_MAX_CTAS_LIMIT);
   }
   nccl_ctx *ctx = NULL;
-  ST_CHECK(mem_alloc_zeroed((void **)&ctx, sizeof *ctx, MEM_HOST, MEM_WORKSPACE, NULL));
-  ctx->max_ctas = max_ctas;
-  st_status status = init_ctx(ctx, mpi_comm, dev);
+  ST_CHECK(new_ctx(&ctx));
+  st_status status = init_common(ctx, mpi_comm, group_name, max_ctas);
+  if (status == ST_OK) status = init_ctx(ctx, dev);
   if (status != ST_OK) {
     nccl_destroy(ctx);
     return status;

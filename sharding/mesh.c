@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "core/alloc.h"
 #include "core/check_mpi.h"
@@ -14,6 +15,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/mpi_agree.h"
 #include "sharding/comm_mpi.h"
 #include "sharding/comm_nccl.h"
 #include "sharding/nccl_place.h"
@@ -91,6 +93,16 @@ static st_status resolve_timeout(const st_mesh_config *cfg, double *timeout_s) {
   return ST_OK;
 }
 
+/* NCCL takes an empty NCCL_HOSTID for a host named "" (it tests only whether the variable is
+ * set), so nccl_place, which reads empty as unset, would predict another verdict than NCCL's:
+ * refused wherever NCCL will be asked to join the ranks. */
+static st_status check_host_id(void) {
+  if (!env_is_set_empty(ENV_NCCL_HOSTID)) return ST_OK;
+  return st_error(ST_ERR_INVALID_ARG,
+                  "NCCL_HOSTID is set but empty: unset it, or give each rank that shares a GPU "
+                  "a distinct non-empty value (docs/ENVIRONMENT.md)");
+}
+
 /* This rank's report for nccl_place: its node, its GPU's bus id, its NCCL_HOSTID. */
 static st_status report_place(const st_device *dev, nccl_place_rank *out) {
   char node[MPI_MAX_PROCESSOR_NAME];
@@ -153,15 +165,12 @@ static st_status choose_backend(st_mesh *mesh, const st_mesh_config *cfg, place_
 }
 
 /* Ends the preparation of every rank at once: a rank that failed (`mine`) keeps its own
- * error, the others report that another rank failed; then the backend is chosen. */
+ * error, the others name the rank that failed; then the backend is chosen. */
 static st_status agree_and_choose(st_mesh *mesh, const st_mesh_config *cfg, const char *request,
                                   st_status mine, place_table *t) {
-  int failed = mine != ST_OK ? (int)mine : 0;
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-  if (mine != ST_OK) return mine;
-  if (failed) {
-    return st_error((st_status)failed, "device '%s' could not be used on another rank", request);
-  }
+  char step[128];
+  snprintf(step, sizeof step, "set-up of device '%s'", request);
+  ST_CHECK(mpi_agree_naming(MPI_COMM_WORLD, mine, step));
   return choose_backend(mesh, cfg, t);
 }
 
@@ -176,7 +185,8 @@ static st_status choose_device_and_backend(st_mesh *mesh, const st_mesh_config *
 
   const char *request = cfg->device ? cfg->device : env_get_string(ENV_DEVICE);
   place_table t = {0};
-  st_status mine = device_select(request, local_rank, &mesh->device);
+  st_status mine = cfg->backend == ST_COMM_MPI ? ST_OK : check_host_id();
+  if (mine == ST_OK) mine = device_select(request, local_rank, &mesh->device);
   if (mine == ST_OK) mine = place_table_prepare(&t, &mesh->device, mesh->coords.world_size);
   const st_status status = agree_and_choose(mesh, cfg, request, mine, &t);
   mem_free(t.scratch);

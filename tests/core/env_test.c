@@ -90,14 +90,18 @@ static void test_bad_timeouts(void) {
   unset_all();
 }
 
-/* env_lookup tells unset (and empty) apart from any value, the default's text included. */
+/* env_lookup tells unset (and empty) apart from any value, the default's text included;
+ * env_is_set_empty tells empty apart from unset. */
 static void test_lookup(void) {
   unset_all();
   CHECK(env_lookup(ENV_NCCL_HOSTID) == NULL);
+  CHECK(!env_is_set_empty(ENV_NCCL_HOSTID));
   setenv("NCCL_HOSTID", "", 1);
   CHECK(env_lookup(ENV_NCCL_HOSTID) == NULL);
+  CHECK(env_is_set_empty(ENV_NCCL_HOSTID));
   setenv("NCCL_HOSTID", "unset", 1);
   CHECK(env_lookup(ENV_NCCL_HOSTID) && strcmp(env_lookup(ENV_NCCL_HOSTID), "unset") == 0);
+  CHECK(!env_is_set_empty(ENV_NCCL_HOSTID));
   setenv("NCCL_HOSTID", "rank-3", 1);
   CHECK(env_lookup(ENV_NCCL_HOSTID) && strcmp(env_lookup(ENV_NCCL_HOSTID), "rank-3") == 0);
   unset_all();

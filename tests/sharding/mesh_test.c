@@ -5,7 +5,8 @@
  * impossible meshes on every rank at once: each rank must return ST_ERR_INVALID_ARG with the
  * same message and nobody may hang. Finally every factorisation of the world size is built
  * and each rank's coordinates are compared with rank = (r*S + s)*T + t. The NCCL backend on
- * ranks that cannot use it is refused by every rank alike.
+ * ranks that cannot use it is refused by every rank alike, and so is an empty NCCL_HOSTID on one
+ * rank.
  */
 #include "sharding/mesh.h"
 
@@ -134,6 +135,26 @@ static void test_nccl_refused_on_every_rank(int me) {
   unsetenv("NCCL_HOSTID");
 }
 
+/* An empty NCCL_HOSTID on the last rank, which NCCL would read as a host named "": refused
+ * wherever NCCL may be chosen, the rank itself naming the variable and every other rank naming
+ * that rank; ignored with the MPI backend, which never asks NCCL. */
+static void test_empty_host_id(int world, int me) {
+  const int culprit = world - 1;
+  if (me == culprit) setenv("NCCL_HOSTID", "", 1);
+  st_mesh_config cfg = ST_MESH_CONFIG_INIT;
+  cfg.device = "cpu";
+  st_mesh *mesh = NULL;
+  CHECK_STATUS(st_mesh_create(&mesh, &cfg), ST_ERR_INVALID_ARG);
+  CHECK(mesh == NULL);
+  char want[96] = "NCCL_HOSTID is set but empty";
+  if (me != culprit) snprintf(want, sizeof want, "abandoned: world rank %d failed", culprit);
+  CHECK_MSG(strstr(st_last_error(), want) != NULL, "rank %d: message '%s'", me, st_last_error());
+  cfg.backend = ST_COMM_MPI;
+  CHECK_OK(st_mesh_create(&mesh, &cfg));
+  st_mesh_destroy(mesh);
+  unsetenv("NCCL_HOSTID");
+}
+
 static void test_every_factorisation(int world, int me) {
   for (int R = 1; R <= world; R++) {
     for (int T = 1; R * T <= world; T++) {
@@ -178,6 +199,7 @@ int main(int argc, char **argv) {
   test_impossible_mesh_on_every_rank(world);
   test_bad_timeout_env();
   test_nccl_refused_on_every_rank(me);
+  test_empty_host_id(world, me);
   test_every_factorisation(world, me);
   st_mesh_destroy(NULL);
   mem_stats stats;

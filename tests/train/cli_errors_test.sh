@@ -91,6 +91,10 @@ expect_every_rank 2 2 "device cuda requested but no usable GPU was found" \
 # The NCCL backend where NCCL cannot join the ranks (here: no GPU, or a build without NCCL; on
 # one GPU: ranks without distinct NCCL_HOSTIDs): every rank names the first rank at fault.
 expect_every_rank 2 2 "NCCL cannot join the ranks: rank 0" selftest --device cpu --backend nccl
+# An empty NCCL_HOSTID, which NCCL would take for a host named "" (docs/ENVIRONMENT.md), is refused
+# wherever the NCCL backend may be chosen, and ignored by --backend mpi.
+NCCL_HOSTID= expect_every_rank 2 2 "NCCL_HOSTID is set but empty" selftest --device cpu
+NCCL_HOSTID= expect 2 "NCCL_HOSTID is set but empty" train --steps 0
 expect 2 "--param-dtype 'int8' is not a dtype" train --param-dtype int8 --steps 0
 expect 2 "--reduce-dtype 'int8' is not a dtype" train --reduce-dtype int8 --steps 0
 
