@@ -14,6 +14,8 @@
 int comm_nccl_available(void);
 
 /* Collective over the group: every rank of mpi_comm must call it. dev must be a CUDA device.
+ * A failure a rank meets before NCCL's own set-up (its stream, rank 0's unique id) fails every
+ * rank: that rank with its error, the others naming it.
  * The communicator's collectives (and its duplicates') run on at most max_ctas thread blocks
  * (1..32: ncclConfig_t's maxCTAs), so that those overlapping compute leave it the other SMs. */
 st_status comm_nccl_create(comm **out, MPI_Comm mpi_comm, const char *group_name,
