@@ -22,7 +22,7 @@
 static const char *const class_names[SIM_CLASS_COUNT] = {
     "matmul",   "attention_fwd", "attention_bwd", "norm_fwd", "norm_bwd",
     "gelu_fwd", "gelu_bwd",      "elementwise",   "fill",     "loss_fwd",
-    "loss_bwd", "optimizer",     "cast"};
+    "loss_bwd", "optimizer",     "grad_norm",     "cast"};
 
 const char *sim_op_class_name(sim_op_class c) {
   return c >= 0 && c < SIM_CLASS_COUNT ? class_names[c] : "?";

@@ -27,7 +27,8 @@ typedef enum sim_op_class {
   SIM_FILL,        /* zero-fills of gradient buffers */
   SIM_LOSS_FWD,    /* softmax cross-entropy over the vocabulary (fused: with its gradient) */
   SIM_LOSS_BWD,
-  SIM_OPTIMIZER, /* AdamW and the gradient's sum of squares over the owned shard */
+  SIM_OPTIMIZER, /* AdamW over the owned shard */
+  SIM_GRAD_NORM, /* the gradient's sum of squares (and fp16's finite check) over the shard */
   SIM_CAST,      /* dtype conversions (fp32 compute copies of bf16 buffers on the CPU) */
   SIM_CLASS_COUNT
 } sim_op_class;

@@ -311,7 +311,7 @@ static void micro_batch(replay *p, int reduce) {
 /* After the backward: norm, loss, AdamW and publishing (train_step.c). */
 static void optimizer(replay *p) {
   const double start = p->tc;
-  for (int u = 0; u < p->n; u++) compute(p, SIM_OPTIMIZER, p->c->sumsq[kind_of(p, u)]);
+  for (int u = 0; u < p->n; u++) compute(p, SIM_GRAD_NORM, p->c->sumsq[kind_of(p, u)]);
   blocking(p, SIM_COMM_SCALAR, p->c->scalars);
   for (int u = 0; u < p->n; u++) {
     compute(p, SIM_OPTIMIZER, p->c->adamw[kind_of(p, u)]);
