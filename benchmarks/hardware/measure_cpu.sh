@@ -5,8 +5,8 @@
 #   intra_bw, intra_latency    mpi_p2p (two ranks, ping-pong); one node, so inter_* = intra_*
 #   eff_<op class>             cpu_op_timings: every kernel of the validation models' micro-
 #                              batches against its roofline (benchmarks/kernels)
-#   eff_<collective>           mpi_collectives.sh: the engine's collectives on 2 ranks, 16 MiB
-#                              gathered or reduced (8 MiB per rank for the all-reduce)
+#   eff_<collective>@<ranks>   mpi_collectives.sh: the engine's collectives on 2, 4 and 8
+#                              ranks from 256 KiB to 32 MiB, as curves of efficiency by size
 #   compute_slots              the cores: ranks beyond them take turns
 # The per-kernel and per-collective tables it measured are kept next to the file (.txt).
 #
@@ -42,13 +42,14 @@ intra_bw = $link
 intra_latency = $lat
 inter_bw = $link
 inter_latency = $lat
+compute_slots = $cores
 kernels = cpu
 EOF
 # The validation models' shapes (benchmarks/validate_simulator.sh), without and with tp 2,
 # and an optimizer pass over M1's parameters and one over M2's.
 bazel-bin/benchmarks/cpu_op_timings --hardware "$base" opt,3300000 opt,6500000 \
   256,4,256,4,256,1 256,4,256,4,256,2 512,8,64,1,256,1 | tee -a "$log" > "$out.ops"
-benchmarks/hardware/mpi_collectives.sh "$base" 2 | tee -a "$log" > "$out.coll"
+benchmarks/hardware/mpi_collectives.sh "$base" 2 4 8 | tee -a "$log" > "$out.coll"
 rm -f "$base"
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$log"
 
@@ -69,7 +70,7 @@ echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$log"
   echo "overlap = 0            # MPI requests progress only inside MPI calls"
   echo "kernels = cpu"
   grep '^eff_' "$out.ops"
-  awk '$1 == 2 { last[$2] = $6 } END { for (op in last) print "eff_" op " = " last[op] }' "$out.coll"
+  grep '^eff_' "$out.coll"
 } > "$out"
 rm -f "$out.ops" "$out.coll"
 echo "wrote $out (and $log)"

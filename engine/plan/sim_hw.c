@@ -22,7 +22,7 @@
 static const char *const class_names[SIM_CLASS_COUNT] = {
     "matmul",   "attention_fwd", "attention_bwd", "norm_fwd", "norm_bwd",
     "gelu_fwd", "gelu_bwd",      "elementwise",   "fill",     "loss_fwd",
-    "loss_bwd", "optimizer",     "cast"};
+    "loss_bwd", "optimizer",     "grad_norm",     "cast"};
 
 const char *sim_op_class_name(sim_op_class c) {
   return c >= 0 && c < SIM_CLASS_COUNT ? class_names[c] : "?";
@@ -110,6 +110,11 @@ int sim_hw_has_host_link(const sim_hardware *hw) {
   return hw->host_link_bw > 0 && hw->host_mem_bw > 0;
 }
 
+double sim_hw_comm_efficiency(const sim_hardware *hw, sim_collective c, int ranks, double bytes) {
+  const sim_comm_curve *curve = sim_comm_curve_for(hw->comm_curves[c], ranks);
+  return curve ? sim_comm_curve_at(curve, bytes) : hw->comm_efficiency[c];
+}
+
 double sim_hw_peak(const sim_hardware *hw, int param_bytes) {
   if (hw->kernels == SIM_KERNELS_CPU || param_bytes >= 4) return hw->peak_flops_fp32;
   return hw->peak_flops;
@@ -148,6 +153,17 @@ st_status sim_hw_check(const sim_hardware *h) {
     if (!isfinite(h->comm_efficiency[c]) || h->comm_efficiency[c] <= 0) {
       return st_error(ST_ERR_INVALID_ARG, "hardware '%s': eff_%s = %g must be > 0", h->name,
                       collective_names[c], h->comm_efficiency[c]);
+    }
+  }
+  for (int c = 0; c < SIM_COLLECTIVE_COUNT; c++) {
+    for (int k = 0; k < SIM_CURVES; k++) {
+      const sim_comm_curve *curve = &h->comm_curves[c][k];
+      if (curve->ranks == 0) continue;
+      char what[96];
+      snprintf(what, sizeof what, "hardware '%s': eff_%s@%d", h->name, collective_names[c],
+               curve->ranks);
+      if (curve->ranks < 0) return st_error(ST_ERR_INVALID_ARG, "%s: ranks must be >= 1", what);
+      ST_CHECK(sim_comm_curve_check(curve, what));
     }
   }
   if (h->gpus_per_node < 1 || h->compute_slots < 0 || (h->overlap != 0 && h->overlap != 1)) {
@@ -211,12 +227,45 @@ static st_status parse_number(const char *path, int line, const char *key, const
   return ST_OK;
 }
 
+/* `eff_<collective>@<ranks> = BYTES:EFF ...`: a collective's curve for groups of <ranks>. */
+static st_status parse_curve(const char *path, int line, const char *key, const char *value,
+                             sim_hardware *h) {
+  const char *at = strchr(key, '@');
+  char what[1200]; /* the path, line and key */
+  snprintf(what, sizeof what, "hardware file %s line %d: %s", path, line, key);
+  char name[32];
+  snprintf(name, sizeof name, "%.*s", (int)(at - key - 4), key + 4);
+  int c = 0;
+  while (c < SIM_COLLECTIVE_COUNT && strcmp(name, collective_names[c]) != 0) c++;
+  char *end = NULL;
+  const long ranks = strtol(at + 1, &end, 10);
+  if (c == SIM_COLLECTIVE_COUNT || end == at + 1 || *end != '\0' || ranks < 1 || ranks > 1 << 20) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "%s: not eff_<all_gather|reduce_scatter|all_reduce>@<ranks >= 1>", what);
+  }
+  sim_comm_curve *slot = NULL;
+  for (int k = 0; k < SIM_CURVES && !slot; k++) {
+    sim_comm_curve *curve = &h->comm_curves[c][k];
+    if (curve->ranks == ranks) return st_error(ST_ERR_INVALID_ARG, "%s: given twice", what);
+    if (curve->ranks == 0) slot = curve;
+  }
+  if (!slot) {
+    return st_error(ST_ERR_INVALID_ARG, "%s: more than %d group sizes for %s", what, SIM_CURVES,
+                    collective_names[c]);
+  }
+  ST_CHECK(sim_comm_curve_parse(value, what, slot));
+  slot->ranks = (int)ranks;
+  return ST_OK;
+}
+
 /* One `key = value` line into the description; `seen` marks the required keys found. */
 static st_status parse_line(const char *path, int line, char *key, char *value, sim_hardware *h,
                             int seen[REQUIRED]) {
   for (int i = 0; i < REQUIRED; i++) {
     if (strcmp(key, required_keys[i]) == 0) seen[i] = 1;
   }
+  if (strncmp(key, "eff_", 4) == 0 && strchr(key, '@'))
+    return parse_curve(path, line, key, value, h);
   double *field = double_field(h, key);
   if (field && strncmp(key, "eff_", 4) == 0 && strncmp(h->calibration, "none", 4) == 0) {
     snprintf(h->calibration, sizeof h->calibration, "efficiencies from %s", path);

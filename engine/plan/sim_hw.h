@@ -9,6 +9,7 @@
 #ifndef ST_ENGINE_PLAN_SIM_HW_H
 #define ST_ENGINE_PLAN_SIM_HW_H
 
+#include "engine/plan/sim_comm_curve.h"
 #include "shardtrain.h"
 
 /* The classes of ops whose achieved fraction of the roofline is calibrated separately: ops
@@ -26,7 +27,8 @@ typedef enum sim_op_class {
   SIM_FILL,        /* zero-fills of gradient buffers */
   SIM_LOSS_FWD,    /* softmax cross-entropy over the vocabulary (fused: with its gradient) */
   SIM_LOSS_BWD,
-  SIM_OPTIMIZER, /* AdamW and the gradient's sum of squares over the owned shard */
+  SIM_OPTIMIZER, /* AdamW over the owned shard */
+  SIM_GRAD_NORM, /* the gradient's sum of squares (and fp16's finite check) over the shard */
   SIM_CAST,      /* dtype conversions (fp32 compute copies of bf16 buffers on the CPU) */
   SIM_CLASS_COUNT
 } sim_op_class;
@@ -74,9 +76,17 @@ typedef struct sim_hardware {
   sim_kernels kernels;
   double efficiency[SIM_CLASS_COUNT];           /* achieved fraction of the roofline, per class */
   double comm_efficiency[SIM_COLLECTIVE_COUNT]; /* achieved fraction of the link bandwidth */
-  double op_overhead;                           /* seconds added to every kernel call */
-  char calibration[160];                        /* where the efficiencies come from */
+  /* Where measured: the fraction by buffer size, per group size (sim_comm_curve.h); a
+   * collective with a curve ignores its comm_efficiency. */
+  sim_comm_curve comm_curves[SIM_COLLECTIVE_COUNT][SIM_CURVES];
+  double op_overhead;    /* seconds added to every kernel call */
+  char calibration[160]; /* where the efficiencies come from */
 } sim_hardware;
+
+/* The fraction of the link bandwidth collective `c` reaches on a group of `ranks` over a buffer
+ * of `bytes`: its curve's where the description has one (sim_comm_curve_for), else its one
+ * comm_efficiency. */
+double sim_hw_comm_efficiency(const sim_hardware *hw, sim_collective c, int ranks, double bytes);
 
 /* The built-in description of a GPU named as its driver names it (device_product_name): "H100"
  * (the SXM part: not "PCIe" or "NVL", whose peaks are lower) is h100, "H200" (not "NVL") h200,
@@ -92,7 +102,9 @@ st_status sim_hw_builtin(const char *name, sim_hardware *out);
 
 /* Reads a `key = value` file ('#' starts a comment). The required keys are peak_flops,
  * mem_bw, intra_bw, intra_latency, inter_bw and inter_latency; a missing one, a negative or
- * malformed number, or an unknown key is ST_ERR_INVALID_ARG naming the file and the key. */
+ * malformed number, or an unknown key is ST_ERR_INVALID_ARG naming the file and the key.
+ * `eff_<collective>@<ranks> = BYTES:EFF ...` gives a collective's curve for groups of <ranks>
+ * (one line per group size). */
 st_status sim_hw_load(const char *path, sim_hardware *out);
 
 /* Checks a description (also run by the two functions above). */

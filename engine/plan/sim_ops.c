@@ -125,7 +125,7 @@ sim_op sim_op_make(const sim_shape *s, sim_kind kind, const char *label, int64_t
       op.bytes = (double)m * ((double)n + 24.0 + (double)k);
       break;
     case SIM_K_SUMSQ:
-      op.cls = SIM_OPTIMIZER;
+      op.cls = SIM_GRAD_NORM;
       op.flops = 2.0 * (double)m;
       op.bytes = (double)m * (double)n;
       break;

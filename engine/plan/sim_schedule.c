@@ -59,6 +59,16 @@ static double offloaded_adamw_time(const sim_hardware *hw, double owned, int gra
   return copies + owned * (grad_bytes + 24.0 + param_bytes) / hw->host_mem_bw;
 }
 
+/* A collective of `n` ranks over `bytes` on `link` at the fraction of its bandwidth the
+ * hardware's calibration gives for that group size and buffer. */
+static double collective_time(const sim_hardware *hw, sim_collective op, int n, double bytes,
+                              sim_link link) {
+  const double moved = bytes / sim_hw_comm_efficiency(hw, op, n, bytes);
+  if (op == SIM_ALL_GATHER) return sim_ring_all_gather(n, moved, link);
+  if (op == SIM_REDUCE_SCATTER) return sim_ring_reduce_scatter(n, moved, link);
+  return sim_all_reduce(n, moved, link);
+}
+
 st_status sim_costs_of(const sim_hardware *hw, const plan_input *in, sim_costs *c) {
   memset(c, 0, sizeof *c);
   ST_CHECK(check_input(in));
@@ -77,10 +87,9 @@ st_status sim_costs_of(const sim_hardware *hw, const plan_input *in, sim_costs *
                  dp = sim_group_link(hw, in->R * in->S, in->T);
   /* Each collective on its link at its calibrated fraction of the bandwidth; on a node with
    * fewer compute slots than ranks (a CPU), the copies take turns too. */
-  const double *eff = hw->comm_efficiency, stretch = c->slowdown;
-#define AG(n, bytes, l) (stretch * sim_ring_all_gather(n, (bytes) / eff[SIM_ALL_GATHER], l))
-#define RS(n, bytes, l) (stretch * sim_ring_reduce_scatter(n, (bytes) / eff[SIM_REDUCE_SCATTER], l))
-#define AR(n, bytes, l) (stretch * sim_all_reduce(n, (bytes) / eff[SIM_ALL_REDUCE], l))
+#define AG(n, bytes, l) (c->slowdown * collective_time(hw, SIM_ALL_GATHER, n, bytes, l))
+#define RS(n, bytes, l) (c->slowdown * collective_time(hw, SIM_REDUCE_SCATTER, n, bytes, l))
+#define AR(n, bytes, l) (c->slowdown * collective_time(hw, SIM_ALL_REDUCE, n, bytes, l))
   const int pb = (int)dtype_size(in->precision.param), gb = (int)dtype_size(in->precision.reduce);
   const int cpu = hw->kernels == SIM_KERNELS_CPU;
   /* fp16 trains with loss scaling (train_options_loss_scaler): a finite check over the owned
@@ -302,7 +311,7 @@ static void micro_batch(replay *p, int reduce) {
 /* After the backward: norm, loss, AdamW and publishing (train_step.c). */
 static void optimizer(replay *p) {
   const double start = p->tc;
-  for (int u = 0; u < p->n; u++) compute(p, SIM_OPTIMIZER, p->c->sumsq[kind_of(p, u)]);
+  for (int u = 0; u < p->n; u++) compute(p, SIM_GRAD_NORM, p->c->sumsq[kind_of(p, u)]);
   blocking(p, SIM_COMM_SCALAR, p->c->scalars);
   for (int u = 0; u < p->n; u++) {
     compute(p, SIM_OPTIMIZER, p->c->adamw[kind_of(p, u)]);

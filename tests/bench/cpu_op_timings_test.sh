@@ -43,7 +43,7 @@ if [ "$counts" = "$want" ]; then echo "ok: calls per phase: $counts"; else
 fi
 # Every class the list meets (loss_fwd belongs to evaluation, which the list does not run).
 classes=$(sed -n 's/^eff_\([a-z_]*\) = [0-9.]*$/\1/p' "$hw.out" | tr '\n' ' ')
-want="matmul attention_fwd attention_bwd norm_fwd norm_bwd gelu_fwd gelu_bwd elementwise fill loss_bwd optimizer cast "
+want="matmul attention_fwd attention_bwd norm_fwd norm_bwd gelu_fwd gelu_bwd elementwise fill loss_bwd optimizer grad_norm cast "
 if [ "$classes" = "$want" ]; then echo "ok: classes: $classes"; else
   echo "FAIL: classes: '$classes', want '$want'"; cat "$hw.out"; fail=1
 fi

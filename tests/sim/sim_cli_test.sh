@@ -42,12 +42,15 @@ grep -v '^mem_bw' "$good" > "$work/missing.hw"
 sed 's/^inter_bw = .*/inter_bw = -5/' "$good" > "$work/negative.hw"
 sed 's/^peak_flops = .*/peak_flops = fast/' "$good" > "$work/word.hw"
 printf 'peak_flops = 1\nfrobs = 2\n' > "$work/unknown.hw"
+{ cat "$good"; echo "eff_reduce_scatter@2 = 4194304:0.3 1048576:0.4"; } > "$work/curve.hw"
 
 expect 2 "--gpu 'v100' is not one of h100, h200, a100" simulate --gpu v100
 expect 2 "missing required key 'mem_bw'" simulate --hardware "$work/missing.hw"
 expect 2 "inter_bw = '-5' is not a finite number >= 0" simulate --hardware "$work/negative.hw"
 expect 2 "peak_flops = 'fast' is not a finite number" simulate --hardware "$work/word.hw"
 expect 2 "unknown key 'frobs'" simulate --hardware "$work/unknown.hw"
+expect 2 "eff_reduce_scatter@2: size 1.04858e+06 of point 2 must be > 0 and above the last" \
+  simulate --hardware "$work/curve.hw"
 expect 2 "$work/none.hw: cannot open" simulate --hardware "$work/none.hw"
 expect 2 "give one of --gpu NAME or --hardware FILE" simulate
 expect 2 "give one of --gpu NAME or --hardware FILE" simulate --gpu h100 --hardware "$good"

@@ -58,7 +58,7 @@ static const hand_case hand_cases[] = {
      * gradients' sum of squares reads them once (bf16: 2 bytes), 2 FLOPs an element. */
     {SIM_K_ADAMW, 1000, 4, 4, 0, 0, SIM_OPTIMIZER, 16000, 32000},
     {SIM_K_ADAMW, 1000, 2, 2, 0, 0, SIM_OPTIMIZER, 16000, 28000},
-    {SIM_K_SUMSQ, 1000, 2, 0, 0, 0, SIM_OPTIMIZER, 2000, 2000},
+    {SIM_K_SUMSQ, 1000, 2, 0, 0, 0, SIM_GRAD_NORM, 2000, 2000},
 };
 
 static void check_hand_cases(void) {

@@ -47,6 +47,7 @@ expect 2 "$work/missing.safetensors" train --init-from "$work/missing.safetensor
 expect 2 "bad.safetensors" train --init-from "$work/bad.safetensors" --steps 0
 expect 2 "no usable GPU" train --device cuda --steps 0
 expect 2 "--tp: 'two' is not an integer" selftest --tp two
+expect 2 "--cold-cache-mib must be 0 to 65536, got -1" selftest --cold-cache-mib -1
 expect 2 "n_layer 2000: at most 1024 layers" train --n-layer 2000 --steps 0
 expect 2 "--peak-tflops must be a positive number of TFLOP/s, got -1" train --steps 0 --peak-tflops -1
 expect 2 "--peak-tflops: 'abc' is not a finite number" train --steps 0 --peak-tflops abc
