@@ -279,6 +279,11 @@ static st_status report(bench *b, const sim_hardware *hw, const char *phase, con
     }
   }
   ST_CHECK(time_op(b, op, seq, &measured));
+  if (measured <= 0) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "%s %s: measured 0 s, below the thread clock's resolution: time a larger shape",
+                    phase, op->label);
+  }
   const double roof = sim_op_time(hw, op, hw->peak_flops_fp32);
   tot->roofline[op->cls] += roof;
   tot->measured[op->cls] += measured;
