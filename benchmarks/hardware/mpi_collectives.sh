@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # The engine's own collectives on this machine (`shardtrain selftest`, the MPI backend with its
-# non-blocking calls and polling wait; each op timed alone with cold caches, twice this
-# machine's 32 MiB L3 written before it, as inside a training step) against the simulator's model on the link of a hardware
-# file: per op, rank count and buffer size, the measured time, the model's time at full link
-# speed (sim_collective.h's ring all-gather and reduce-scatter, the faster of ring and tree for
-# the all-reduce, stretched by ranks / compute_slots where the ranks outnumber the file's
-# cores, as sim_schedule.c stretches them), and their ratio: the fraction of the link the
-# collective reaches. Reductions add arithmetic, and the library picks its own algorithms per
-# size, so the ratio depends on the size: Open MPI's reduce-scatter here falls from about 0.4 of
-# the link at 1 MiB to 0.1 at 16 MiB. The table ends with the ratios as the hardware file's
-# curves, `eff_<op>@<ranks> = BYTES:RATIO ...` (engine/plan/sim_comm_curve.h).
+# non-blocking calls and polling wait; each op timed alone from its last rank's start, with cold
+# caches: twice this machine's 32 MiB L3 written before it, as inside a training step) against
+# the simulator's model on the link of a hardware file: per op, rank count and buffer size, the
+# measured time, the model's time at full link speed (sim_collective.h's ring all-gather and
+# reduce-scatter, the faster of ring and tree for the all-reduce, stretched by ranks /
+# compute_slots where the ranks outnumber the file's cores, as sim_schedule.c stretches them),
+# and their ratio: the fraction of the link the collective reaches. Reductions add arithmetic,
+# and the library picks its own algorithms per size, so the ratio depends on the size: Open
+# MPI's reduce-scatter here loses more than half its speed between 14 and 16 MiB. The table
+# ends with the ratios as the hardware file's curves, `eff_<op>@<ranks> = BYTES:RATIO ...`
+# (engine/plan/sim_comm_curve.h).
 #
 # Usage: benchmarks/hardware/mpi_collectives.sh HARDWARE_FILE [RANKS...]  (default 2 4 8)
 set -euo pipefail

@@ -270,8 +270,9 @@ static st_status report(bench *b, const sim_hardware *hw, const char *phase, con
   double measured = 0;
   refill(b);
   if (op->kind == SIM_K_GELU_FWD || op->kind == SIM_K_GELU_BWD) {
-    /* GELU's cost depends on its input (glibc's tanhf branches on the magnitude): draw it as
-     * the MLP's up-projection gives it at GPT-2's initialisation, N(0, 0.02^2 x fan-in). */
+    /* GELU's input as the MLP's up-projection gives it at GPT-2's initialisation, N(0, 0.02^2
+     * x fan-in): the kernel's cost no longer depends on it (glibc's tanhf, which it used until
+     * 2026-11-23, branched on the magnitude), but a kernel's might again. */
     const float scale = 0.02f * sqrtf((float)op->k);
     for (size_t j = 0; j < b->floats; j++) {
       b->buf[1][j] *= scale;

@@ -5,8 +5,9 @@
  *
  * By default the timed ops run back to back, as nccl-tests times them. `--cold-cache-mib N`
  * times each op alone, after every rank has written N MiB of host scratch (evicting the
- * buffers from a last-level cache smaller than that) and met the others at a barrier: what a
- * collective costs inside a training step, whose other work has evicted its buffers. On this
+ * buffers from a last-level cache smaller than that) and met the others at a barrier, from the
+ * last rank's start to the last rank's end: what a collective costs inside a training step,
+ * whose other work has evicted its buffers. On this
  * project's CPU machine Open MPI's 12 MiB reduce-scatter takes 2.0 ms back to back and 3.0-3.3
  * ms cold (docs/SIMULATOR.md); the simulator's CPU calibration measures it cold. */
 #include <mpi.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/check_mpi.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/cli/commands.h"
@@ -94,28 +96,50 @@ static void evict_caches(op_buffers *b, int pass) {
   for (size_t k = 0; k < b->cold_bytes; k += 64) b->evict[k] = (unsigned char)(k + pass);
 }
 
+/* Back to back: the clock runs from a barrier to the sync after the last op. */
+static st_status time_back_to_back(comm *c, op_buffers *b, comm_op op, size_t count, int iters,
+                                   double *seconds) {
+  ST_CHECK(comm_barrier(c, NULL));
+  const double start = MPI_Wtime();
+  for (int i = 0; i < iters; i++) ST_CHECK(run_op(c, b, op, count));
+  ST_CHECK(stream_sync(&b->stream));
+  *seconds = (MPI_Wtime() - start) / iters;
+  return ST_OK;
+}
+
+/* Cold: each op alone, after the eviction and a barrier, timed from the last rank's start to
+ * the last rank's end. Ranks leave a barrier at different times (by whole scheduler slices
+ * where they outnumber the cores), and that skew is no part of the collective's cost; a
+ * training step's collectives start when their last rank arrives. The ranks' clocks must agree,
+ * as they do on one node. */
+static st_status time_cold(comm *c, op_buffers *b, comm_op op, size_t count, int iters,
+                           double *seconds) {
+  double total = 0;
+  for (int i = 0; i < iters; i++) {
+    evict_caches(b, i);
+    ST_CHECK(comm_barrier(c, NULL));
+    double t[2] = {MPI_Wtime(), 0};
+    ST_CHECK(run_op(c, b, op, count));
+    ST_CHECK(stream_sync(&b->stream));
+    t[1] = MPI_Wtime();
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, t, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    total += t[1] - t[0];
+  }
+  *seconds = total / iters;
+  return ST_OK;
+}
+
 /* Runs one op `iters` times on one group, back to back or each alone with cold caches;
  * returns this rank's seconds per op and its number of wrong result elements. */
 static st_status measure(comm *c, op_buffers *b, comm_op op, size_t count, int iters,
                          double *seconds, int *wrong) {
   int me = comm_rank(c), n = comm_size(c);
   ST_CHECK(fill_inputs(b, op, me, n, count));
-  /* The clock runs from a barrier to a sync: around all the ops back to back, around each op
-   * when cold. */
-  double total = 0;
-  for (int i = 0; i < iters; i++) {
-    if (i == 0 || b->evict) {
-      if (b->evict) evict_caches(b, i);
-      ST_CHECK(comm_barrier(c, NULL));
-      total -= MPI_Wtime();
-    }
-    ST_CHECK(run_op(c, b, op, count));
-    if (i == iters - 1 || b->evict) {
-      ST_CHECK(stream_sync(&b->stream));
-      total += MPI_Wtime();
-    }
+  if (b->evict) {
+    ST_CHECK(time_cold(c, b, op, count, iters, seconds));
+  } else {
+    ST_CHECK(time_back_to_back(c, b, op, count, iters, seconds));
   }
-  *seconds = total / iters;
   *wrong = count_wrong(b, op, me, n, count);
   return ST_OK;
 }
