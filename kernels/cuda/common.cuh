@@ -163,20 +163,34 @@ __device__ __forceinline__ T block_sum(T v, T *scratch) {
   return warp_sum(total);
 }
 
-// GPT-2's tanh GELU and its derivative, in fp32, the formulas of kernels/cpu/gelu.c.
+// GPT-2's tanh GELU and its derivative, in fp32, the formulas of kernels/cpu/gelu.c: 1 + tanh u
+// and 1 - tanh u straight from e = exp(-2|u|), as 2 / (1 + e) and 2e / (1 + e) by the sign of
+// u, without the cancellation of 1 + tanhf(u) in the negative tail.
 constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluCubic = 0.044715f;
 
+__device__ __forceinline__ float gelu_u(float x) {
+  return kGeluScale * (x + kGeluCubic * x * x * x);
+}
+
+__device__ __forceinline__ void tanh_parts(float u, float *plus, float *minus) {
+  const float e = expf(-2.0f * fabsf(u));
+  const float large = 2.0f / (1.0f + e), small = large * e;
+  *plus = u >= 0.0f ? large : small;
+  *minus = u >= 0.0f ? small : large;
+}
+
 __device__ __forceinline__ float gelu(float x) {
-  float u = kGeluScale * (x + kGeluCubic * x * x * x);
-  return 0.5f * x * (1.0f + tanhf(u));
+  float plus, minus;
+  tanh_parts(gelu_u(x), &plus, &minus);
+  return 0.5f * x * plus;
 }
 
 __device__ __forceinline__ float gelu_grad(float x) {
-  float u = kGeluScale * (x + kGeluCubic * x * x * x);
-  float th = tanhf(u);
+  float plus, minus;
+  tanh_parts(gelu_u(x), &plus, &minus);
   float du_dx = kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
-  return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du_dx;
+  return 0.5f * plus + 0.5f * x * (plus * minus) * du_dx;
 }
 
 // Blocks for a grid-stride loop over `work` items of `per_block` each, capped: memory-bound
