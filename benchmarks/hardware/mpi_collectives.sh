@@ -13,13 +13,24 @@
 # (engine/plan/sim_comm_curve.h).
 #
 # Usage: benchmarks/hardware/mpi_collectives.sh HARDWARE_FILE [RANKS...]  (default 2 4 8)
+# Environment, for a GPU machine (a bundle from tools/gpu_bundle.sh, no Bazel there):
+#   SHARDTRAIN=gpu/bin/shardtrain             the binary (default: built here with Bazel)
+#   SELFTEST_FLAGS="--device cuda --backend nccl"
+#   LAUNCH_WRAPPER=gpu/bin/nccl-hostid        run under mpirun before the binary (ranks sharing
+#                                             one GPU over NCCL's socket transport)
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-hw=$1
+hw=$(realpath "$1")
 shift
+cd "$(dirname "$0")/../.."
 ranks=("$@")
 [ ${#ranks[@]} -gt 0 ] || ranks=(2 4 8)
-bazel build -c opt //engine/cli:shardtrain >/dev/null 2>&1
+st=${SHARDTRAIN:-}
+if [ -z "$st" ]; then
+  bazel build -c opt //engine/cli:shardtrain >/dev/null 2>&1
+  st=bazel-bin/engine/cli/shardtrain
+fi
+# shellcheck disable=SC2206
+launch=(${LAUNCH_WRAPPER:-} "$st" selftest ${SELFTEST_FLAGS:-})
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 bw=$(sed -n 's/^intra_bw *= *\([^ #]*\).*/\1/p' "$hw")
@@ -37,7 +48,7 @@ for n in "${ranks[@]}"; do
     count=$((total / 4 / n))
     best=""
     for rep in 1 2 3 4 5; do
-      out=$(mpirun -np "$n" --oversubscribe --bind-to none bazel-bin/engine/cli/shardtrain selftest \
+      out=$(mpirun -np "$n" --oversubscribe --bind-to none "${launch[@]}" \
         --count "$count" --iters 20 --cold-cache-mib 64 2>&1 | grep -E '^shard +[0-9]')
       best=$(printf '%s\n%s\n' "$best" "$out" | awk 'NF >= 6 {
           key = $3; t = $5; if (!(key in m) || t < m[key]) { m[key] = t; b[key] = $4 } }
