@@ -7,9 +7,9 @@
  * times each op alone, after every rank has written N MiB of host scratch (evicting the
  * buffers from a last-level cache smaller than that) and met the others at a barrier, from the
  * last rank's start to the last rank's end: what a collective costs inside a training step,
- * whose other work has evicted its buffers. On this
- * project's CPU machine Open MPI's 12 MiB reduce-scatter takes 2.0 ms back to back and 3.0-3.3
- * ms cold (docs/SIMULATOR.md); the simulator's CPU calibration measures it cold. */
+ * whose other work has evicted its buffers. On this project's CPU machine Open MPI's 12 MiB
+ * reduce-scatter on 2 ranks takes 2.0-2.3 ms back to back and 2.4-3.3 ms cold
+ * (docs/SIMULATOR.md); the simulator's CPU calibration measures it cold. */
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
@@ -108,10 +108,10 @@ static st_status time_back_to_back(comm *c, op_buffers *b, comm_op op, size_t co
 }
 
 /* Cold: each op alone, after the eviction and a barrier, timed from the last rank's start to
- * the last rank's end. Ranks leave a barrier at different times (by whole scheduler slices
- * where they outnumber the cores), and that skew is no part of the collective's cost; a
- * training step's collectives start when their last rank arrives. The ranks' clocks must agree,
- * as they do on one node. */
+ * the last rank's end (over the job: every group of the kind runs the op at once). Ranks leave
+ * a barrier at different times (by whole scheduler slices where they outnumber the cores), and
+ * that skew is no part of the collective's cost; a training step's collectives start when
+ * their last rank arrives. The ranks' clocks must agree, as they do on one node. */
 static st_status time_cold(comm *c, op_buffers *b, comm_op op, size_t count, int iters,
                            double *seconds) {
   double total = 0;
