@@ -3,7 +3,7 @@
 # number measured here by the benchmarks beside this script:
 #   peak_flops, mem_bw         sgemm_peak, mem_bandwidth (one core: OMP_NUM_THREADS=1)
 #   intra_bw, intra_latency    mpi_p2p (two ranks, ping-pong); one node, so inter_* = intra_*
-#   eff_<op class>             cpu_op_timings: every kernel of the validation models' micro-
+#   eff_<op class>             op_timings: every kernel of the validation models' micro-
 #                              batches against its roofline (benchmarks/kernels)
 #   eff_<collective>@<ranks>   mpi_collectives.sh: the engine's collectives on 2, 4 and 8
 #                              ranks from 256 KiB to 32 MiB, as curves of efficiency by size
@@ -47,7 +47,7 @@ kernels = cpu
 EOF
 # The validation models' shapes (benchmarks/validate_simulator.sh), without and with tp 2,
 # and an optimizer pass over M1's parameters and one over M2's.
-bazel-bin/benchmarks/cpu_op_timings --hardware "$base" opt,3300000 opt,6500000 \
+bazel-bin/benchmarks/op_timings --hardware "$base" opt,3300000 opt,6500000 \
   256,4,256,4,256,1 256,4,256,4,256,2 512,8,64,1,256,1 | tee -a "$log" > "$out.ops"
 benchmarks/hardware/mpi_collectives.sh "$base" 2 4 8 | tee -a "$log" > "$out.coll"
 rm -f "$base"

@@ -21,7 +21,7 @@ static double cost_matmul(const sim_shape *s, sim_kind kind, double m, double n,
     }
   } else {
     *bytes = fwd ? a * (m * k + k * n + m * n) + (gelu_epilogue ? a * m * n : 0)
-                 : 2 * a * (m * n + k * n + m * k) + (gelu_epilogue ? a * m * k : 0);
+                 : 2 * a * (m * n + k * n + m * k) + (gelu_epilogue ? a * m * n : 0);
   }
   return (fwd ? 2 : 4) * m * n * k;
 }
@@ -55,8 +55,9 @@ sim_op sim_op_make(const sim_shape *s, sim_kind kind, const char *label, int64_t
     case SIM_K_HEAD_FWD:
     case SIM_K_HEAD_BWD:
       op.cls = SIM_MATMUL;
-      /* Fused: the MLP up-projection writes GELU's input and output (forward) and the
-       * down-projection's backward applies dGELU in its epilogue. */
+      /* Fused: the MLP up-projection writes GELU's input and output (forward), and its
+       * backward first turns the gradient of GELU's output into that of its input
+       * (kernel_matmul_gelu_backward's dGELU pass over [m, n]). */
       op.flops =
           cost_matmul(s, kind, (double)m, (double)n, (double)k, bias, !cpu && d == 1, &op.bytes);
       break;
@@ -200,12 +201,12 @@ int sim_phase_ops(const sim_shape *s, sim_phase phase, sim_op *ops) {
       break;
     case SIM_BLOCK_BWD:
       if (cpu) OP(SIM_K_ZERO, "dfch_gelu", BT, 4 * CL, 0, 0, 0);
-      OP(SIM_K_MATMUL_BWD, "fcproj", BT, C, 4 * CL, 1, 1); /* fused: dGELU epilogue */
+      OP(SIM_K_MATMUL_BWD, "fcproj", BT, C, 4 * CL, 0, 1);
       if (cpu) {
         OP(SIM_K_GELU_BWD, "gelu", BT, 4 * CL, C, 0, 0); /* the dGELU epilogue, in place */
         OP(SIM_K_ZERO, "dln", BT, C, 0, 0, 0);
       }
-      OP(SIM_K_MATMUL_BWD, "fc", BT, 4 * CL, C, 0, 1);
+      OP(SIM_K_MATMUL_BWD, "fc", BT, 4 * CL, C, 1, 1); /* fused: d = 1, the dGELU pass */
       OP(SIM_K_LN_BWD, "ln2", BT, C, 0, 0, 0);
       if (cpu) OP(SIM_K_ZERO, "datty", BT, CL, 0, 0, 0);
       OP(SIM_K_MATMUL_BWD, "attproj", BT, C, CL, 0, 1);
