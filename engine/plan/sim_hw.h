@@ -12,10 +12,9 @@
 #include "engine/plan/sim_curve.h"
 #include "shardtrain.h"
 
-/* The classes of ops whose achieved fraction of the roofline is calibrated separately: ops
- * of one class cost the same per FLOP or per byte at a given size (checked per shape by
- * benchmarks/kernels/op_timings), and, where the class has a curve, the size is the call's
- * roofline time. */
+/* The classes of ops whose achieved fraction of the roofline is calibrated separately, as one
+ * number or as a curve by the call's roofline time: ops of one class cost the same per FLOP or
+ * per byte at the same roofline time (checked per shape by benchmarks/kernels/op_timings). */
 typedef enum sim_op_class {
   SIM_MATMUL,        /* linear layers and the LM head, forward and backward */
   SIM_ATTENTION_FWD, /* attention: scores, softmax, weighted sum */
