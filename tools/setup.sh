@@ -6,9 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # cmake (with make, its build tool) and pkgconf: tests/install builds a program against the
-# installed library with both. python3-pip fetches the cuDNN frontend's wheel.
+# installed library with both. python3-pip fetches the cuDNN frontend's wheel. shellcheck: the
+# test command lints every shell script (tools/test.sh).
 packages=(bazel-bootstrap bazel-rules-java libopenmpi-dev openmpi-bin libopenblas-dev
-          libcjson-dev fortunes python3 python3-pip python3-matplotlib cmake make pkgconf)
+          libcjson-dev fortunes python3 python3-pip python3-matplotlib cmake make pkgconf
+          shellcheck)
 
 missing=()
 for p in "${packages[@]}"; do

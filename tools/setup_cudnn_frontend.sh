@@ -8,7 +8,7 @@
 # Never fails: without pip or PyPI it prints a note and the project builds without the cuDNN
 # attention (the other attention kernels run instead).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 
 version=1.32.0
 wheel=nvidia_cudnn_frontend-$version-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl

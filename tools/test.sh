@@ -11,9 +11,11 @@
 #      CPU-only in pass 2, under the sanitizers (run again here, their times summed to
 #      232 s in the clean-clone CI of 2026-11-23 20:05). Passes 2 and 3 share their own
 #      output base, so switching does not rebuild everything each time.
+# Before them, every shell script git tracks goes through shellcheck's warnings (the GPU suite's
+# scripts run only on a GPU machine, where a typo costs device time), counted as one check.
 # Extra arguments are passed to every `bazel test` (e.g. a target pattern's filters).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 bash tools/setup.sh || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
 
 log=$(mktemp)
@@ -30,6 +32,18 @@ run() {
   rm -f "$out"
   [ "$rc" -eq 0 ] || status=1
 }
+
+# The lint's verdict as one per-target line of the log, counted with Bazel's below.
+lint_scripts() {
+  local scripts out
+  mapfile -t scripts < <(git ls-files '*.sh' .ci/run)
+  if out=$(shellcheck -S warning "${scripts[@]}" 2>&1); then
+    echo "//:shellcheck PASSED (${#scripts[@]} scripts)" | tee -a "$log"
+  else
+    echo "$out"; echo "//:shellcheck FAILED" | tee -a "$log"
+  fi
+}
+lint_scripts
 
 run test //... "$@"
 # The CPU-only build is a separate configuration only where a CUDA toolkit was detected.

@@ -47,7 +47,7 @@ for n in "${ranks[@]}"; do
   for total in 262144 1048576 4194304 8388608 12582912 16777216 33554432; do
     count=$((total / 4 / n))
     best=""
-    for rep in 1 2 3 4 5; do
+    for _ in 1 2 3 4 5; do
       out=$(mpirun -np "$n" --oversubscribe --bind-to none "${launch[@]}" \
         --count "$count" --iters 20 --cold-cache-mib 64 2>&1 | grep -E '^shard +[0-9]')
       best=$(printf '%s\n%s\n' "$best" "$out" | awk 'NF >= 6 {

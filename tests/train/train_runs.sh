@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154  # shardtrain, prepare, mpirun_sh: set by the sourcing test
 # train_runs.sh - sourced by the end-to-end training tests. Needs $shardtrain, $prepare and
 # $mpirun_sh; prepares the byte data in $work and defines
 #   run NAME RANKS ARGS...
