@@ -151,6 +151,14 @@ st_status event_query(const st_event *event, int *done) {
   return event->backend->event_query(event->handle, done);
 }
 
+st_status event_sync(const st_event *event) {
+  if (!event->backend->event_sync) {
+    return st_error(ST_ERR_UNSUPPORTED, "the %s device cannot wait for an event",
+                    event->backend->name);
+  }
+  return event->backend->event_sync(event->handle);
+}
+
 st_status event_create_timed(const st_device *dev, st_event *out) {
   const device_backend *b = dev->backend;
   if (!b->timed_event_create || !b->event_elapsed_ms) {

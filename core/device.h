@@ -47,6 +47,9 @@ typedef struct device_backend {
   st_status (*event_record)(void *event, void *stream);
   st_status (*stream_wait_event)(void *stream, void *event);
   st_status (*event_query)(void *event, int *done);
+  /* Blocks the calling thread until the work recorded before the event has finished. NULL: the
+   * backend cannot (event_sync refuses). */
+  st_status (*event_sync)(void *event);
   /* An event that also notes when the stream reached it, for event_elapsed_ms. NULL: the
    * backend cannot time (event_create_timed refuses). */
   st_status (*timed_event_create)(void **out);
@@ -137,6 +140,9 @@ st_status event_record(const st_event *event, const st_stream *stream);
 st_status stream_wait_event(const st_stream *stream, const st_event *event);
 /* *done = 1 when all work recorded before the event has finished. */
 st_status event_query(const st_event *event, int *done);
+/* Blocks the calling thread until all work recorded before the event has finished (an event
+ * never recorded has). ST_ERR_UNSUPPORTED on a backend that cannot wait. */
+st_status event_sync(const st_event *event);
 
 /* An event that can be timed: recorded like any other, and event_elapsed_ms reads the time
  * between two of them. Separate from event_create because timing costs a little on every use

@@ -106,6 +106,12 @@ static st_status cpu_event_query(void *event, int *done) {
   return ST_OK;
 }
 
+/* The CPU runs its streams' work when it is enqueued: every event has completed. */
+static st_status cpu_event_sync(void *event) {
+  (void)event;
+  return ST_OK;
+}
+
 /* The CPU kernels compute in fp32; bf16 and fp16 buffers are upcast for compute (fp16 trains
  * with the loss scaler, optim/loss_scaler.h). */
 static int cpu_holds_params_in(int ordinal, st_dtype dtype) {
@@ -156,6 +162,7 @@ const device_backend device_backend_cpu = {
     .event_record = cpu_event_record,
     .stream_wait_event = cpu_stream_wait_event,
     .event_query = cpu_event_query,
+    .event_sync = cpu_event_sync,
     .timed_event_create = cpu_timed_event_create,
     .event_elapsed_ms = cpu_event_elapsed_ms,
     .holds_params_in = cpu_holds_params_in,

@@ -118,6 +118,11 @@ static st_status cuda_stream_wait_event(void *stream, void *event) {
   return ST_OK;
 }
 
+static st_status cuda_event_sync(void *event) {
+  CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)event));
+  return ST_OK;
+}
+
 static st_status cuda_event_query(void *event, int *done) {
   cudaError_t err = cudaEventQuery((cudaEvent_t)event);
   if (err == cudaErrorNotReady) {
@@ -170,6 +175,7 @@ const device_backend device_backend_cuda = {
     .event_record = cuda_event_record,
     .stream_wait_event = cuda_stream_wait_event,
     .event_query = cuda_event_query,
+    .event_sync = cuda_event_sync,
     .timed_event_create = cuda_timed_event_create,
     .event_elapsed_ms = cuda_event_elapsed_ms,
     .holds_params_in = cuda_holds_params_in,

@@ -30,16 +30,18 @@ st_status unit_optim_grad_sumsq(const unit *u, const kernel_backend *kb, const s
  * unchanged parameters).
  *
  * With the optimizer offloaded (unit.h) the update runs on the host over the host-resident
- * master, m and v, through the CPU backend's kernel_adamw. With staging (a GPU), the owned
- * gradients (and the step's factors) are copied to pinned host memory first and the updated owned
- * parameters copied back before unit_publish all-gathers them; the copies are synchronous (the
- * host computes on them). On a GPU they can overlap
- * other work: the gradient copy of unit u can start as soon as u's reduction is done (during the
- * backward of the units before it), the host update of u then runs while unit u + 1's gradients are
- * copied down and unit u - 1's parameters copied up, each on a copy stream ordered by events, and
- * at stage 3 the next step's forward gather of a unit waits only for that unit's upload. The global
- * gradient norm (clipping) is the one barrier: no update starts before every unit is reduced. */
+ * master, m and v (offload_host.h: on a GPU through pinned staging, chunk by chunk, the copies
+ * overlapping the host's update), and the parameters are back in the owned range before
+ * unit_publish all-gathers them. */
 st_status unit_optim_adamw(unit *u, const adamw_hparams *h, float weight_decay, int step, float lr,
                            float grad_scale, const float *factors);
+
+/* kernel_adamw over the owned elements [begin, begin + count) (offsets inside the owned range):
+ * master, m and v from that offset, `params` and `grads` already pointing at it, every buffer in
+ * memory of `kind`, the segments relative to begin. */
+st_status unit_optim_adamw_range(const unit *u, const kernel_backend *kb, const st_stream *stream,
+                                 st_device_kind kind, void *params, void *grads, int64_t begin,
+                                 int64_t count, const kernel_adamw_step *step,
+                                 const kernel_adamw_segment *segments, int segment_count);
 
 #endif /* ST_OPTIM_UNIT_OPTIM_H */

@@ -10,6 +10,7 @@
 #include "engine/model/gpt.h"
 #include "engine/plan/sim_collective.h"
 #include "engine/plan/sim_ops.h"
+#include "sharding/host_staging.h"
 #include "sharding/unit_policy.h"
 
 static const char *const comm_names[SIM_COMM_COUNT] = {"tp",        "gather",  "reduce",
@@ -49,14 +50,20 @@ static st_status measure(const plan_input *in, int64_t numel[3], int64_t shard[3
   return ST_OK;
 }
 
-/* AdamW with the optimizer offloaded to the host of a GPU (unit_optim.c's staging): the owned
- * gradients copied down and the owned parameters copied up over the host link, one after the
- * other, and the host's update reading the gradients, master, m and v and writing master, m, v
- * and the parameters at the host's memory bandwidth (the roofline: uncalibrated). */
+/* AdamW with the optimizer offloaded to the host of a GPU (optim/offload_host.h's staging): the
+ * owned range in K = owned / HOST_STAGING_CHUNK_NUMEL chunks (at least 1), each chunk's
+ * gradients copied down and its parameters copied up over the host link on one stream (c per
+ * chunk) and updated by the host between them, reading the gradients, master, m and v and
+ * writing master, m, v and the parameters at the host's memory bandwidth (h per chunk; the
+ * roofline, uncalibrated). A pipeline of two resources: the first chunk goes through both, each
+ * further chunk costs the slower of the two, (c + h) + (K - 1) max(c, h); one chunk is the
+ * serial c + h. */
 static double offloaded_adamw_time(const sim_hardware *hw, double owned, int grad_bytes,
                                    int param_bytes) {
-  const double copies = owned * (grad_bytes + param_bytes) / hw->host_link_bw;
-  return copies + owned * (grad_bytes + 24.0 + param_bytes) / hw->host_mem_bw;
+  const double chunks = owned > HOST_STAGING_CHUNK_NUMEL ? owned / HOST_STAGING_CHUNK_NUMEL : 1;
+  const double copy = owned / chunks * (grad_bytes + param_bytes) / hw->host_link_bw;
+  const double host = owned / chunks * (grad_bytes + 24.0 + param_bytes) / hw->host_mem_bw;
+  return copy + host + (chunks - 1) * (copy > host ? copy : host);
 }
 
 /* A collective of `n` ranks over `bytes` on `link` at the fraction of its bandwidth the

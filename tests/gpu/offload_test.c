@@ -2,7 +2,10 @@
  * and v live in pinned host memory (category optimizer_host; none in optimizer), its owned
  * gradients are staged down and its updated parameters back up through pinned buffers, and
  * the result equals the CPU's resident optimizer bit for bit (the same host arithmetic), for
- * fp32 and bf16. SKIP without a GPU or without CUDA. */
+ * fp32 and bf16, in one chunk and pipelined in 11 chunks of 100 elements (optim/offload_host.h:
+ * copies down ahead of the host through a ring of events, copies up behind it), and with a
+ * skipped step (the factors in device memory; nothing copied back over the parameters or their
+ * padding). SKIP without a GPU or without CUDA. */
 #include <string.h>
 
 #include "tests/optim/offload_run.h"
@@ -10,10 +13,11 @@
 
 static offload_result reference, gpu;
 
-static void check_precision(const st_device *dev, unit_precision p) {
+static void check_case(const st_device *dev, unit_precision p, const offload_case *c) {
   const st_device cpu = device_cpu();
-  CHECK_OK(offload_run(&cpu, p, 0, &reference));
-  CHECK_OK(offload_run(dev, p, 1, &gpu));
+  const offload_case resident = {.offload = 0, .skip_step = c->skip_step};
+  CHECK_OK(offload_run(&cpu, p, &resident, &reference));
+  CHECK_OK(offload_run(dev, p, c, &gpu));
   const uint64_t state = 3ull * 4 * OFFLOAD_RUN_NUMEL;
   const uint64_t staging =
       (uint64_t)OFFLOAD_RUN_NUMEL * (dtype_size(p.param) + dtype_size(p.reduce));
@@ -21,11 +25,19 @@ static void check_precision(const st_device *dev, unit_precision p) {
                 memcmp(reference.m, gpu.m, sizeof gpu.m) == 0 &&
                 memcmp(reference.v, gpu.v, sizeof gpu.v) == 0 &&
                 memcmp(reference.params, gpu.params, sizeof gpu.params) == 0,
-            "%s/%s: the GPU's offloaded state differs from the CPU's", dtype_name(p.param),
-            dtype_name(p.reduce));
+            "%s/%s, chunks of %lld, skip step %d: the GPU's offloaded state differs from the "
+            "CPU's",
+            dtype_name(p.param), dtype_name(p.reduce), (long long)c->chunk_numel, c->skip_step);
   CHECK(gpu.allocated.current[MEM_OPTIMIZER] == 0);
   CHECK(gpu.allocated.current[MEM_OPTIMIZER_HOST] == state);
   CHECK(gpu.optimizer_host_peak == state + staging);
+}
+
+static void check_precision(const st_device *dev, unit_precision p) {
+  for (int skip = 0; skip <= 3; skip += 3) { /* 3: the last step, which nothing overwrites */
+    check_case(dev, p, &(offload_case){.offload = 1, .skip_step = skip});
+    check_case(dev, p, &(offload_case){.offload = 1, .chunk_numel = 100, .skip_step = skip});
+  }
 }
 
 int main(void) {

@@ -7,7 +7,7 @@
 #include "optim/unit_optim.h"
 
 static st_status declare(unit *u) {
-  const int64_t matrix[2] = {32, 33}, vector[1] = {32};
+  const int64_t matrix[2] = {32, 33}, vector[1] = {30};
   ST_CHECK(unit_declare(u, "w", 2, matrix, TP_REPLICATED, 1, NULL));
   return unit_declare(u, "b", 1, vector, TP_REPLICATED, 1, NULL);
 }
@@ -26,7 +26,21 @@ static st_status set_grads(unit *u, int step) {
   return stream_sync(&u->stream);
 }
 
-static st_status steps(unit *u, offload_result *out) {
+/* The step's factors in device memory (kernel_step_factors's form): the gradient scale, and
+ * whether `step` is skipped; the staging poisoned before a skipped step, since a skip must copy
+ * nothing back. */
+static st_status set_factors(unit *u, const offload_case *c, int step, float *factors) {
+  const float host[KERNEL_STEP_FACTORS] = {
+      [KERNEL_STEP_GRAD_SCALE] = 0.5f, [KERNEL_STEP_SKIP] = step == c->skip_step ? 1.0f : 0};
+  ST_CHECK(stream_memcpy(&u->stream, factors, host, sizeof host));
+  host_staging *staging = &u->streams->offload;
+  if (step == c->skip_step && staging->params) {
+    memset(staging->params, 0x7f, staging->param_bytes);
+  }
+  return stream_sync(&u->stream);
+}
+
+static st_status steps(unit *u, const offload_case *c, float *factors, offload_result *out) {
   float init[OFFLOAD_RUN_NUMEL];
   for (int i = 0; i < OFFLOAD_RUN_NUMEL; i++) init[i] = (float)((i * 13) % 29 - 14) * 0.01f;
   ST_CHECK(unit_set_params(u, 0, init, u->layout.numel));
@@ -36,7 +50,8 @@ static st_status steps(unit *u, offload_result *out) {
   const adamw_hparams h = ADAMW_HPARAMS_DEFAULT;
   for (int step = 1; step <= 3; step++) {
     ST_CHECK(set_grads(u, step));
-    ST_CHECK(unit_optim_adamw(u, &h, 0.1f, step, 1e-2f, 0.5f, NULL));
+    ST_CHECK(set_factors(u, c, step, factors));
+    ST_CHECK(unit_optim_adamw(u, &h, 0.1f, step, 1e-2f, 0.5f, factors));
   }
   mem_stats peak;
   mem_stats_get(&peak);
@@ -50,14 +65,22 @@ static st_status steps(unit *u, offload_result *out) {
   return stream_sync(&u->stream);
 }
 
-st_status offload_run(const st_device *dev, unit_precision precision, int offload,
+st_status offload_run(const st_device *dev, unit_precision precision, const offload_case *c,
                       offload_result *out) {
   memset(out, 0, sizeof *out);
   kernel_backend *kb = NULL;
   ST_CHECK(kernel_backend_create(dev, &kb));
-  unit u;
-  st_status status = unit_init(&u, "offload", dev, 0, &precision, NULL, 1, 0);
+  float *factors = NULL;
+  st_status status = mem_alloc((void **)&factors, KERNEL_STEP_FACTORS * sizeof(float), MEM_DEVICE,
+                               MEM_WORKSPACE, dev);
   if (status != ST_OK) {
+    kernel_backend_destroy(kb);
+    return status;
+  }
+  unit u;
+  status = unit_init(&u, "offload", dev, 0, &precision, NULL, 1, 0);
+  if (status != ST_OK) {
+    mem_free(factors);
     kernel_backend_destroy(kb);
     return status;
   }
@@ -66,11 +89,13 @@ st_status offload_run(const st_device *dev, unit_precision precision, int offloa
   if (status == ST_OK && u.layout.numel != OFFLOAD_RUN_NUMEL) {
     status = st_error(ST_ERR_INTERNAL, "the unit has %lld elements", (long long)u.layout.numel);
   }
-  if (status == ST_OK && offload) status = unit_offload_optimizer(&u);
-  if (offload == 2) u.offload_staging = 1;
+  if (status == ST_OK && c->offload) status = unit_offload_optimizer(&u);
+  if (c->offload == 2) u.offload_staging = 1;
   if (status == ST_OK) status = unit_allocate(&u);
-  if (status == ST_OK) status = steps(&u, out);
+  if (status == ST_OK && c->chunk_numel) u.streams->offload.chunk_numel = c->chunk_numel;
+  if (status == ST_OK) status = steps(&u, c, factors, out);
   unit_free(&u);
+  mem_free(factors);
   kernel_backend_destroy(kb);
   return status;
 }

@@ -1,7 +1,9 @@
 /* offload_run.h - one unit's AdamW steps, resident or with the optimizer offloaded, for the
  * offload tests (tests/optim/offload_test.c on the CPU, tests/gpu/offload_test.c on a GPU):
- * a stage-0 unit of a 2-D and a 1-D parameter (so weight decay applies to one of them), fixed
- * initial values and gradients, three steps, then every byte of its state read back. */
+ * a stage-0 unit of a 2-D and a 1-D parameter (so weight decay applies to one of them; the
+ * 1-D one is 30 elements, padded to 32, so the range has padding that AdamW must not write),
+ * fixed initial values (the padding's included) and gradients, three steps, then every byte of
+ * its state read back. */
 #ifndef ST_TESTS_OPTIM_OFFLOAD_RUN_H
 #define ST_TESTS_OPTIM_OFFLOAD_RUN_H
 
@@ -20,9 +22,16 @@ typedef struct offload_result {
   uint64_t optimizer_host_peak;          /* during the steps */
 } offload_result;
 
-/* offload: 0 resident, 1 offloaded (staging as the device decides), 2 offloaded with the
- * staging forced on (a GPU's path, on any device). The allocator's peaks are reset. */
-st_status offload_run(const st_device *dev, unit_precision precision, int offload,
+typedef struct offload_case {
+  int offload; /* 0 resident, 1 offloaded (staging as the device decides), 2 offloaded with the
+                  staging forced on (a GPU's path, on any device) */
+  int64_t chunk_numel; /* the staging's chunks (host_staging.h); 0: the default */
+  int skip_step;       /* 0: none; else the step whose factors (in device memory, as the
+                          training step's) say skip, the staging filled with garbage before it */
+} offload_case;
+
+/* One run of `c`. The allocator's peaks are reset. */
+st_status offload_run(const st_device *dev, unit_precision precision, const offload_case *c,
                       offload_result *out);
 
 #endif /* ST_TESTS_OPTIM_OFFLOAD_RUN_H */

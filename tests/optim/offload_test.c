@@ -1,8 +1,12 @@
 /* offload_test.c - AdamW with the optimizer offloaded gives the resident optimizer's bits on
  * the CPU: in place (the CPU's device memory is host RAM) and through the pinned staging a GPU
- * uses (forced here), for fp32, bf16 and mixed param / reduce dtypes. The state moves from the
- * optimizer category to optimizer_host, with the staging (one unit's owned gradients and
- * parameters) only while it updates. */
+ * uses (forced here), in one chunk and in 11 chunks of 100 elements (more than the ring of
+ * chunks copied ahead, and cut across a parameter), for fp32, bf16 and mixed param / reduce
+ * dtypes; the padding between parameters keeps its bits; a step the factors skip changes
+ * nothing even when the staging holds garbage (another unit's parameters, on a model). The
+ * state moves from the optimizer category to optimizer_host, with the staging (one unit's owned
+ * gradients and parameters) only while it updates. */
+#include <stdio.h>
 #include <string.h>
 
 #include "tests/optim/offload_run.h"
@@ -10,30 +14,40 @@
 
 static offload_result resident, offloaded;
 
-static void check_precision(unit_precision p) {
+static void check_case(unit_precision p, const offload_case *c) {
   const st_device cpu = device_cpu();
-  CHECK_OK(offload_run(&cpu, p, 0, &resident));
+  const offload_case reference = {.offload = 0, .skip_step = c->skip_step};
+  CHECK_OK(offload_run(&cpu, p, &reference, &resident));
   const uint64_t state = 3ull * 4 * OFFLOAD_RUN_NUMEL;
   CHECK(resident.allocated.current[MEM_OPTIMIZER] == state);
   CHECK(resident.allocated.current[MEM_OPTIMIZER_HOST] == 0);
-  for (int mode = 1; mode <= 2; mode++) {
-    CHECK_OK(offload_run(&cpu, p, mode, &offloaded));
-    const char *how = mode == 1 ? "in place" : "staged";
-    const char *dtypes[2] = {dtype_name(p.param), dtype_name(p.reduce)};
-    CHECK_MSG(memcmp(resident.master, offloaded.master, sizeof resident.master) == 0 &&
-                  memcmp(resident.m, offloaded.m, sizeof resident.m) == 0 &&
-                  memcmp(resident.v, offloaded.v, sizeof resident.v) == 0,
-              "%s/%s offloaded %s: master, m or v differ", dtypes[0], dtypes[1], how);
-    CHECK_MSG(memcmp(resident.params, offloaded.params, sizeof resident.params) == 0,
-              "%s/%s offloaded %s: parameters differ", dtypes[0], dtypes[1], how);
-    CHECK(offloaded.allocated.current[MEM_OPTIMIZER] == 0);
-    CHECK(offloaded.allocated.current[MEM_OPTIMIZER_HOST] == state);
-    const uint64_t staging =
-        mode == 2 ? (uint64_t)OFFLOAD_RUN_NUMEL * (dtype_size(p.param) + dtype_size(p.reduce)) : 0;
-    CHECK_MSG(offloaded.optimizer_host_peak == state + staging,
-              "%s/%s offloaded %s: optimizer_host peak %llu, want %llu", dtypes[0], dtypes[1], how,
-              (unsigned long long)offloaded.optimizer_host_peak,
-              (unsigned long long)(state + staging));
+  CHECK_OK(offload_run(&cpu, p, c, &offloaded));
+  char how[96];
+  snprintf(how, sizeof how, "%s/%s offloaded %s, chunks of %lld, skip step %d", dtype_name(p.param),
+           dtype_name(p.reduce), c->offload == 1 ? "in place" : "staged", (long long)c->chunk_numel,
+           c->skip_step);
+  CHECK_MSG(memcmp(resident.master, offloaded.master, sizeof resident.master) == 0 &&
+                memcmp(resident.m, offloaded.m, sizeof resident.m) == 0 &&
+                memcmp(resident.v, offloaded.v, sizeof resident.v) == 0,
+            "%s: master, m or v differ", how);
+  CHECK_MSG(memcmp(resident.params, offloaded.params, sizeof resident.params) == 0,
+            "%s: parameters (or their padding) differ", how);
+  CHECK(offloaded.allocated.current[MEM_OPTIMIZER] == 0);
+  CHECK(offloaded.allocated.current[MEM_OPTIMIZER_HOST] == state);
+  const uint64_t staging =
+      c->offload == 2 ? (uint64_t)OFFLOAD_RUN_NUMEL * (dtype_size(p.param) + dtype_size(p.reduce))
+                      : 0;
+  CHECK_MSG(offloaded.optimizer_host_peak == state + staging,
+            "%s: optimizer_host peak %llu, want %llu", how,
+            (unsigned long long)offloaded.optimizer_host_peak,
+            (unsigned long long)(state + staging));
+}
+
+static void check_precision(unit_precision p) {
+  for (int skip = 0; skip <= 3; skip += 3) { /* 3: the last step, which nothing overwrites */
+    check_case(p, &(offload_case){.offload = 1, .skip_step = skip});
+    check_case(p, &(offload_case){.offload = 2, .skip_step = skip});
+    check_case(p, &(offload_case){.offload = 2, .chunk_numel = 100, .skip_step = skip});
   }
   mem_stats left;
   mem_stats_get(&left);

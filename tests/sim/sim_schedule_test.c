@@ -262,12 +262,17 @@ static void check_fit(void) {
   CHECK_STATUS(sim_fit(&hw, &req, best, 10, &found, &stats), ST_ERR_INVALID_ARG);
 }
 
-/* The offloaded optimizer (--offload optimizer) on a GPU: its AdamW is the owned elements'
- * copies over the host link, (g + p) bytes each, plus the host update, (g + 24 + p) bytes each
- * at the host's memory bandwidth. With one of the two bandwidths made enormous the other term
- * is left alone, so their ratio is (g + 24 + p) / (g + p) = 7 in bf16 at equal bandwidths;
- * doubling both halves it. On the CPU, where device memory is host RAM, offloading changes
- * nothing; hardware without a host link cannot simulate it. */
+/* The offloaded optimizer (--offload optimizer) on a GPU: its AdamW pipelines K chunks of the
+ * owned range (K = owned / 2^20 elements, at least 1) through the copies over the host link,
+ * (g + p) bytes an element, and the host update, (g + 24 + p) bytes an element at the host's
+ * memory bandwidth: (c + h) + (K - 1) max(c, h) for c and h the per-chunk times. With one of
+ * the two bandwidths made enormous the other's total is left alone, so their ratio is
+ * (g + 24 + p) / (g + p) = 7 in bf16 at equal bandwidths; doubling both halves it. At a host
+ * 7 times faster than the link, c = h: the time is (K + 1) c = (1 + 1/K) times the copies'
+ * total (the link-only time), K from that total's elements, 4 bytes each at 1 GB/s: twice it
+ * for d12's blocks (0.89 M owned elements, one chunk), 1 + 1/4.7 for its embedding (4.9 M). On
+ * the CPU, where device memory is host RAM, offloading changes nothing; hardware without a host
+ * link cannot simulate it. */
 static void check_offload(void) {
   sim_hardware hw;
   CHECK_OK(sim_hw_builtin("h100", &hw));
@@ -282,6 +287,15 @@ static void check_offload(void) {
   CHECK_OK(sim_costs_of(&hw, &in, &host_only));
   for (int k = 0; k < 3; k++) {
     CHECK_NEAR(host_only.adamw[k] / link_only.adamw[k], 7.0, 1e-9);
+  }
+  sim_costs balanced;
+  hw.host_link_bw = 1e9;
+  hw.host_mem_bw = 7e9;
+  CHECK_OK(sim_costs_of(&hw, &in, &balanced));
+  for (int k = 0; k < 3; k++) {
+    const double owned = link_only.adamw[k] * 1e9 / 4, chunks = owned / (1 << 20);
+    const double want = link_only.adamw[k] * (1 + 1 / (chunks > 1 ? chunks : 1));
+    CHECK_NEAR(balanced.adamw[k], want, 1e-12 * want);
   }
   hw.host_link_bw = 2e9;
   hw.host_mem_bw = 4e9;
