@@ -35,7 +35,9 @@ device=
 steps=8
 rounds=3
 only=all
+flags="--only --hardware --rows --device --steps --rounds"
 while [ $# -gt 0 ]; do
+  [[ " $flags " == *" $1 "* ]] || die "unknown flag '$1' (flags: $flags)"
   [ $# -ge 2 ] || die "$1 needs a value"
   case $1 in
     --hardware) hw=$(realpath -m "$2") ;;
@@ -44,7 +46,6 @@ while [ $# -gt 0 ]; do
     --steps) steps=$2 ;;
     --rounds) rounds=$2 ;;
     --only) only=$2 ;;
-    *) die "unknown flag '$1' (flags: --only --hardware --rows --device --steps --rounds)" ;;
   esac
   shift 2
 done

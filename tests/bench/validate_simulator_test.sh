@@ -70,6 +70,6 @@ expect_error 2 "--steps '1' is not a whole number >= 2" "$validate" --steps 1
 expect_error 2 "--device 'tpu' is not cpu or cuda" "$validate" --device tpu
 expect_error 2 "--only 'tpu' is not cpu, gpu or gpu-measured" "$validate" --only tpu
 expect_error 2 "--rows .*/missing: no such file" "$validate" --rows "$work/missing"
-expect_error 2 "unknown flag '--fast'" "$validate" --fast 1
+expect_error 2 "unknown flag '--fast'" "$validate" --fast
 expect_error 2 '--rounds needs a value' "$validate" --rounds
 exit $fail
