@@ -10,7 +10,7 @@
 # and the library picks its own algorithms per size, so the ratio depends on the size: Open
 # MPI's reduce-scatter here loses more than half its speed between 14 and 16 MiB. The table
 # ends with the ratios as the hardware file's curves, `eff_<op>@<ranks> = BYTES:RATIO ...`
-# (engine/plan/sim_comm_curve.h).
+# (engine/plan/sim_curve.h).
 #
 # Usage: benchmarks/hardware/mpi_collectives.sh HARDWARE_FILE [RANKS...]  (default 2 4 8)
 # Environment, for a GPU machine (a bundle from tools/gpu_bundle.sh, no Bazel there):

@@ -241,7 +241,7 @@ int cmd_simulate(int argc, char **argv) {
         st_error(ST_ERR_INVALID_ARG, "--efficiency-scale must be > 0, got %g", o.efficiency_scale);
   }
   if (status == ST_OK && o.efficiency_scale != 1.0) {
-    for (int c = 0; c < SIM_CLASS_COUNT; c++) hw.efficiency[c] *= o.efficiency_scale;
+    sim_hw_scale_class_efficiency(&hw, o.efficiency_scale);
     snprintf(hw.calibration, sizeof hw.calibration, "kernel efficiencies x %g (what-if)",
              o.efficiency_scale);
     status = sim_hw_check(&hw);

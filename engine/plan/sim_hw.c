@@ -110,9 +110,21 @@ int sim_hw_has_host_link(const sim_hardware *hw) {
   return hw->host_link_bw > 0 && hw->host_mem_bw > 0;
 }
 
+double sim_hw_class_efficiency(const sim_hardware *hw, sim_op_class c, double roofline_s) {
+  const sim_curve *curve = &hw->efficiency_curve[c];
+  return curve->points > 0 ? sim_curve_at(curve, roofline_s) : hw->efficiency[c];
+}
+
+void sim_hw_scale_class_efficiency(sim_hardware *hw, double factor) {
+  for (int c = 0; c < SIM_CLASS_COUNT; c++) {
+    hw->efficiency[c] *= factor;
+    sim_curve_scale(&hw->efficiency_curve[c], factor);
+  }
+}
+
 double sim_hw_comm_efficiency(const sim_hardware *hw, sim_collective c, int ranks, double bytes) {
-  const sim_comm_curve *curve = sim_comm_curve_for(hw->comm_curves[c], ranks);
-  return curve ? sim_comm_curve_at(curve, bytes) : hw->comm_efficiency[c];
+  const sim_curve *curve = sim_group_curve_for(hw->comm_curves[c], ranks);
+  return curve ? sim_curve_at(curve, bytes) : hw->comm_efficiency[c];
 }
 
 double sim_hw_peak(const sim_hardware *hw, int param_bytes) {
@@ -148,6 +160,10 @@ st_status sim_hw_check(const sim_hardware *h) {
       return st_error(ST_ERR_INVALID_ARG, "hardware '%s': eff_%s = %g must be > 0", h->name,
                       class_names[c], h->efficiency[c]);
     }
+    if (h->efficiency_curve[c].points == 0) continue;
+    char what[96];
+    snprintf(what, sizeof what, "hardware '%s': eff_%s", h->name, class_names[c]);
+    ST_CHECK(sim_curve_check(&h->efficiency_curve[c], what));
   }
   for (int c = 0; c < SIM_COLLECTIVE_COUNT; c++) {
     if (!isfinite(h->comm_efficiency[c]) || h->comm_efficiency[c] <= 0) {
@@ -156,14 +172,14 @@ st_status sim_hw_check(const sim_hardware *h) {
     }
   }
   for (int c = 0; c < SIM_COLLECTIVE_COUNT; c++) {
-    for (int k = 0; k < SIM_CURVES; k++) {
-      const sim_comm_curve *curve = &h->comm_curves[c][k];
-      if (curve->ranks == 0) continue;
+    for (int k = 0; k < SIM_CURVE_GROUPS; k++) {
+      const sim_group_curve *g = &h->comm_curves[c][k];
+      if (g->ranks == 0) continue;
       char what[96];
       snprintf(what, sizeof what, "hardware '%s': eff_%s@%d", h->name, collective_names[c],
-               curve->ranks);
-      if (curve->ranks < 0) return st_error(ST_ERR_INVALID_ARG, "%s: ranks must be >= 1", what);
-      ST_CHECK(sim_comm_curve_check(curve, what));
+               g->ranks);
+      if (g->ranks < 0) return st_error(ST_ERR_INVALID_ARG, "%s: ranks must be >= 1", what);
+      ST_CHECK(sim_curve_check(&g->curve, what));
     }
   }
   if (h->gpus_per_node < 1 || h->compute_slots < 0 || (h->overlap != 0 && h->overlap != 1)) {
@@ -192,11 +208,6 @@ static double *double_field(sim_hardware *h, const char *key) {
                       &h->host_link_bw,  &h->host_mem_bw,     &h->op_overhead};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     if (strcmp(key, names[i]) == 0) return fields[i];
-  }
-  for (int c = 0; c < SIM_CLASS_COUNT; c++) {
-    if (strncmp(key, "eff_", 4) == 0 && strcmp(key + 4, class_names[c]) == 0) {
-      return &h->efficiency[c];
-    }
   }
   for (int c = 0; c < SIM_COLLECTIVE_COUNT; c++) {
     if (strncmp(key, "eff_", 4) == 0 && strcmp(key + 4, collective_names[c]) == 0) {
@@ -227,9 +238,31 @@ static st_status parse_number(const char *path, int line, const char *key, const
   return ST_OK;
 }
 
+/* The op class a key `eff_<class>` names; SIM_CLASS_COUNT for any other key. */
+static sim_op_class class_of_key(const char *key) {
+  int c = 0;
+  if (strncmp(key, "eff_", 4) != 0) return SIM_CLASS_COUNT;
+  while (c < SIM_CLASS_COUNT && strcmp(key + 4, class_names[c]) != 0) c++;
+  return (sim_op_class)c;
+}
+
+/* `eff_<class> = EFF` (a constant) or `= SECONDS:EFF ...` (a curve by roofline time); the
+ * class's last line counts. */
+static st_status parse_class_efficiency(const char *path, int line, const char *key,
+                                        const char *value, sim_op_class c, sim_hardware *h) {
+  sim_curve *curve = &h->efficiency_curve[c];
+  if (!strchr(value, ':')) {
+    curve->points = 0;
+    return parse_number(path, line, key, value, &h->efficiency[c]);
+  }
+  char what[1200]; /* the path, line and key */
+  snprintf(what, sizeof what, "hardware file %s line %d: %s", path, line, key);
+  return sim_curve_parse(value, what, curve);
+}
+
 /* `eff_<collective>@<ranks> = BYTES:EFF ...`: a collective's curve for groups of <ranks>. */
-static st_status parse_curve(const char *path, int line, const char *key, const char *value,
-                             sim_hardware *h) {
+static st_status parse_collective_curve(const char *path, int line, const char *key,
+                                        const char *value, sim_hardware *h) {
   const char *at = strchr(key, '@');
   char what[1200]; /* the path, line and key */
   snprintf(what, sizeof what, "hardware file %s line %d: %s", path, line, key);
@@ -243,17 +276,17 @@ static st_status parse_curve(const char *path, int line, const char *key, const 
     return st_error(ST_ERR_INVALID_ARG,
                     "%s: not eff_<all_gather|reduce_scatter|all_reduce>@<ranks >= 1>", what);
   }
-  sim_comm_curve *slot = NULL;
-  for (int k = 0; k < SIM_CURVES && !slot; k++) {
-    sim_comm_curve *curve = &h->comm_curves[c][k];
-    if (curve->ranks == ranks) return st_error(ST_ERR_INVALID_ARG, "%s: given twice", what);
-    if (curve->ranks == 0) slot = curve;
+  sim_group_curve *slot = NULL;
+  for (int k = 0; k < SIM_CURVE_GROUPS && !slot; k++) {
+    sim_group_curve *g = &h->comm_curves[c][k];
+    if (g->ranks == ranks) return st_error(ST_ERR_INVALID_ARG, "%s: given twice", what);
+    if (g->ranks == 0) slot = g;
   }
   if (!slot) {
-    return st_error(ST_ERR_INVALID_ARG, "%s: more than %d group sizes for %s", what, SIM_CURVES,
-                    collective_names[c]);
+    return st_error(ST_ERR_INVALID_ARG, "%s: more than %d group sizes for %s", what,
+                    SIM_CURVE_GROUPS, collective_names[c]);
   }
-  ST_CHECK(sim_comm_curve_parse(value, what, slot));
+  ST_CHECK(sim_curve_parse(value, what, &slot->curve));
   slot->ranks = (int)ranks;
   return ST_OK;
 }
@@ -264,12 +297,14 @@ static st_status parse_line(const char *path, int line, char *key, char *value, 
   for (int i = 0; i < REQUIRED; i++) {
     if (strcmp(key, required_keys[i]) == 0) seen[i] = 1;
   }
-  if (strncmp(key, "eff_", 4) == 0 && strchr(key, '@'))
-    return parse_curve(path, line, key, value, h);
-  double *field = double_field(h, key);
-  if (field && strncmp(key, "eff_", 4) == 0 && strncmp(h->calibration, "none", 4) == 0) {
+  const int efficiency_key = strncmp(key, "eff_", 4) == 0;
+  if (efficiency_key && strncmp(h->calibration, "none", 4) == 0) {
     snprintf(h->calibration, sizeof h->calibration, "efficiencies from %s", path);
   }
+  if (efficiency_key && strchr(key, '@')) return parse_collective_curve(path, line, key, value, h);
+  const sim_op_class c = class_of_key(key);
+  if (c != SIM_CLASS_COUNT) return parse_class_efficiency(path, line, key, value, c, h);
+  double *field = double_field(h, key);
   if (field) return parse_number(path, line, key, value, field);
   if (strcmp(key, "name") == 0) {
     snprintf(h->name, sizeof h->name, "%s", value);

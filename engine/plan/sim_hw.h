@@ -9,12 +9,12 @@
 #ifndef ST_ENGINE_PLAN_SIM_HW_H
 #define ST_ENGINE_PLAN_SIM_HW_H
 
-#include "engine/plan/sim_comm_curve.h"
+#include "engine/plan/sim_curve.h"
 #include "shardtrain.h"
 
-/* The classes of ops whose achieved fraction of the roofline is calibrated separately: ops
- * of one class cost the same per FLOP or per byte whatever their shape (checked per shape by
- * benchmarks/kernels/cpu_op_timings on the CPU). */
+/* The classes of ops whose achieved fraction of the roofline is calibrated separately, as one
+ * number or as a curve by the call's roofline time: ops of one class cost the same per FLOP or
+ * per byte at the same roofline time (checked per shape by benchmarks/kernels/op_timings). */
 typedef enum sim_op_class {
   SIM_MATMUL,        /* linear layers and the LM head, forward and backward */
   SIM_ATTENTION_FWD, /* attention: scores, softmax, weighted sum */
@@ -74,17 +74,28 @@ typedef struct sim_hardware {
   int overlap;            /* 1: collectives progress while the device computes (NCCL streams);
                              0: only while the rank waits for them (MPI on the CPU) */
   sim_kernels kernels;
-  double efficiency[SIM_CLASS_COUNT];           /* achieved fraction of the roofline, per class */
+  double efficiency[SIM_CLASS_COUNT]; /* achieved fraction of the roofline, per class */
+  /* Where measured: the fraction by the call's roofline time at efficiency 1 in seconds
+   * (sim_curve.h); a class with a curve (points >= 1) ignores its efficiency. */
+  sim_curve efficiency_curve[SIM_CLASS_COUNT];
   double comm_efficiency[SIM_COLLECTIVE_COUNT]; /* achieved fraction of the link bandwidth */
-  /* Where measured: the fraction by buffer size, per group size (sim_comm_curve.h); a
-   * collective with a curve ignores its comm_efficiency. */
-  sim_comm_curve comm_curves[SIM_COLLECTIVE_COUNT][SIM_CURVES];
+  /* Where measured: the fraction by buffer size, per group size; a collective with a curve
+   * ignores its comm_efficiency. */
+  sim_group_curve comm_curves[SIM_COLLECTIVE_COUNT][SIM_CURVE_GROUPS];
   double op_overhead;    /* seconds added to every kernel call */
   char calibration[160]; /* where the efficiencies come from */
 } sim_hardware;
 
+/* The fraction of its roofline a call of class `c` reaches, the call's roofline time at
+ * efficiency 1 being `roofline_s`: its class's curve's where the description has one, else its
+ * class's one efficiency. */
+double sim_hw_class_efficiency(const sim_hardware *hw, sim_op_class c, double roofline_s);
+
+/* Multiplies every op class's efficiency, curves included, by `factor` (--efficiency-scale). */
+void sim_hw_scale_class_efficiency(sim_hardware *hw, double factor);
+
 /* The fraction of the link bandwidth collective `c` reaches on a group of `ranks` over a buffer
- * of `bytes`: its curve's where the description has one (sim_comm_curve_for), else its one
+ * of `bytes`: its curve's where the description has one (sim_group_curve_for), else its one
  * comm_efficiency. */
 double sim_hw_comm_efficiency(const sim_hardware *hw, sim_collective c, int ranks, double bytes);
 
@@ -103,8 +114,9 @@ st_status sim_hw_builtin(const char *name, sim_hardware *out);
 /* Reads a `key = value` file ('#' starts a comment). The required keys are peak_flops,
  * mem_bw, intra_bw, intra_latency, inter_bw and inter_latency; a missing one, a negative or
  * malformed number, or an unknown key is ST_ERR_INVALID_ARG naming the file and the key.
- * `eff_<collective>@<ranks> = BYTES:EFF ...` gives a collective's curve for groups of <ranks>
- * (one line per group size). */
+ * `eff_<class> = SECONDS:EFF ...` gives an op class's curve (one number: its constant), and
+ * `eff_<collective>@<ranks> = BYTES:EFF ...` a collective's curve for groups of <ranks> (one line
+ * per group size). */
 st_status sim_hw_load(const char *path, sim_hardware *out);
 
 /* Checks a description (also run by the two functions above). */

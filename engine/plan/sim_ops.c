@@ -224,12 +224,14 @@ int sim_phase_ops(const sim_shape *s, sim_phase phase, sim_op *ops) {
 #undef OP
 
 double sim_op_time(const sim_hardware *hw, const sim_op *op, double peak) {
-  double compute = op->flops / peak, memory = op->bytes / hw->mem_bw;
-  return (compute > memory ? compute : memory) / hw->efficiency[op->cls] + hw->op_overhead;
+  const double compute = op->flops / peak, memory = op->bytes / hw->mem_bw;
+  const double roofline = compute > memory ? compute : memory;
+  return roofline / sim_hw_class_efficiency(hw, op->cls, roofline) + hw->op_overhead;
 }
 
 double sim_bytes_time(const sim_hardware *hw, sim_op_class cls, double bytes) {
-  return bytes / hw->mem_bw / hw->efficiency[cls] + hw->op_overhead;
+  const double roofline = bytes / hw->mem_bw;
+  return roofline / sim_hw_class_efficiency(hw, cls, roofline) + hw->op_overhead;
 }
 
 double sim_phase_time(const sim_hardware *hw, const sim_shape *s, sim_phase phase, double peak,

@@ -1,7 +1,10 @@
 /* sim_ops.h - the compute of one GPT micro-batch as a list of kernel calls per phase, each
  * with its FLOPs and the bytes it moves, and the roofline time of a call on a device:
  *
- *   time = max(flops / peak, bytes / mem_bw) / efficiency[class] + op_overhead
+ *   roofline = max(flops / peak, bytes / mem_bw)
+ *   time = roofline / efficiency[class](roofline) + op_overhead
+ *
+ * (the class's one efficiency, or its curve's value at the call's roofline time: sim_hw.h).
  *
  * Two op lists: the CPU backend's (kernels/cpu: fp32, every op a separate pass, gradients
  * accumulated into zero-filled buffers, attention over dense T x T scores, twice the causal

@@ -43,6 +43,7 @@ sed 's/^inter_bw = .*/inter_bw = -5/' "$good" > "$work/negative.hw"
 sed 's/^peak_flops = .*/peak_flops = fast/' "$good" > "$work/word.hw"
 printf 'peak_flops = 1\nfrobs = 2\n' > "$work/unknown.hw"
 { cat "$good"; echo "eff_reduce_scatter@2 = 4194304:0.3 1048576:0.4"; } > "$work/curve.hw"
+{ cat "$good"; echo "eff_matmul = 1e-6:0.3 1e-3:0"; } > "$work/class_curve.hw"
 
 expect 2 "--gpu 'v100' is not one of h100, h200, a100" simulate --gpu v100
 expect 2 "missing required key 'mem_bw'" simulate --hardware "$work/missing.hw"
@@ -51,6 +52,8 @@ expect 2 "peak_flops = 'fast' is not a finite number" simulate --hardware "$work
 expect 2 "unknown key 'frobs'" simulate --hardware "$work/unknown.hw"
 expect 2 "eff_reduce_scatter@2: size 1.04858e+06 of point 2 must be > 0 and above the last" \
   simulate --hardware "$work/curve.hw"
+expect 2 "class_curve.hw line 10: eff_matmul: efficiency 0 of point 2 must be > 0" \
+  simulate --hardware "$work/class_curve.hw"
 expect 2 "$work/none.hw: cannot open" simulate --hardware "$work/none.hw"
 expect 2 "give one of --gpu NAME or --hardware FILE" simulate
 expect 2 "give one of --gpu NAME or --hardware FILE" simulate --gpu h100 --hardware "$good"
@@ -103,6 +106,20 @@ out=$("$shardtrain" simulate --gpu h100 --model d12 --zero 1 --offload optimizer
 grep -q -- "on the device [0-9.]*, on the host [0-9.]*" <<<"$out" ||
   { echo "FAIL: simulate --offload optimizer does not split device and host memory:"; echo "$out"; fail=1; }
 "$shardtrain" simulate --help | grep -q -- "--hardware " || { echo "FAIL: simulate --help"; fail=1; }
+
+# A class curve below its constant's 0.9 at small calls costs the matmuls more; --efficiency-scale
+# 0.5 doubles them on the curve too.
+matmul_ms() {
+  { cat "$good"; echo "eff_matmul = $1"; } > "$work/matmul.hw"
+  shift
+  "$shardtrain" simulate --hardware "$work/matmul.hw" --model tiny "$@" |
+    awk '$1 == "matmul" { print $2; exit }'
+}
+flat=$(matmul_ms 0.9) curved=$(matmul_ms "1e-6:0.3 1e-3:0.9")
+halved=$(matmul_ms "1e-6:0.3 1e-3:0.9" --efficiency-scale 0.5)
+awk -v f="$flat" -v c="$curved" -v h="$halved" \
+  'BEGIN { exit !(f > 0 && c > 1.1 * f && h > 1.97 * c && h < 2.03 * c) }' ||
+  { echo "FAIL: matmul ms at 0.9: $flat, on the curve: $curved, scaled by 0.5: $halved"; fail=1; }
 
 # fp16 is simulated and fitted with bf16's memory (tests/sim/gpu_plan_test checks the bytes).
 mem_of() { grep -o "memory per rank *[0-9.]* GiB ([^)]*)" <<<"$1"; }

@@ -1,7 +1,8 @@
 /* sim_ops_test.c - the CPU op list against the calls the engine makes (gpt_forward.c,
  * gpt_backward.c, gpt_head.c, written out here by hand in their order), and the FLOPs and bytes
  * of the CPU kernels' passes against counts worked out by hand from kernels/cpu (each case's
- * comment lists what the kernel reads and writes), plus the roofline time of a call. */
+ * comment lists what the kernel reads and writes), plus the roofline time of a call at a class's
+ * one efficiency and on its curve. */
 #include "engine/plan/sim_ops.h"
 
 #include <string.h>
@@ -86,6 +87,26 @@ static void check_roofline(void) {
   CHECK_NEAR(sim_op_time(&hw, &op, 2e12), 6.001e-3, 1e-15);
 }
 
+/* A class curve by roofline time: 0.4 at 1 ms, 0.8 at 4 ms. A 4 GFLOP matmul at 2 TFLOP/s has a
+ * 2 ms roofline (its 1 GB at 1 TB/s, 1 ms, is the smaller), halfway between the points in
+ * log(time): 0.6, so 2 / 0.6 ms plus the 1 us overhead. A pass of 0.5 GB (0.5 ms, below the
+ * first point) runs at 0.4: 1.25 ms; one of 8 GB (8 ms, above the last) at 0.8: 10 ms. A class
+ * without a curve keeps its one efficiency. */
+static void check_class_curve(void) {
+  sim_hardware hw;
+  memset(&hw, 0, sizeof hw);
+  hw.mem_bw = 1e12;
+  hw.op_overhead = 1e-6;
+  for (int c = 0; c < SIM_CLASS_COUNT; c++) hw.efficiency[c] = 0.5;
+  hw.efficiency_curve[SIM_MATMUL] =
+      (sim_curve){.points = 2, .size = {1e-3, 4e-3}, .efficiency = {0.4, 0.8}};
+  const sim_op op = {.cls = SIM_MATMUL, .flops = 4e9, .bytes = 1e9};
+  CHECK_NEAR(sim_op_time(&hw, &op, 2e12), 2e-3 / 0.6 + 1e-6, 1e-15);
+  CHECK_NEAR(sim_bytes_time(&hw, SIM_MATMUL, 5e8), 1.25e-3 + 1e-6, 1e-15);
+  CHECK_NEAR(sim_bytes_time(&hw, SIM_MATMUL, 8e9), 10e-3 + 1e-6, 1e-15);
+  CHECK_NEAR(sim_bytes_time(&hw, SIM_OPTIMIZER, 8e9), 16e-3 + 1e-6, 1e-15);
+}
+
 typedef struct expected_op {
   sim_kind kind;
   const char *label;
@@ -141,6 +162,7 @@ static void check_cpu_lists(void) {
 int main(void) {
   check_hand_cases();
   check_roofline();
+  check_class_curve();
   check_cpu_lists();
   return test_finish("sim_ops_test");
 }
