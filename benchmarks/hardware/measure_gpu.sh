@@ -19,7 +19,8 @@
 #   compute_slots = 1          the ranks take turns on the one GPU; overlap = 1 (NCCL's streams
 #                              progress while the GPU computes); kernels = fused
 # The tables it measured are kept next to the file (.txt); the steps it shares with
-# measure_cpu.sh are in measure_common.sh. About 2.5 minutes on an H100.
+# measure_cpu.sh are in measure_common.sh. About 2.5 minutes on an H100 (an estimate: it was
+# written on a machine without a GPU; tests/gpu/run_gpu_suite.sh calibrate lists its parts).
 #
 # Usage: benchmarks/hardware/measure_gpu.sh OUT.hw [NAME]
 # Binaries: from $BIN (a bundle's bin/: ceilings, op_timings, mpi_p2p, shardtrain,
