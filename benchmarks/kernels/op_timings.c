@@ -4,10 +4,12 @@
  * through the engine's kernels on the chosen device on buffers of the right shapes and dtypes,
  * timed (best of several repetitions), and set beside its roofline at efficiency 1
  * (max(flops / peak, bytes / mem_bw) with the peaks of a `--hardware` file: sim_op_time at
- * efficiency 1, the simulator's own formula). Per op class, the efficiency is the class's
- * roofline time over its measured time, summed over the ops of the shapes given (so the classes
- * that take most of a step weigh most); the last lines print them as `eff_<class> = <value>`,
- * the form a hardware file takes.
+ * efficiency 1, the simulator's own formula). Per op class, the last lines print the efficiency
+ * (roofline time over measured time) as a curve over the calls' roofline times, fitted by
+ * engine/plan/sim_curve_fit.h from every call of the shapes given (small calls reach less of
+ * their roofline than large ones), in the form a hardware file takes: `eff_<class> = S:E ...`;
+ * each is preceded by a comment with the class's pooled efficiency, its summed roofline time
+ * over its summed measured time.
  *
  * Each op is the call the engine makes, with its aliasing: the classifier writes its gradient
  * over the logits. The fused list's dGELU is the epilogue of kernel_matmul_gelu_backward, timed
@@ -43,6 +45,7 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "engine/model/gpt_config.h"
+#include "engine/plan/sim_curve_fit.h"
 #include "engine/plan/sim_hw.h"
 #include "engine/plan/sim_ops.h"
 #include "kernels/kernels.h"
@@ -250,22 +253,38 @@ static st_status time_once(bench *b, const sim_op *op, int seq, double *seconds)
 }
 
 /* Best time of `op` over repetitions lasting about 0.3 s of wall time (at least 3), after one
- * untimed run. */
+ * untimed run; 0 when every reading was 0. A reading of 0 is the clock not advancing, not a
+ * time: the thread clock of this project's VM once read 0 for a 4 us LayerNorm among readings
+ * of 4.0 us. */
 static st_status time_op(bench *b, const sim_op *op, int seq, double *best) {
   double t = 0;
   ST_CHECK(time_once(b, op, seq, &t));
-  *best = 1e30;
+  *best = 0;
   const double start = wall_now_s();
   for (int rep = 0; rep < 3 || wall_now_s() - start < 0.3; rep++) {
     ST_CHECK(time_once(b, op, seq, &t));
-    if (t < *best) *best = t;
+    if (t > 0 && (*best == 0 || t < *best)) *best = t;
   }
   return ST_OK;
 }
 
+/* Every timed call, per class. */
 typedef struct totals {
-  double roofline[SIM_CLASS_COUNT], measured[SIM_CLASS_COUNT];
+  sim_call_timing *calls[SIM_CLASS_COUNT];
+  int count[SIM_CLASS_COUNT], capacity[SIM_CLASS_COUNT];
 } totals;
+
+static st_status add_call(totals *tot, sim_op_class cls, double roofline_s, double measured_s) {
+  if (tot->count[cls] == tot->capacity[cls]) {
+    const int capacity = tot->capacity[cls] ? 2 * tot->capacity[cls] : 64;
+    sim_call_timing *grown = realloc(tot->calls[cls], (size_t)capacity * sizeof *grown);
+    if (!grown) return st_error(ST_ERR_OOM, "out of host memory for the timings");
+    tot->calls[cls] = grown;
+    tot->capacity[cls] = capacity;
+  }
+  tot->calls[cls][tot->count[cls]++] = (sim_call_timing){roofline_s, measured_s};
+  return ST_OK;
+}
 
 /* A pseudo-random value of mean 0 and variance 1 (the sum of four uniforms, rescaled). The
  * values must look random: a kernel whose cost depends on its input's values (glibc's tanhf,
@@ -370,8 +389,13 @@ static st_status report(bench *b, const sim_hardware *hw, const char *phase, con
   double measured = 0;
   ST_CHECK(time_op(b, op, seq, &measured));
   const double roof = sim_op_time(hw, op, sim_hw_peak(hw, (int)dtype_size(b->dtype)));
-  tot->roofline[op->cls] += roof;
-  tot->measured[op->cls] += measured;
+  if (measured <= 0) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "%s %s measured 0 s every time, below the clock's resolution: time larger "
+                    "shapes",
+                    phase, op->label);
+  }
+  ST_CHECK(add_call(tot, op->cls, roof, measured));
   printf("%-10s %-10s %-13s %12.2f %12.3f %11.1f %11.1f %6.3f\n", phase, op->label,
          sim_op_class_name(op->cls), op->flops / 1e6, op->bytes / 1e6, measured * 1e6, roof * 1e6,
          roof / measured);
@@ -444,11 +468,14 @@ static st_status check_one_thread(void) {
                   omp, blas);
 }
 
-/* The hardware file's peaks with every class at efficiency 1 and no call overhead, so that
- * sim_op_time gives the bare roofline. */
+/* The hardware file's peaks with every class at efficiency 1 (its curves dropped) and no call
+ * overhead, so that sim_op_time gives the bare roofline. */
 static st_status load_roofline(const char *path, sim_hardware *hw) {
   ST_CHECK(sim_hw_load(path, hw));
-  for (int c = 0; c < SIM_CLASS_COUNT; c++) hw->efficiency[c] = 1.0;
+  for (int c = 0; c < SIM_CLASS_COUNT; c++) {
+    hw->efficiency[c] = 1.0;
+    hw->efficiency_curve[c].points = 0;
+  }
   hw->op_overhead = 0;
   return ST_OK;
 }
@@ -517,21 +544,26 @@ static void close_bench(bench *b) {
   kernel_backend_destroy(b->kb);
 }
 
+/* Points of a class's curve: enough to follow the size, few enough that each pools several
+ * calls. */
+enum { CURVE_POINTS = 6 };
+
 /* The per-class efficiencies, in a hardware file's form. */
-static st_status print_classes(const totals *tot) {
-  printf("\nper class, over all shapes: roofline time / measured time\n");
+static st_status print_classes(totals *tot) {
+  printf("\nper class, over all shapes: roofline time / measured time, by roofline time (s)\n");
   for (int c = 0; c < SIM_CLASS_COUNT; c++) {
-    if (tot->roofline[c] > 0 && tot->measured[c] <= 0) {
-      /* Printed as missing, the class would keep efficiency 1 in the hardware file. */
-      return st_error(ST_ERR_INVALID_ARG,
-                      "class %s: every op measured 0 s, below the clock's resolution: time "
-                      "larger shapes",
-                      sim_op_class_name((sim_op_class)c));
+    const int n = tot->count[c];
+    if (n == 0) continue;
+    double roofline = 0, measured = 0;
+    for (int i = 0; i < n; i++) {
+      roofline += tot->calls[c][i].roofline_s;
+      measured += tot->calls[c][i].measured_s;
     }
-    if (tot->measured[c] > 0) {
-      printf("eff_%s = %.3f\n", sim_op_class_name((sim_op_class)c),
-             tot->roofline[c] / tot->measured[c]);
-    }
+    printf("# %s: %d calls, pooled %.3f\n", sim_op_class_name((sim_op_class)c), n,
+           roofline / measured);
+    sim_curve curve;
+    ST_CHECK(sim_curve_fit(tot->calls[c], n, CURVE_POINTS, &curve));
+    ST_CHECK(sim_class_curve_print(stdout, (sim_op_class)c, &curve));
   }
   return ST_OK;
 }
@@ -540,7 +572,7 @@ int main(int argc, char **argv) {
   options o;
   sim_hardware hw;
   bench b = {0};
-  totals tot = {{0}, {0}};
+  totals tot = {0};
   st_status status = parse_options(argc, argv, &o);
   if (status == ST_OK) status = load_roofline(o.hardware, &hw);
   if (status == ST_OK) status = open_bench(&o, &hw, &b);
@@ -549,6 +581,7 @@ int main(int argc, char **argv) {
   }
   if (status == ST_OK) status = print_classes(&tot);
   close_bench(&b);
+  for (int c = 0; c < SIM_CLASS_COUNT; c++) free(tot.calls[c]);
   if (status != ST_OK) {
     fprintf(stderr, "op_timings: error: %s\n", st_last_error());
     return 2;

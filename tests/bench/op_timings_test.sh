@@ -5,7 +5,8 @@
 # and on one thread it times exactly the simulator's op list of the hardware file's kernels
 # (hand-counted here from engine/plan/sim_ops.c: 32 calls for a tp-1 micro-batch of the CPU
 # list, 21 of the fused list, which the CPU backend also runs; 3 for an optimizer pass) and prints
-# one efficiency per class met. Nothing timed is asserted. A GPU's timings are the GPU suite's
+# one efficiency curve per class met, in lines a hardware file takes (read back here through the
+# tool's own --hardware). Nothing timed is asserted. A GPU's timings are the GPU suite's
 # (tests/gpu/run_gpu_suite.sh); here `--device cuda` finds no GPU and says so.
 # Usage: op_timings_test.sh OP_TIMINGS
 set -u
@@ -14,7 +15,7 @@ here=$(dirname "$0")
 . "$here/checks.sh"
 tool=$1
 hw=$(mktemp)
-trap 'rm -f "$hw" "$hw.fused" "$hw.out"' EXIT
+trap 'rm -f "$hw" "$hw.fused" "$hw.out" "$hw.curves"' EXIT
 cat > "$hw" <<HW
 peak_flops = 1e11
 mem_bw = 4e10
@@ -56,7 +57,7 @@ rows_per_phase() {
   echo "${out% }"
 }
 # classes FILE: the classes printed as eff_<class> = <number>, in order.
-classes() { sed -n 's/^eff_\([a-z_]*\) = [0-9.]*$/\1/p' "$1" | tr '\n' ' '; }
+classes() { sed -n 's/^eff_\([a-z_]*\) = [0-9.e:+ -]*$/\1/p' "$1" | tr '\n' ' '; }
 
 # expect_list NAME HW CALLS CLASSES: one thread times the hardware file's op list.
 expect_list() {
@@ -76,6 +77,8 @@ expect_list() {
   if [ "$got_classes" = "$want_classes" ]; then echo "ok: $name: classes: $got_classes"; else
     echo "FAIL: $name: classes: '$got_classes', want '$want_classes'"; cat "$hw.out"; fail=1
   fi
+  { cat "$file"; grep '^eff_' "$hw.out"; } > "$hw.curves"
+  check "$name: its curves read back as a hardware file" "$tool" --hardware "$hw.curves" opt,4096
 }
 # The CPU list: every class but loss_fwd (evaluation's, which the list does not run).
 expect_list "cpu kernels" "$hw" \
