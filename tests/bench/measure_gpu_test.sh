@@ -3,12 +3,12 @@
 # what the real ones print on the GPU machine, and record how they were called:
 #   ceilings      the H100 lines of ceilings.txt: 800 TFLOP/s, 3000 GB/s, 79.1 GiB
 #   mpi_p2p       latency 2e-06 s, bw 1e10 B/s (rank 0, as the real one)
-#   op_timings    two efficiencies
+#   op_timings    two classes' efficiencies: a curve and a number
 #   shardtrain    selftest: every collective 1.000 ms (rank 0, the real one's row format)
 #   nccl-hostid   the bundle's wrapper (tests/nccl_hostid.sh)
 # The file must hold, worked out by hand: peak_flops 8e14; peak_flops_fp32 8e14 x 67/989 =
 # 5.42e13; mem_bw 3e12; memory_gib 79.1; intra and inter 1e10 B/s and 2e-06 s; one compute slot,
-# overlap, fused kernels; op_timings' two efficiencies; and a curve per collective on 2, 4 and
+# overlap, fused kernels; op_timings' two efficiency lines; and a curve per collective on 2, 4 and
 # 8 ranks at 4, 16 and 64 MiB, e.g. the all-gather's on 2 ranks at 4 MiB: the ring's
 # (2 - 1) / 2 x 4194304 B / 1e10 B/s + 1 x 2e-6 s = 0.2117152 ms, times 2 ranks on one compute
 # slot = 0.4234 ms, over the 1.000 ms measured: 0.4234. `shardtrain simulate` accepts the file.
@@ -45,7 +45,7 @@ cat > "$bin/op_timings" << EOF
 #!/usr/bin/env bash
 echo "\$*" > "$work/op_timings.args"
 cp "\$2" "$work/op_timings.hw"
-printf 'per class, over all shapes: roofline time / measured time\neff_matmul = 0.612\neff_attention_fwd = 0.377\n'
+printf 'per class: efficiency by roofline time\neff_matmul = 1e-05:0.41 0.001:0.612  # pooled 0.6\neff_attention_fwd = 0.377\n'
 EOF
 cat > "$bin/shardtrain" << EOF
 #!/usr/bin/env bash
@@ -80,7 +80,7 @@ has inter_latency 2e-06
 has compute_slots 1
 has overlap 1
 has kernels fused
-has eff_matmul 0.612
+check "op_timings' curve" grep -qxF 'eff_matmul = 1e-05:0.41 0.001:0.612  # pooled 0.6' "$work/gpu.hw"
 has eff_attention_fwd 0.377
 check "the whole name" grep -qxF 'name = NVIDIA H100 80GB HBM3 (ranks sharing one GPU)' "$work/gpu.hw"
 check "a curve per collective and rank count" test "$(grep -cE \
