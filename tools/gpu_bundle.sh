@@ -5,11 +5,14 @@
 # data is made from into gpu/fortunes (that machine has no fortunes package), all compressed
 # into gpu/bundle.tar.xz beside env.sh and version.txt (the commit built, which
 # benchmarks/gpu_bench.sh records). The bundle also carries benchmarks/ceilings for that
-# benchmark (docs/PERFORMANCE.md). Then, with the device tool, carry `gpu` and run on the
-# GPU machine, section by section (each under the 10-minute limit of one command):
+# benchmark (docs/PERFORMANCE.md), and op_timings and mpi_p2p for the simulator's GPU
+# calibration (the suite's calibrate section, benchmarks/hardware/measure_gpu.sh). Then, with
+# the device tool, carry `gpu` and run on the GPU machine, section by section (each under the
+# 10-minute limit of one command):
 #   source gpu/env.sh && bash tests/gpu/run_gpu_suite.sh gpu ops train
 #   source gpu/env.sh && bash tests/gpu/run_gpu_suite.sh gpu streams equivalence
 #   source gpu/env.sh && bash tests/gpu/run_gpu_suite.sh gpu d12 sanitizer
+#   source gpu/env.sh && bash tests/gpu/run_gpu_suite.sh gpu calibrate
 # (tests/gpu/run_gpu_suite.sh lists the sections and what each checks.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,12 +21,13 @@ tests=(tests/gpu/cast_test tests/gpu/offload_test tests/gpu/ops_vocab_test tests
   tests/sharding/collectives_gpu_test_bin tests/sharding/unit_streams_gpu_test_bin)
 for t in tests/kernels/*_test.c; do tests+=("${t%.c}"); done
 targets=("//${shardtrain%/*}:${shardtrain##*/}")
-for t in "${tests[@]}" benchmarks/ceilings; do targets+=("//${t%/*}:${t##*/}"); done
+benchmarks=(benchmarks/ceilings benchmarks/op_timings benchmarks/mpi_p2p)
+for t in "${tests[@]}" "${benchmarks[@]}"; do targets+=("//${t%/*}:${t##*/}"); done
 [ -f third_party/cudnn_frontend/include/cudnn_frontend.h ] ||
   echo "gpu_bundle: no cuDNN frontend headers (tools/setup.sh installs them): this bundle has" \
     "no cuDNN attention, and ops_vocab_test will fail on ST_CUDA_ATTENTION=cudnn" >&2
 bazel build "${targets[@]}"
-../shared/tools/gpu-bundle gpu "$shardtrain" "${tests[@]}" benchmarks/ceilings
+../shared/tools/gpu-bundle gpu "$shardtrain" "${tests[@]}" "${benchmarks[@]}"
 git describe --always --dirty > gpu/version.txt
 mkdir -p gpu/fortunes
 find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' \

@@ -18,6 +18,9 @@
 #   SELFTEST_FLAGS="--device cuda --backend nccl"
 #   LAUNCH_WRAPPER=gpu/bin/nccl-hostid        run under mpirun before the binary (ranks sharing
 #                                             one GPU over NCCL's socket transport)
+# and, where a launch costs seconds (NCCL's set-up) and the time is short:
+#   COLLECTIVE_BYTES="4194304 ..."            the totals measured (default: 256 KiB to 32 MiB)
+#   COLLECTIVE_RUNS=5 COLLECTIVE_ITERS=20     best of RUNS launches of ITERS timed ops each
 set -euo pipefail
 hw=$(realpath "$1")
 shift
@@ -36,20 +39,23 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 bw=$(sed -n 's/^intra_bw *= *\([^ #]*\).*/\1/p' "$hw")
 lat=$(sed -n 's/^intra_latency *= *\([^ #]*\).*/\1/p' "$hw")
 slots=$(sed -n 's/^compute_slots *= *\([^ #]*\).*/\1/p' "$hw")
+# Totals from 256 KiB to 32 MiB gathered (or reduced) per collective, denser where Open MPI
+# changes its behaviour (8 to 16 MiB); the validation models' units are 0.1 to 12.6 MB.
+read -r -a totals <<< "${COLLECTIVE_BYTES:-262144 1048576 4194304 8388608 12582912 16777216 33554432}"
+runs=${COLLECTIVE_RUNS:-5}
+iters=${COLLECTIVE_ITERS:-20}
 echo "link from $hw: intra_bw $bw bytes/s, intra_latency $lat s, compute_slots ${slots:-0};" \
-  "best of 5 runs of 20 iterations, each alone with 64 MiB written before it"
+  "best of $runs runs of $iters iterations, each alone with 64 MiB written before it"
 printf "%5s %-15s %12s %12s %12s %7s\n" ranks op bytes "measured ms" "model ms" ratio
 table=$(mktemp)
 trap 'rm -f "$table"' EXIT
 for n in "${ranks[@]}"; do
-  # Totals from 256 KiB to 32 MiB gathered (or reduced) per collective, denser where Open MPI
-  # changes its behaviour (8 to 16 MiB); the validation models' units are 0.1 to 12.6 MB.
-  for total in 262144 1048576 4194304 8388608 12582912 16777216 33554432; do
+  for total in "${totals[@]}"; do
     count=$((total / 4 / n))
     best=""
     for _ in 1 2 3 4 5; do
       out=$(mpirun -np "$n" --oversubscribe --bind-to none "${launch[@]}" \
-        --count "$count" --iters 20 --cold-cache-mib 64 2>&1 | grep -E '^shard +[0-9]')
+        --count "$count" --iters "$iters" --cold-cache-mib 64 2>&1 | grep -E '^shard +[0-9]')
       best=$(printf '%s\n%s\n' "$best" "$out" | awk 'NF >= 6 {
           key = $3; t = $5; if (!(key in m) || t < m[key]) { m[key] = t; b[key] = $4 } }
         END { for (k in m) print k, b[k], m[k] }')

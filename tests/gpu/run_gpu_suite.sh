@@ -19,6 +19,20 @@
 #                ST_CUDA_ATTENTION=flash and =cudnn: each within 1% of simple's losses, and no
 #                fallback warned about) and on 4 ranks at ZeRO-3: the loss falls; prints step
 #                time and tokens/s (median of steps 6-20)
+#   calibrate    the simulator's GPU calibration and validation (docs/SIMULATOR.md) in one
+#                command: benchmarks/hardware/measure_gpu.sh writes gpu_shared.hw (the hardware
+#                file of ranks sharing this GPU) and gpu_shared.txt (its tables), then
+#                benchmarks/validate_simulator.sh --only gpu-measured trains d12, d24 and d48 at
+#                world 1 and d12 on 2, 4 and 8 ranks at ZeRO-1 and ZeRO-3 (4 steps, one round)
+#                and writes validation.md, measured against predicted; passes when both finish
+#                and the table has its 9 rows. Expected on an H100 (estimates: written without
+#                a GPU), about 5 minutes of the 6 it must stay under:
+#                  ceilings 10 s, mpi_p2p 3 s, op_timings (d12 and d48 micro-batches, two
+#                  optimizer passes) 20 s, NCCL's curves (3 rank counts x 3 sizes x 2 launches
+#                  of 5 ops, each launch setting NCCL up) 90 s;
+#                  world 1: d12 10 s, d24 15 s, d48 45 s (mostly the host initialising 1.5B
+#                  parameters); d12 on 2-8 ranks: 6 runs of about 15 s (NCCL's socket
+#                  transport moves 250 MB a step at ZeRO-1, 375 MB at ZeRO-3)
 #   sanitizer    compute-sanitizer memcheck, racecheck and synccheck on ops_vocab_test and on a
 #                2-rank, 3-step d6 run
 # Exit status: 0 when every section asked for passed.
@@ -131,6 +145,18 @@ section_d12() {
   return $fail
 }
 
+section_calibrate() {
+  local hw=$logs/gpu_shared.hw table=$logs/validation.md
+  BIN=$bin bash "$here/benchmarks/hardware/measure_gpu.sh" "$hw" > "$logs/calibrate.log" 2>&1 ||
+    { echo "FAIL measure_gpu.sh:"; tail -20 "$logs/calibrate.log"; return 1; }
+  echo "ok   measure_gpu.sh: $hw, $(grep -c '^eff_' "$hw") efficiencies and curves"
+  SHARDTRAIN=$st LAUNCH_WRAPPER=$bin/nccl-hostid bash "$here/benchmarks/validate_simulator.sh" \
+    --only gpu-measured --hardware "$hw" --steps 4 --rounds 1 > "$table" 2>> "$logs/calibrate.log" ||
+    { echo "FAIL validate_simulator.sh:"; tail -30 "$table" "$logs/calibrate.log"; return 1; }
+  cat "$table"
+  [ "$(grep -c '^| d[0-9]' "$table")" -eq 9 ] || { echo "FAIL: the table has not 9 rows"; return 1; }
+}
+
 section_sanitizer() {
   local fail=0 tool
   for tool in memcheck racecheck synccheck; do
@@ -155,7 +181,7 @@ section_sanitizer() {
 status=0
 for section in "$@"; do
   case $section in
-    ops | train | equivalence | d12 | sanitizer) ;;
+    ops | train | streams | equivalence | d12 | calibrate | sanitizer) ;;
     *) echo "run_gpu_suite: unknown section '$section'"; exit 2 ;;
   esac
   echo "== $section"
