@@ -169,8 +169,8 @@ static double init_std(const gpt_config *c, const char *name, float *constant) {
 
 /* Fills one parameter's local slice (host scratch `values`, p->numel floats). Each value is a
  * pure function of the seed, the parameter's name and the element's global index (core/rng.h),
- * so the threads give the same bits as one: d48's 1.5 B values took 65 s on one thread (42 ns
- * each, a log and a cos in double), start-up a GPU run waits for. */
+ * so the threads give the same bits as one. One thread takes about 42 ns a value here (a log
+ * and a cos in double): about a minute for d48's 1.5 B, start-up a GPU run waits for. */
 static void init_param(const gpt_model *m, int u, int k, uint64_t seed, float *values) {
   const unit *un = &m->units[u];
   const unit_param *p = &un->layout.params[k];
