@@ -199,12 +199,17 @@ static void check_sum(pair_env *e, st_dtype dt, int square) {
 void ops_case_sum_squares(pair_env *e, st_dtype dt) { check_sum(e, dt, 1); }
 void ops_case_sum(pair_env *e, st_dtype dt) { check_sum(e, dt, 0); }
 
-/* ---- AdamW (float64 reference: no CPU op yet) ----------------------------------------------- */
+/* ---- AdamW (float64 reference) --------------------------------------------------------------- */
+
+/* Where a step's gradient factor comes from: the step's grad_scale, or the device factors
+ * kernel_step_factors writes (train_step's path), applied or saying "skip". */
+typedef enum adamw_factors { FACTOR_HOST, FACTOR_DEVICE, FACTOR_DEVICE_SKIP } adamw_factors;
 
 /* One step over n elements covered by `count` segments of shortest length `len` with gaps;
- * grads in dt, params in param_dt (or none). Untouched elements must keep their values. */
+ * grads in dt, params in param_dt (or none). Untouched elements must keep their values; a
+ * skipped step touches none. */
 static void adamw_run(pair_env *e, st_dtype dt, st_dtype param_dt, int with_param, int count,
-                      int64_t len) {
+                      int64_t len, adamw_factors source) {
   const int64_t n = (len + 4) * (int64_t)count + 5;
   kernel_adamw_segment *segs = malloc((size_t)count * sizeof *segs);
   int64_t at = 1;
@@ -216,8 +221,20 @@ static void adamw_run(pair_env *e, st_dtype dt, st_dtype param_dt, int with_para
   pair master = pair_make(e, ST_FP32, 1, &n, -1, 1), m = pair_make(e, ST_FP32, 1, &n, -0.1, 0.1);
   pair v = pair_make(e, ST_FP32, 1, &n, 0, 0.01), grad = pair_make(e, dt, 1, &n, -2, 2);
   pair param = pair_make(e, param_dt, 1, &n, 9, 9);
-  const kernel_adamw_step step = {
-      .lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .grad_scale = 0.5f, .step = 3};
+  /* The device factors carry the 0.5 the reference applies; the step's own grad_scale, which
+   * they replace, would give other values. */
+  const int64_t two = KERNEL_STEP_FACTORS;
+  pair factors = pair_make(e, ST_FP32, 1, &two, 0, 0);
+  factors.init[KERNEL_STEP_GRAD_SCALE] = 0.5f;
+  factors.init[KERNEL_STEP_SKIP] = source == FACTOR_DEVICE_SKIP ? 1.0f : 0.0f;
+  pair_reset(e, &factors);
+  const kernel_adamw_step step = {.lr = 1e-2f,
+                                  .beta1 = 0.9f,
+                                  .beta2 = 0.95f,
+                                  .eps = 1e-8f,
+                                  .grad_scale = source == FACTOR_HOST ? 0.5f : 3.0f,
+                                  .step = 3,
+                                  .factors = source == FACTOR_HOST ? NULL : factors.gpu.data};
   CHECK_OK(kernel_adamw(e->gpu, with_param ? &param.gpu : NULL, &master.gpu, &m.gpu, &v.gpu,
                         &grad.gpu, &step, segs, count, &e->gpu_stream));
   double *wp = malloc((size_t)n * sizeof *wp), *wm = malloc((size_t)n * sizeof *wm);
@@ -229,7 +246,7 @@ static void adamw_run(pair_env *e, st_dtype dt, st_dtype param_dt, int with_para
     wparam[i] = param.init[i];
   }
   const double bc1 = 1.0 - pow(0.9, 3), bc2 = 1.0 - pow(0.95, 3);
-  for (int s = 0; s < count; s++) {
+  for (int s = 0; s < count && source != FACTOR_DEVICE_SKIP; s++) {
     for (int64_t i = segs[s].begin; i < segs[s].begin + segs[s].count; i++) {
       const double g = (double)grad.init[i] * 0.5;
       double p = wp[i];
@@ -241,9 +258,10 @@ static void adamw_run(pair_env *e, st_dtype dt, st_dtype param_dt, int with_para
       wparam[i] = NAN; /* inside a segment: the updated master, rounded (below) */
     }
   }
-  char what[96];
-  snprintf(what, sizeof what, "%d segments of %lld+, grad %s, param %s", count, (long long)len,
-           dtype_name(dt), with_param ? dtype_name(param_dt) : "none");
+  static const char *const sources[3] = {"", ", device factors", ", device factors: skipped"};
+  char what[128];
+  snprintf(what, sizeof what, "%d segments of %lld+, grad %s, param %s%s", count, (long long)len,
+           dtype_name(dt), with_param ? dtype_name(param_dt) : "none", sources[source]);
   float *got = pair_fetch_new(e, &master);
   pair_compare(ops_label("adamw", what, ST_FP32), ST_FP32, got, wp, n);
   pair_fetch(e, &m, got);
@@ -270,7 +288,7 @@ static void adamw_run(pair_env *e, st_dtype dt, st_dtype param_dt, int with_para
   free(wv);
   free(wparam);
   free(segs);
-  pair *all[] = {&master, &m, &v, &grad, &param};
+  pair *all[] = {&master, &m, &v, &grad, &param, &factors};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) pair_free(all[i]);
 }
 
@@ -278,9 +296,14 @@ static void adamw_run(pair_env *e, st_dtype dt, st_dtype param_dt, int with_para
  * first segment by a binary search: the long cases span several blocks, with segment boundaries
  * inside a block and a block starting inside a segment. */
 void ops_case_adamw(pair_env *e, st_dtype dt) {
-  adamw_run(e, dt, dt, 1, 5, 3);         /* the table in the launch's parameters */
-  adamw_run(e, dt, ST_FP32, 0, 5, 3);    /* no param written */
-  adamw_run(e, dt, ST_BF16, 1, 300, 3);  /* the table through device memory */
-  adamw_run(e, dt, dt, 1, 12, 1000);     /* ~12k elements: 3 blocks, inline table */
-  adamw_run(e, dt, ST_BF16, 1, 100, 97); /* ~10k elements: 3 blocks, table in device memory */
+  adamw_run(e, dt, dt, 1, 5, 3, FACTOR_HOST);         /* the table in the launch's parameters */
+  adamw_run(e, dt, ST_FP32, 0, 5, 3, FACTOR_HOST);    /* no param written */
+  adamw_run(e, dt, ST_BF16, 1, 300, 3, FACTOR_HOST);  /* the table through device memory */
+  adamw_run(e, dt, dt, 1, 12, 1000, FACTOR_HOST);     /* ~12k elements: 3 blocks, inline table */
+  adamw_run(e, dt, ST_BF16, 1, 100, 97, FACTOR_HOST); /* ~10k elements: 3 blocks, long table */
+  /* train_step's path: the factor read from device memory, and a skipped step on both tables */
+  adamw_run(e, dt, dt, 1, 12, 1000, FACTOR_DEVICE);
+  adamw_run(e, dt, ST_BF16, 1, 100, 97, FACTOR_DEVICE);
+  adamw_run(e, dt, dt, 1, 12, 1000, FACTOR_DEVICE_SKIP);
+  adamw_run(e, dt, ST_BF16, 1, 100, 97, FACTOR_DEVICE_SKIP);
 }
