@@ -195,12 +195,14 @@ static st_status new_unique_id(ncclUniqueId *id) {
   return ST_OK;
 }
 
-/* The group's verdict on what each rank did alone, before the NCCL call all of them must make
- * (`call`), so that none waits inside it for a rank that will never arrive. */
-static st_status agree_before(const nccl_ctx *ctx, st_status mine, const char *call) {
+/* The verdict of group `group_name` (over `over`) on what each rank did alone, before the
+ * collective all of them must make next (`call`), so that none waits inside it for a rank that
+ * will never arrive. */
+static st_status agree_before(MPI_Comm over, const char *group_name, st_status mine,
+                              const char *call) {
   char step[96];
-  snprintf(step, sizeof step, "NCCL set-up (%s) of group %s", call, ctx->group_name);
-  return mpi_agree_naming(ctx->mpi_comm, mine, step);
+  snprintf(step, sizeof step, "NCCL set-up (%s) of group %s", call, group_name);
+  return mpi_agree_naming(over, mine, step);
 }
 
 /* Every field of a context that its NCCL communicator does not need, ending in the private MPI
@@ -219,7 +221,7 @@ static st_status init_ctx(nccl_ctx *ctx, const st_device *dev) {
   ncclUniqueId id;
   st_status mine = init_resources(ctx, dev);
   if (mine == ST_OK && ctx->rank == 0) mine = new_unique_id(&id);
-  ST_CHECK(agree_before(ctx, mine, "ncclCommInitRankConfig"));
+  ST_CHECK(agree_before(ctx->mpi_comm, ctx->group_name, mine, "ncclCommInitRankConfig"));
   MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, ctx->mpi_comm));
   ncclConfig_t config = config_of(ctx);
   NCCL_CHECK(ncclCommInitRankConfig(&ctx->comm, ctx->size, id, ctx->rank, &config));
@@ -229,24 +231,35 @@ static st_status init_ctx(nccl_ctx *ctx, const st_device *dev) {
 /* The duplicate is split from the communicator with one colour, keeping the ranks. */
 static st_status dup_ctx(nccl_ctx *dup, const nccl_ctx *ctx) {
   ST_CHECK(init_common(dup, ctx->mpi_comm, ctx->group_name, ctx->max_ctas));
-  ST_CHECK(agree_before(dup, init_resources(dup, &ctx->dev), "ncclCommSplit"));
+  ST_CHECK(agree_before(dup->mpi_comm, dup->group_name, init_resources(dup, &ctx->dev),
+                        "ncclCommSplit"));
   ncclConfig_t config = config_of(dup);
   NCCL_CHECK(ncclCommSplit(ctx->comm, 0, ctx->rank, &dup->comm, &config));
   return ST_OK;
 }
 
-/* A context with nothing to release yet: its MPI communicator is the only field whose empty
- * value is not zero. */
-static st_status new_ctx(nccl_ctx **out) {
-  ST_CHECK(mem_alloc_zeroed((void **)out, sizeof **out, MEM_HOST, MEM_WORKSPACE, NULL));
-  (*out)->mpi_comm = MPI_COMM_NULL;
-  return ST_OK;
+/* A context with nothing to release yet (its MPI communicator is the only field whose empty
+ * value is not zero), agreed on over `parent`: its allocation is what a rank can fail at alone
+ * before the first collective of the set-up, the MPI_Comm_dup of init_common, where the other
+ * ranks would otherwise wait for it forever. On failure *out stays NULL on the ranks that could
+ * not allocate and is freed on the others. */
+static st_status new_ctx(MPI_Comm parent, const char *group_name, nccl_ctx **out) {
+  *out = NULL;
+  st_status mine = mem_alloc_zeroed((void **)out, sizeof **out, MEM_HOST, MEM_WORKSPACE, NULL);
+  if (mine == ST_OK) (*out)->mpi_comm = MPI_COMM_NULL;
+  const st_status status = agree_before(parent, group_name, mine, "MPI_Comm_dup");
+  if (status != ST_OK) {
+    mem_free(*out);
+    *out = NULL;
+  }
+  return status;
 }
 
 static st_status nccl_dup(void *vctx, void **out) {
   *out = NULL;
+  const nccl_ctx *parent = vctx;
   nccl_ctx *dup = NULL;
-  ST_CHECK(new_ctx(&dup));
+  ST_CHECK(new_ctx(parent->mpi_comm, parent->group_name, &dup));
   st_status status = dup_ctx(dup, vctx);
   if (status != ST_OK) {
     nccl_destroy(dup);
@@ -267,7 +280,7 @@ st_status comm_nccl_create(comm **out, MPI_Comm mpi_comm, const char *group_name
                     ST_NCCL_MAX_CTAS_LIMIT);
   }
   nccl_ctx *ctx = NULL;
-  ST_CHECK(new_ctx(&ctx));
+  ST_CHECK(new_ctx(mpi_comm, group_name, &ctx));
   st_status status = init_common(ctx, mpi_comm, group_name, max_ctas);
   if (status == ST_OK) status = init_ctx(ctx, dev);
   if (status != ST_OK) {
