@@ -165,7 +165,9 @@ __device__ __forceinline__ T block_sum(T v, T *scratch) {
 
 // GPT-2's tanh GELU and its derivative, in fp32, the formulas of kernels/cpu/gelu.c: 1 + tanh u
 // and 1 - tanh u straight from e = exp(-2|u|), as 2 / (1 + e) and 2e / (1 + e) by the sign of
-// u, without the cancellation of 1 + tanhf(u) in the negative tail.
+// u, without the cancellation of 1 + tanhf(u) in the negative tail. |u| is capped at 40, as on
+// the CPU: exp(-80) is still a normal float, so 1 - tanh u never rounds to 0 and the derivative
+// of a huge input is huge, not 0 x inf = NaN.
 constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluCubic = 0.044715f;
 
@@ -174,7 +176,7 @@ __device__ __forceinline__ float gelu_u(float x) {
 }
 
 __device__ __forceinline__ void tanh_parts(float u, float *plus, float *minus) {
-  const float e = expf(-2.0f * fabsf(u));
+  const float e = expf(-2.0f * fminf(fabsf(u), 40.0f));
   const float large = 2.0f / (1.0f + e), small = large * e;
   *plus = u >= 0.0f ? large : small;
   *minus = u >= 0.0f ? small : large;
