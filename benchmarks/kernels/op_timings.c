@@ -217,19 +217,30 @@ static st_status run_op(bench *b, const sim_op *op, int seq) {
   }
 }
 
+/* Buffer i's first `count` elements back to the random values every op starts from. */
+static st_status restore(bench *b, int i, int64_t count) {
+  return stream_memcpy(&b->stream, b->buf[i], b->buf[PRISTINE],
+                       (size_t)count * dtype_size(b->dtype));
+}
+
 /* What a repetition of `op` needs first, untimed: the attention forward leaves valid statistics
- * for its backward; the classifier gets back the logits its last run overwrote (a copy kept in
- * buffer 3). */
+ * for its backward; an op that writes over one of its inputs gets it back, so that repetitions
+ * do not compound (the classifier's gradient over the logits; in the fused list, the dGELU pass
+ * over the gradient and the residual added in place before the norm, which would otherwise
+ * drift towards 0 or inf over thousands of repetitions). */
 static st_status prepare(bench *b, const sim_op *op, int seq) {
+  const int fused = b->kernels == SIM_KERNELS_FUSED;
+  const int64_t mn = op->m * op->n;
   if (op->kind == SIM_K_ATTN_BWD) {
     sim_op fwd = *op;
     fwd.kind = SIM_K_ATTN_FWD;
     return run_op(b, &fwd, seq);
   }
   if ((op->kind == SIM_K_CE_FWD || op->kind == SIM_K_CE_BWD) && classifier_with_gradient(b, op)) {
-    return stream_memcpy(&b->stream, b->buf[1], b->buf[3],
-                         (size_t)(op->m * op->n) * dtype_size(b->dtype));
+    return restore(b, 1, mn);
   }
+  if (fused && op->kind == SIM_K_MATMUL_BWD && op->d == 1) return restore(b, 3, mn);
+  if (fused && op->kind == SIM_K_LN_FWD && op->d != 1) return restore(b, 3, mn);
   return ST_OK;
 }
 
