@@ -32,10 +32,16 @@ typedef struct pipeline {
   size_t grad_size, param_size; /* bytes per element */
 } pipeline;
 
+/* Chunk c's elements: from *lo, the returned count (the last chunk may be short). */
+static int64_t chunk_at(const pipeline *p, int c, int64_t *lo) {
+  *lo = (int64_t)c * p->chunk;
+  return p->numel - *lo < p->chunk ? p->numel - *lo : p->chunk;
+}
+
 /* Queues chunk c's gradients down into the staging and its event after them. */
 static st_status download(const pipeline *p, int c) {
-  const int64_t lo = (int64_t)c * p->chunk;
-  const int64_t n = p->numel - lo < p->chunk ? p->numel - lo : p->chunk;
+  int64_t lo;
+  const int64_t n = chunk_at(p, c, &lo);
   const size_t at = (size_t)lo * p->grad_size;
   ST_CHECK(stream_memcpy(&p->u->stream, (char *)p->staging->grads + at,
                          (char *)unit_owned_grads(p->u) + at, (size_t)n * p->grad_size));
@@ -47,8 +53,8 @@ static st_status download(const pipeline *p, int c) {
 static st_status update_chunk(const pipeline *p, int c, const kernel_adamw_step *step,
                               const kernel_adamw_segment *segments, int count,
                               kernel_adamw_segment *clipped) {
-  const int64_t lo = (int64_t)c * p->chunk;
-  const int64_t n = p->numel - lo < p->chunk ? p->numel - lo : p->chunk;
+  int64_t lo;
+  const int64_t n = chunk_at(p, c, &lo);
   const int k = clip_segments(segments, count, lo, lo + n, clipped);
   char *params = (char *)p->staging->params + (size_t)lo * p->param_size;
   char *grads = (char *)p->staging->grads + (size_t)lo * p->grad_size;
