@@ -2,8 +2,7 @@
  * pinned staging (offload_host.h). */
 #include "optim/offload_host.h"
 
-#include <stdlib.h>
-
+#include "core/alloc.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "optim/unit_optim.h"
@@ -78,9 +77,9 @@ static st_status run_pipeline(pipeline *p, kernel_adamw_step *step, const float 
     step->factors = factors;
   }
   for (int c = 0; c < p->chunks && c < HOST_STAGING_RING; c++) ST_CHECK(download(p, c));
-  kernel_adamw_segment *clipped = malloc((size_t)(count > 0 ? count : 1) * sizeof *clipped);
-  if (!clipped) return st_error(ST_ERR_OOM, "out of host memory for %d segments", count);
-  st_status status = ST_OK;
+  kernel_adamw_segment *clipped = NULL;
+  st_status status = mem_alloc((void **)&clipped, (size_t)(count > 0 ? count : 1) * sizeof *clipped,
+                               MEM_HOST, MEM_WORKSPACE, NULL);
   for (int c = 0; status == ST_OK && c < p->chunks; c++) {
     status = event_sync(&p->staging->ready[c % HOST_STAGING_RING]);
     /* The factors came down before chunk 0's gradients: its event covers them. */
@@ -90,7 +89,7 @@ static st_status run_pipeline(pipeline *p, kernel_adamw_step *step, const float 
       status = download(p, c + HOST_STAGING_RING);
     }
   }
-  free(clipped);
+  mem_free(clipped);
   /* The copies still queued read or write the staging, which the next unit reuses. */
   const st_status synced = stream_sync(&p->u->stream);
   return status != ST_OK ? status : synced;

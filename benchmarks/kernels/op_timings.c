@@ -344,11 +344,9 @@ static st_status fill_constants(bench *b) {
  * input buffers 1 and 2 scaled by `input_scale`. ONES is not refilled: AdamW leaves its v near 1
  * (0.999 v + 0.001 g^2). */
 static st_status refill(bench *b, float input_scale) {
-  for (int i = 0; i < ONES; i++) {
-    ST_CHECK(stream_memcpy(&b->stream, b->buf[i], b->buf[PRISTINE], b->bytes));
-  }
+  const int64_t n = (int64_t)(b->bytes / dtype_size(b->dtype));
+  for (int i = 0; i < ONES; i++) ST_CHECK(restore(b, i, n));
   if (input_scale != 1.0f) {
-    const int64_t n = (int64_t)(b->bytes / dtype_size(b->dtype));
     for (int i = 1; i <= 2; i++) {
       st_tensor x = ACT(i, n);
       ST_CHECK(kernel_scale(b->kb, &x, input_scale, &b->stream));
