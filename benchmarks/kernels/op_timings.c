@@ -3,13 +3,16 @@
  * `kernels = cpu`, the CPU backend's unfused list, or `kernels = fused`, the CUDA backend's), run
  * through the engine's kernels on the chosen device on buffers of the right shapes and dtypes,
  * timed (best of several repetitions), and set beside its roofline at efficiency 1
- * (max(flops / peak, bytes / mem_bw) with the peaks of a `--hardware` file: sim_op_time at
- * efficiency 1, the simulator's own formula). Per op class, the last lines print the efficiency
- * (roofline time over measured time) as a curve over the calls' roofline times, fitted by
- * engine/plan/sim_curve_fit.h from every call of the shapes given (small calls reach less of
- * their roofline than large ones), in the form a hardware file takes: `eff_<class> = S:E ...`;
- * each is preceded by a comment with the class's pooled efficiency, its summed roofline time
- * over its summed measured time.
+ * (max(flops / peak, bytes / mem_bw) with the peaks of a `--hardware` file: sim_op_roofline,
+ * the simulator's own formula). Per op class, the last lines print the efficiency (roofline
+ * time over measured time) as a curve fitted by engine/plan/sim_curve_fit.h from every call of
+ * the shapes given, in the form a hardware file takes: over the calls' roofline times (small
+ * calls reach less of their roofline than large ones), `eff_<class> = S:E ...`, or, for a class
+ * of GEMMs whose calls that key fits better, over their smallest dimension (a 64-row GEMM
+ * reaches less of the peak than a 1024-row one of the same roofline time),
+ * `eff_<class>@dim = D:E ...`. Each is preceded by a comment with the class's pooled
+ * efficiency (its summed roofline time over its summed measured time) and each key's fit error
+ * (sim_curve_fit_error).
  *
  * Each op is the call the engine makes, with its aliasing: the classifier writes its gradient
  * over the logits. The fused list's dGELU is the epilogue of kernel_matmul_gelu_backward, timed
@@ -279,21 +282,27 @@ static st_status time_op(bench *b, const sim_op *op, int seq, double *best) {
   return ST_OK;
 }
 
+/* One timed call: its sizes (the keys a curve may take) and its measured time. */
+typedef struct timed_call {
+  sim_call_size size;
+  double measured_s;
+} timed_call;
+
 /* Every timed call, per class. */
 typedef struct totals {
-  sim_call_timing *calls[SIM_CLASS_COUNT];
+  timed_call *calls[SIM_CLASS_COUNT];
   int count[SIM_CLASS_COUNT], capacity[SIM_CLASS_COUNT];
 } totals;
 
-static st_status add_call(totals *tot, sim_op_class cls, double roofline_s, double measured_s) {
+static st_status add_call(totals *tot, sim_op_class cls, sim_call_size size, double measured_s) {
   if (tot->count[cls] == tot->capacity[cls]) {
     const int capacity = tot->capacity[cls] ? 2 * tot->capacity[cls] : 64;
-    sim_call_timing *grown = realloc(tot->calls[cls], (size_t)capacity * sizeof *grown);
+    timed_call *grown = realloc(tot->calls[cls], (size_t)capacity * sizeof *grown);
     if (!grown) return st_error(ST_ERR_OOM, "out of host memory for the timings");
     tot->calls[cls] = grown;
     tot->capacity[cls] = capacity;
   }
-  tot->calls[cls][tot->count[cls]++] = (sim_call_timing){roofline_s, measured_s};
+  tot->calls[cls][tot->count[cls]++] = (timed_call){size, measured_s};
   return ST_OK;
 }
 
@@ -397,14 +406,14 @@ static st_status report(bench *b, const sim_hardware *hw, const char *phase, con
   ST_CHECK(refill(b, gelu ? 0.02f * sqrtf((float)op->k) : 1.0f));
   double measured = 0;
   ST_CHECK(time_op(b, op, seq, &measured));
-  const double roof = sim_op_time(hw, op, sim_hw_peak(hw, (int)dtype_size(b->dtype)));
+  const double roof = sim_op_roofline(hw, op, sim_hw_peak(hw, (int)dtype_size(b->dtype)));
   if (measured <= 0) {
     return st_error(ST_ERR_INVALID_ARG,
                     "%s %s measured 0 s every time, below the clock's resolution: time larger "
                     "shapes",
                     phase, op->label);
   }
-  ST_CHECK(add_call(tot, op->cls, roof, measured));
+  ST_CHECK(add_call(tot, op->cls, (sim_call_size){roof, sim_op_gemm_dim(op)}, measured));
   printf("%-10s %-10s %-13s %12.2f %12.3f %11.1f %11.1f %6.3f\n", phase, op->label,
          sim_op_class_name(op->cls), op->flops / 1e6, op->bytes / 1e6, measured * 1e6, roof * 1e6,
          roof / measured);
@@ -477,18 +486,6 @@ static st_status check_one_thread(void) {
                   omp, blas);
 }
 
-/* The hardware file's peaks with every class at efficiency 1 (its curves dropped) and no call
- * overhead, so that sim_op_time gives the bare roofline. */
-static st_status load_roofline(const char *path, sim_hardware *hw) {
-  ST_CHECK(sim_hw_load(path, hw));
-  for (int c = 0; c < SIM_CLASS_COUNT; c++) {
-    hw->efficiency[c] = 1.0;
-    hw->efficiency_curve[c].points = 0;
-  }
-  hw->op_overhead = 0;
-  return ST_OK;
-}
-
 typedef struct options {
   const char *device, *dtype, *hardware;
   int first_shape; /* argv index */
@@ -557,22 +554,56 @@ static void close_bench(bench *b) {
  * calls. */
 enum { CURVE_POINTS = 6 };
 
+/* The curve of a class's `n` calls keyed by `key` into `out`, and its fit error; `work` holds n
+ * timings. */
+static st_status fit_keyed(const timed_call *calls, int n, sim_class_key key, sim_call_timing *work,
+                           sim_curve *out, double *error) {
+  for (int i = 0; i < n; i++) {
+    work[i] = (sim_call_timing){sim_call_size_key(calls[i].size, key), calls[i].size.roofline_s,
+                                calls[i].measured_s};
+  }
+  ST_CHECK(sim_curve_fit(work, n, CURVE_POINTS, out));
+  *error = sim_curve_fit_error(work, n, out);
+  return ST_OK;
+}
+
+/* A class's efficiency curve, keyed by roofline time or, where every call is a GEMM, by its
+ * smallest dimension if that fits the calls better; with a comment of its pooled efficiency
+ * and the fits' errors. */
+static st_status print_class(sim_op_class c, const timed_call *calls, int n) {
+  double roofline = 0, measured = 0;
+  int gemms = 0;
+  for (int i = 0; i < n; i++) {
+    roofline += calls[i].size.roofline_s;
+    measured += calls[i].measured_s;
+    gemms += calls[i].size.gemm_dim > 0;
+  }
+  sim_call_timing *work = malloc((size_t)n * sizeof *work);
+  if (!work) return st_error(ST_ERR_OOM, "out of host memory for the fit");
+  sim_curve by_time, by_dim;
+  double time_error = 0, dim_error = 0;
+  st_status status = fit_keyed(calls, n, SIM_KEY_ROOFLINE, work, &by_time, &time_error);
+  if (status == ST_OK && gemms == n) {
+    status = fit_keyed(calls, n, SIM_KEY_GEMM_DIM, work, &by_dim, &dim_error);
+  }
+  free(work);
+  ST_CHECK(status);
+  printf("# %s: %d calls, pooled %.3f; fit error %.1f%% by roofline time", sim_op_class_name(c), n,
+         roofline / measured, 100 * time_error);
+  if (gemms == n) printf(", %.1f%% by smallest dimension", 100 * dim_error);
+  printf("\n");
+  const int dim = gemms == n && dim_error < time_error;
+  return sim_class_curve_print(stdout, c, dim ? SIM_KEY_GEMM_DIM : SIM_KEY_ROOFLINE,
+                               dim ? &by_dim : &by_time);
+}
+
 /* The per-class efficiencies, in a hardware file's form. */
 static st_status print_classes(totals *tot) {
-  printf("\nper class, over all shapes: roofline time / measured time, by roofline time (s)\n");
+  printf(
+      "\nper class, over all shapes: roofline time / measured time, by roofline time (s) or "
+      "by the GEMM's smallest dimension\n");
   for (int c = 0; c < SIM_CLASS_COUNT; c++) {
-    const int n = tot->count[c];
-    if (n == 0) continue;
-    double roofline = 0, measured = 0;
-    for (int i = 0; i < n; i++) {
-      roofline += tot->calls[c][i].roofline_s;
-      measured += tot->calls[c][i].measured_s;
-    }
-    printf("# %s: %d calls, pooled %.3f\n", sim_op_class_name((sim_op_class)c), n,
-           roofline / measured);
-    sim_curve curve;
-    ST_CHECK(sim_curve_fit(tot->calls[c], n, CURVE_POINTS, &curve));
-    ST_CHECK(sim_class_curve_print(stdout, (sim_op_class)c, &curve));
+    if (tot->count[c] > 0) ST_CHECK(print_class((sim_op_class)c, tot->calls[c], tot->count[c]));
   }
   return ST_OK;
 }
@@ -583,7 +614,7 @@ int main(int argc, char **argv) {
   bench b = {0};
   totals tot = {0};
   st_status status = parse_options(argc, argv, &o);
-  if (status == ST_OK) status = load_roofline(o.hardware, &hw);
+  if (status == ST_OK) status = sim_hw_load(o.hardware, &hw);
   if (status == ST_OK) status = open_bench(&o, &hw, &b);
   for (int i = o.first_shape; status == ST_OK && i < argc; i++) {
     status = run_shape(&b, &hw, argv[i], &tot);

@@ -110,9 +110,14 @@ int sim_hw_has_host_link(const sim_hardware *hw) {
   return hw->host_link_bw > 0 && hw->host_mem_bw > 0;
 }
 
-double sim_hw_class_efficiency(const sim_hardware *hw, sim_op_class c, double roofline_s) {
+double sim_call_size_key(sim_call_size size, sim_class_key key) {
+  return key == SIM_KEY_GEMM_DIM ? size.gemm_dim : size.roofline_s;
+}
+
+double sim_hw_class_efficiency(const sim_hardware *hw, sim_op_class c, sim_call_size size) {
   const sim_curve *curve = &hw->efficiency_curve[c];
-  return curve->points > 0 ? sim_curve_at(curve, roofline_s) : hw->efficiency[c];
+  if (curve->points == 0) return hw->efficiency[c];
+  return sim_curve_at(curve, sim_call_size_key(size, hw->efficiency_key[c]));
 }
 
 void sim_hw_scale_class_efficiency(sim_hardware *hw, double factor) {
@@ -251,6 +256,7 @@ static sim_op_class class_of_key(const char *key) {
 static st_status parse_class_efficiency(const char *path, int line, const char *key,
                                         const char *value, sim_op_class c, sim_hardware *h) {
   sim_curve *curve = &h->efficiency_curve[c];
+  h->efficiency_key[c] = SIM_KEY_ROOFLINE;
   if (!strchr(value, ':')) {
     curve->points = 0;
     return parse_number(path, line, key, value, &h->efficiency[c]);
@@ -258,6 +264,25 @@ static st_status parse_class_efficiency(const char *path, int line, const char *
   char what[1200]; /* the path, line and key */
   snprintf(what, sizeof what, "hardware file %s line %d: %s", path, line, key);
   return sim_curve_parse(value, what, curve);
+}
+
+/* `eff_matmul@dim = DIM:EFF ...`: the matmul class's curve by the GEMM's smallest dimension;
+ * the class's last line counts. */
+static st_status parse_dim_curve(const char *path, int line, const char *key, const char *value,
+                                 sim_hardware *h) {
+  char what[1200]; /* the path, line and key */
+  snprintf(what, sizeof what, "hardware file %s line %d: %s", path, line, key);
+  char class_key[64];
+  snprintf(class_key, sizeof class_key, "%.*s", (int)(strlen(key) - strlen("@dim")), key);
+  if (class_of_key(class_key) != SIM_MATMUL) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "%s: only eff_matmul is keyed by a dimension (@dim); other classes by "
+                    "roofline time",
+                    what);
+  }
+  ST_CHECK(sim_curve_parse(value, what, &h->efficiency_curve[SIM_MATMUL]));
+  h->efficiency_key[SIM_MATMUL] = SIM_KEY_GEMM_DIM;
+  return ST_OK;
 }
 
 /* `eff_<collective>@<ranks> = BYTES:EFF ...`: a collective's curve for groups of <ranks>. */
@@ -301,7 +326,9 @@ static st_status parse_line(const char *path, int line, char *key, char *value, 
   if (efficiency_key && strncmp(h->calibration, "none", 4) == 0) {
     snprintf(h->calibration, sizeof h->calibration, "efficiencies from %s", path);
   }
-  if (efficiency_key && strchr(key, '@')) return parse_collective_curve(path, line, key, value, h);
+  const char *at = efficiency_key ? strchr(key, '@') : NULL;
+  if (at && strcmp(at, "@dim") == 0) return parse_dim_curve(path, line, key, value, h);
+  if (at) return parse_collective_curve(path, line, key, value, h);
   const sim_op_class c = class_of_key(key);
   if (c != SIM_CLASS_COUNT) return parse_class_efficiency(path, line, key, value, c, h);
   double *field = double_field(h, key);

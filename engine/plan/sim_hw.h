@@ -13,8 +13,8 @@
 #include "shardtrain.h"
 
 /* The classes of ops whose achieved fraction of the roofline is calibrated separately, as one
- * number or as a curve by the call's roofline time: ops of one class cost the same per FLOP or
- * per byte at the same roofline time (checked per shape by benchmarks/kernels/op_timings). */
+ * number or as a curve by the call's size (sim_class_key): ops of one class cost the same per
+ * FLOP or per byte at the same size (checked per shape by benchmarks/kernels/op_timings). */
 typedef enum sim_op_class {
   SIM_MATMUL,        /* linear layers and the LM head, forward and backward */
   SIM_ATTENTION_FWD, /* attention: scores, softmax, weighted sum */
@@ -44,6 +44,24 @@ typedef enum sim_collective {
 } sim_collective;
 
 const char *sim_collective_name(sim_collective c);
+
+/* What an op class's curve is keyed by: a size of the call. */
+typedef enum sim_class_key {
+  SIM_KEY_ROOFLINE, /* `eff_<class> = SECONDS:EFF ...`: its roofline time at efficiency 1 */
+  SIM_KEY_GEMM_DIM  /* `eff_matmul@dim = DIM:EFF ...` (the matmul class only): the smallest of
+                       the GEMM's m, n and k. A GEMM with a small dimension reaches less of the
+                       peak than a square one of the same roofline time: on the CPU machine,
+                       M2's 64-row matmuls 0.89 of the sgemm peak, M1's 1024-row ones 0.95 */
+} sim_class_key;
+
+/* A kernel call's sizes, the keys of its class's curve. */
+typedef struct sim_call_size {
+  double roofline_s; /* roofline time at efficiency 1 */
+  double gemm_dim;   /* the smallest of a GEMM's three dimensions; 0 for other ops */
+} sim_call_size;
+
+/* The size `key` picks from `size`. */
+double sim_call_size_key(sim_call_size size, sim_class_key key);
 
 /* Which kernels the device runs, and so which op list a step is made of. */
 typedef enum sim_kernels {
@@ -75,9 +93,10 @@ typedef struct sim_hardware {
                              0: only while the rank waits for them (MPI on the CPU) */
   sim_kernels kernels;
   double efficiency[SIM_CLASS_COUNT]; /* achieved fraction of the roofline, per class */
-  /* Where measured: the fraction by the call's roofline time at efficiency 1 in seconds
-   * (sim_curve.h); a class with a curve (points >= 1) ignores its efficiency. */
+  /* Where measured: the fraction by the call's size (sim_curve.h), keyed as efficiency_key
+   * says; a class with a curve (points >= 1) ignores its efficiency. */
   sim_curve efficiency_curve[SIM_CLASS_COUNT];
+  sim_class_key efficiency_key[SIM_CLASS_COUNT];
   double comm_efficiency[SIM_COLLECTIVE_COUNT]; /* achieved fraction of the link bandwidth */
   /* Where measured: the fraction by buffer size, per group size; a collective with a curve
    * ignores its comm_efficiency. */
@@ -86,10 +105,10 @@ typedef struct sim_hardware {
   char calibration[160]; /* where the efficiencies come from */
 } sim_hardware;
 
-/* The fraction of its roofline a call of class `c` reaches, the call's roofline time at
- * efficiency 1 being `roofline_s`: its class's curve's where the description has one, else its
- * class's one efficiency. */
-double sim_hw_class_efficiency(const sim_hardware *hw, sim_op_class c, double roofline_s);
+/* The fraction of its roofline a call of class `c` and sizes `size` reaches: its class's curve's
+ * at the size the curve is keyed by where the description has one, else its class's one
+ * efficiency. */
+double sim_hw_class_efficiency(const sim_hardware *hw, sim_op_class c, sim_call_size size);
 
 /* Multiplies every op class's efficiency, curves included, by `factor` (--efficiency-scale). */
 void sim_hw_scale_class_efficiency(sim_hardware *hw, double factor);
@@ -114,7 +133,8 @@ st_status sim_hw_builtin(const char *name, sim_hardware *out);
 /* Reads a `key = value` file ('#' starts a comment). The required keys are peak_flops,
  * mem_bw, intra_bw, intra_latency, inter_bw and inter_latency; a missing one, a negative or
  * malformed number, or an unknown key is ST_ERR_INVALID_ARG naming the file and the key.
- * `eff_<class> = SECONDS:EFF ...` gives an op class's curve (one number: its constant), and
+ * `eff_<class> = SECONDS:EFF ...` gives an op class's curve (one number: its constant),
+ * `eff_matmul@dim = DIM:EFF ...` the matmul class's curve by the GEMM's smallest dimension, and
  * `eff_<collective>@<ranks> = BYTES:EFF ...` a collective's curve for groups of <ranks> (one line
  * per group size). */
 st_status sim_hw_load(const char *path, sim_hardware *out);

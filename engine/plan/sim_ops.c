@@ -223,15 +223,32 @@ int sim_phase_ops(const sim_shape *s, sim_phase phase, sim_op *ops) {
 }
 #undef OP
 
-double sim_op_time(const sim_hardware *hw, const sim_op *op, double peak) {
+double sim_op_gemm_dim(const sim_op *op) {
+  switch (op->kind) {
+    case SIM_K_MATMUL_FWD:
+    case SIM_K_MATMUL_BWD:
+    case SIM_K_HEAD_FWD:
+    case SIM_K_HEAD_BWD: {
+      const int64_t mn = op->m < op->n ? op->m : op->n;
+      return (double)(mn < op->k ? mn : op->k);
+    }
+    default: return 0;
+  }
+}
+
+double sim_op_roofline(const sim_hardware *hw, const sim_op *op, double peak) {
   const double compute = op->flops / peak, memory = op->bytes / hw->mem_bw;
-  const double roofline = compute > memory ? compute : memory;
-  return roofline / sim_hw_class_efficiency(hw, op->cls, roofline) + hw->op_overhead;
+  return compute > memory ? compute : memory;
+}
+
+double sim_op_time(const sim_hardware *hw, const sim_op *op, double peak) {
+  const sim_call_size size = {sim_op_roofline(hw, op, peak), sim_op_gemm_dim(op)};
+  return size.roofline_s / sim_hw_class_efficiency(hw, op->cls, size) + hw->op_overhead;
 }
 
 double sim_bytes_time(const sim_hardware *hw, sim_op_class cls, double bytes) {
-  const double roofline = bytes / hw->mem_bw;
-  return roofline / sim_hw_class_efficiency(hw, cls, roofline) + hw->op_overhead;
+  const sim_call_size size = {bytes / hw->mem_bw, 0};
+  return size.roofline_s / sim_hw_class_efficiency(hw, cls, size) + hw->op_overhead;
 }
 
 double sim_phase_time(const sim_hardware *hw, const sim_shape *s, sim_phase phase, double peak,

@@ -2,9 +2,10 @@
  * with its FLOPs and the bytes it moves, and the roofline time of a call on a device:
  *
  *   roofline = max(flops / peak, bytes / mem_bw)
- *   time = roofline / efficiency[class](roofline) + op_overhead
+ *   time = roofline / efficiency[class](size) + op_overhead
  *
- * (the class's one efficiency, or its curve's value at the call's roofline time: sim_hw.h).
+ * (the class's one efficiency, or its curve's value at the call's size: its roofline time, or
+ * for a GEMM its smallest dimension where the matmul curve is keyed by it: sim_hw.h).
  *
  * Two op lists: the CPU backend's (kernels/cpu: fp32, every op a separate pass, gradients
  * accumulated into zero-filled buffers, attention over dense T x T scores, twice the causal
@@ -87,7 +88,13 @@ int sim_phase_ops(const sim_shape *s, sim_phase phase, sim_op *ops);
 sim_op sim_op_make(const sim_shape *s, sim_kind kind, const char *label, int64_t m, int64_t n,
                    int64_t k, int64_t d, int bias);
 
-/* The roofline time of a call (formula above), with `peak` the FLOP/s of its compute dtype. */
+/* The smallest of a GEMM call's m, n and k (matmuls and the LM head); 0 for other ops. */
+double sim_op_gemm_dim(const sim_op *op);
+
+/* A call's roofline time at efficiency 1, with `peak` the FLOP/s of its compute dtype. */
+double sim_op_roofline(const sim_hardware *hw, const sim_op *op, double peak);
+
+/* The time of a call (formula above), with `peak` the FLOP/s of its compute dtype. */
 double sim_op_time(const sim_hardware *hw, const sim_op *op, double peak);
 
 /* A memory-bound op of class `cls` moving `bytes` (optimizer passes, casts, fills). */

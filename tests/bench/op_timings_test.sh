@@ -56,8 +56,9 @@ rows_per_phase() {
   done
   echo "${out% }"
 }
-# classes FILE: the classes printed as eff_<class> = <number>, in order.
-classes() { sed -n 's/^eff_\([a-z_]*\) = [0-9.e:+ -]*$/\1/p' "$1" | tr '\n' ' '; }
+# classes FILE: the classes printed as eff_<class> = <curve> or, keyed by the GEMM's smallest
+# dimension, eff_<class>@dim = <curve>, in order.
+classes() { sed -n 's/^eff_\([a-z_]*\)\(@dim\)\{0,1\} = [0-9.e:+ -]*$/\1/p' "$1" | tr '\n' ' '; }
 
 # expect_list NAME HW CALLS CLASSES: one thread times the hardware file's op list.
 expect_list() {
@@ -76,6 +77,12 @@ expect_list() {
   fi
   if [ "$got_classes" = "$want_classes" ]; then echo "ok: $name: classes: $got_classes"; else
     echo "FAIL: $name: classes: '$got_classes', want '$want_classes'"; cat "$hw.out"; fail=1
+  fi
+  # The matmul class, all GEMMs, is fitted by both keys and says how well each fits.
+  if grep -qE '^# matmul: [0-9]+ calls, pooled [0-9.]+; fit error [0-9.]+% by roofline time, [0-9.]+% by smallest dimension$' "$hw.out"; then
+    echo "ok: $name: the matmul fit's errors by both keys"
+  else
+    echo "FAIL: $name: no matmul comment with both fit errors"; cat "$hw.out"; fail=1
   fi
   { cat "$file"; grep '^eff_' "$hw.out"; } > "$hw.curves"
   check "$name: its curves read back as a hardware file" "$tool" --hardware "$hw.curves" opt,4096

@@ -5,6 +5,7 @@
  * one efficiency and on its curve. */
 #include "engine/plan/sim_ops.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "tests/testing.h"
@@ -107,6 +108,39 @@ static void check_class_curve(void) {
   CHECK_NEAR(sim_bytes_time(&hw, SIM_OPTIMIZER, 8e9), 16e-3 + 1e-6, 1e-15);
 }
 
+/* The matmul curve by the GEMM's smallest dimension: 0.5 at 64, 0.9 at 256. A 64 x 512 x 1536
+ * forward (m = 64) runs at 0.5, a 1024 x 128 x 256 one at 128, halfway in log(dim): 0.7, and
+ * the LM head's backward of 1024 rows, 256 channels and a 50304 vocabulary at 256: 0.9. Each
+ * time is its roofline over that, the roofline computed by hand from the op's FLOPs and bytes. */
+static void check_dim_curve(void) {
+  sim_hardware hw;
+  memset(&hw, 0, sizeof hw);
+  hw.mem_bw = 1e12;
+  for (int c = 0; c < SIM_CLASS_COUNT; c++) hw.efficiency[c] = 0.5;
+  hw.efficiency_curve[SIM_MATMUL] =
+      (sim_curve){.points = 2, .size = {64, 256}, .efficiency = {0.5, 0.9}};
+  hw.efficiency_key[SIM_MATMUL] = SIM_KEY_GEMM_DIM;
+  const sim_shape s = cpu_shape();
+  const struct {
+    sim_kind kind;
+    int64_t m, n, k;
+    double dim, efficiency;
+  } cases[] = {{SIM_K_MATMUL_FWD, 64, 1536, 512, 64, 0.5},
+               {SIM_K_MATMUL_BWD, 1024, 128, 256, 128, 0.7},
+               {SIM_K_HEAD_BWD, 1024, 50304, 256, 256, 0.9}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const sim_op op =
+        sim_op_make(&s, cases[i].kind, "op", cases[i].m, cases[i].n, cases[i].k, 0, 0);
+    CHECK_NEAR(sim_op_gemm_dim(&op), cases[i].dim, 0);
+    const double roofline = fmax(op.flops / 2e12, op.bytes / 1e12);
+    CHECK_NEAR(sim_op_roofline(&hw, &op, 2e12), roofline, 1e-18);
+    CHECK_NEAR(sim_op_time(&hw, &op, 2e12) * cases[i].efficiency, roofline, 1e-15);
+  }
+  /* Not a GEMM: no dimension. */
+  const sim_op norm = sim_op_make(&s, SIM_K_LN_FWD, "ln", 1024, 256, 0, 0, 0);
+  CHECK_NEAR(sim_op_gemm_dim(&norm), 0, 0);
+}
+
 typedef struct expected_op {
   sim_kind kind;
   const char *label;
@@ -163,6 +197,7 @@ int main(void) {
   check_hand_cases();
   check_roofline();
   check_class_curve();
+  check_dim_curve();
   check_cpu_lists();
   return test_finish("sim_ops_test");
 }
