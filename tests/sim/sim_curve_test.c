@@ -92,6 +92,14 @@ static const char *write_file(const char *name, const char *text) {
   return path;
 }
 
+/* A hardware file whose last line is `line` is refused with an error naming `message`. */
+static void expect_refused(const char *line, const char *message) {
+  sim_hardware hw;
+  CHECK_STATUS(sim_hw_load(write_file("bad.hw", line), &hw), ST_ERR_INVALID_ARG);
+  CHECK_MSG(strstr(st_last_error(), message) != NULL, "want '%s', got '%s'", message,
+            st_last_error());
+}
+
 /* A hardware file's curves: the collective with one follows it per group size, the others
  * keep their single efficiency; malformed lines are refused naming the file, line and key. */
 static void check_hardware_file(void) {
@@ -118,9 +126,7 @@ static void check_hardware_file(void) {
       {"eff_all_reduce@2 = 4096:0\n", "eff_all_reduce@2: efficiency 0 of point 1"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    CHECK_STATUS(sim_hw_load(write_file("bad.hw", bad[i].line), &hw), ST_ERR_INVALID_ARG);
-    CHECK_MSG(strstr(st_last_error(), bad[i].message) != NULL, "want '%s', got '%s'",
-              bad[i].message, st_last_error());
+    expect_refused(bad[i].line, bad[i].message);
   }
 }
 
@@ -158,11 +164,13 @@ static void check_class_curve(void) {
       {"eff_cast = 1e-6:0.5 fast\n", "line 8: eff_cast: 'fast' is not SIZE:EFFICIENCY pairs"},
       {"eff_cast = 0:0.5\n", "line 8: eff_cast: size 0 of point 1"},
       {"eff_cast = 1e-6:0.5:0.4\n", "line 8: eff_cast: '1e-6:0.5:0.4' is not SIZE:EFF"},
+      {"eff_norm_fwd@dim = 64:0.5\n", "line 8: eff_norm_fwd@dim: only eff_matmul is keyed by"},
+      {"eff_matmul@dim = 0.9\n", "line 8: eff_matmul@dim: '0.9' is not SIZE:EFF"},
+      {"eff_matmul@dim = 256:0.9 64:0.5\n", "line 8: eff_matmul@dim: size 64 of point 2"},
+      {"eff_matmul@dims = 64:0.5\n", "line 8: eff_matmul@dims: not eff_"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    CHECK_STATUS(sim_hw_load(write_file("bad.hw", bad[i].line), &hw), ST_ERR_INVALID_ARG);
-    CHECK_MSG(strstr(st_last_error(), bad[i].message) != NULL, "want '%s', got '%s'",
-              bad[i].message, st_last_error());
+    expect_refused(bad[i].line, bad[i].message);
   }
   /* The matmul class by the GEMM's smallest dimension: 0.6 at 64, 0.9 at 1024; 256 lies halfway
    * in log(dim): 0.75, whatever the roofline time. A later constant (or curve by time) replaces
@@ -178,19 +186,6 @@ static void check_class_curve(void) {
                        &hw));
   CHECK_EQ_INT(hw.efficiency_key[SIM_MATMUL], SIM_KEY_ROOFLINE);
   CHECK_NEAR(sim_hw_class_efficiency(&hw, SIM_MATMUL, (sim_call_size){1e-5, 256}), 0.7, 1e-12);
-  const struct {
-    const char *line, *message;
-  } bad_dim[] = {
-      {"eff_norm_fwd@dim = 64:0.5\n", "line 8: eff_norm_fwd@dim: only eff_matmul is keyed by"},
-      {"eff_matmul@dim = 0.9\n", "line 8: eff_matmul@dim: '0.9' is not SIZE:EFF"},
-      {"eff_matmul@dim = 256:0.9 64:0.5\n", "line 8: eff_matmul@dim: size 64 of point 2"},
-      {"eff_matmul@dims = 64:0.5\n", "line 8: eff_matmul@dims: not eff_"},
-  };
-  for (size_t i = 0; i < sizeof bad_dim / sizeof bad_dim[0]; i++) {
-    CHECK_STATUS(sim_hw_load(write_file("bad.hw", bad_dim[i].line), &hw), ST_ERR_INVALID_ARG);
-    CHECK_MSG(strstr(st_last_error(), bad_dim[i].message) != NULL, "want '%s', got '%s'",
-              bad_dim[i].message, st_last_error());
-  }
   /* A curve built in code is checked as one read from a file. */
   CHECK_OK(sim_hw_builtin("h100", &hw));
   hw.efficiency_curve[SIM_ATTENTION_FWD] =
