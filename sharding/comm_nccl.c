@@ -6,7 +6,9 @@
  * Creating a communicator is collective, so whatever one rank can fail at alone (its stream and
  * scratch word, rank 0's unique id) is agreed on over the group's MPI communicator first:
  * either every rank enters NCCL's set-up or every rank returns an error. A failure inside
- * NCCL's own set-up is not covered (docs/ARCHITECTURE.md, "Collectives"). */
+ * NCCL's own set-up, which would leave the other ranks waiting in it, ends every waiting rank
+ * with one error line at the communicator's timeout (core/deadline.h; docs/ARCHITECTURE.md,
+ * "Collectives"). */
 #include "sharding/comm_nccl.h"
 
 #include <cuda_runtime.h>
@@ -17,6 +19,7 @@
 #include "core/check_cuda.h"
 #include "core/check_mpi.h"
 #include "core/check_nccl.h"
+#include "core/deadline.h"
 #include "core/mpi_agree.h"
 
 typedef struct nccl_ctx {
@@ -24,7 +27,8 @@ typedef struct nccl_ctx {
   MPI_Comm mpi_comm; /* a duplicate of the group's, owned: the agreement before a duplicate */
   char group_name[32];
   int rank, size;
-  int max_ctas; /* ncclConfig_t's maxCTAs of the communicator and its duplicates */
+  int max_ctas;     /* ncclConfig_t's maxCTAs of the communicator and its duplicates */
+  double timeout_s; /* the limit on its collective set-up calls, as on its collectives */
   st_device dev;
   st_stream stream;
   float *barrier_word; /* device scratch for the barrier all-reduce */
@@ -207,35 +211,69 @@ static st_status agree_before(MPI_Comm over, const char *group_name, st_status m
 
 /* Every field of a context that its NCCL communicator does not need, ending in the private MPI
  * communicator the agreements run on. */
-static st_status init_common(nccl_ctx *ctx, MPI_Comm mpi_comm, const char *group_name,
-                             int max_ctas) {
+static st_status init_common(nccl_ctx *ctx, MPI_Comm mpi_comm, const char *group_name, int max_ctas,
+                             double timeout_s) {
   snprintf(ctx->group_name, sizeof ctx->group_name, "%s", group_name);
   ctx->max_ctas = max_ctas;
+  ctx->timeout_s = timeout_s;
   MPI_CHECK(MPI_Comm_dup(mpi_comm, &ctx->mpi_comm));
   MPI_CHECK(MPI_Comm_rank(ctx->mpi_comm, &ctx->rank));
   MPI_CHECK(MPI_Comm_size(ctx->mpi_comm, &ctx->size));
   return ST_OK;
 }
 
+/* Arms the deadline of NCCL's collective set-up call `call`: every rank of the group waits inside
+ * it for the others, so one that fails or stalls there would hold the rest for ever. */
+static st_status arm_setup_deadline(const nccl_ctx *ctx, const char *call, deadline *d) {
+  char what[128];
+  snprintf(what, sizeof what, "NCCL set-up (%s) of group %s", call, ctx->group_name);
+  return deadline_arm(d, ctx->timeout_s, what);
+}
+
+/* What a rank did alone before set-up call `call` (`mine`), then the call's deadline armed,
+ * agreed on over the group: on ST_OK every rank holds the armed deadline `d`, to disarm after
+ * the call; otherwise none does, and none makes the call. */
+static st_status arm_and_agree(const nccl_ctx *ctx, st_status mine, const char *call, deadline *d) {
+  if (mine == ST_OK) mine = arm_setup_deadline(ctx, call, d);
+  const st_status agreed = agree_before(ctx->mpi_comm, ctx->group_name, mine, call);
+  if (agreed != ST_OK && mine == ST_OK) deadline_disarm(d);
+  return agreed;
+}
+
+/* The status of a finished set-up call, naming it. */
+static st_status setup_result(ncclResult_t result, const char *call) {
+  if (result == ncclSuccess) return ST_OK;
+  return st_error(ST_ERR_NCCL, "%s failed: %s", call, ncclGetErrorString(result));
+}
+
+/* Rank 0's unique id to every rank, then the communicator. */
+static st_status make_comm(nccl_ctx *ctx, ncclUniqueId *id) {
+  MPI_CHECK(MPI_Bcast(id, sizeof *id, MPI_BYTE, 0, ctx->mpi_comm));
+  ncclConfig_t config = config_of(ctx);
+  return setup_result(ncclCommInitRankConfig(&ctx->comm, ctx->size, *id, ctx->rank, &config),
+                      "ncclCommInitRankConfig");
+}
+
 static st_status init_ctx(nccl_ctx *ctx, const st_device *dev) {
   ncclUniqueId id;
   st_status mine = init_resources(ctx, dev);
   if (mine == ST_OK && ctx->rank == 0) mine = new_unique_id(&id);
-  ST_CHECK(agree_before(ctx->mpi_comm, ctx->group_name, mine, "ncclCommInitRankConfig"));
-  MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, ctx->mpi_comm));
-  ncclConfig_t config = config_of(ctx);
-  NCCL_CHECK(ncclCommInitRankConfig(&ctx->comm, ctx->size, id, ctx->rank, &config));
-  return ST_OK;
+  deadline d;
+  ST_CHECK(arm_and_agree(ctx, mine, "ncclCommInitRankConfig", &d));
+  const st_status status = make_comm(ctx, &id);
+  deadline_disarm(&d);
+  return status;
 }
 
 /* The duplicate is split from the communicator with one colour, keeping the ranks. */
 static st_status dup_ctx(nccl_ctx *dup, const nccl_ctx *ctx) {
-  ST_CHECK(init_common(dup, ctx->mpi_comm, ctx->group_name, ctx->max_ctas));
-  ST_CHECK(agree_before(dup->mpi_comm, dup->group_name, init_resources(dup, &ctx->dev),
-                        "ncclCommSplit"));
+  ST_CHECK(init_common(dup, ctx->mpi_comm, ctx->group_name, ctx->max_ctas, ctx->timeout_s));
+  deadline d;
+  ST_CHECK(arm_and_agree(dup, init_resources(dup, &ctx->dev), "ncclCommSplit", &d));
   ncclConfig_t config = config_of(dup);
-  NCCL_CHECK(ncclCommSplit(ctx->comm, 0, ctx->rank, &dup->comm, &config));
-  return ST_OK;
+  const ncclResult_t made = ncclCommSplit(ctx->comm, 0, ctx->rank, &dup->comm, &config);
+  deadline_disarm(&d);
+  return setup_result(made, "ncclCommSplit");
 }
 
 /* A context with nothing to release yet (its MPI communicator is the only field whose empty
@@ -281,7 +319,7 @@ st_status comm_nccl_create(comm **out, MPI_Comm mpi_comm, const char *group_name
   }
   nccl_ctx *ctx = NULL;
   ST_CHECK(new_ctx(mpi_comm, group_name, &ctx));
-  st_status status = init_common(ctx, mpi_comm, group_name, max_ctas);
+  st_status status = init_common(ctx, mpi_comm, group_name, max_ctas, timeout_s);
   if (status == ST_OK) status = init_ctx(ctx, dev);
   if (status != ST_OK) {
     nccl_destroy(ctx);

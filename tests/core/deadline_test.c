@@ -1,0 +1,110 @@
+/* deadline_test.c - proves core/deadline.h: a call that finishes before its deadline leaves the
+ * process running and silent (armed and disarmed many times); one that overruns ends the process
+ * with DEADLINE_EXIT_CODE and one stderr line naming it and the limit, soon after the limit and
+ * long before the call would have returned (checked in a forked child, its stderr through a
+ * pipe); a limit that is not a positive number is refused. */
+#include "core/deadline.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "tests/testing.h"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void sleep_s(double seconds) {
+  const struct timespec ts = {(time_t)seconds, (long)((seconds - floor(seconds)) * 1e9)};
+  nanosleep(&ts, NULL);
+}
+
+typedef struct child_result {
+  int exited, code;
+  double seconds;   /* from the fork to the child's end */
+  char stderr[512]; /* what it wrote there */
+} child_result;
+
+/* Runs `body(seconds, call_s)` in a child and collects how it ended. */
+static child_result run_child(void (*body)(double, double), double seconds, double call_s) {
+  child_result r = {0};
+  int fds[2];
+  CHECK(pipe(fds) == 0);
+  const double start = now_s();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    dup2(fds[1], STDERR_FILENO);
+    body(seconds, call_s);
+    _exit(0);
+  }
+  close(fds[1]);
+  size_t got = 0;
+  ssize_t n;
+  while ((n = read(fds[0], r.stderr + got, sizeof r.stderr - 1 - got)) > 0) got += (size_t)n;
+  close(fds[0]);
+  int status = 0;
+  CHECK(waitpid(pid, &status, 0) == pid);
+  r.seconds = now_s() - start;
+  r.exited = WIFEXITED(status);
+  r.code = r.exited ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+/* A blocking call of `call_s` seconds under a deadline of `seconds`. */
+static void guarded_call(double seconds, double call_s) {
+  deadline d;
+  if (deadline_arm(&d, seconds, "the test's blocking call") != ST_OK) _exit(90);
+  sleep_s(call_s);
+  deadline_disarm(&d);
+}
+
+static void check_overrun(void) {
+  /* A 0.2 s limit on a 30 s call: the child ends after about 0.2 s, not 30. */
+  const child_result r = run_child(guarded_call, 0.2, 30.0);
+  CHECK_MSG(r.exited && r.code == DEADLINE_EXIT_CODE, "exited %d with code %d", r.exited, r.code);
+  CHECK_MSG(r.seconds >= 0.2 && r.seconds < 10.0, "ended after %.2f s", r.seconds);
+  CHECK_MSG(strcmp(r.stderr,
+                   "shardtrain: error: the test's blocking call did not finish within 0.2 s "
+                   "(ST_COMM_TIMEOUT): a rank failed inside it or cannot reach the others\n") == 0,
+            "stderr: '%s'", r.stderr);
+}
+
+static void check_in_time(void) {
+  /* A 0.1 s call under a 0.5 s limit: the child goes on past the limit, exits 0, says nothing. */
+  const child_result r = run_child(guarded_call, 0.5, 0.1);
+  CHECK_MSG(r.exited && r.code == 0, "exited %d with code %d", r.exited, r.code);
+  CHECK_MSG(r.stderr[0] == '\0', "stderr: '%s'", r.stderr);
+  /* Here too, many times over: disarming wakes the timer at once, whatever the limit. */
+  const double start = now_s();
+  for (int i = 0; i < 100; i++) {
+    deadline d;
+    CHECK_OK(deadline_arm(&d, 300.0, "a quick call"));
+    deadline_disarm(&d);
+  }
+  CHECK_MSG(now_s() - start < 5.0, "100 arm/disarm took %.2f s", now_s() - start);
+}
+
+static void check_refusals(void) {
+  const double bad[] = {0.0, -1.0, NAN, INFINITY};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    deadline d;
+    CHECK_STATUS(deadline_arm(&d, bad[i], "a call"), ST_ERR_INVALID_ARG);
+    CHECK(strstr(st_last_error(), "deadline for a call:") != NULL);
+  }
+}
+
+int main(void) {
+  check_in_time();
+  check_overrun();
+  check_refusals();
+  return test_finish("deadline_test");
+}
