@@ -1,14 +1,32 @@
-/* deadline.c - a timer thread that ends the process when a blocking call overruns (deadline.h). */
+/* deadline.c - the process's watchdog thread over armed deadlines (deadline.h). */
 #include "core/deadline.h"
 
-#include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/error.h"
+
+/* The watchdog: the armed deadlines, and the process whose thread watches them (a forked child
+ * has no thread until it arms a deadline). */
+static struct {
+  pthread_mutex_t lock;
+  deadline *armed;
+  pid_t watching; /* 0: no thread yet */
+  int fork_handlers;
+} watch = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0};
+
+/* How often the watchdog looks: the deadlines are minutes, so a few tens of ms late is nothing. */
+#define WATCH_PERIOD_NS 20000000L
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 /* Writes the one error line with write(2) (no stdio lock the interrupted call might hold) and
  * ends the process. */
@@ -27,26 +45,52 @@ static void overrun(const deadline *d) {
   _exit(DEADLINE_EXIT_CODE);
 }
 
-static void *timer(void *arg) {
-  deadline *d = arg;
-  struct timespec until;
-  clock_gettime(CLOCK_MONOTONIC, &until);
-  const double whole = floor(d->seconds);
-  until.tv_sec += (time_t)whole;
-  until.tv_nsec += (long)((d->seconds - whole) * 1e9);
-  if (until.tv_nsec >= 1000000000L) {
-    until.tv_sec++;
-    until.tv_nsec -= 1000000000L;
+/* Ends the process if an armed deadline has passed. Called with the lock held. */
+static void check_due(void) {
+  const double now = now_s();
+  for (const deadline *d = watch.armed; d; d = d->next) {
+    if (now >= d->due_s) overrun(d);
   }
-  pthread_mutex_lock(&d->lock);
-  int waited = 0;
-  while (!d->disarmed && waited != ETIMEDOUT) {
-    waited = pthread_cond_timedwait(&d->disarmed_cond, &d->lock, &until);
+}
+
+static void *watchdog(void *arg) {
+  (void)arg;
+  const struct timespec period = {0, WATCH_PERIOD_NS};
+  for (;;) {
+    nanosleep(&period, NULL);
+    pthread_mutex_lock(&watch.lock);
+    check_due();
+    pthread_mutex_unlock(&watch.lock);
   }
-  const int passed = !d->disarmed;
-  pthread_mutex_unlock(&d->lock);
-  if (passed) overrun(d);
   return NULL;
+}
+
+/* Around a fork: no thread holds the lock while the child copies it; the child starts afresh,
+ * with no watchdog and nothing armed. */
+static void before_fork(void) { pthread_mutex_lock(&watch.lock); }
+static void after_fork_parent(void) { pthread_mutex_unlock(&watch.lock); }
+static void after_fork_child(void) {
+  watch.armed = NULL;
+  watch.watching = 0;
+  pthread_mutex_unlock(&watch.lock);
+}
+
+/* Starts this process's watchdog thread unless it runs. Called with the lock held. */
+static st_status start_watchdog(void) {
+  if (watch.watching == getpid()) return ST_OK;
+  if (!watch.fork_handlers) {
+    if (pthread_atfork(before_fork, after_fork_parent, after_fork_child) != 0) {
+      return st_error(ST_ERR_INTERNAL, "deadline: cannot register its fork handlers");
+    }
+    watch.fork_handlers = 1;
+  }
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, watchdog, NULL) != 0) {
+    return st_error(ST_ERR_INTERNAL, "deadline: cannot start its watchdog thread");
+  }
+  pthread_detach(thread);
+  watch.watching = getpid();
+  return ST_OK;
 }
 
 st_status deadline_arm(deadline *d, double seconds, const char *what) {
@@ -55,30 +99,25 @@ st_status deadline_arm(deadline *d, double seconds, const char *what) {
     return st_error(ST_ERR_INVALID_ARG, "deadline for %s: %g s must be > 0", what, seconds);
   }
   d->seconds = seconds;
+  d->due_s = now_s() + seconds;
   snprintf(d->what, sizeof d->what, "%s", what);
-  pthread_condattr_t attr;
-  int failed = pthread_condattr_init(&attr);
-  if (!failed) {
-    failed = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    if (!failed) failed = pthread_cond_init(&d->disarmed_cond, &attr);
-    pthread_condattr_destroy(&attr);
+  pthread_mutex_lock(&watch.lock);
+  const st_status status = start_watchdog();
+  if (status == ST_OK) {
+    d->next = watch.armed;
+    watch.armed = d;
   }
-  if (failed) return st_error(ST_ERR_INTERNAL, "deadline for %s: no condition variable", what);
-  pthread_mutex_init(&d->lock, NULL);
-  if (pthread_create(&d->thread, NULL, timer, d) != 0) {
-    pthread_cond_destroy(&d->disarmed_cond);
-    pthread_mutex_destroy(&d->lock);
-    return st_error(ST_ERR_INTERNAL, "deadline for %s: cannot start its timer thread", what);
-  }
-  return ST_OK;
+  pthread_mutex_unlock(&watch.lock);
+  return status;
 }
 
 void deadline_disarm(deadline *d) {
-  pthread_mutex_lock(&d->lock);
-  d->disarmed = 1;
-  pthread_cond_signal(&d->disarmed_cond);
-  pthread_mutex_unlock(&d->lock);
-  pthread_join(d->thread, NULL);
-  pthread_cond_destroy(&d->disarmed_cond);
-  pthread_mutex_destroy(&d->lock);
+  pthread_mutex_lock(&watch.lock);
+  for (deadline **at = &watch.armed; *at; at = &(*at)->next) {
+    if (*at == d) {
+      *at = d->next;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&watch.lock);
 }

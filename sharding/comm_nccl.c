@@ -6,9 +6,10 @@
  * Creating a communicator is collective, so whatever one rank can fail at alone (its stream and
  * scratch word, rank 0's unique id) is agreed on over the group's MPI communicator first:
  * either every rank enters NCCL's set-up or every rank returns an error. A failure inside
- * NCCL's own set-up, which would leave the other ranks waiting in it, ends every waiting rank
- * with one error line at the communicator's timeout (core/deadline.h; docs/ARCHITECTURE.md,
- * "Collectives"). */
+ * NCCL's own set-up, or in the connection NCCL makes on a collective's first enqueue, would
+ * leave the other ranks waiting inside the call: each such call runs under a deadline of the
+ * communicator's timeout, which ends a waiting rank with one error line (core/deadline.h;
+ * docs/ARCHITECTURE.md, "Collectives"). */
 #include "sharding/comm_nccl.h"
 
 #include <cuda_runtime.h>
@@ -69,57 +70,96 @@ static st_status mark_enqueued(nccl_ctx *ctx, const st_stream *stream, comm_work
   return status;
 }
 
+/* The collectives NCCL enqueues for this backend. */
+typedef enum nccl_call {
+  CALL_ALL_GATHER,
+  CALL_REDUCE_SCATTER,
+  CALL_ALL_REDUCE,
+  CALL_BROADCAST
+} nccl_call;
+
+static const char *const call_names[] = {"ncclAllGather", "ncclReduceScatter", "ncclAllReduce",
+                                         "ncclBroadcast"};
+
+typedef struct nccl_args {
+  const void *send;
+  void *recv;
+  size_t count; /* the result's elements (per rank for a reduce-scatter) */
+  st_dtype dtype;
+  comm_reduce_op op;
+  int root;
+} nccl_args;
+
+static ncclResult_t call_nccl(nccl_ctx *ctx, nccl_call call, const nccl_args *a, cudaStream_t s) {
+  const ncclDataType_t type = nccl_type(a->dtype);
+  switch (call) {
+    case CALL_ALL_GATHER: return ncclAllGather(a->send, a->recv, a->count, type, ctx->comm, s);
+    case CALL_REDUCE_SCATTER:
+      return ncclReduceScatter(a->send, a->recv, a->count, type, nccl_op(a->op), ctx->comm, s);
+    case CALL_ALL_REDUCE:
+      return ncclAllReduce(a->send, a->recv, a->count, type, nccl_op(a->op), ctx->comm, s);
+    default: return ncclBroadcast(a->send, a->recv, a->count, type, a->root, ctx->comm, s);
+  }
+}
+
+/* Enqueues one collective on `stream` and records its completion event. NCCL connects a
+ * communicator's ranks on first use, inside the enqueuing call (NCCL_RUNTIME_CONNECT), which
+ * then waits for every peer: a peer that never comes would hold this rank there, where the
+ * communicator's own timeout (comm_wait) cannot see it, so the call runs under a deadline of
+ * that timeout (core/deadline.h). */
+static st_status enqueue(nccl_ctx *ctx, nccl_call call, const nccl_args *args,
+                         const st_stream *stream, comm_work *work) {
+  char what[96];
+  snprintf(what, sizeof what, "%s on group %s", call_names[call], ctx->group_name);
+  deadline d;
+  ST_CHECK(deadline_arm(&d, ctx->timeout_s, what));
+  const ncclResult_t rc = call_nccl(ctx, call, args, cuda_of(stream));
+  deadline_disarm(&d);
+  if (rc != ncclSuccess) {
+    return st_error(ST_ERR_NCCL, "%s failed: %s", what, ncclGetErrorString(rc));
+  }
+  return mark_enqueued(ctx, stream, work);
+}
+
 static st_status nccl_all_gather(void *vctx, const void *send, void *recv, size_t count,
                                  st_dtype dtype, const st_stream *stream, comm_work *work) {
   nccl_ctx *ctx = vctx;
-  const st_stream *s = order_of(ctx, stream);
-  NCCL_CHECK(ncclAllGather(send, recv, count, nccl_type(dtype), ctx->comm, cuda_of(s)));
-  return mark_enqueued(ctx, s, work);
-}
-
-/* ncclReduceScatter and ncclAllReduce: one signature, `count` being the result's elements. */
-typedef ncclResult_t (*nccl_reduction)(const void *send, void *recv, size_t count,
-                                       ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm,
-                                       cudaStream_t stream);
-
-static st_status enqueue_reduction(nccl_ctx *ctx, nccl_reduction reduce, const char *name,
-                                   const void *send, void *recv, size_t count, st_dtype dtype,
-                                   comm_reduce_op op, const st_stream *stream, comm_work *work) {
-  const st_stream *s = order_of(ctx, stream);
-  ncclResult_t rc = reduce(send, recv, count, nccl_type(dtype), nccl_op(op), ctx->comm, cuda_of(s));
-  if (rc != ncclSuccess) {
-    return st_error(ST_ERR_NCCL, "%s failed: %s", name, ncclGetErrorString(rc));
-  }
-  return mark_enqueued(ctx, s, work);
+  const nccl_args args = {.send = send, .recv = recv, .count = count, .dtype = dtype};
+  return enqueue(ctx, CALL_ALL_GATHER, &args, order_of(ctx, stream), work);
 }
 
 static st_status nccl_reduce_scatter(void *vctx, const void *send, void *recv, size_t count,
                                      st_dtype dtype, comm_reduce_op op, const st_stream *stream,
                                      comm_work *work) {
-  return enqueue_reduction(vctx, ncclReduceScatter, "ncclReduceScatter", send, recv, count, dtype,
-                           op, stream, work);
+  nccl_ctx *ctx = vctx;
+  const nccl_args args = {.send = send, .recv = recv, .count = count, .dtype = dtype, .op = op};
+  return enqueue(ctx, CALL_REDUCE_SCATTER, &args, order_of(ctx, stream), work);
 }
 
 static st_status nccl_all_reduce(void *vctx, const void *send, void *recv, size_t count,
                                  st_dtype dtype, comm_reduce_op op, const st_stream *stream,
                                  comm_work *work) {
-  return enqueue_reduction(vctx, ncclAllReduce, "ncclAllReduce", send, recv, count, dtype, op,
-                           stream, work);
+  nccl_ctx *ctx = vctx;
+  const nccl_args args = {.send = send, .recv = recv, .count = count, .dtype = dtype, .op = op};
+  return enqueue(ctx, CALL_ALL_REDUCE, &args, order_of(ctx, stream), work);
 }
 
 static st_status nccl_broadcast(void *vctx, void *buf, size_t count, st_dtype dtype, int root,
                                 comm_work *work) {
   nccl_ctx *ctx = vctx;
-  NCCL_CHECK(
-      ncclBroadcast(buf, buf, count, nccl_type(dtype), root, ctx->comm, cuda_of(&ctx->stream)));
-  return mark_enqueued(ctx, &ctx->stream, work);
+  const nccl_args args = {.send = buf, .recv = buf, .count = count, .dtype = dtype, .root = root};
+  return enqueue(ctx, CALL_BROADCAST, &args, &ctx->stream, work);
 }
 
+/* An all-reduce of one float on the device scratch word: NCCL has no barrier. */
 static st_status nccl_barrier(void *vctx, comm_work *work) {
   nccl_ctx *ctx = vctx;
-  NCCL_CHECK(ncclAllReduce(ctx->barrier_word, ctx->barrier_word, 1, ncclFloat32, ncclSum, ctx->comm,
-                           cuda_of(&ctx->stream)));
-  return mark_enqueued(ctx, &ctx->stream, work);
+  const nccl_args args = {.send = ctx->barrier_word,
+                          .recv = ctx->barrier_word,
+                          .count = 1,
+                          .dtype = ST_FP32,
+                          .op = COMM_SUM};
+  return enqueue(ctx, CALL_ALL_REDUCE, &args, &ctx->stream, work);
 }
 
 static st_status nccl_test(void *vctx, comm_work *work, int *done) {

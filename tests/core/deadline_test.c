@@ -1,8 +1,10 @@
 /* deadline_test.c - proves core/deadline.h: a call that finishes before its deadline leaves the
  * process running and silent (armed and disarmed many times); one that overruns ends the process
  * with DEADLINE_EXIT_CODE and one stderr line naming it and the limit, soon after the limit and
- * long before the call would have returned (checked in a forked child, its stderr through a
- * pipe); a limit that is not a positive number is refused. */
+ * long before the call would have returned, also with a second deadline armed and disarmed
+ * inside it (checked in forked children, their stderr through a pipe, after the parent's own
+ * watchdog started: a child starts its own); a limit that is not a positive number is
+ * refused. */
 #include "core/deadline.h"
 
 #include <math.h>
@@ -78,6 +80,23 @@ static void check_overrun(void) {
             "stderr: '%s'", r.stderr);
 }
 
+/* Two deadlines armed, the inner (longer) one disarmed: the outer still ends the call. */
+static void nested_call(double seconds, double call_s) {
+  deadline outer, inner;
+  if (deadline_arm(&outer, seconds, "the outer call") != ST_OK) _exit(90);
+  if (deadline_arm(&inner, 100 * seconds, "the inner call") != ST_OK) _exit(91);
+  deadline_disarm(&inner);
+  sleep_s(call_s);
+  deadline_disarm(&outer);
+}
+
+static void check_nested(void) {
+  const child_result r = run_child(nested_call, 0.2, 30.0);
+  CHECK_MSG(r.exited && r.code == DEADLINE_EXIT_CODE, "exited %d with code %d", r.exited, r.code);
+  CHECK_MSG(strstr(r.stderr, "the outer call did not finish within 0.2 s") != NULL, "stderr: '%s'",
+            r.stderr);
+}
+
 static void check_in_time(void) {
   /* A 0.1 s call under a 0.5 s limit: the child goes on past the limit, exits 0, says nothing. */
   const child_result r = run_child(guarded_call, 0.5, 0.1);
@@ -105,6 +124,7 @@ static void check_refusals(void) {
 int main(void) {
   check_in_time();
   check_overrun();
+  check_nested();
   check_refusals();
   return test_finish("deadline_test");
 }
