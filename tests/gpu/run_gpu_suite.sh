@@ -11,7 +11,10 @@
 #                params with fp32 gradients vs fp32
 #   streams      the collectives on device buffers and a unit's stream-ordered gather, publish
 #                and reduction (duplicate NCCL communicators, events between streams) on 1 and 2
-#                ranks sharing the GPU through nccl-hostid
+#                ranks sharing the GPU through nccl-hostid; then an NCCL set-up that one rank
+#                cannot join (NCCL_SOCKET_IFNAME names no interface on rank 1): the job must
+#                end, non-zero, with an error line, within 120 s at ST_COMM_TIMEOUT=10 (the
+#                deadline of core/deadline.h, or NCCL's own error on every rank), not hang
 #   equivalence  tests/train/equivalence_test.sh on the GPU with NCCL (2-8 ranks share the one
 #                GPU through nccl-hostid): every mesh and stage against one rank, bitwise
 #                across stages at equal mesh
@@ -73,6 +76,30 @@ section_train() {
   bash "$here/tests/gpu/train_gpu_test.sh" "$st" "$here/tools/prepare_bytes.py" "$mpirun_sh"
 }
 
+# An NCCL set-up that rank 1 cannot join must end the job, not hang it (see the top).
+setup_stall_check() {
+  local log="$logs/nccl_setup_stall.log" start rc
+  start=$(date +%s)
+  # shellcheck disable=SC2016  # the inner script expands its own variables, on each rank
+  ST_COMM_TIMEOUT=10 timeout 120 "$mpirun_sh" 2 bash -c \
+    'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then export NCCL_SOCKET_IFNAME=st_no_such_if; fi; exec "$@"' \
+    stall "$bin/nccl-hostid" "$st" selftest --device cuda --backend nccl --count 1024 --iters 1 \
+    > "$log" 2>&1
+  rc=$?
+  local took=$(($(date +%s) - start))
+  if grep -q "no usable GPU" "$log"; then
+    echo "FAIL NCCL set-up that one rank cannot join: no usable GPU"; return 1
+  fi
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -qi "error" "$log"; then
+    echo "ok   NCCL set-up that one rank cannot join: exit $rc after ${took} s:" \
+      "$(grep -i -m1 "did not finish within\|error" "$log")"
+    return 0
+  fi
+  echo "FAIL NCCL set-up that one rank cannot join: exit $rc after ${took} s (124: hung):"
+  tail -20 "$log"
+  return 1
+}
+
 section_streams() {
   local fail=0
   for t in collectives_gpu_test unit_streams_gpu_test; do
@@ -85,6 +112,7 @@ section_streams() {
       fi
     done
   done
+  setup_stall_check || fail=1
   return $fail
 }
 
