@@ -14,6 +14,7 @@
 #include <math.h>
 
 #include "core/error.h"
+#include "engine/model/gpt_tp.h"
 #include "engine/train/overflow_inject.h"
 #include "optim/unit_optim.h"
 
@@ -62,13 +63,12 @@ static st_status grad_sumsq(gpt_model *m, int scaling) {
   }
   if (scaling) ST_CHECK(check_units(m, &flag));
   const size_t count = scaling ? 2 : 1;
-  comm *groups[2] = {m->units[0].groups.shard, m->tp};
-  for (int g = 0; g < 2; g++) {
-    if (groups[g] && comm_size(groups[g]) > 1) {
-      /* Ordered on C, after the sums of squares and the check that produce them. */
-      ST_CHECK(scalars_all_reduce(m, groups[g], sumsq.data, count, COMM_SUM));
-    }
+  comm *shard = m->units[0].groups.shard;
+  if (shard && comm_size(shard) > 1) {
+    /* Ordered on C, after the sums of squares and the check that produce them. */
+    ST_CHECK(scalars_all_reduce(m, shard, sumsq.data, count, COMM_SUM));
   }
+  ST_CHECK(gpt_tp_sum_scalars(m, sumsq.data, count)); /* on the tp stream, after C's work */
   comm *replicate = m->units[0].groups.replicate;
   if (scaling && replicate && comm_size(replicate) > 1) {
     ST_CHECK(scalars_all_reduce(m, replicate, flag.data, 1, COMM_MAX));
