@@ -301,4 +301,10 @@ const char *st_mesh_device_name(const st_mesh *mesh) { return mesh->device.backe
 
 comm *mesh_comm(const st_mesh *mesh, st_group group) { return mesh->groups[group]; }
 
+comm *mesh_swap_comm(st_mesh *mesh, st_group group, comm *replacement) {
+  comm *old = mesh->groups[group];
+  mesh->groups[group] = replacement;
+  return old;
+}
+
 const st_device *mesh_device(const st_mesh *mesh) { return &mesh->device; }

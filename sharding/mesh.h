@@ -11,6 +11,11 @@
 /* The communicator of a group; never NULL for a created mesh. */
 comm *mesh_comm(const st_mesh *mesh, st_group group);
 
+/* Puts `replacement` (same ranks; the mesh owns it from now on) in place of a group's
+ * communicator and returns the old one, now the caller's: for tests that stand another backend
+ * in for a group. */
+comm *mesh_swap_comm(st_mesh *mesh, st_group group, comm *replacement);
+
 /* The device every rank computes on (chosen from $ST_DEVICE, or the mesh config's request). */
 const st_device *mesh_device(const st_mesh *mesh);
 

@@ -1,0 +1,207 @@
+/* lazy_step_test.c - the training step's stream ordering on the GPU path, run on the CPU: the
+ * lazy device (tests/core/lazy_device.h) keeps device memory apart from the host's, as a GPU
+ * does, and runs queued copies and fills only when CUDA would have to, so a missing event wait,
+ * host sync or buffer hand-off reads stale or foreign data. Each case trains 4 steps of a small
+ * GPT on one rank on the CPU device and on the lazy device (as late as allowed, and with random
+ * streams run ahead under 3 seeds), from the same weights and batches, and requires the same
+ * losses and gradient norms bit for bit at every step and the same master weights and Adam
+ * moments at the end; and that the lazy run really deferred copies. The cases cover what the GPU
+ * path does that the CPU device's does not: token uploads and scalar read-backs through
+ * stream copies, ZeRO stages 0-3 with prefetch and without resharding, bf16 and fp16
+ * parameters with their compute copies and fp32 gradients, a dynamic loss scale with a skipped
+ * step, the offloaded optimizer's staged chunk pipeline (copies down, host AdamW, copies up),
+ * activation recompute and gradient accumulation. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sharding/mesh.h"
+#include "tests/core/lazy_device.h"
+#include "tests/sharding/lazy_comm.h"
+#include "tests/testing_mpi.h"
+#include "tests/train/test_step.h"
+
+enum { B = 2, T = 16, STEPS = 4, MAX_ACCUM = 2, STATE = 3, SEEDS = 3 };
+
+typedef struct step_case {
+  const char *name;
+  int tp; /* 1: the ranks are one shard group; 2: one tp group of 2 (on 2 ranks only) */
+  int stage, prefetch, reshard;
+  st_dtype param, reduce;
+  int offload;
+  gpt_recompute recompute;
+  int grad_accum;
+  int skip_step; /* an overflow injected at this step (fp16); -1: none */
+} step_case;
+
+typedef struct run_result {
+  step_stats stats[STEPS];
+  float *state; /* masters, m and v of every unit, end to end */
+  size_t state_numel;
+} run_result;
+
+/* Masters, m and v, read through the device's copies once every stream the step used is done. */
+static void read_state(gpt_model *m, run_result *r) {
+  r->state_numel = 0;
+  for (int u = 0; u < m->n_units; u++) r->state_numel += STATE * (size_t)m->units[u].owned_numel;
+  r->state = malloc(r->state_numel * sizeof *r->state);
+  CHECK_OK(gpt_step_end(m));
+  float *at = r->state;
+  for (int u = 0; u < m->n_units; u++) {
+    unit *x = &m->units[u];
+    CHECK_OK(stream_sync(&x->stream));
+    const float *parts[STATE] = {x->master, x->adam_m, x->adam_v};
+    for (int k = 0; k < STATE; k++) {
+      CHECK_OK(stream_memcpy(&x->stream, at, parts[k], (size_t)x->owned_numel * sizeof *at));
+      at += x->owned_numel;
+    }
+  }
+}
+
+static void train(const st_device *dev, const st_mesh *mesh, const step_case *c, run_result *r) {
+  gpt_config cfg = {.n_layer = 2, .n_head = 2, .n_embd = 32, .vocab = 256, .max_seq = T};
+  CHECK_OK(gpt_config_finish(&cfg, c->tp));
+  const gpt_parallel par = {.mesh = mesh,
+                            .stage = c->stage,
+                            .prefetch = c->prefetch,
+                            .reshard_after_forward = c->reshard,
+                            .precision = {c->param, c->reduce},
+                            .offload_optimizer = c->offload,
+                            .recompute = c->recompute};
+  gpt_model *m = NULL;
+  CHECK_OK(gpt_create(&m, &cfg, dev, B, T, &par));
+  if (!m) return;
+  /* Chunks of 100 elements: the staged pipeline runs many, with its ring of events wrapping. */
+  for (int u = 0; u < m->n_units; u++) m->units[u].streams->offload.chunk_numel = 100;
+  CHECK_OK(gpt_init_params(m, 7));
+  CHECK_OK(train_state_reset(m));
+  loss_scaler scaler;
+  if (c->param == ST_FP16) {
+    loss_scaler_init_dynamic(&scaler, 65536.0, 2000);
+  } else {
+    loss_scaler_init_none(&scaler);
+  }
+  int32_t inputs[MAX_ACCUM][B * T], targets[MAX_ACCUM][B * T];
+  const int32_t *in[MAX_ACCUM], *tg[MAX_ACCUM];
+  /* Each data-parallel rank its own batch (a tp group shares one). */
+  st_mesh_coords at;
+  CHECK_OK(st_mesh_get_coords(mesh, &at));
+  for (int a = 0; a < c->grad_accum; a++) {
+    test_step_tokens(inputs[a], targets[a], B * T);
+    for (int i = 0; i < B * T; i++) inputs[a][i] = (inputs[a][i] + 31 * a + 13 * at.s) % 256;
+    in[a] = inputs[a];
+    tg[a] = targets[a];
+  }
+  train_hparams h = test_step_hparams((int64_t)c->grad_accum * B * T * at.S);
+  h.grad_accum = c->grad_accum;
+  if (c->skip_step >= 0) {
+    char inject[32];
+    snprintf(inject, sizeof inject, "%d:0", c->skip_step);
+    CHECK(setenv("ST_TEST_INJECT_OVERFLOW", inject, 1) == 0);
+  }
+  for (int step = 0; step < STEPS; step++) {
+    CHECK_OK(train_step(m, &h, &scaler, step, in, tg, &r->stats[step]));
+    /* The next step's batch is written into the same host arrays: an upload not yet taken
+     * from them would see it. */
+    for (int a = 0; a < c->grad_accum; a++) {
+      for (int i = 0; i < B * T; i++) inputs[a][i] = (inputs[a][i] + 1) % 256;
+    }
+  }
+  CHECK(unsetenv("ST_TEST_INJECT_OVERFLOW") == 0);
+  read_state(m, r);
+  gpt_destroy(m);
+}
+
+/* The same bits as the CPU device's run, step by step and in the final state. */
+static void check_same(const step_case *c, const char *how, const run_result *want,
+                       const run_result *got) {
+  for (int s = 0; s < STEPS; s++) {
+    const step_stats *a = &want->stats[s], *b = &got->stats[s];
+    const int same_norm = a->grad_norm == b->grad_norm || (a->skipped && b->skipped);
+    CHECK_MSG(a->loss == b->loss && same_norm && a->skipped == b->skipped,
+              "%s, %s, step %d: loss %.9g vs %.9g, norm %.9g vs %.9g, skipped %d vs %d", c->name,
+              how, s, b->loss, a->loss, b->grad_norm, a->grad_norm, b->skipped, a->skipped);
+  }
+  CHECK_MSG(got->state_numel == want->state_numel &&
+                memcmp(got->state, want->state, want->state_numel * sizeof *want->state) == 0,
+            "%s, %s: the master weights and Adam moments after %d steps", c->name, how, STEPS);
+}
+
+/* The case's mesh; with `lazy` given, every group's communicator is wrapped in a lazy_comm on
+ * it, so the collectives too are queued in stream order, as NCCL's. */
+static st_mesh *open_mesh(const step_case *c, int world, const st_device *lazy) {
+  st_mesh_config mc = ST_MESH_CONFIG_INIT;
+  mc.tp = c->tp;
+  mc.dp_shard = world / c->tp;
+  mc.device = "cpu";
+  st_mesh *mesh = NULL;
+  CHECK_OK(st_mesh_create(&mesh, &mc));
+  for (int g = 0; mesh && lazy && g < ST_GROUP_COUNT; g++) {
+    comm *ordered = NULL;
+    CHECK_OK(lazy_comm_create(&ordered, lazy, mesh_comm(mesh, (st_group)g)));
+    if (ordered) mesh_swap_comm(mesh, (st_group)g, ordered);
+  }
+  return mesh;
+}
+
+static void check_case(const step_case *c, int world) {
+  const st_device cpu = device_cpu();
+  run_result want = {0};
+  st_mesh *mesh = open_mesh(c, world, NULL);
+  if (!mesh) return;
+  train(&cpu, mesh, c, &want);
+  st_mesh_destroy(mesh);
+  if (c->skip_step >= 0) {
+    CHECK_MSG(want.stats[c->skip_step].skipped, "%s: the injected step was skipped", c->name);
+  }
+  for (int k = 0; k <= SEEDS; k++) {
+    /* The model and the communicators keep a pointer to the device: it outlives them. */
+    const st_device lazy = lazy_device(k == 0 ? LAZY_LATEST : LAZY_RANDOM, (uint64_t)k);
+    char how[32];
+    snprintf(how, sizeof how, k == 0 ? "latest" : "random seed %d", k);
+    run_result got = {0};
+    mesh = open_mesh(c, world, &lazy);
+    if (!mesh) break;
+    train(&lazy, mesh, c, &got);
+    st_mesh_destroy(mesh);
+    const lazy_counts n = lazy_device_counts();
+    CHECK_MSG(n.ran_late > 0, "%s, %s: %ld copies and fills queued, none ran late", c->name, how,
+              n.queued);
+    check_same(c, how, &want, &got);
+    free(got.state);
+  }
+  free(want.state);
+}
+
+int main(int argc, char **argv) {
+  CHECK_OK(st_init(&argc, &argv));
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const step_case cases[] = {
+      {"zero0 fp32", 1, 0, 1, 1, ST_FP32, ST_FP32, 0, GPT_RECOMPUTE_NONE, 1, -1},
+      {"zero1 fp32", 1, 1, 1, 1, ST_FP32, ST_FP32, 0, GPT_RECOMPUTE_NONE, 1, -1},
+      {"zero2 bf16/fp32, 2 micro-batches", 1, 2, 1, 1, ST_BF16, ST_FP32, 0, GPT_RECOMPUTE_NONE, 2,
+       -1},
+      {"zero3 fp32", 1, 3, 1, 1, ST_FP32, ST_FP32, 0, GPT_RECOMPUTE_NONE, 1, -1},
+      {"zero3 bf16, prefetch 2, kept gathered", 1, 3, 2, 0, ST_BF16, ST_BF16, 0, GPT_RECOMPUTE_NONE,
+       1, -1},
+      {"zero3 fp16, skipped step 1", 1, 3, 1, 1, ST_FP16, ST_FP16, 0, GPT_RECOMPUTE_NONE, 1, 1},
+      {"zero1 fp32, offloaded", 1, 1, 1, 1, ST_FP32, ST_FP32, 1, GPT_RECOMPUTE_NONE, 1, -1},
+      {"zero3 bf16, offloaded, 2 micro-batches", 1, 3, 1, 1, ST_BF16, ST_BF16, 1,
+       GPT_RECOMPUTE_NONE, 2, -1},
+      {"zero2 fp16, offloaded, skipped step 2", 1, 2, 1, 1, ST_FP16, ST_FP16, 1, GPT_RECOMPUTE_NONE,
+       1, 2},
+      {"zero3 fp32, recompute block", 1, 3, 1, 1, ST_FP32, ST_FP32, 0, GPT_RECOMPUTE_BLOCK, 1, -1},
+      {"zero0 bf16, recompute gelu", 1, 0, 1, 1, ST_BF16, ST_BF16, 0, GPT_RECOMPUTE_GELU, 1, -1},
+      {"tp2 zero0 fp32", 2, 0, 1, 1, ST_FP32, ST_FP32, 0, GPT_RECOMPUTE_NONE, 1, -1},
+      {"tp2 zero3 bf16, recompute block", 2, 3, 1, 1, ST_BF16, ST_BF16, 0, GPT_RECOMPUTE_BLOCK, 1,
+       -1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    if (world % cases[i].tp == 0) check_case(&cases[i], world);
+  }
+  const int failed = test_finish_mpi("lazy_step_test");
+  st_finalize();
+  return failed;
+}
