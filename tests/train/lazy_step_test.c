@@ -1,23 +1,26 @@
 /* lazy_step_test.c - the training step's stream ordering on the GPU path, run on the CPU: the
  * lazy device (tests/core/lazy_device.h) keeps device memory apart from the host's, as a GPU
- * does, and runs queued copies and fills only when CUDA would have to, so a missing event wait,
- * host sync or buffer hand-off reads stale or foreign data. Each case trains 4 steps of a small
- * GPT on one rank on the CPU device and on the lazy device (as late as allowed, and with random
- * streams run ahead under 3 seeds), from the same weights and batches, and requires the same
- * losses and gradient norms bit for bit at every step and the same master weights and Adam
- * moments at the end; and that the lazy run really deferred copies. The cases cover what the GPU
- * path does that the CPU device's does not: token uploads and scalar read-backs through
- * stream copies, ZeRO stages 0-3 with prefetch and without resharding, bf16 and fp16
- * parameters with their compute copies and fp32 gradients, a dynamic loss scale with a skipped
- * step, the offloaded optimizer's staged chunk pipeline (copies down, host AdamW, copies up),
- * activation recompute and gradient accumulation. */
+ * does, and runs queued copies, fills and collectives (tests/sharding/lazy_comm.h) only when
+ * CUDA would have to, so a missing event wait, host sync or buffer hand-off reads stale or
+ * foreign data. Each case trains 4 steps of a small GPT on 1 or 2 ranks on the CPU device and
+ * on the lazy device (as late as allowed, and with random streams run ahead under 3 seeds),
+ * from the same weights and batches, and requires the same losses and gradient norms bit for
+ * bit at every step, the same master weights and Adam moments at the end and the same exported
+ * file; and that the lazy run really deferred copies. The cases cover what the GPU path does
+ * that the CPU device's does not: token uploads and scalar read-backs through stream copies,
+ * ZeRO stages 0-3 with prefetch and without resharding, bf16 and fp16 parameters with their
+ * compute copies and fp32 gradients, a dynamic loss scale with a skipped step, the offloaded
+ * optimizer's staged chunk pipeline (copies down, host AdamW, copies up), activation recompute,
+ * gradient accumulation and tp 2. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/model/gpt_io.h"
 #include "sharding/mesh.h"
 #include "tests/core/lazy_device.h"
+#include "tests/engine/test_files.h"
 #include "tests/sharding/lazy_comm.h"
 #include "tests/testing_mpi.h"
 #include "tests/train/test_step.h"
@@ -39,6 +42,8 @@ typedef struct run_result {
   step_stats stats[STEPS];
   float *state; /* masters, m and v of every unit, end to end */
   size_t state_numel;
+  unsigned char *exported; /* rank 0: the file gpt_export wrote after the steps */
+  size_t exported_size;
 } run_result;
 
 /* Masters, m and v, read through the device's copies once every stream the step used is done. */
@@ -110,6 +115,15 @@ static void train(const st_device *dev, const st_mesh *mesh, const step_case *c,
   }
   CHECK(unsetenv("ST_TEST_INJECT_OVERFLOW") == 0);
   read_state(m, r);
+  /* The export gathers the masters through device buffers (a staged one when offloaded). */
+  char path[512];
+  test_tmp_path(path, sizeof path, "lazy_step_export.safetensors");
+  CHECK_OK(gpt_export(m, path, at.world_rank == 0));
+  if (at.world_rank == 0) {
+    r->exported = test_read_file(path, &r->exported_size);
+    CHECK_MSG(r->exported && r->exported_size > 0, "%s: %s written", c->name, path);
+  }
+  MPI_Barrier(MPI_COMM_WORLD); /* rank 0 has read the file before the next run rewrites it */
   gpt_destroy(m);
 }
 
@@ -126,6 +140,10 @@ static void check_same(const step_case *c, const char *how, const run_result *wa
   CHECK_MSG(got->state_numel == want->state_numel &&
                 memcmp(got->state, want->state, want->state_numel * sizeof *want->state) == 0,
             "%s, %s: the master weights and Adam moments after %d steps", c->name, how, STEPS);
+  CHECK_MSG(
+      got->exported_size == want->exported_size &&
+          (!want->exported || memcmp(got->exported, want->exported, want->exported_size) == 0),
+      "%s, %s: the exported file", c->name, how);
 }
 
 /* The case's mesh; with `lazy` given, every group's communicator is wrapped in a lazy_comm on
@@ -170,8 +188,10 @@ static void check_case(const step_case *c, int world) {
               n.queued);
     check_same(c, how, &want, &got);
     free(got.state);
+    free(got.exported);
   }
   free(want.state);
+  free(want.exported);
 }
 
 int main(int argc, char **argv) {
