@@ -5,19 +5,20 @@
  * foreign data. Each case trains 4 steps of a small GPT on 1 or 2 ranks on the CPU device and
  * on the lazy device (as late as allowed, and with random streams run ahead under 3 seeds),
  * from the same weights and batches, and requires the same losses and gradient norms bit for
- * bit at every step, the same master weights and Adam moments at the end and the same exported
- * file; and that the lazy run really deferred copies. The cases cover what the GPU path does
- * that the CPU device's does not: token uploads and scalar read-backs through stream copies,
- * ZeRO stages 0-3 with prefetch and without resharding, bf16 and fp16 parameters with their
- * compute copies and fp32 gradients, a dynamic loss scale with a skipped step, the offloaded
- * optimizer's staged chunk pipeline (copies down, host AdamW, copies up), activation recompute,
- * gradient accumulation and tp 2. */
+ * bit at every step, the same master weights and Adam moments at the end, the same exported
+ * file and (tp 1) the same logits from the generation forward; and that the lazy run really
+ * deferred copies. The cases cover what the GPU path does that the CPU device's does not: token
+ * uploads and scalar read-backs through stream copies, ZeRO stages 0-3 with prefetch and without
+ * resharding, bf16 and fp16 parameters with their compute copies and fp32 gradients, a dynamic loss
+ * scale with a skipped step, the offloaded optimizer's staged chunk pipeline (copies down, host
+ * AdamW, copies up), activation recompute, gradient accumulation and tp 2. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/model/gpt_io.h"
+#include "engine/model/gpt_kv.h"
 #include "sharding/mesh.h"
 #include "tests/core/lazy_device.h"
 #include "tests/engine/test_files.h"
@@ -25,7 +26,7 @@
 #include "tests/testing_mpi.h"
 #include "tests/train/test_step.h"
 
-enum { B = 2, T = 16, STEPS = 4, MAX_ACCUM = 2, STATE = 3, SEEDS = 3 };
+enum { B = 2, T = 16, STEPS = 4, MAX_ACCUM = 2, STATE = 3, SEEDS = 3, VOCAB = 256, FED = 4 };
 
 typedef struct step_case {
   const char *name;
@@ -44,6 +45,7 @@ typedef struct run_result {
   size_t state_numel;
   unsigned char *exported; /* rank 0: the file gpt_export wrote after the steps */
   size_t exported_size;
+  float logits[FED][VOCAB]; /* tp 1: the generation forward's, after the export */
 } run_result;
 
 /* Masters, m and v, read through the device's copies once every stream the step used is done. */
@@ -62,6 +64,21 @@ static void read_state(gpt_model *m, run_result *r) {
       at += x->owned_numel;
     }
   }
+}
+
+/* The generation forward (gpt_kv: its own cache, tokens up and logits down through stream
+ * copies): a prompt of 5 tokens, then 3 more one at a time, the last logits of each call. */
+static void generate(gpt_model *m, run_result *r) {
+  gpt_kv *kv = NULL;
+  CHECK_OK(gpt_kv_create(&kv, m, T, 1));
+  if (!kv) return;
+  const int32_t prompt[5] = {3, 141, 59, 26, 53};
+  CHECK_OK(gpt_kv_forward(kv, prompt, 5, 1, r->logits[0]));
+  for (int i = 1; i < FED; i++) {
+    const int32_t next = (int32_t)(17 * i);
+    CHECK_OK(gpt_kv_forward(kv, &next, 1, 1, r->logits[i]));
+  }
+  gpt_kv_destroy(kv);
 }
 
 static void train(const st_device *dev, const st_mesh *mesh, const step_case *c, run_result *r) {
@@ -124,6 +141,7 @@ static void train(const st_device *dev, const st_mesh *mesh, const step_case *c,
     CHECK_MSG(r->exported && r->exported_size > 0, "%s: %s written", c->name, path);
   }
   MPI_Barrier(MPI_COMM_WORLD); /* rank 0 has read the file before the next run rewrites it */
+  if (c->tp == 1) generate(m, r);
   gpt_destroy(m);
 }
 
