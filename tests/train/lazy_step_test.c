@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/checkpoint/checkpoint.h"
 #include "engine/model/gpt_io.h"
 #include "engine/model/gpt_kv.h"
 #include "sharding/mesh.h"
@@ -26,7 +27,17 @@
 #include "tests/testing_mpi.h"
 #include "tests/train/test_step.h"
 
-enum { B = 2, T = 16, STEPS = 4, MAX_ACCUM = 2, STATE = 3, SEEDS = 3, VOCAB = 256, FED = 4 };
+enum {
+  B = 2,
+  T = 16,
+  STEPS = 4,
+  SAVED_AT = 2,
+  MAX_ACCUM = 2,
+  STATE = 3,
+  SEEDS = 3,
+  VOCAB = 256,
+  FED = 4
+};
 
 typedef struct step_case {
   const char *name;
@@ -46,6 +57,9 @@ typedef struct run_result {
   unsigned char *exported; /* rank 0: the file gpt_export wrote after the steps */
   size_t exported_size;
   float logits[FED][VOCAB]; /* tp 1: the generation forward's, after the export */
+  char ckpt[512];           /* the checkpoint of SAVED_AT steps */
+  unsigned char *manifest;  /* rank 0: its manifest.json */
+  size_t manifest_size;
 } run_result;
 
 /* Masters, m and v, read through the device's copies once every stream the step used is done. */
@@ -81,8 +95,8 @@ static void generate(gpt_model *m, run_result *r) {
   gpt_kv_destroy(kv);
 }
 
-static void train(const st_device *dev, const st_mesh *mesh, const step_case *c, run_result *r) {
-  gpt_config cfg = {.n_layer = 2, .n_head = 2, .n_embd = 32, .vocab = 256, .max_seq = T};
+static gpt_model *open_model(const st_device *dev, const st_mesh *mesh, const step_case *c) {
+  gpt_config cfg = {.n_layer = 2, .n_head = 2, .n_embd = 32, .vocab = VOCAB, .max_seq = T};
   CHECK_OK(gpt_config_finish(&cfg, c->tp));
   const gpt_parallel par = {.mesh = mesh,
                             .stage = c->stage,
@@ -93,9 +107,71 @@ static void train(const st_device *dev, const st_mesh *mesh, const step_case *c,
                             .recompute = c->recompute};
   gpt_model *m = NULL;
   CHECK_OK(gpt_create(&m, &cfg, dev, B, T, &par));
-  if (!m) return;
   /* Chunks of 100 elements: the staged pipeline runs many, with its ring of events wrapping. */
-  for (int u = 0; u < m->n_units; u++) m->units[u].streams->offload.chunk_numel = 100;
+  for (int u = 0; m && u < m->n_units; u++) m->units[u].streams->offload.chunk_numel = 100;
+  return m;
+}
+
+/* A run's batches: each data-parallel rank its own (a tp group shares one), moved on after each
+ * step in the same host arrays, so an upload not yet taken from them would see the next. */
+typedef struct batches {
+  int count;
+  int32_t inputs[MAX_ACCUM][B * T], targets[MAX_ACCUM][B * T];
+} batches;
+
+static void batches_init(batches *b, int count, int dp_rank) {
+  b->count = count;
+  for (int a = 0; a < count; a++) {
+    test_step_tokens(b->inputs[a], b->targets[a], B * T);
+    for (int i = 0; i < B * T; i++)
+      b->inputs[a][i] = (b->inputs[a][i] + 31 * a + 13 * dp_rank) % 256;
+  }
+}
+
+static void step_on(gpt_model *m, const train_hparams *h, loss_scaler *scaler, int step, batches *b,
+                    step_stats *out) {
+  const int32_t *in[MAX_ACCUM], *tg[MAX_ACCUM];
+  for (int a = 0; a < b->count; a++) in[a] = b->inputs[a], tg[a] = b->targets[a];
+  CHECK_OK(train_step(m, h, scaler, step, in, tg, out));
+  for (int a = 0; a < b->count; a++) {
+    for (int i = 0; i < B * T; i++) b->inputs[a][i] = (b->inputs[a][i] + 1) % 256;
+  }
+}
+
+/* Writes the checkpoint of `step` steps (its files staged through device copies); rank 0 keeps
+ * its manifest, which holds every file's SHA-256. */
+static void save(gpt_model *m, const step_case *c, const train_hparams *h, const loss_scaler *s,
+                 const st_mesh_coords *at, int step, run_result *r) {
+  ckpt_manifest run = {.step = step,
+                       .cfg = m->cfg,
+                       .R = at->R,
+                       .S = at->S,
+                       .T = at->T,
+                       .zero = c->stage,
+                       .param_dtype = c->param,
+                       .reduce_dtype = c->reduce,
+                       .scaler = s->state,
+                       .micro_batch = B,
+                       .h = *h,
+                       .seed = 7,
+                       .dp_size = at->S};
+  snprintf(run.model, sizeof run.model, "lazy");
+  token_position data = {0};
+  run.data = &data;
+  char dir[512], saved[512], manifest[600];
+  test_make_dir(dir, sizeof dir, "lazy_step_ckpt");
+  CHECK_OK(ckpt_save(m, &run, dir, 1, saved, sizeof saved));
+  snprintf(r->ckpt, sizeof r->ckpt, "%s", saved);
+  if (at->world_rank == 0) {
+    snprintf(manifest, sizeof manifest, "%s/manifest.json", saved);
+    r->manifest = test_read_file(manifest, &r->manifest_size);
+    CHECK_MSG(r->manifest && r->manifest_size > 0, "%s: %s written", c->name, manifest);
+  }
+}
+
+static void train(const st_device *dev, const st_mesh *mesh, const step_case *c, run_result *r) {
+  gpt_model *m = open_model(dev, mesh, c);
+  if (!m) return;
   CHECK_OK(gpt_init_params(m, 7));
   CHECK_OK(train_state_reset(m));
   loss_scaler scaler;
@@ -104,17 +180,10 @@ static void train(const st_device *dev, const st_mesh *mesh, const step_case *c,
   } else {
     loss_scaler_init_none(&scaler);
   }
-  int32_t inputs[MAX_ACCUM][B * T], targets[MAX_ACCUM][B * T];
-  const int32_t *in[MAX_ACCUM], *tg[MAX_ACCUM];
-  /* Each data-parallel rank its own batch (a tp group shares one). */
   st_mesh_coords at;
   CHECK_OK(st_mesh_get_coords(mesh, &at));
-  for (int a = 0; a < c->grad_accum; a++) {
-    test_step_tokens(inputs[a], targets[a], B * T);
-    for (int i = 0; i < B * T; i++) inputs[a][i] = (inputs[a][i] + 31 * a + 13 * at.s) % 256;
-    in[a] = inputs[a];
-    tg[a] = targets[a];
-  }
+  batches b, b_saved;
+  batches_init(&b, c->grad_accum, at.s);
   train_hparams h = test_step_hparams((int64_t)c->grad_accum * B * T * at.S);
   h.grad_accum = c->grad_accum;
   if (c->skip_step >= 0) {
@@ -122,15 +191,15 @@ static void train(const st_device *dev, const st_mesh *mesh, const step_case *c,
     snprintf(inject, sizeof inject, "%d:0", c->skip_step);
     CHECK(setenv("ST_TEST_INJECT_OVERFLOW", inject, 1) == 0);
   }
+  loss_scaler scaler_saved = scaler;
   for (int step = 0; step < STEPS; step++) {
-    CHECK_OK(train_step(m, &h, &scaler, step, in, tg, &r->stats[step]));
-    /* The next step's batch is written into the same host arrays: an upload not yet taken
-     * from them would see it. */
-    for (int a = 0; a < c->grad_accum; a++) {
-      for (int i = 0; i < B * T; i++) inputs[a][i] = (inputs[a][i] + 1) % 256;
+    if (step == SAVED_AT) {
+      save(m, c, &h, &scaler, &at, step, r);
+      scaler_saved = scaler;
+      b_saved = b;
     }
+    step_on(m, &h, &scaler, step, &b, &r->stats[step]);
   }
-  CHECK(unsetenv("ST_TEST_INJECT_OVERFLOW") == 0);
   read_state(m, r);
   /* The export gathers the masters through device buffers (a staged one when offloaded). */
   char path[512];
@@ -140,9 +209,26 @@ static void train(const st_device *dev, const st_mesh *mesh, const step_case *c,
     r->exported = test_read_file(path, &r->exported_size);
     CHECK_MSG(r->exported && r->exported_size > 0, "%s: %s written", c->name, path);
   }
-  MPI_Barrier(MPI_COMM_WORLD); /* rank 0 has read the file before the next run rewrites it */
   if (c->tp == 1) generate(m, r);
   gpt_destroy(m);
+
+  /* Resumed from the checkpoint in a new model, the last steps again, bit for bit. */
+  m = open_model(dev, mesh, c);
+  if (!m) return;
+  ckpt_source *src = NULL;
+  CHECK_OK(ckpt_source_open(&src, r->ckpt));
+  if (src) CHECK_OK(ckpt_restore(m, src));
+  ckpt_source_close(src);
+  for (int step = SAVED_AT; step < STEPS; step++) {
+    step_stats again;
+    step_on(m, &h, &scaler_saved, step, &b_saved, &again);
+    CHECK_MSG(again.loss == r->stats[step].loss && again.skipped == r->stats[step].skipped,
+              "%s on %s: step %d resumed from step %d: loss %.9g vs %.9g", c->name,
+              dev->backend->name, step, SAVED_AT, again.loss, r->stats[step].loss);
+  }
+  CHECK(unsetenv("ST_TEST_INJECT_OVERFLOW") == 0);
+  gpt_destroy(m);
+  MPI_Barrier(MPI_COMM_WORLD); /* rank 0 has read the files before the next run rewrites them */
 }
 
 /* The same bits as the CPU device's run, step by step and in the final state. */
@@ -207,9 +293,11 @@ static void check_case(const step_case *c, int world) {
     check_same(c, how, &want, &got);
     free(got.state);
     free(got.exported);
+    free(got.manifest);
   }
   free(want.state);
   free(want.exported);
+  free(want.manifest);
 }
 
 int main(int argc, char **argv) {
