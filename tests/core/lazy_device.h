@@ -13,8 +13,9 @@
  * As in CUDA: a copy from pageable host memory (anything not allocated on this device as
  * MEM_PINNED or MEM_DEVICE) reads its source when it is queued; a copy into pageable memory
  * runs its stream first and completes before returning; a free waits for every stream. A fill
- * of pageable memory is refused (cudaMemsetAsync cannot write it). CPU kernels run when
- * called, after their stream's queued work (kernels/check.h).
+ * of pageable memory is refused (cudaMemsetAsync cannot write it). The CPU kernel
+ * backend's ops run when called, after their stream's queued work (kernels/check.h); the
+ * table of tests/kernels/deferred_ops.h queues them on the stream instead, as CUDA does.
  *
  * Policies: LAZY_LATEST runs queued work only when forced; LAZY_RANDOM also runs random
  * streams' copies and fills partly ahead at random points (seeded), which CUDA may do too.

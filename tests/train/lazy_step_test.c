@@ -1,17 +1,18 @@
 /* lazy_step_test.c - the training step's stream ordering on the GPU path, run on the CPU: the
  * lazy device (tests/core/lazy_device.h) keeps device memory apart from the host's, as a GPU
- * does, and runs queued copies, fills and collectives (tests/sharding/lazy_comm.h) only when
- * CUDA would have to, so a missing event wait, host sync or buffer hand-off reads stale or
- * foreign data. Each case trains 4 steps of a small GPT on 1 or 2 ranks on the CPU device and
- * on the lazy device (as late as allowed, and with random streams run ahead under 3 seeds),
- * from the same weights and batches, and requires the same losses and gradient norms bit for
- * bit at every step, the same master weights and Adam moments at the end, the same exported
- * file and (tp 1) the same logits from the generation forward; and that the lazy run really
- * deferred copies. The cases cover what the GPU path does that the CPU device's does not: token
- * uploads and scalar read-backs through stream copies, ZeRO stages 0-3 with prefetch and without
- * resharding, bf16 and fp16 parameters with their compute copies and fp32 gradients, a dynamic loss
- * scale with a skipped step, the offloaded optimizer's staged chunk pipeline (copies down, host
- * AdamW, copies up), activation recompute, gradient accumulation and tp 2. */
+ * does, and runs queued copies, fills, kernels (tests/kernels/deferred_ops.h) and collectives
+ * (tests/sharding/lazy_comm.h) only when CUDA would have to, so a missing event wait, host sync or
+ * buffer hand-off reads stale or foreign data. Each case trains 4 steps of a small GPT on 1 or 2
+ * ranks on the CPU device and on the lazy device (as late as allowed, and with random streams run
+ * ahead under 3 seeds), from the same weights and batches, and requires the same losses and
+ * gradient norms bit for bit at every step, the same master weights and Adam moments at the end,
+ * the same exported file, checkpoint manifest (every file's SHA-256) and (tp 1) generation
+ * logits, a resume from the checkpoint that repeats the last steps bit for bit, and that the lazy
+ * run really deferred copies. The cases cover what the GPU path does that the CPU device's does
+ * not: token uploads and scalar read-backs through stream copies, ZeRO stages 0-3 with prefetch and
+ * without resharding, bf16 and fp16 parameters with their compute copies and fp32 gradients, a
+ * dynamic loss scale with a skipped step, the offloaded optimizer's staged chunk pipeline (copies
+ * down, host AdamW, copies up), activation recompute, gradient accumulation and tp 2. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include "sharding/mesh.h"
 #include "tests/core/lazy_device.h"
 #include "tests/engine/test_files.h"
+#include "tests/kernels/deferred_ops.h"
 #include "tests/sharding/lazy_comm.h"
 #include "tests/testing_mpi.h"
 #include "tests/train/test_step.h"
@@ -107,6 +109,8 @@ static gpt_model *open_model(const st_device *dev, const st_mesh *mesh, const st
                             .recompute = c->recompute};
   gpt_model *m = NULL;
   CHECK_OK(gpt_create(&m, &cfg, dev, B, T, &par));
+  /* On the lazy device the kernels too are queued (the units borrow this backend). */
+  if (m && !dev->backend->synchronous) m->kb->ops = deferred_ops();
   /* Chunks of 100 elements: the staged pipeline runs many, with its ring of events wrapping. */
   for (int u = 0; m && u < m->n_units; u++) m->units[u].streams->offload.chunk_numel = 100;
   return m;
@@ -287,6 +291,7 @@ static void check_case(const step_case *c, int world) {
     if (!mesh) break;
     train(&lazy, mesh, c, &got);
     st_mesh_destroy(mesh);
+    CHECK_OK(deferred_ops_status());
     const lazy_counts n = lazy_device_counts();
     CHECK_MSG(n.ran_late > 0, "%s, %s: %ld copies and fills queued, none ran late", c->name, how,
               n.queued);
