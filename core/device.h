@@ -62,9 +62,6 @@ typedef struct device_backend {
   /* 1 when device memory is host RAM that host code reads and writes in place (the CPU): host
    * memory then needs no staging to meet device memory, and the two share one budget. */
   int device_memory_is_host;
-  /* 1 when every stream operation has completed when its call returns (the CPU): host code
-   * then never waits for a stream to find its results. */
-  int synchronous;
   /* How many devices of this kind are usable now (0: none, e.g. no driver). NULL: one. */
   int (*probe)(void);
   /* Makes device `ordinal` the calling thread's current one. NULL: nothing to do. */

@@ -168,5 +168,4 @@ const device_backend device_backend_cpu = {
     .holds_params_in = cpu_holds_params_in,
     .memory_info = cpu_memory_info,
     .device_memory_is_host = 1,
-    .synchronous = 1,
 };

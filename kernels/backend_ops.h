@@ -38,9 +38,6 @@ typedef struct kernel_ops {
   const char *name;
   st_device_kind device;
   const kernel_facts *facts;
-  /* 1: the ops compute on the calling thread (the CPU's), so each first runs the work queued
-   * on its stream (kernel_check_begin); 0: they enqueue on the stream (CUDA's). */
-  int runs_on_calling_thread;
   /* The context of a backend on `dev` (NULL is a valid context), and its release. */
   st_status (*context_create)(const st_device *dev, void **ctx);
   void (*context_destroy)(void *ctx);

@@ -25,10 +25,7 @@ st_status kernel_check_begin(kernel_check *c, const char *op, kernel_op kop,
     return st_error(ST_ERR_INVALID_ARG, "%s: a %s stream was given to the %s kernel backend", op,
                     device_name(stream->backend->kind), kb->ops->name);
   }
-  /* An op computed here and now must find its inputs there: on a device whose streams queue
-   * work, what the stream queued before the op runs first. */
-  const int queued = !stream->backend->synchronous;
-  return kb->ops->runs_on_calling_thread && queued ? stream_sync(stream) : ST_OK;
+  return ST_OK;
 }
 
 st_status kernel_check_placed(const kernel_check *c, const char *name, const st_tensor *t) {

@@ -15,9 +15,7 @@ typedef struct kernel_check {
 } kernel_check;
 
 /* Starts checking `op` (the wrapper's name, for messages), an instance of vocabulary entry
- * `kop`: the backend and the stream exist and share a device, and the backend has the op. For a
- * backend that computes on the calling thread, over a device whose streams queue work (not the
- * CPU's, which are synchronous), it also runs the work queued on the stream before the op. */
+ * `kop`: the backend and the stream exist and share a device, and the backend has the op. */
 st_status kernel_check_begin(kernel_check *c, const char *op, kernel_op kop,
                              const kernel_backend *kb, const st_stream *stream);
 

@@ -26,7 +26,6 @@ const kernel_ops kernel_ops_cpu = {
     .name = "cpu",
     .device = ST_DEVICE_CPU,
     .facts = &cpu_facts,
-    .runs_on_calling_thread = 1,
     .matmul_forward = kernel_cpu_matmul_forward,
     .matmul_backward = kernel_cpu_matmul_backward,
     .layernorm_forward = kernel_cpu_layernorm_forward,

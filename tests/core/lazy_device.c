@@ -346,7 +346,6 @@ st_device lazy_device(lazy_policy p, uint64_t seed) {
   backend.timed_event_create = lazy_timed_event_create;
   backend.event_elapsed_ms = lazy_event_elapsed_ms;
   backend.device_memory_is_host = 0;
-  backend.synchronous = 0;
   policy = p;
   rng_state = seed * 2 + 1;
   counts = (lazy_counts){0};

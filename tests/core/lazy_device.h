@@ -1,21 +1,22 @@
 /* lazy_device.h - a test device that gives the CPU CUDA's stream semantics, so that the GPU
  * path's ordering (events, stream waits, host syncs) runs, and can fail, where no GPU is.
  *
- * It is the CPU device (host memory, the CPU kernel backend) with two changes. Its device
+ * It is the CPU device (host memory, kind ST_DEVICE_CPU) with two changes. Its device
  * memory is not host memory (device_memory_is_host = 0), so the engine takes the paths it
  * takes on a GPU: staged copies, the offloaded optimizer's pinned pipeline, host reads through
  * stream copies. And its streams queue copies and fills instead of running them: queued work
  * runs only when CUDA would have to have run it (a stream or event sync, a stream waiting on an
- * event, a CPU kernel on the stream, a copy into pageable memory, a free), in stream order. A
+ * event, a copy into pageable memory, a free), in stream order. A
  * missing wait or sync then reads data that is not there yet, or a buffer reused too early
  * feeds the late copy another's data, and the run's numbers differ from the CPU device's.
  *
  * As in CUDA: a copy from pageable host memory (anything not allocated on this device as
  * MEM_PINNED or MEM_DEVICE) reads its source when it is queued; a copy into pageable memory
  * runs its stream first and completes before returning; a free waits for every stream. A fill
- * of pageable memory is refused (cudaMemsetAsync cannot write it). The CPU kernel
- * backend's ops run when called, after their stream's queued work (kernels/check.h); the
- * table of tests/kernels/deferred_ops.h queues them on the stream instead, as CUDA does.
+ * of pageable memory is refused (cudaMemsetAsync cannot write it). Kernels belong on
+ * the streams too: a model on this device takes the table of tests/kernels/deferred_ops.h,
+ * which queues the CPU's ops as CUDA queues launches (the CPU table would run them at once,
+ * ahead of the work queued before them).
  *
  * Policies: LAZY_LATEST runs queued work only when forced; LAZY_RANDOM also runs random
  * streams' copies and fills partly ahead at random points (seeded), which CUDA may do too.

@@ -318,7 +318,6 @@ const kernel_ops *deferred_ops(void) {
   static kernel_ops table;
   table = kernel_ops_cpu;
   table.name = "cpu, deferred";
-  table.runs_on_calling_thread = 0; /* queued on the stream, as CUDA's */
   table.matmul_forward = d_matmul_forward;
   table.matmul_backward = d_matmul_backward;
   table.layernorm_forward = d_layernorm_forward;

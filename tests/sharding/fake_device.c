@@ -140,7 +140,6 @@ static const device_backend fake_backend = {
     .timed_event_create = fake_timed_event_create,
     .event_elapsed_ms = fake_event_elapsed_ms,
     .device_memory_is_host = 1,
-    .synchronous = 1,
 };
 
 st_device fake_device(void) { return (st_device){.backend = &fake_backend, .ordinal = 0}; }

@@ -110,7 +110,7 @@ static gpt_model *open_model(const st_device *dev, const st_mesh *mesh, const st
   gpt_model *m = NULL;
   CHECK_OK(gpt_create(&m, &cfg, dev, B, T, &par));
   /* On the lazy device the kernels too are queued (the units borrow this backend). */
-  if (m && !dev->backend->synchronous) m->kb->ops = deferred_ops();
+  if (m && !dev->backend->device_memory_is_host) m->kb->ops = deferred_ops();
   /* Chunks of 100 elements: the staged pipeline runs many, with its ring of events wrapping. */
   for (int u = 0; m && u < m->n_units; u++) m->units[u].streams->offload.chunk_numel = 100;
   return m;
