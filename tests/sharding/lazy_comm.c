@@ -11,7 +11,9 @@ typedef struct lazy_ctx {
   const st_device *dev;
   comm *inner;
   st_stream stream;    /* for collectives ordered on no stream */
-  st_status first_err; /* of the inner collectives run so far */
+  st_status first_err; /* of the inner collectives run so far, or the misuse below */
+  int queued;          /* collectives queued and not run yet, all on one stream: */
+  const void *queued_on;
 } lazy_ctx;
 
 typedef struct lazy_work {
@@ -54,6 +56,7 @@ static void run_call(void *arg) {
     case COMM_OP_COUNT: status = st_error(ST_ERR_INTERNAL, "lazy comm: no such op"); break;
   }
   if (c->ctx->first_err == ST_OK) c->ctx->first_err = status;
+  c->ctx->queued--;
   free(c);
 }
 
@@ -61,6 +64,14 @@ static void run_call(void *arg) {
 static st_status enqueue(call c, const st_stream *stream, comm_work *work) {
   lazy_ctx *ctx = c.ctx;
   const st_stream *on = stream ? stream : &ctx->stream;
+  /* NCCL keeps one communicator's collectives in order only on one stream: with some in flight
+   * on another, the ranks may reach them in different orders. */
+  if (ctx->queued > 0 && ctx->queued_on != on->handle && ctx->first_err == ST_OK) {
+    ctx->first_err = st_error(ST_ERR_INTERNAL,
+                              "communicator %s: a collective ordered on a second stream while "
+                              "%d are in flight on another",
+                              comm_group_name(ctx->inner), ctx->queued);
+  }
   call *queued = malloc(sizeof *queued);
   if (!queued) return st_error(ST_ERR_OOM, "lazy comm: out of memory");
   *queued = c;
@@ -69,6 +80,8 @@ static st_status enqueue(call c, const st_stream *stream, comm_work *work) {
     free(queued);
     return status;
   }
+  ctx->queued++;
+  ctx->queued_on = on->handle;
   lazy_work *w = (lazy_work *)work->backend_state;
   ST_CHECK(event_create(ctx->dev, &w->done));
   status = event_record(&w->done, on);

@@ -4,9 +4,10 @@
  * inner collective (blocking) when the stream reaches it, followed by the completion event that
  * comm_order_after makes later streams wait for, as NCCL's. A collective that does not wait for
  * its input's producers, or a reader that does not wait for a collective, then sees stale data;
- * a communicator used on two streams can reach its collectives in another order on another rank
- * (NCCL does not promise one) and mixes or deadlocks them. The host drives the device when it
- * waits (comm_wait runs the stream up to the event). */
+ * and a collective ordered on one stream while others of the same communicator are still queued
+ * on another fails (NCCL keeps a communicator's order only on one stream, so the ranks could
+ * reach them in different orders): the next wait on the communicator returns the error. The host
+ * drives the device when it waits (comm_wait runs the stream up to the event). */
 #ifndef ST_TESTS_SHARDING_LAZY_COMM_H
 #define ST_TESTS_SHARDING_LAZY_COMM_H
 
