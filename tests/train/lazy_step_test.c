@@ -2,7 +2,7 @@
  * lazy device (tests/core/lazy_device.h) keeps device memory apart from the host's, as a GPU
  * does, and runs queued copies, fills, kernels (tests/kernels/deferred_ops.h) and collectives
  * (tests/sharding/lazy_comm.h) only when CUDA would have to, so a missing event wait, host sync or
- * buffer hand-off reads stale or foreign data. Each case trains 4 steps of a small GPT on 1 or 2
+ * buffer hand-off reads stale or foreign data. Each case trains 4 steps of a small GPT on 1, 2 or 4
  * ranks on the CPU device and on the lazy device (as late as allowed, and with random streams run
  * ahead under 3 seeds), from the same weights and batches, and requires the same losses and
  * gradient norms bit for bit at every step, the same master weights and Adam moments at the end,
@@ -12,7 +12,8 @@
  * not: token uploads and scalar read-backs through stream copies, ZeRO stages 0-3 with prefetch and
  * without resharding, bf16 and fp16 parameters with their compute copies and fp32 gradients, a
  * dynamic loss scale with a skipped step, the offloaded optimizer's staged chunk pipeline (copies
- * down, host AdamW, copies up), activation recompute, gradient accumulation and tp 2. */
+ * down, host AdamW, copies up), activation recompute, gradient accumulation, tp 2 and replicas
+ * (hybrid sharding). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,13 +44,14 @@ enum {
 
 typedef struct step_case {
   const char *name;
-  int tp; /* 1: the ranks are one shard group; 2: one tp group of 2 (on 2 ranks only) */
+  int tp; /* tp group size; the ranks left are shard groups, R of them */
   int stage, prefetch, reshard;
   st_dtype param, reduce;
   int offload;
   gpt_recompute recompute;
   int grad_accum;
   int skip_step; /* an overflow injected at this step (fp16); -1: none */
+  int replicas;  /* R: replicate groups of the shard groups */
 } step_case;
 
 typedef struct run_result {
@@ -187,8 +189,8 @@ static void train(const st_device *dev, const st_mesh *mesh, const step_case *c,
   st_mesh_coords at;
   CHECK_OK(st_mesh_get_coords(mesh, &at));
   batches b, b_saved;
-  batches_init(&b, c->grad_accum, at.s);
-  train_hparams h = test_step_hparams((int64_t)c->grad_accum * B * T * at.S);
+  batches_init(&b, c->grad_accum, at.r * at.S + at.s);
+  train_hparams h = test_step_hparams((int64_t)c->grad_accum * B * T * at.R * at.S);
   h.grad_accum = c->grad_accum;
   if (c->skip_step >= 0) {
     char inject[32];
@@ -259,7 +261,8 @@ static void check_same(const step_case *c, const char *how, const run_result *wa
 static st_mesh *open_mesh(const step_case *c, int world, const st_device *lazy) {
   st_mesh_config mc = ST_MESH_CONFIG_INIT;
   mc.tp = c->tp;
-  mc.dp_shard = world / c->tp;
+  mc.dp_replicate = c->replicas;
+  mc.dp_shard = world / (c->tp * c->replicas);
   mc.device = "cpu";
   st_mesh *mesh = NULL;
   CHECK_OK(st_mesh_create(&mesh, &mc));
@@ -310,27 +313,34 @@ int main(int argc, char **argv) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   const step_case cases[] = {
-      {"zero0 fp32", 1, 0, 1, 1, ST_FP32, ST_FP32, 0, GPT_RECOMPUTE_NONE, 1, -1},
-      {"zero1 fp32", 1, 1, 1, 1, ST_FP32, ST_FP32, 0, GPT_RECOMPUTE_NONE, 1, -1},
+      {"zero0 fp32", 1, 0, 1, 1, ST_FP32, ST_FP32, 0, GPT_RECOMPUTE_NONE, 1, -1, 1},
+      {"zero1 fp32", 1, 1, 1, 1, ST_FP32, ST_FP32, 0, GPT_RECOMPUTE_NONE, 1, -1, 1},
       {"zero2 bf16/fp32, 2 micro-batches", 1, 2, 1, 1, ST_BF16, ST_FP32, 0, GPT_RECOMPUTE_NONE, 2,
-       -1},
-      {"zero3 fp32", 1, 3, 1, 1, ST_FP32, ST_FP32, 0, GPT_RECOMPUTE_NONE, 1, -1},
+       -1, 1},
+      {"zero3 fp32", 1, 3, 1, 1, ST_FP32, ST_FP32, 0, GPT_RECOMPUTE_NONE, 1, -1, 1},
       {"zero3 bf16, prefetch 2, kept gathered", 1, 3, 2, 0, ST_BF16, ST_BF16, 0, GPT_RECOMPUTE_NONE,
-       1, -1},
-      {"zero3 fp16, skipped step 1", 1, 3, 1, 1, ST_FP16, ST_FP16, 0, GPT_RECOMPUTE_NONE, 1, 1},
-      {"zero1 fp32, offloaded", 1, 1, 1, 1, ST_FP32, ST_FP32, 1, GPT_RECOMPUTE_NONE, 1, -1},
+       1, -1, 1},
+      {"zero3 fp16, skipped step 1", 1, 3, 1, 1, ST_FP16, ST_FP16, 0, GPT_RECOMPUTE_NONE, 1, 1, 1},
+      {"zero1 fp32, offloaded", 1, 1, 1, 1, ST_FP32, ST_FP32, 1, GPT_RECOMPUTE_NONE, 1, -1, 1},
       {"zero3 bf16, offloaded, 2 micro-batches", 1, 3, 1, 1, ST_BF16, ST_BF16, 1,
-       GPT_RECOMPUTE_NONE, 2, -1},
+       GPT_RECOMPUTE_NONE, 2, -1, 1},
       {"zero2 fp16, offloaded, skipped step 2", 1, 2, 1, 1, ST_FP16, ST_FP16, 1, GPT_RECOMPUTE_NONE,
-       1, 2},
-      {"zero3 fp32, recompute block", 1, 3, 1, 1, ST_FP32, ST_FP32, 0, GPT_RECOMPUTE_BLOCK, 1, -1},
-      {"zero0 bf16, recompute gelu", 1, 0, 1, 1, ST_BF16, ST_BF16, 0, GPT_RECOMPUTE_GELU, 1, -1},
-      {"tp2 zero0 fp32", 2, 0, 1, 1, ST_FP32, ST_FP32, 0, GPT_RECOMPUTE_NONE, 1, -1},
+       1, 2, 1},
+      {"zero3 fp32, recompute block", 1, 3, 1, 1, ST_FP32, ST_FP32, 0, GPT_RECOMPUTE_BLOCK, 1, -1,
+       1},
+      {"zero0 bf16, recompute gelu", 1, 0, 1, 1, ST_BF16, ST_BF16, 0, GPT_RECOMPUTE_GELU, 1, -1, 1},
+      {"tp2 zero0 fp32", 2, 0, 1, 1, ST_FP32, ST_FP32, 0, GPT_RECOMPUTE_NONE, 1, -1, 1},
       {"tp2 zero3 bf16, recompute block", 2, 3, 1, 1, ST_BF16, ST_BF16, 0, GPT_RECOMPUTE_BLOCK, 1,
-       -1},
+       -1, 1},
+      {"hybrid zero3 fp32, 2 replicas", 1, 3, 1, 1, ST_FP32, ST_FP32, 0, GPT_RECOMPUTE_NONE, 1, -1,
+       2},
+      {"hybrid zero2 bf16/fp32, 2 replicas, offloaded", 1, 2, 1, 1, ST_BF16, ST_FP32, 1,
+       GPT_RECOMPUTE_NONE, 1, -1, 2},
+      {"tp2 hybrid zero3 fp16, 2 replicas, skipped step 1", 2, 3, 1, 1, ST_FP16, ST_FP16, 0,
+       GPT_RECOMPUTE_NONE, 1, 1, 2},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    if (world % cases[i].tp == 0) check_case(&cases[i], world);
+    if (world % (cases[i].tp * cases[i].replicas) == 0) check_case(&cases[i], world);
   }
   const int failed = test_finish_mpi("lazy_step_test");
   st_finalize();
