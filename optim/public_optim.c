@@ -56,6 +56,6 @@ st_status st_unit_adamw_step(st_unit *unit, const st_adamw_config *config, int s
    * copy gradients down first, and every rank must refuse alike. */
   if (step < 1)
     return st_error(ST_ERR_INVALID_ARG, "%s: step %d; steps count from 1", __func__, step);
-  ST_CHECK(unit_optim_adamw(&unit->u, &h, weight_decay, step, lr, grad_scale, NULL));
+  ST_CHECK(unit_optim_adamw(&unit->u, 1, &h, weight_decay, step, lr, grad_scale, NULL));
   return unit_host_wait(&unit->u); /* the caller reads the published parameters next */
 }

@@ -57,25 +57,47 @@ st_status unit_optim_adamw_range(const unit *u, const kernel_backend *kb, const 
   return kernel_adamw(kb, &param, &master, &m, &v, &grad, step, segments, segment_count, stream);
 }
 
-st_status unit_optim_adamw(unit *u, const adamw_hparams *h, float weight_decay, int step, float lr,
-                           float grad_scale, const float *factors) {
-  const kernel_adamw_step s = {lr, h->beta1, h->beta2, h->eps, grad_scale, step, factors};
+/* The update of one unit that does not stage it (offload_host.h): begun, updated in place on
+ * the host (an offloaded optimizer on the CPU) or on the unit's kernel backend, published. */
+static st_status update_one(const offload_job *job, const kernel_adamw_step *s) {
+  unit *u = job->u;
   ST_CHECK(unit_optimizer_begin(u));
-  kernel_adamw_segment *segments = NULL;
-  int count = 0;
-  ST_CHECK(owned_segments(u, weight_decay, &segments, &count));
-  st_status status;
   if (u->offload_optimizer) {
-    status = offload_host_adamw(u, &s, segments, count);
+    ST_CHECK(offload_host_adamw_in_place(job, s));
   } else if (!u->kb) {
-    status = st_error(ST_ERR_INVALID_ARG,
-                      "unit %s: AdamW needs a kernel backend (unit_use_kernels)", u->name);
+    return st_error(ST_ERR_INVALID_ARG, "unit %s: AdamW needs a kernel backend (unit_use_kernels)",
+                    u->name);
   } else {
-    status =
-        unit_optim_adamw_range(u, u->kb, &u->stream, u->dev->backend->kind, unit_owned_params(u),
-                               unit_owned_grads(u), 0, u->owned_numel, &s, segments, count);
+    ST_CHECK(unit_optim_adamw_range(u, u->kb, &u->stream, u->dev->backend->kind,
+                                    unit_owned_params(u), unit_owned_grads(u), 0, u->owned_numel, s,
+                                    job->segments, job->count));
   }
-  mem_free(segments);
-  ST_CHECK(status);
   return unit_publish(u);
+}
+
+st_status unit_optim_adamw(unit *units, int n, const adamw_hparams *h, float weight_decay, int step,
+                           float lr, float grad_scale, const float *factors) {
+  const kernel_adamw_step s = {lr, h->beta1, h->beta2, h->eps, grad_scale, step, factors};
+  offload_job *jobs = NULL;
+  ST_CHECK(mem_alloc((void **)&jobs, (size_t)(n > 0 ? n : 1) * sizeof *jobs, MEM_HOST,
+                     MEM_WORKSPACE, NULL));
+  st_status status = ST_OK;
+  int listed = 0;
+  for (; status == ST_OK && listed < n; listed++) {
+    kernel_adamw_segment *segments = NULL;
+    jobs[listed].u = &units[listed];
+    status = owned_segments(&units[listed], weight_decay, &segments, &jobs[listed].count);
+    jobs[listed].segments = segments;
+  }
+  /* Consecutive staged units go through the staging as one sequence. */
+  for (int i = 0; status == ST_OK && i < n;) {
+    int run = 1;
+    while (units[i].offload_staging && i + run < n && units[i + run].offload_staging) run++;
+    status = units[i].offload_staging ? offload_host_adamw_staged(&jobs[i], run, &s)
+                                      : update_one(&jobs[i], &s);
+    i += run;
+  }
+  for (int j = 0; j < listed; j++) mem_free((void *)jobs[j].segments);
+  mem_free(jobs);
+  return status;
 }

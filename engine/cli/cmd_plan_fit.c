@@ -69,7 +69,8 @@ static void print_table(const fit_candidate *best, int found) {
          "exposed", "mem GiB", "states", "gathered", "activ", "work");
   for (int i = 0; i < found; i++) {
     const fit_candidate *c = &best[i];
-    const double states = (double)c->mp.model_states;
+    /* on the device, like the other columns: an offloaded optimizer's part is the host's */
+    const double states = (double)(c->mp.model_states - c->mp.bytes[MEM_OPTIMIZER_HOST]);
     char mesh[32];
     snprintf(mesh, sizeof mesh, "%dx%dx%d", c->in.R, c->in.S, c->in.T);
     printf(

@@ -10,6 +10,7 @@
 #include "engine/model/gpt.h"
 #include "kernels/kernels.h"
 #include "sharding/comm.h"
+#include "sharding/host_staging.h"
 #include "sharding/unit_policy.h"
 
 typedef struct unit_sizes {
@@ -208,8 +209,10 @@ st_status plan_memory(const plan_input *in, memory_plan *out) {
   out->bytes[MEM_GRADS] = (uint64_t)((pol.shard_grads ? shard : full) * g);
   const uint64_t optimizer = (uint64_t)(3 * (pol.shard_optimizer ? shard : full) * f);
   if (in->offload_optimizer) {
-    /* unit_optim.c stages one unit's owned gradients and parameters at a time. */
-    const int64_t staging = in->device_is_host ? 0 : largest_owned * (g + p);
+    /* offload_host.c stages a ring of chunks, each no larger than the largest owned range. */
+    const int64_t slot =
+        largest_owned < HOST_STAGING_CHUNK_NUMEL ? largest_owned : HOST_STAGING_CHUNK_NUMEL;
+    const int64_t staging = in->device_is_host ? 0 : HOST_STAGING_RING * slot * (g + p);
     out->bytes[MEM_OPTIMIZER_HOST] = optimizer + (uint64_t)staging;
   } else {
     out->bytes[MEM_OPTIMIZER] = optimizer;

@@ -52,18 +52,20 @@ static st_status measure(const plan_input *in, int64_t numel[3], int64_t shard[3
 
 /* AdamW with the optimizer offloaded to the host of a GPU (optim/offload_host.h's staging): the
  * owned range in K = owned / HOST_STAGING_CHUNK_NUMEL chunks (at least 1), each chunk's
- * gradients copied down and its parameters copied up over the host link on one stream (c per
- * chunk) and updated by the host between them, reading the gradients, master, m and v and
- * writing master, m, v and the parameters at the host's memory bandwidth (h per chunk; the
- * roofline, uncalibrated). A pipeline of two resources: the first chunk goes through both, each
- * further chunk costs the slower of the two, (c + h) + (K - 1) max(c, h); one chunk is the
- * serial c + h. */
+ * gradients copied down and its parameters copied up over the host link (c per chunk) and
+ * updated by the host between them, reading the gradients, master, m and v and writing master,
+ * m, v and the parameters at the host's memory bandwidth (h per chunk; the roofline,
+ * uncalibrated). The units' chunks form one pipeline of two resources, so each chunk costs the
+ * slower of the two, K max(c, h) for the unit, and the step pays the first chunk's other
+ * resource once (*fill, min(c, h): nothing overlaps the first gradients' copy down, or the last
+ * parameters' copy up where the host is the faster). */
 static double offloaded_adamw_time(const sim_hardware *hw, double owned, int grad_bytes,
-                                   int param_bytes) {
+                                   int param_bytes, double *fill) {
   const double chunks = owned > HOST_STAGING_CHUNK_NUMEL ? owned / HOST_STAGING_CHUNK_NUMEL : 1;
   const double copy = owned / chunks * (grad_bytes + param_bytes) / hw->host_link_bw;
   const double host = owned / chunks * (grad_bytes + 24.0 + param_bytes) / hw->host_mem_bw;
-  return copy + host + (chunks - 1) * (copy > host ? copy : host);
+  *fill = copy < host ? copy : host;
+  return chunks * (copy > host ? copy : host);
 }
 
 /* A collective of `n` ranks over `bytes` on `link` at the fraction of its bandwidth the
@@ -145,7 +147,9 @@ st_status sim_costs_of(const sim_hardware *hw, const plan_input *in, sim_costs *
     const int64_t owned = pol.shard_optimizer ? shard[k] : numel[k];
     op = sim_op_make(&flat, SIM_K_ADAMW, "adamw", owned, gb, pb, 0, 0);
     c->adamw[k] = sim_op_time(hw, &op, hw->peak_flops_fp32);
-    if (offload_staged) c->adamw[k] = offloaded_adamw_time(hw, (double)owned, gb, pb);
+    double fill = 0;
+    if (offload_staged) c->adamw[k] = offloaded_adamw_time(hw, (double)owned, gb, pb, &fill);
+    if (k == 0) c->adamw_fill = fill; /* the embedding's chunks come first */
   }
   /* The norm's sums over the shard and tp groups (with loss scaling the overflow flag beside
    * it, then its maximum over the replicate group), the loss's mean over the dp group. */
@@ -320,6 +324,7 @@ static void optimizer(replay *p) {
   const double start = p->tc;
   for (int u = 0; u < p->n; u++) compute(p, SIM_GRAD_NORM, p->c->sumsq[kind_of(p, u)]);
   blocking(p, SIM_COMM_SCALAR, p->c->scalars);
+  compute(p, SIM_OPTIMIZER, p->c->adamw_fill);
   for (int u = 0; u < p->n; u++) {
     compute(p, SIM_OPTIMIZER, p->c->adamw[kind_of(p, u)]);
     blocking(p, SIM_COMM_PUBLISH, p->c->publish[kind_of(p, u)]);

@@ -71,9 +71,10 @@ typedef struct sim_costs {
   double cast_params[3], cast_grads[3];               /* one compute copy (CPU, bf16) */
   double sumsq[3], adamw[3];                          /* on the owned shard; sumsq with fp16
                                                          includes loss scaling's finite check */
-  double scalars;                                     /* norm and loss all-reduces */
-  double slowdown;                                    /* compute stretch, >= 1 */
-  int overlap;                                        /* hardware overlap (sim_hw.h) */
+  double adamw_fill; /* once a step before the units' AdamW: an offloaded pipeline's start */
+  double scalars;    /* norm and loss all-reduces */
+  double slowdown;   /* compute stretch, >= 1 */
+  int overlap;       /* hardware overlap (sim_hw.h) */
 } sim_costs;
 
 /* The costs of `in` on `hw` (collectives placed on the mesh's groups). */

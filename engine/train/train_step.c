@@ -134,10 +134,8 @@ st_status train_step(gpt_model *m, const train_hparams *h, loss_scaler *scaler, 
   const int adam_step = step + 1 - (int)scaler->state.skipped;
   const float *factors = m->acts.scalars + GPT_STEP_FACTORS;
   out->lr = lr_at(&h->schedule, step);
-  for (int u = 0; u < m->n_units; u++) {
-    ST_CHECK(unit_optim_adamw(&m->units[u], &h->adam, h->weight_decay, adam_step, (float)out->lr,
-                              1.0f, factors));
-  }
+  ST_CHECK(unit_optim_adamw(m->units, m->n_units, &h->adam, h->weight_decay, adam_step,
+                            (float)out->lr, 1.0f, factors));
   ST_CHECK(end_step(m, out));
   const float *host = m->acts.scalars_host;
   /* A sum of squares past fp32's range is an overflow too, however finite each gradient. */

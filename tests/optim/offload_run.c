@@ -35,7 +35,8 @@ static st_status set_factors(unit *u, const offload_case *c, int step, float *fa
   ST_CHECK(stream_memcpy(&u->stream, factors, host, sizeof host));
   host_staging *staging = &u->streams->offload;
   if (step == c->skip_step && staging->params) {
-    memset(staging->params, 0x7f, staging->param_bytes);
+    memset(staging->params, 0x7f,
+           (size_t)HOST_STAGING_RING * (size_t)staging->slot_numel * staging->param_size);
   }
   return stream_sync(&u->stream);
 }
@@ -51,7 +52,7 @@ static st_status steps(unit *u, const offload_case *c, float *factors, offload_r
   for (int step = 1; step <= 3; step++) {
     ST_CHECK(set_grads(u, step));
     ST_CHECK(set_factors(u, c, step, factors));
-    ST_CHECK(unit_optim_adamw(u, &h, 0.1f, step, 1e-2f, 0.5f, factors));
+    ST_CHECK(unit_optim_adamw(u, 1, &h, 0.1f, step, 1e-2f, 0.5f, factors));
   }
   mem_stats peak;
   mem_stats_get(&peak);

@@ -4,8 +4,8 @@
  * chunks copied ahead, and cut across a parameter), for fp32, bf16 and mixed param / reduce
  * dtypes; the padding between parameters keeps its bits; a step the factors skip changes
  * nothing even when the staging holds garbage (another unit's parameters, on a model). The
- * state moves from the optimizer category to optimizer_host, with the staging (one unit's owned
- * gradients and parameters) only while it updates. */
+ * state moves from the optimizer category to optimizer_host, and the staging (a ring of 4
+ * chunks' gradients and parameters) with it. */
 #include <stdio.h>
 #include <string.h>
 
@@ -34,9 +34,11 @@ static void check_case(unit_precision p, const offload_case *c) {
             "%s: parameters (or their padding) differ", how);
   CHECK(offloaded.allocated.current[MEM_OPTIMIZER] == 0);
   CHECK(offloaded.allocated.current[MEM_OPTIMIZER_HOST] == state);
+  /* A ring of 4 slots, each the smaller of a chunk and the unit's range. */
+  const uint64_t chunk = c->chunk_numel ? (uint64_t)c->chunk_numel : 1u << 20;
+  const uint64_t slot = chunk < OFFLOAD_RUN_NUMEL ? chunk : OFFLOAD_RUN_NUMEL;
   const uint64_t staging =
-      c->offload == 2 ? (uint64_t)OFFLOAD_RUN_NUMEL * (dtype_size(p.param) + dtype_size(p.reduce))
-                      : 0;
+      c->offload == 2 ? 4 * slot * (dtype_size(p.param) + dtype_size(p.reduce)) : 0;
   CHECK_MSG(offloaded.optimizer_host_peak == state + staging,
             "%s: optimizer_host peak %llu, want %llu", how,
             (unsigned long long)offloaded.optimizer_host_peak,

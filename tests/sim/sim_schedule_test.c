@@ -262,17 +262,18 @@ static void check_fit(void) {
   CHECK_STATUS(sim_fit(&hw, &req, best, 10, &found, &stats), ST_ERR_INVALID_ARG);
 }
 
-/* The offloaded optimizer (--offload optimizer) on a GPU: its AdamW pipelines K chunks of the
- * owned range (K = owned / 2^20 elements, at least 1) through the copies over the host link,
- * (g + p) bytes an element, and the host update, (g + 24 + p) bytes an element at the host's
- * memory bandwidth: (c + h) + (K - 1) max(c, h) for c and h the per-chunk times. With one of
- * the two bandwidths made enormous the other's total is left alone, so their ratio is
- * (g + 24 + p) / (g + p) = 7 in bf16 at equal bandwidths; doubling both halves it. At a host
- * 7 times faster than the link, c = h: the time is (K + 1) c = (1 + 1/K) times the copies'
- * total (the link-only time), K from that total's elements, 4 bytes each at 1 GB/s: twice it
- * for d12's blocks (0.89 M owned elements, one chunk), 1 + 1/4.7 for its embedding (4.9 M). On
- * the CPU, where device memory is host RAM, offloading changes nothing; hardware without a host
- * link cannot simulate it. */
+/* The offloaded optimizer (--offload optimizer) on a GPU: its AdamW pipelines the chunks of
+ * every unit's owned range (K = owned / 2^20 elements for a unit, at least 1) through the copies
+ * over the host link, (g + p) bytes an element, and the host update, (g + 24 + p) bytes an
+ * element at the host's memory bandwidth: K max(c, h) a unit for c and h its per-chunk times,
+ * and once a step the first chunk's min(c, h). With one of the two bandwidths made enormous the
+ * other's total is left alone, so their ratio is (g + 24 + p) / (g + p) = 7 in bf16 at equal
+ * bandwidths, and the fill is nothing; doubling both halves everything. At a host 7 times faster
+ * than the link, c = h: a unit costs its copies' total (the link-only time) and the fill is one
+ * chunk of the embedding's copies, K from that total's elements, 4 bytes each at 1 GB/s (d12's
+ * embedding: 4.9 M owned elements, 4.7 chunks). The replay adds the fill once. On the CPU, where
+ * device memory is host RAM, offloading changes nothing; hardware without a host link cannot
+ * simulate it. */
 static void check_offload(void) {
   sim_hardware hw;
   CHECK_OK(sim_hw_builtin("h100", &hw));
@@ -288,15 +289,20 @@ static void check_offload(void) {
   for (int k = 0; k < 3; k++) {
     CHECK_NEAR(host_only.adamw[k] / link_only.adamw[k], 7.0, 1e-9);
   }
+  CHECK(link_only.adamw_fill < 1e-12 && host_only.adamw_fill < 1e-12);
   sim_costs balanced;
   hw.host_link_bw = 1e9;
   hw.host_mem_bw = 7e9;
   CHECK_OK(sim_costs_of(&hw, &in, &balanced));
-  for (int k = 0; k < 3; k++) {
-    const double owned = link_only.adamw[k] * 1e9 / 4, chunks = owned / (1 << 20);
-    const double want = link_only.adamw[k] * (1 + 1 / (chunks > 1 ? chunks : 1));
-    CHECK_NEAR(balanced.adamw[k], want, 1e-12 * want);
-  }
+  for (int k = 0; k < 3; k++) CHECK_NEAR(balanced.adamw[k], link_only.adamw[k], 1e-12);
+  const double owned = link_only.adamw[0] * 1e9 / 4, chunks = owned / (1 << 20);
+  CHECK(chunks > 4.5 && chunks < 5);
+  CHECK_NEAR(balanced.adamw_fill, link_only.adamw[0] / chunks, 1e-15);
+  sim_result with_fill, without_fill;
+  CHECK_OK(sim_replay(&in, &balanced, &with_fill));
+  balanced.adamw_fill = 0;
+  CHECK_OK(sim_replay(&in, &balanced, &without_fill));
+  CHECK_NEAR(with_fill.optimizer_s - without_fill.optimizer_s, link_only.adamw[0] / chunks, 1e-12);
   hw.host_link_bw = 2e9;
   hw.host_mem_bw = 4e9;
   sim_costs base;
@@ -305,6 +311,8 @@ static void check_offload(void) {
   hw.host_mem_bw = 8e9;
   CHECK_OK(sim_costs_of(&hw, &in, &doubled));
   for (int k = 0; k < 3; k++) CHECK_NEAR(doubled.adamw[k], base.adamw[k] / 2, 1e-12);
+  CHECK_NEAR(doubled.adamw_fill, base.adamw_fill / 2, 1e-15);
+  CHECK(base.adamw_fill > 0);
   hw.host_link_bw = 0;
   CHECK_STATUS(sim_costs_of(&hw, &in, &base), ST_ERR_INVALID_ARG);
 
