@@ -3,7 +3,7 @@
  * gradients are staged down and its updated parameters back up through pinned buffers, and
  * the result equals the CPU's resident optimizer bit for bit (the same host arithmetic), for
  * fp32 and bf16, in one chunk and pipelined in 11 chunks of 100 elements (optim/offload_host.h:
- * copies down ahead of the host through a ring of events, copies up behind it), and with a
+ * copies down ahead of the host through a ring of 4 slots, copies up behind it), and with a
  * skipped step (the factors in device memory; nothing copied back over the parameters or their
  * padding). SKIP without a GPU or without CUDA. */
 #include <string.h>
@@ -19,8 +19,7 @@ static void check_case(const st_device *dev, unit_precision p, const offload_cas
   CHECK_OK(offload_run(&cpu, p, &resident, &reference));
   CHECK_OK(offload_run(dev, p, c, &gpu));
   const uint64_t state = 3ull * 4 * OFFLOAD_RUN_NUMEL;
-  const uint64_t staging =
-      (uint64_t)OFFLOAD_RUN_NUMEL * (dtype_size(p.param) + dtype_size(p.reduce));
+  const uint64_t staging = offload_run_staging_bytes(p, c);
   CHECK_MSG(memcmp(reference.master, gpu.master, sizeof gpu.master) == 0 &&
                 memcmp(reference.m, gpu.m, sizeof gpu.m) == 0 &&
                 memcmp(reference.v, gpu.v, sizeof gpu.v) == 0 &&

@@ -12,7 +12,14 @@
 #     grad norms of --recompute none bit for bit (the fp32 GELU is one kernel in the forward and
 #     the recompute alike); in bf16 the loss after 50 steps within 1e-3 of none's (the forward's
 #     GELU epilogue computes from the fp32 product, the recompute from the stored bf16
-#     pre-activation), and the test prints whether bf16 stayed bitwise.
+#     pre-activation), and the test prints whether bf16 stayed bitwise;
+#   - the optimizer offloaded to the host (--offload optimizer; the tiny model's units are
+#     smaller than a chunk, so the ring of staging slots holds several units at once): in fp32
+#     each step's loss and gradient norm within 1e-5 (relative) of the resident GPU run's, the
+#     first step's loss equal; in bf16 the loss after 50 steps within 1e-3 of the resident
+#     run's; the device's memory that of the resident run less its optimizer, the host's
+#     optimizer_host the resident optimizer plus a staging of 4 equal slots of at most 2^20
+#     elements, and within 1% of the planner's prediction printed at start-up.
 # Prints SKIP and passes where no GPU is usable (no nvidia-smi, or `--device cuda` refused).
 #   train_gpu_test.sh SHARDTRAIN PREPARE_BYTES MPIRUN_SH
 set -uo pipefail
@@ -37,12 +44,15 @@ run gpu_fp32_50 1 "${long[@]}"
 run gpu_bf16_50 1 "${long[@]}" --param-dtype bf16 --reduce-dtype bf16
 run gpu_fp16_50 1 "${long[@]}" --param-dtype fp16 --reduce-dtype fp16
 run gpu_bf16_fp32g_50 1 "${long[@]}" --param-dtype bf16 --reduce-dtype fp32
+run gpu_fp32_offload 1 --device cuda --micro-batch 12 --offload optimizer
+run gpu_bf16_50_offload 1 "${long[@]}" --param-dtype bf16 --reduce-dtype bf16 --offload optimizer
 for mode in gelu block; do
   run "gpu_fp32_$mode" 1 --device cuda --micro-batch 12 --recompute "$mode"
   run "gpu_bf16_50_$mode" 1 "${long[@]}" --param-dtype bf16 --reduce-dtype bf16 --recompute "$mode"
 done
 
 PYTHONPATH="$(dirname "$0")/../train" python3 - "$work" <<'PY'
+import re
 import sys
 from run_outputs import metrics
 work = sys.argv[1]
@@ -81,6 +91,35 @@ for mode in ("gelu", "block"):
     print(f"bf16 --recompute {mode}: final loss {final:.2e} from none's; bitwise: {same}")
     if final > 1e-3:
         fail.append(f"bf16 --recompute {mode}: final loss {final:.2e} away from none's (bound 1e-3)")
+rows = metrics(work, "gpu_fp32_offload")
+if [r["step"] for r in rows] != [r["step"] for r in gpu] or rows[0]["loss"] != gpu[0]["loss"]:
+    fail.append("fp32 --offload optimizer: other steps, or another first loss, than resident")
+for a, b in zip(rows, gpu):
+    for key in ("loss", "grad_norm"):
+        if abs(a[key] - b[key]) > 1e-5 * abs(b[key]):
+            fail.append(f"fp32 --offload optimizer step {a['step']} {key}: {a[key]!r} vs {b[key]!r}")
+off, res = rows[-1]["mem"], gpu[-1]["mem"]
+staging = off["optimizer_host"] - res["optimizer"]
+print(f"fp32 --offload optimizer: optimizer_host {off['optimizer_host']} bytes, staging {staging}")
+if any(off[k] != res[k] for k in res if k not in ("optimizer", "optimizer_host")) or off["optimizer"]:
+    fail.append(f"fp32 --offload optimizer: device memory {off} against resident {res}")
+if not (0 < staging <= 4 * 2**20 * 8 and staging % (4 * 8) == 0):
+    fail.append(f"fp32 --offload optimizer: staging of {staging} bytes is not 4 slots of <= 2^20")
+with open(f"{work}/gpu_fp32_offload.log") as f:
+    found = re.search(r"optimizer_host ([0-9.]+) (B|KiB|MiB|GiB)", f.read())
+if not found:
+    fail.append("fp32 --offload optimizer: no optimizer_host prediction in the log")
+else:
+    predicted = float(found[1]) * {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}[found[2]]
+    if abs(predicted - off["optimizer_host"]) > 0.01 * off["optimizer_host"]:
+        fail.append(f"fp32 --offload optimizer: optimizer_host {off['optimizer_host']} bytes, "
+                    f"predicted {predicted:.0f}")
+rows, base = metrics(work, "gpu_bf16_50_offload"), metrics(work, "gpu_bf16_50")
+final = abs(rows[-1]["loss"] - base[-1]["loss"]) / base[-1]["loss"]
+same = [r["loss"] for r in rows] == [r["loss"] for r in base]
+print(f"bf16 --offload optimizer: final loss {final:.2e} from resident; bitwise: {same}")
+if len(rows) != 50 or final > 1e-3:
+    fail.append(f"bf16 --offload optimizer: {len(rows)} steps, final loss {final:.2e} away")
 if any(r["dtypes"] != {"param": "bf16", "reduce": "fp32"} for r in metrics(work, "gpu_bf16_fp32g_50")):
     fail.append("gpu_bf16_fp32g_50: a metrics line does not name bf16 params with fp32 gradients")
 if not all("loss_scale" in r for r in metrics(work, "gpu_fp16_50")):

@@ -100,3 +100,9 @@ st_status offload_run(const st_device *dev, unit_precision precision, const offl
   kernel_backend_destroy(kb);
   return status;
 }
+
+uint64_t offload_run_staging_bytes(unit_precision precision, const offload_case *c) {
+  const uint64_t chunk = c->chunk_numel ? (uint64_t)c->chunk_numel : 1u << 20;
+  const uint64_t slot = chunk < OFFLOAD_RUN_NUMEL ? chunk : OFFLOAD_RUN_NUMEL;
+  return 4 * slot * (dtype_size(precision.param) + dtype_size(precision.reduce));
+}

@@ -30,6 +30,11 @@ typedef struct offload_case {
                           training step's) say skip, the staging filled with garbage before it */
 } offload_case;
 
+/* The pinned staging a staged run of `c` holds (sharding/host_staging.h's contract): a ring of
+ * 4 slots, each the smaller of a chunk (2^20 elements unless c says) and the unit's range, of
+ * gradients and parameters. */
+uint64_t offload_run_staging_bytes(unit_precision precision, const offload_case *c);
+
 /* One run of `c`. The allocator's peaks are reset. */
 st_status offload_run(const st_device *dev, unit_precision precision, const offload_case *c,
                       offload_result *out);

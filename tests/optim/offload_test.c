@@ -34,11 +34,7 @@ static void check_case(unit_precision p, const offload_case *c) {
             "%s: parameters (or their padding) differ", how);
   CHECK(offloaded.allocated.current[MEM_OPTIMIZER] == 0);
   CHECK(offloaded.allocated.current[MEM_OPTIMIZER_HOST] == state);
-  /* A ring of 4 slots, each the smaller of a chunk and the unit's range. */
-  const uint64_t chunk = c->chunk_numel ? (uint64_t)c->chunk_numel : 1u << 20;
-  const uint64_t slot = chunk < OFFLOAD_RUN_NUMEL ? chunk : OFFLOAD_RUN_NUMEL;
-  const uint64_t staging =
-      c->offload == 2 ? 4 * slot * (dtype_size(p.param) + dtype_size(p.reduce)) : 0;
+  const uint64_t staging = c->offload == 2 ? offload_run_staging_bytes(p, c) : 0;
   CHECK_MSG(offloaded.optimizer_host_peak == state + staging,
             "%s: optimizer_host peak %llu, want %llu", how,
             (unsigned long long)offloaded.optimizer_host_peak,
