@@ -17,7 +17,7 @@ typedef struct plan_options {
   const char *model;
   int ranks, micro_batch, seq_len, grad_accum, prefetch;
   double gpu_gib;
-  const char *param_dtype, *reduce_dtype, *device, *recompute;
+  const char *param_dtype, *reduce_dtype, *device, *recompute, *offload;
   const char *loss_scale; /* checked as train checks it; scaling changes no memory */
   int loss_scale_window;
 } plan_options;
@@ -35,15 +35,17 @@ static void print_row(const plan_input *in, const memory_plan *mp, const comm_pl
    * 1-2 parameters once, stage 3 parameters twice. */
   const double per_element[4] = {2 * g, p + g, p + g, 2 * p + g};
   const double comm_formula = per_element[in->stage] * psi * (S - 1) / S;
-  const double total = (double)mp->total;
+  const double device = (double)mp->device_bytes;
   double sent = (double)(cp->shard_all_gather + cp->shard_reduce_scatter);
-  printf("%3d x %-3d %5d %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f | %9.3f %9.3f %9.3f %s\n",
-         in->R, in->S, in->stage, gib((double)mp->bytes[MEM_PARAMS]),
-         gib((double)mp->bytes[MEM_GRADS]), gib((double)mp->bytes[MEM_OPTIMIZER]),
-         gib((double)mp->bytes[MEM_GATHERED]), gib((double)mp->bytes[MEM_ACTIVATIONS]), gib(total),
-         gib((double)mp->model_states), gib(states_formula[in->stage]), gib(sent),
-         gib(comm_formula), gib((double)cp->replicate_all_reduce),
-         gpu_gib > 0 ? (gib(total) <= gpu_gib ? "fits" : "too big") : "");
+  printf(
+      "%3d x %-3d %5d %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f | %9.3f %9.3f %9.3f "
+      "%s\n",
+      in->R, in->S, in->stage, gib((double)mp->bytes[MEM_PARAMS]),
+      gib((double)mp->bytes[MEM_GRADS]), gib((double)mp->bytes[MEM_OPTIMIZER]),
+      gib((double)mp->bytes[MEM_GATHERED]), gib((double)mp->bytes[MEM_ACTIVATIONS]), gib(device),
+      gib((double)mp->host_bytes), gib((double)mp->model_states), gib(states_formula[in->stage]),
+      gib(sent), gib(comm_formula), gib((double)cp->replicate_all_reduce),
+      gpu_gib > 0 ? (gib(device) <= gpu_gib ? "fits" : "too big") : "");
 }
 
 /* The precision of the flags, the planned device's kind (whose kernels size the attention state
@@ -87,25 +89,30 @@ static st_status run_plan(const plan_options *o) {
   train_options t;
   train_options_defaults(&t);
   t.recompute = o->recompute;
+  t.offload = o->offload;
   gpt_recompute recompute;
+  int offload = 0;
   ST_CHECK(train_options_recompute(&t, &recompute));
+  ST_CHECK(train_options_offload(&t, &offload));
   ST_CHECK(gpt_config_named(o->model, &cfg));
   if (o->seq_len) cfg.max_seq = o->seq_len;
   ST_CHECK(gpt_config_finish(&cfg, 1));
   if (o->ranks < 1) return st_error(ST_ERR_INVALID_ARG, "--ranks must be >= 1, got %d", o->ranks);
   printf(
       "shardtrain plan: model %s (%.1f M parameters), %d ranks, micro-batch %d x %d tokens, "
-      "params %s, reduce %s, %s, prefetch %d, recompute %s\n",
+      "params %s, reduce %s, %s, prefetch %d, recompute %s, offload %s\n",
       o->model, (double)gpt_config_num_params(&cfg) / 1e6, o->ranks, o->micro_batch, cfg.max_seq,
       dtype_name(precision.param), dtype_name(precision.reduce), o->device, o->prefetch,
-      gpt_recompute_name(recompute));
+      gpt_recompute_name(recompute), offload ? "optimizer" : "none");
   printf(
-      "memory per rank in GiB; 'states' = params + grads + optimizer, next to DESIGN.md's "
-      "formula;\nbytes per step per rank in GiB: shard group (all-gather + reduce-scatter) "
-      "next to the ring formula, and the replicate group's all-reduce\n");
-  printf("%-9s %5s %9s %9s %9s %9s %9s %9s %9s %9s | %9s %9s %9s\n", "R x S", "stage", "params",
-         "grads", "optim", "gathered", "activ", "total", "states", "formula", "shard tx", "formula",
-         "repl tx");
+      "memory per rank in GiB, on the device (its total compared with --gpu-gib) and in host "
+      "memory; 'states' = params + grads + optimizer wherever they are (an offloaded optimizer's "
+      "with its pinned staging), next to DESIGN.md's formula;\nbytes per step per rank in GiB: "
+      "shard group (all-gather + reduce-scatter) next to the ring formula, and the replicate "
+      "group's all-reduce\n");
+  printf("%-9s %5s %9s %9s %9s %9s %9s %9s %9s %9s %9s | %9s %9s %9s\n", "R x S", "stage", "params",
+         "grads", "optim", "gathered", "activ", "device", "host", "states", "formula", "shard tx",
+         "formula", "repl tx");
   for (int R = 1; R <= o->ranks; R++) {
     if (o->ranks % R) continue;
     for (int stage = 0; stage <= 3; stage++) {
@@ -122,6 +129,8 @@ static st_status run_plan(const plan_options *o) {
                              .precision = precision,
                              .device = device,
                              .compute_copies = copies,
+                             .offload_optimizer = offload,
+                             .device_is_host = device == ST_DEVICE_CPU,
                              .recompute = recompute};
       memory_plan mp;
       comm_plan cp;
@@ -148,6 +157,7 @@ int cmd_plan(int argc, char **argv) {
                     .reduce_dtype = "fp32",
                     .device = "cuda",
                     .recompute = "none",
+                    .offload = "none",
                     .loss_scale_window = LOSS_SCALER_DEFAULT_WINDOW};
   const cli_flag flags[] = {
       {"model", FLAG_STRING, &o.model, "named config: tiny, d6, d12, d24, d36, d48"},
@@ -163,6 +173,8 @@ int cmd_plan(int argc, char **argv) {
       {"device", FLAG_STRING, &o.device, "cuda (GPUs, the default) or cpu (fp32 compute copies)"},
       {"recompute", FLAG_STRING, &o.recompute,
        "activations recomputed in the backward: none, gelu or block (as for train)"},
+      {"offload", FLAG_STRING, &o.offload,
+       "optimizer or none (as for train): master, m and v, with the staging, in host memory"},
       {"loss-scale", FLAG_STRING, &o.loss_scale,
        "fp16 only, as for train (checked the same way; no effect on memory)"},
       {"loss-scale-window", FLAG_INT, &o.loss_scale_window, "as for train"},

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `shardtrain simulate` and `shardtrain plan --fit`: bad input gives one error line naming the
+# `shardtrain simulate`, `shardtrain plan --fit` and plan's offload: bad input gives one error line naming the
 # problem and exit code 2 (an unknown GPU, a hardware file with a missing or negative field, a
 # mesh that does not divide the GPUs, ...); good input prints the breakdown, a CSV, a sweep and
 # the train flags of the best fit.
@@ -145,6 +145,20 @@ mixed="params in fp16 and gradients in bf16: the cuda kernels write a weight's g
 expect 2 "$mixed" plan --param-dtype fp16 --reduce-dtype bf16
 expect 2 "$mixed" simulate --gpu h100 --param-dtype fp16 --reduce-dtype bf16
 expect 2 "$mixed" plan --fit --gpu h100 --param-dtype fp16 --reduce-dtype bf16
+
+# plan --offload optimizer: on a GPU, every row's optimizer leaves the device for the host with
+# the staging (a ring of at most 4 x 2^20 elements of bf16 gradients and parameters: 16 MiB),
+# the rest of the device's memory unchanged; columns 7, 10 and 11 are optim, device and host
+# (GiB, 3 decimals, so sums agree within 0.002).
+rows() { "$shardtrain" plan --model d12 --ranks 4 --param-dtype bf16 --reduce-dtype bf16 "$@" |
+  awk '$2 == "x" && $1 ~ /^[0-9]+$/ { print $7, $10, $11 }'; }
+paste -d ' ' <(rows) <(rows --offload optimizer) | awk '
+  { n++; staging = ($6 - $3) - $1
+    if ($4 != 0 || ($2 - $1 - $5)^2 > 0.002^2 || staging < -0.002 || staging > 16 / 1024 + 0.002) bad++ }
+  END { exit !(n == 12 && !bad) }' ||
+  { echo "FAIL: plan --offload optimizer does not move the optimizer and staging to the host:";
+    paste -d ' ' <(rows) <(rows --offload optimizer); fail=1; }
+expect 2 "--offload 'cpu' is not optimizer or none" plan --offload cpu
 
 [ $fail -eq 0 ] && echo "sim_cli_test: passed" || echo "sim_cli_test: FAILED"
 exit $fail
