@@ -69,7 +69,7 @@ typedef struct st_mesh_config {
   int dp_shard;            /* S >= 1, or 0: world / (R * T) */
   int tp;                  /* T >= 1 */
   st_comm_backend backend; /* collective backend for every group */
-  double comm_timeout_s;   /* 0: $ST_COMM_TIMEOUT, else 300 s */
+  double comm_timeout_s;   /* seconds, finite > 0; 0: $ST_COMM_TIMEOUT, else 300 s */
   const char *device;      /* "cpu", "cuda" or "auto"; NULL: $ST_DEVICE, else auto */
   int nccl_max_ctas;       /* NCCL: thread blocks (SMs) one collective may take, 1 to
                               ST_NCCL_MAX_CTAS_LIMIT; 0: ST_NCCL_MAX_CTAS_DEFAULT */

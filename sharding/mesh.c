@@ -5,6 +5,7 @@
  * from every rank's GPU and NCCL_HOSTID, gathered, by the same pure check on every rank. */
 #include "sharding/mesh.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -79,8 +80,16 @@ static st_status read_config(const st_mesh_config *config, st_mesh_config *out) 
                      offsetof(st_mesh_config, tp) + sizeof(int), "st_mesh_config");
 }
 
+/* The collectives' timeout: the config's, else $ST_COMM_TIMEOUT's (300 s unset). Finite, as the
+ * deadlines of NCCL's set-up and enqueues need (core/deadline.h). */
 static st_status resolve_timeout(const st_mesh_config *cfg, double *timeout_s) {
-  if (cfg->comm_timeout_s > 0) {
+  if (cfg->comm_timeout_s != 0) {
+    if (!isfinite(cfg->comm_timeout_s) || cfg->comm_timeout_s < 0) {
+      return st_error(ST_ERR_INVALID_ARG,
+                      "st_mesh_config.comm_timeout_s %g is not a positive number of seconds "
+                      "(0: $ST_COMM_TIMEOUT)",
+                      cfg->comm_timeout_s);
+    }
     *timeout_s = cfg->comm_timeout_s;
     return ST_OK;
   }

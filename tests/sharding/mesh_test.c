@@ -10,6 +10,7 @@
  */
 #include "sharding/mesh.h"
 
+#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,6 +115,22 @@ static void test_bad_timeout_env(void) {
   unsetenv("ST_COMM_TIMEOUT");
 }
 
+/* A configured timeout must be a finite positive number (NCCL's calls run under a deadline of
+ * it): infinity, NaN and negatives are refused, naming the field. */
+static void test_bad_timeout_config(void) {
+  const double bad[] = {INFINITY, -INFINITY, NAN, -1.0};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    st_mesh_config cfg = ST_MESH_CONFIG_INIT;
+    cfg.device = "cpu";
+    cfg.comm_timeout_s = bad[i];
+    st_mesh *mesh = NULL;
+    CHECK_STATUS(st_mesh_create(&mesh, &cfg), ST_ERR_INVALID_ARG);
+    CHECK_MSG(strstr(st_last_error(), "comm_timeout_s") != NULL, "timeout %g: %s", bad[i],
+              st_last_error());
+    CHECK(mesh == NULL);
+  }
+}
+
 /* NCCL on ranks that cannot use it (here: CPU devices, even with a distinct NCCL_HOSTID each):
  * every rank refuses with the same message naming rank 0, and auto quietly takes MPI. */
 static void test_nccl_refused_on_every_rank(int me) {
@@ -198,6 +215,7 @@ int main(int argc, char **argv) {
   test_validate_nccl_max_ctas();
   test_impossible_mesh_on_every_rank(world);
   test_bad_timeout_env();
+  test_bad_timeout_config();
   test_nccl_refused_on_every_rank(me);
   test_empty_host_id(world, me);
   test_every_factorisation(world, me);
