@@ -6,7 +6,7 @@
  * its owned parameters in place. Elsewhere (a GPU) the units of a step go through the model's
  * pinned ring of chunk slots (sharding/host_staging.h) as one sequence of chunks, each unit's
  * copies on its own stream:
- *   - the step's factors come up, then the first HOST_STAGING_RING chunks' gradients go down,
+ *   - the step's factors come down, then the first HOST_STAGING_RING chunks' gradients go down,
  *     an event recorded after each;
  *   - per chunk, the host waits for its gradients and for the slot's last parameters to have
  *     gone out, updates it, queues the copy up of the parameters it wrote (segment by segment:
