@@ -60,13 +60,17 @@ data=$bundle/data
 [ -f "$data/bytes_train_000000.bin" ] ||
   python3 "$here/tools/prepare_bytes.py" --out-dir "$data" > /dev/null || exit 1
 
+# Each test binary under a limit of OPS_TEST_LIMIT seconds (default 120; 124: it hung), so one
+# hang does not spend the device command's whole time.
 section_ops() {
-  local fail=0
+  local fail=0 t name start
   for t in "$bin"/*_test; do
-    if "$t" > "$logs/$(basename "$t").log" 2>&1; then
-      echo "ok   $(basename "$t"): $(tail -1 "$logs/$(basename "$t").log")"
+    name=$(basename "$t")
+    start=$(date +%s)
+    if timeout "${OPS_TEST_LIMIT:-120}" "$t" > "$logs/$name.log" 2>&1; then
+      echo "ok   $name ($(($(date +%s) - start)) s): $(tail -1 "$logs/$name.log")"
     else
-      echo "FAIL $(basename "$t"):"; tail -20 "$logs/$(basename "$t").log"; fail=1
+      echo "FAIL $name (exit $?, $(($(date +%s) - start)) s):"; tail -20 "$logs/$name.log"; fail=1
     fi
   done
   return $fail
@@ -206,17 +210,21 @@ section_sanitizer() {
   return $fail
 }
 
-status=0
 for section in "$@"; do
   case $section in
     ops | train | streams | equivalence | d12 | calibrate | sanitizer) ;;
     *) echo "run_gpu_suite: unknown section '$section'"; exit 2 ;;
   esac
+done
+# Each section's time is printed after it, for planning the next session's device time.
+status=0
+for section in "$@"; do
   echo "== $section"
+  start=$(date +%s)
   if "section_$section"; then
-    echo "$section: passed"
+    echo "$section: passed ($(($(date +%s) - start)) s)"
   else
-    echo "$section: FAILED"; status=1
+    echo "$section: FAILED ($(($(date +%s) - start)) s)"; status=1
   fi
 done
 exit $status

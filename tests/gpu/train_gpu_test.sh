@@ -101,7 +101,11 @@ for a, b in zip(rows, gpu):
 off, res = rows[-1]["mem"], gpu[-1]["mem"]
 staging = off["optimizer_host"] - res["optimizer"]
 print(f"fp32 --offload optimizer: optimizer_host {off['optimizer_host']} bytes, staging {staging}")
-if any(off[k] != res[k] for k in res if k not in ("optimizer", "optimizer_host")) or off["optimizer"]:
+# Equal but for the optimizer; the workspace may also hold the pipeline's chunk table on the host
+# (tens of bytes a chunk and segment, under 64 KiB here) if it lands above the step's peak.
+exact = [k for k in res if k not in ("optimizer", "optimizer_host", "workspace")]
+if any(off[k] != res[k] for k in exact) or off["optimizer"] or \
+        not 0 <= off["workspace"] - res["workspace"] <= 65536:
     fail.append(f"fp32 --offload optimizer: device memory {off} against resident {res}")
 if not (0 < staging <= 4 * 2**20 * 8 and staging % (4 * 8) == 0):
     fail.append(f"fp32 --offload optimizer: staging of {staging} bytes is not 4 slots of <= 2^20")
