@@ -8,10 +8,10 @@
 # benchmark (docs/PERFORMANCE.md), and op_timings and mpi_p2p for the simulator's GPU
 # calibration (the suite's calibrate section, benchmarks/hardware/measure_gpu.sh). Then, with
 # the device tool, carry `gpu` and run on the GPU machine, section by section (each under the
-# 10-minute limit of one command):
-#   source gpu/env.sh && bash tests/gpu/run_gpu_suite.sh gpu ops train
-#   source gpu/env.sh && bash tests/gpu/run_gpu_suite.sh gpu streams equivalence
-#   source gpu/env.sh && bash tests/gpu/run_gpu_suite.sh gpu d12 sanitizer
+# 10-minute limit of one command; docs/BUILD.md plans a session's 15 minutes):
+#   source gpu/env.sh && bash tests/gpu/run_gpu_suite.sh gpu ops train streams
+#   source gpu/env.sh && bash tests/gpu/run_gpu_suite.sh gpu equivalence d12
+#   source gpu/env.sh && bash tests/gpu/run_gpu_suite.sh gpu sanitizer
 #   source gpu/env.sh && bash tests/gpu/run_gpu_suite.sh gpu calibrate
 # (tests/gpu/run_gpu_suite.sh lists the sections and what each checks.)
 set -euo pipefail
