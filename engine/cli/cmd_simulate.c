@@ -76,14 +76,13 @@ static st_status make_input(const simulate_options *o, int gpus, int stage, int 
   train_options_defaults(&t);
   t.offload = o->offload;
   t.recompute = o->recompute;
+  t.micro_batch = o->micro_batch;
+  t.grad_accum = o->grad_accum;
+  t.prefetch = o->prefetch;
   ST_CHECK(train_options_offload(&t, &in->offload_optimizer));
   ST_CHECK(train_options_recompute(&t, &in->recompute));
   if (stage < 0 || stage > 3) return st_error(ST_ERR_INVALID_ARG, "--zero %d is not 0-3", stage);
-  if (o->micro_batch < 1 || o->grad_accum < 1 || o->prefetch < 0) {
-    return st_error(ST_ERR_INVALID_ARG,
-                    "--micro-batch and --grad-accum must be >= 1, --prefetch >= 0");
-  }
-  return ST_OK;
+  return train_options_batch(&t);
 }
 
 static st_status open_csv(const char *path, FILE **out) {
