@@ -145,6 +145,7 @@ static st_status run_sweep(const simulate_options *o, sim_hardware *hw) {
   char list[1024], configs[256];
   snprintf(list, sizeof list, "%s", o->sweep);
   st_status status = ST_OK;
+  int rows = 0;
   for (char *save = NULL, *n = strtok_r(list, ",", &save); n && status == ST_OK;
        n = strtok_r(NULL, ",", &save)) {
     char *end = NULL;
@@ -173,9 +174,14 @@ static st_status run_sweep(const simulate_options *o, sim_hardware *hw) {
              r.tokens_per_s_per_gpu, 100 * r.mfu, r.exposed_s * 1e3,
              (double)mp.total / 1073741824.0);
       if (csv) sim_csv_row(csv, c, o->model.model, hw, &in, &r, (double)mp.total);
+      rows++;
     }
   }
   if (csv) fclose(csv);
+  if (status == ST_OK && rows == 0) {
+    status = st_error(ST_ERR_INVALID_ARG, "--sweep '%s' --configs '%s': nothing to simulate",
+                      o->sweep, o->configs);
+  }
   return status;
 }
 

@@ -69,6 +69,9 @@ expect 2 "--reduce-dtype 'half' is not a dtype" plan --fit --gpu h100 --reduce-d
 expect 2 "--sweep: '12' is not a GPU count" simulate --gpu h100 --sweep 8,12
 expect 2 "--configs: 'zero7' is not zero0-zero3 or hsdp0-hsdp3" simulate --gpu h100 --sweep 8 \
   --configs zero7
+expect 2 "--sweep '' --configs 'zero1': nothing to simulate" simulate --gpu h100 --sweep= \
+  --configs zero1
+expect 2 "--sweep '8' --configs ',': nothing to simulate" simulate --gpu h100 --sweep 8 --configs ,
 expect 2 "--efficiency-scale must be > 0, got 0" simulate --gpu h100 --efficiency-scale 0
 expect 2 "--offload 'disk' is not optimizer or none" simulate --gpu h100 --offload disk
 expect 2 "--recompute 'mlp' is not none, gelu or block" simulate --gpu h100 --recompute mlp
