@@ -84,7 +84,8 @@ static const char *const call_names[] = {"ncclAllGather", "ncclReduceScatter", "
 typedef struct nccl_args {
   const void *send;
   void *recv;
-  size_t count; /* the result's elements (per rank for a reduce-scatter) */
+  size_t count; /* elements: each rank's piece for an all-gather or reduce-scatter (comm.h), the
+                   whole buffer for an all-reduce or broadcast */
   st_dtype dtype;
   comm_reduce_op op;
   int root;

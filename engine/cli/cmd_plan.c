@@ -90,10 +90,18 @@ static st_status run_plan(const plan_options *o) {
   train_options_defaults(&t);
   t.recompute = o->recompute;
   t.offload = o->offload;
+  t.micro_batch = o->micro_batch;
+  t.grad_accum = o->grad_accum;
+  t.prefetch = o->prefetch;
   gpt_recompute recompute;
   int offload = 0;
+  ST_CHECK(train_options_batch(&t));
   ST_CHECK(train_options_recompute(&t, &recompute));
   ST_CHECK(train_options_offload(&t, &offload));
+  if (o->gpu_gib < 0) {
+    return st_error(ST_ERR_INVALID_ARG, "--gpu-gib must be >= 0 (0: no verdict), got %g",
+                    o->gpu_gib);
+  }
   ST_CHECK(gpt_config_named(o->model, &cfg));
   if (o->seq_len) cfg.max_seq = o->seq_len;
   ST_CHECK(gpt_config_finish(&cfg, 1));
@@ -187,12 +195,6 @@ int cmd_plan(int argc, char **argv) {
                    "stage, from the model config alone (no MPI, no allocation).",
                    flags, nflags);
     return 0;
-  }
-  if (status == ST_OK) {
-    if (o.micro_batch < 1 || o.grad_accum < 1 || o.prefetch < 0) {
-      status = st_error(ST_ERR_INVALID_ARG,
-                        "--micro-batch and --grad-accum must be >= 1, --prefetch >= 0");
-    }
   }
   if (status == ST_OK) status = run_plan(&o);
   if (status != ST_OK) fprintf(stderr, "shardtrain plan: error: %s\n", st_last_error());

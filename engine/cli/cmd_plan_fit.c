@@ -36,6 +36,10 @@ static double seconds_now(void) {
 static double gib(double bytes) { return bytes / 1073741824.0; }
 
 static st_status make_request(const fit_options *o, const sim_hardware *hw, fit_request *req) {
+  if (o->gpu_gib < 0) {
+    return st_error(ST_ERR_INVALID_ARG, "--gpu-gib must be >= 0 (0: the hardware's), got %g",
+                    o->gpu_gib);
+  }
   train_options t;
   train_options_defaults(&t);
   t.param_dtype = o->param_dtype;

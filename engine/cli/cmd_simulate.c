@@ -76,14 +76,13 @@ static st_status make_input(const simulate_options *o, int gpus, int stage, int 
   train_options_defaults(&t);
   t.offload = o->offload;
   t.recompute = o->recompute;
+  t.micro_batch = o->micro_batch;
+  t.grad_accum = o->grad_accum;
+  t.prefetch = o->prefetch;
   ST_CHECK(train_options_offload(&t, &in->offload_optimizer));
   ST_CHECK(train_options_recompute(&t, &in->recompute));
   if (stage < 0 || stage > 3) return st_error(ST_ERR_INVALID_ARG, "--zero %d is not 0-3", stage);
-  if (o->micro_batch < 1 || o->grad_accum < 1 || o->prefetch < 0) {
-    return st_error(ST_ERR_INVALID_ARG,
-                    "--micro-batch and --grad-accum must be >= 1, --prefetch >= 0");
-  }
-  return ST_OK;
+  return train_options_batch(&t);
 }
 
 static st_status open_csv(const char *path, FILE **out) {
@@ -146,6 +145,7 @@ static st_status run_sweep(const simulate_options *o, sim_hardware *hw) {
   char list[1024], configs[256];
   snprintf(list, sizeof list, "%s", o->sweep);
   st_status status = ST_OK;
+  int rows = 0;
   for (char *save = NULL, *n = strtok_r(list, ",", &save); n && status == ST_OK;
        n = strtok_r(NULL, ",", &save)) {
     char *end = NULL;
@@ -174,9 +174,14 @@ static st_status run_sweep(const simulate_options *o, sim_hardware *hw) {
              r.tokens_per_s_per_gpu, 100 * r.mfu, r.exposed_s * 1e3,
              (double)mp.total / 1073741824.0);
       if (csv) sim_csv_row(csv, c, o->model.model, hw, &in, &r, (double)mp.total);
+      rows++;
     }
   }
   if (csv) fclose(csv);
+  if (status == ST_OK && rows == 0) {
+    status = st_error(ST_ERR_INVALID_ARG, "--sweep '%s' --configs '%s': nothing to simulate",
+                      o->sweep, o->configs);
+  }
   return status;
 }
 

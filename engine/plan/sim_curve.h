@@ -1,13 +1,15 @@
 /* sim_curve.h - a measured efficiency as a function of a size: the calibration of work that does
- * not reach one fixed fraction of its roofline. Two users, two sizes:
+ * not reach one fixed fraction of its roofline. Two users, three sizes:
  *
  * - a collective, keyed by its buffer in bytes (the gathered buffer of an all-gather, the full
  *   input of a reduce-scatter, the buffer of an all-reduce), one curve per group size: Open
- *   MPI's non-blocking reduce-scatter on this project's CPU machine reaches 0.39 of the
- *   ping-pong bandwidth at 1 MiB, 0.24 at 12 MiB and 0.10 at 16 MiB (docs/SIMULATOR.md);
+ *   MPI's non-blocking reduce-scatter on 2 ranks of this project's CPU machine, timed alone with
+ *   cold caches, reaches 0.12 of the ping-pong bandwidth at 1 MiB, 0.21 at 12 MiB and 0.085 at
+ *   16 MiB (benchmarks/hardware/epyc_2core.hw; docs/SIMULATOR.md);
  * - an op class, keyed by a call's roofline time at efficiency 1 in seconds: small calls reach
- *   less of their roofline than large ones (M2's 64-row matmuls 0.88-0.93 of the sgemm peak on
- *   the CPU, where M1's larger ones reach 0.97; on a GPU small kernels are launch-bound).
+ *   less of their roofline than large ones (on a GPU small kernels are launch-bound); or the
+ *   matmul class, keyed by the GEMM's smallest dimension (sim_class_key in sim_hw.h): M2's
+ *   64-row matmuls reach 0.914 of the sgemm peak on the CPU, where M1's 1024-row ones reach 0.971.
  *
  * A curve is a list of (size, efficiency) points with increasing sizes, written in a hardware
  * file as `SIZE:EFF SIZE:EFF ...`. Between two points the efficiency is interpolated linearly in

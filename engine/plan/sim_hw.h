@@ -50,8 +50,9 @@ typedef enum sim_class_key {
   SIM_KEY_ROOFLINE, /* `eff_<class> = SECONDS:EFF ...`: its roofline time at efficiency 1 */
   SIM_KEY_GEMM_DIM  /* `eff_matmul@dim = DIM:EFF ...` (the matmul class only): the smallest of
                        the GEMM's m, n and k. A GEMM with a small dimension reaches less of the
-                       peak than a square one of the same roofline time: on the CPU machine,
-                       M2's 64-row matmuls 0.89 of the sgemm peak, M1's 1024-row ones 0.95 */
+                       peak than a square one of the same roofline time: on the CPU machine
+                       (benchmarks/hardware/epyc_2core.txt), M2's 64-row matmuls 0.914 of the
+                       sgemm peak, M1's 1024-row ones 0.971 (0.921 where tp 2 leaves 128) */
 } sim_class_key;
 
 /* A kernel call's sizes, the keys of its class's curve. */

@@ -238,6 +238,16 @@ st_status train_options_loss_scaler(const train_options *o, unit_precision preci
   return ST_OK;
 }
 
+st_status train_options_batch(const train_options *o) {
+  ST_CHECK(require_positive("micro-batch", o->micro_batch));
+  ST_CHECK(require_positive("grad-accum", o->grad_accum));
+  if (o->grad_accum > TRAIN_MAX_GRAD_ACCUM) {
+    return st_error(ST_ERR_INVALID_ARG, "--grad-accum %d: at most %d", o->grad_accum,
+                    TRAIN_MAX_GRAD_ACCUM);
+  }
+  return require_non_negative("prefetch", o->prefetch);
+}
+
 st_status train_options_offload(const train_options *o, int *optimizer) {
   *optimizer = strcmp(o->offload, "optimizer") == 0;
   if (!*optimizer && strcmp(o->offload, "none") != 0) {
@@ -259,17 +269,11 @@ st_status train_options_recompute(const train_options *o, gpt_recompute *out) {
 st_status train_options_resolve(const train_options *o, int dp_size, gpt_config *cfg,
                                 train_hparams *h) {
   ST_CHECK(resolve_config(o, cfg));
-  ST_CHECK(require_positive("micro-batch", o->micro_batch));
-  ST_CHECK(require_positive("grad-accum", o->grad_accum));
-  if (o->grad_accum > TRAIN_MAX_GRAD_ACCUM) {
-    return st_error(ST_ERR_INVALID_ARG, "--grad-accum %d: at most %d", o->grad_accum,
-                    TRAIN_MAX_GRAD_ACCUM);
-  }
+  ST_CHECK(train_options_batch(o));
   ST_CHECK(require_non_negative("steps", o->steps));
   ST_CHECK(require_non_negative("warmup", o->warmup));
   ST_CHECK(require_non_negative("eval-every", o->eval_every));
   ST_CHECK(require_positive("eval-batches", o->eval_batches));
-  ST_CHECK(require_non_negative("prefetch", o->prefetch));
   if (o->zero < 0 || o->zero > 3) {
     return st_error(ST_ERR_INVALID_ARG, "--zero %d is not 0, 1, 2 or 3", o->zero);
   }

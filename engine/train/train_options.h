@@ -71,6 +71,11 @@ st_status train_options_precision(const train_options *o, unit_precision *out);
 st_status train_options_loss_scaler(const train_options *o, unit_precision precision,
                                     loss_scaler *out);
 
+/* --micro-batch (>= 1), --grad-accum (1 to TRAIN_MAX_GRAD_ACCUM) and --prefetch (>= 0), as train
+ * takes them; ST_ERR_INVALID_ARG naming the flag otherwise. plan and simulate check theirs here
+ * too, so that they never predict a run that train refuses. */
+st_status train_options_batch(const train_options *o);
+
 /* *optimizer = 1 for --offload optimizer, 0 for none; anything else is ST_ERR_INVALID_ARG. */
 st_status train_options_offload(const train_options *o, int *optimizer);
 

@@ -69,6 +69,9 @@ expect 2 "--reduce-dtype 'half' is not a dtype" plan --fit --gpu h100 --reduce-d
 expect 2 "--sweep: '12' is not a GPU count" simulate --gpu h100 --sweep 8,12
 expect 2 "--configs: 'zero7' is not zero0-zero3 or hsdp0-hsdp3" simulate --gpu h100 --sweep 8 \
   --configs zero7
+expect 2 "--sweep '' --configs 'zero1': nothing to simulate" simulate --gpu h100 --sweep= \
+  --configs zero1
+expect 2 "--sweep '8' --configs ',': nothing to simulate" simulate --gpu h100 --sweep 8 --configs ,
 expect 2 "--efficiency-scale must be > 0, got 0" simulate --gpu h100 --efficiency-scale 0
 expect 2 "--offload 'disk' is not optimizer or none" simulate --gpu h100 --offload disk
 expect 2 "--recompute 'mlp' is not none, gelu or block" simulate --gpu h100 --recompute mlp
@@ -82,6 +85,19 @@ expect 2 "no configuration of d48 fits in 1.0 GiB per GPU" plan --fit --gpu h100
   --gpu-gib 1
 expect 2 "--gpu-gib: the hardware 'test-node' does not say its memory" \
   plan --fit --hardware "$good"
+# A negative memory is a bad value, not "no verdict" (plan) or "the hardware's" (plan --fit).
+expect 2 "--gpu-gib must be >= 0 (0: no verdict), got -1" plan --gpu-gib -1
+expect 2 "--gpu-gib must be >= 0 (0: the hardware's), got -0.5" plan --fit --gpu h100 --gpu-gib -0.5
+# The batch flags are train's: plan and simulate never predict a run that train refuses (at most
+# 64 micro-batches a step; 64 itself runs).
+expect 2 "--grad-accum 65: at most 64" simulate --gpu h100 --grad-accum 65
+expect 2 "--grad-accum 65: at most 64" plan --grad-accum 65
+expect 2 "--micro-batch must be >= 1, got 0" simulate --gpu h100 --micro-batch 0
+expect 2 "--prefetch must be >= 0, got -1" plan --prefetch -1
+"$shardtrain" simulate --gpu h100 --grad-accum 64 > /dev/null ||
+  { echo "FAIL: simulate refuses --grad-accum 64, which train runs"; fail=1; }
+"$shardtrain" plan --grad-accum 64 > /dev/null ||
+  { echo "FAIL: plan refuses --grad-accum 64, which train runs"; fail=1; }
 
 # Good input: the breakdown, the CSV, a sweep, the fit's train flags.
 out=$("$shardtrain" simulate --hardware "$good" --nodes 2 --model tiny --zero 3 --csv "$work/run.csv")
