@@ -37,22 +37,26 @@ typedef struct fit_bounds {
  * a higher ZeRO stage (communication only); recomputing the GELU output (one elementwise op
  * per block); a smaller micro-batch (smaller, less efficient products); recomputing whole
  * blocks (about a third more compute); bf16 (changes the numerics); the optimizer offloaded
- * (host link and host AdamW); more ranks. */
+ * (host link and host AdamW); more ranks. When none fits alone, every change but more ranks is
+ * stacked in that order, each at its most (the smallest micro-batch, block recompute, ...),
+ * until the stack fits at some ZeRO stage; failing that, the fewest ranks that fit, alone or
+ * on top of the whole stack. What fits is then relieved of each change (or part of one) it
+ * fits without, the costliest first, at the lowest stage that fits. */
 typedef enum fit_change {
-  FIT_NOTHING = 0,     /* no single change fits */
+  FIT_NOTHING = 0,     /* nothing found, alone or together */
   FIT_ZERO = 1,        /* a higher ZeRO stage */
   FIT_MICRO_BATCH = 2, /* a smaller micro-batch, grad-accum raised to keep the global batch */
   FIT_BF16 = 3,        /* bf16 parameters (then bf16 gradients too) */
   FIT_OFFLOAD = 4,     /* the optimizer state in host memory (devices with their own memory) */
   FIT_RANKS = 5,       /* a larger shard group (ZeRO-3 if the stage alone does not do) */
-  FIT_RECOMPUTE = 6    /* activation recompute: the GELU output, else whole blocks */
+  FIT_RECOMPUTE = 6,   /* activation recompute: the GELU output, else whole blocks */
+  FIT_COMBINED = 7     /* several of the above: none fits alone */
 } fit_change;
 
 typedef struct fit_suggestion {
   fit_change change;
-  plan_input run;   /* the changed run (FIT_NOTHING: the original) */
-  uint64_t need;    /* its bytes against the limit */
-  int batch_factor; /* FIT_RANKS: how many times larger the global batch gets (1: the same) */
+  plan_input run; /* the changed run (FIT_NOTHING: the original) */
+  uint64_t need;  /* its bytes against the limit */
 } fit_suggestion;
 
 /* The bytes of `plan` (for the run `in`) that count against the device's limit. */
@@ -67,7 +71,9 @@ st_status fit_suggest(const plan_input *in, uint64_t limit, const fit_bounds *bo
                       fit_suggestion *out);
 
 /* The suggestion as flags of `shardtrain train`, e.g. "--micro-batch 4 --grad-accum 8 (the
- * same global batch; predicted 1.20 GiB)", or a sentence saying that no single change fits. */
+ * same global batch; predicted 1.20 GiB)", "16 ranks with this limit each (--dp-shard 16
+ * --zero 3; a 16x larger global batch; predicted 1.79 GiB)", or a sentence saying that nothing
+ * fits. */
 void fit_describe(const plan_input *from, const fit_suggestion *s, const fit_bounds *bounds,
                   char *out, size_t size);
 
