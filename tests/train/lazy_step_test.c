@@ -12,7 +12,8 @@
  * not: token uploads and scalar read-backs through stream copies, ZeRO stages 0-3 with prefetch and
  * without resharding, bf16 and fp16 parameters with their compute copies and fp32 gradients, a
  * dynamic loss scale with a skipped step, the offloaded optimizer's staged chunk pipeline (copies
- * down, host AdamW, copies up), activation recompute, gradient accumulation, tp 2 and replicas
+ * down, host AdamW, copies up; at stages 0-3 and tp 2, through partial chunks and a unit shorter
+ * than one), activation recompute, gradient accumulation, tp 2 and replicas
  * (hybrid sharding). */
 #include <mpi.h>
 #include <stdio.h>
@@ -99,6 +100,23 @@ static void generate(gpt_model *m, run_result *r) {
   gpt_kv_destroy(kv);
 }
 
+/* The staged pipeline's edges that this model's sizes give on every mesh here: a unit whose
+ * owned range ends in a partial chunk and a unit shorter than one chunk (ln_f, its whole range a
+ * single short chunk). No owned range is empty: unit_layout.c pads a unit to a multiple of
+ * S x UNIT_ALIGN elements and each rank owns an S-th, at least UNIT_ALIGN of them. */
+static void check_chunks(const gpt_model *m, const step_case *c) {
+  int partial = 0, shorter = 0;
+  for (int u = 0; u < m->n_units; u++) {
+    const int64_t owned = m->units[u].owned_numel;
+    const int64_t chunk = m->units[u].streams->offload.chunk_numel;
+    partial += owned > chunk && owned % chunk != 0;
+    shorter += owned < chunk;
+  }
+  CHECK_MSG(partial > 0 && shorter > 0,
+            "%s: %d units end in a partial chunk, %d are shorter than one: both are needed",
+            c->name, partial, shorter);
+}
+
 static gpt_model *open_model(const st_device *dev, const st_mesh *mesh, const step_case *c) {
   gpt_config cfg = {.n_layer = 2, .n_head = 2, .n_embd = 32, .vocab = VOCAB, .max_seq = T};
   CHECK_OK(gpt_config_finish(&cfg, c->tp));
@@ -115,6 +133,7 @@ static gpt_model *open_model(const st_device *dev, const st_mesh *mesh, const st
   if (m && !dev->backend->device_memory_is_host) m->kb->ops = deferred_ops();
   /* Chunks of 100 elements: the staged pipeline runs many, with its ring of events wrapping. */
   for (int u = 0; m && u < m->n_units; u++) m->units[u].streams->offload.chunk_numel = 100;
+  if (m && c->offload) check_chunks(m, c);
   return m;
 }
 
@@ -321,6 +340,7 @@ int main(int argc, char **argv) {
       {"zero3 bf16, prefetch 2, kept gathered", 1, 3, 2, 0, ST_BF16, ST_BF16, 0, GPT_RECOMPUTE_NONE,
        1, -1, 1},
       {"zero3 fp16, skipped step 1", 1, 3, 1, 1, ST_FP16, ST_FP16, 0, GPT_RECOMPUTE_NONE, 1, 1, 1},
+      {"zero0 bf16/fp32, offloaded", 1, 0, 1, 1, ST_BF16, ST_FP32, 1, GPT_RECOMPUTE_NONE, 1, -1, 1},
       {"zero1 fp32, offloaded", 1, 1, 1, 1, ST_FP32, ST_FP32, 1, GPT_RECOMPUTE_NONE, 1, -1, 1},
       {"zero3 bf16, offloaded, 2 micro-batches", 1, 3, 1, 1, ST_BF16, ST_BF16, 1,
        GPT_RECOMPUTE_NONE, 2, -1, 1},
@@ -330,6 +350,7 @@ int main(int argc, char **argv) {
        1},
       {"zero0 bf16, recompute gelu", 1, 0, 1, 1, ST_BF16, ST_BF16, 0, GPT_RECOMPUTE_GELU, 1, -1, 1},
       {"tp2 zero0 fp32", 2, 0, 1, 1, ST_FP32, ST_FP32, 0, GPT_RECOMPUTE_NONE, 1, -1, 1},
+      {"tp2 zero1 fp32, offloaded", 2, 1, 1, 1, ST_FP32, ST_FP32, 1, GPT_RECOMPUTE_NONE, 1, -1, 1},
       {"tp2 zero3 bf16, recompute block", 2, 3, 1, 1, ST_BF16, ST_BF16, 0, GPT_RECOMPUTE_BLOCK, 1,
        -1, 1},
       {"hybrid zero3 fp32, 2 replicas", 1, 3, 1, 1, ST_FP32, ST_FP32, 0, GPT_RECOMPUTE_NONE, 1, -1,

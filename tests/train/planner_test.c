@@ -3,8 +3,9 @@
  * meshes in fp32 and in bf16 (params and reduce), fp16 params with loss scaling on 2x2x1 and
  * 1x2x2 and fp16 params and reduce at stage 3 on 1x4x1, plus stage 3 with prefetch 2, with
  * reshard-after-forward off, on 1x1x4, the two mixed policies, and the optimizer offloaded
- * (every stage; bf16; and with the pinned staging of a GPU forced on the CPU), and activation
- * recompute of the GELU output and of whole blocks (every stage on 1x4x1, 1x2x2, bf16 offloaded):
+ * (every stage; bf16; and with the pinned staging of a GPU forced on the CPU, on 1x4x1 and on
+ * 1x2x2 at stage 1 in bf16), and activation recompute of the GELU output and of whole blocks
+ * (every stage on 1x4x1, 1x2x2, bf16 offloaded):
  *   - measured peak bytes per category = the planner's prediction within 3%, and so is the
  *     peak of the total (what the start-up fit check relies on, engine/plan/fit.h); a second
  *     step allocates no full-unit buffer (the pool kept the first's) and keeps that peak;
@@ -265,6 +266,9 @@ int main(int argc, char **argv) {
   check_case((test_case){1, world, 1, 3, 1, 1, ST_BF16, ST_BF16, 1, GPT_RECOMPUTE_NONE});
   check_case((test_case){1, world, 1, 0, 1, 1, ST_FP32, ST_FP32, 2, GPT_RECOMPUTE_NONE});
   check_case((test_case){1, world, 1, 3, 1, 1, ST_BF16, ST_FP32, 2, GPT_RECOMPUTE_NONE});
+  /* staged on tp 2 x 2 shards: owned ranges a tp slice's shard, gradients in bf16 as well */
+  if (world % 2 == 0)
+    check_case((test_case){1, world / 2, 2, 1, 1, 1, ST_BF16, ST_BF16, 2, GPT_RECOMPUTE_NONE});
   /* activation recompute: every stage; tensor parallel (block recompute repeats an all-reduce);
    * bf16; the optimizer offloaded beside it */
   for (int mode = GPT_RECOMPUTE_GELU; mode <= GPT_RECOMPUTE_BLOCK; mode++) {
