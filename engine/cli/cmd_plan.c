@@ -20,6 +20,7 @@ typedef struct plan_options {
   const char *param_dtype, *reduce_dtype, *device, *recompute, *offload;
   const char *loss_scale; /* checked as train checks it; scaling changes no memory */
   int loss_scale_window;
+  int fit; /* always 0 here: --fit runs cmd_plan_fit */
 } plan_options;
 
 static double gib(double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
@@ -150,12 +151,22 @@ static st_status run_plan(const plan_options *o) {
   return ST_OK;
 }
 
-int cmd_plan(int argc, char **argv) {
+/* 1 when the flags turn --fit on (--fit, --fit=true or --fit=1, the last one counting); any
+ * other value is left to the parser below, which knows --fit as a switch and refuses a value
+ * that is not one. */
+static int asks_for_fit(int argc, char **argv) {
+  int fit = 0;
   for (int i = 2; i < argc; i++) {
-    if (strcmp(argv[i], "--fit") == 0 || strcmp(argv[i], "--fit=true") == 0) {
-      return cmd_plan_fit(argc, argv);
+    if (strcmp(argv[i], "--fit") == 0) fit = 1;
+    if (strncmp(argv[i], "--fit=", 6) == 0) {
+      fit = strcmp(argv[i] + 6, "true") == 0 || strcmp(argv[i] + 6, "1") == 0;
     }
   }
+  return fit;
+}
+
+int cmd_plan(int argc, char **argv) {
+  if (asks_for_fit(argc, argv)) return cmd_plan_fit(argc, argv);
   plan_options o = {.model = "d12",
                     .ranks = 8,
                     .micro_batch = 4,
@@ -186,6 +197,7 @@ int cmd_plan(int argc, char **argv) {
       {"loss-scale", FLAG_STRING, &o.loss_scale,
        "fp16 only, as for train (checked the same way; no effect on memory)"},
       {"loss-scale-window", FLAG_INT, &o.loss_scale_window, "as for train"},
+      {"fit", FLAG_BOOL, &o.fit, "choose a configuration instead (plan --fit --help)"},
   };
   int nflags = (int)(sizeof flags / sizeof flags[0]), help = 0;
   st_status status = cli_parse(argc, argv, 2, flags, nflags, &help);

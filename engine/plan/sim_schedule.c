@@ -3,6 +3,7 @@
  * give every unit's flat and shard lengths, and three sets of costs every unit's. */
 #include "engine/plan/sim_schedule.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "core/alloc.h"
@@ -365,7 +366,9 @@ st_status sim_replay(const plan_input *in, const sim_costs *c, sim_result *out) 
   out->step_s = p.tc;
   out->slowdown = c->slowdown;
   for (int k = 0; k < SIM_CLASS_COUNT; k++) out->compute_s += out->class_s[k];
-  out->exposed_s = out->step_s - out->compute_s;
+  /* The two sums add the same compute times in other orders: a step with nothing exposed may
+   * differ by a rounding, below 0 ("-0.00 ms"). */
+  out->exposed_s = fmax(0.0, out->step_s - out->compute_s);
   return ST_OK;
 }
 

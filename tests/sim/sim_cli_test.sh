@@ -112,6 +112,12 @@ done
   { echo "FAIL: sweep exited $?"; cat "$work/sweep.txt"; fail=1; }
 [ "$(wc -l < "$work/sweep.csv")" -eq 7 ] ||
   { echo "FAIL: a sweep of 3 GPU counts x 2 configs wrote $(wc -l < "$work/sweep.csv") lines"; fail=1; }
+# --fit is a switch like any other: =1 turns it on, =false leaves plan's table, a word is refused.
+expect 2 "--fit: 'maybe' is not true or false" plan --fit=maybe
+"$shardtrain" plan --fit=1 --gpu h100 --model d12 --gpus 8 --top 1 2>&1 | grep -q "^run it with:" ||
+  { echo "FAIL: plan --fit=1 did not choose a configuration"; fail=1; }
+"$shardtrain" plan --fit=false --model d12 --ranks 2 2>&1 | grep -q "^R x S" ||
+  { echo "FAIL: plan --fit=false did not print plan's table"; fail=1; }
 fit=$("$shardtrain" plan --fit --gpu h100 --model d12 --gpus 16 --global-batch 524288 --top 3)
 grep -q -- "mpirun -np 16 shardtrain train --model d12 --zero [0-3] --dp-replicate.* --recompute \(none\|gelu\|block\) ..." <<<"$fit" ||
   { echo "FAIL: plan --fit printed no train command:"; echo "$fit"; fail=1; }
