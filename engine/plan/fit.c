@@ -228,9 +228,9 @@ static st_status keep_if_fits(const plan_input *in, const plan_input *run, uint6
 }
 
 /* Takes back, from the fitting suggestion `s` for `in`, what it fits without, the costliest
- * change first: the offload, bf16, recompute (to none, else to the GELU's), the smaller
- * micro-batch (the largest that fits with the rank's share of the global batch); the stage each
- * time the lowest that fits. */
+ * change first: the offload, bf16 (else only its gradients), recompute (to none, else to the
+ * GELU's), the smaller micro-batch (the largest that fits with the rank's share of the global
+ * batch); the stage each time the lowest that fits. */
 static st_status prune(const plan_input *in, uint64_t limit, fit_suggestion *s) {
   ST_CHECK(keep_if_fits(in, &s->run, limit, s));
   plan_input run = s->run;
@@ -239,6 +239,13 @@ static st_status prune(const plan_input *in, uint64_t limit, fit_suggestion *s) 
   run = s->run;
   run.precision = in->precision;
   ST_CHECK(keep_if_fits(in, &run, limit, s));
+  run = s->run;
+  run.precision.reduce = in->precision.reduce; /* bf16 parameters with the run's gradients */
+  if (gpt_check_precision(run.device, run.precision) == ST_OK) {
+    ST_CHECK(keep_if_fits(in, &run, limit, s));
+  } else {
+    st_error_clear();
+  }
   for (gpt_recompute r = in->recompute; r < s->run.recompute; r++) {
     run = s->run;
     run.recompute = r;

@@ -2,12 +2,14 @@
  * where no single change does. The planner is the oracle (planner_test holds it to the
  * allocator); what is tested is the search: at a limit that only two changes together meet, the
  * suggestion fits, every single change was tried and found too big, and taking back any one of
- * the suggestion's changes (at every ZeRO stage) no longer fits; where more ranks are needed,
+ * the suggestion's changes (at every ZeRO stage), or bf16 gradients beside bf16 parameters, no
+ * longer fits; where more ranks are needed,
  * no smaller shard group fits with the other changes at their most; the description names
  * exactly the changed flags; and a limit below everything names nothing. */
 #include <stdio.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "engine/model/gpt.h"
 #include "engine/plan/fit.h"
 #include "engine/plan/planner.h"
@@ -53,14 +55,17 @@ static uint64_t least_over_stages(plan_input run, int from) {
 }
 
 /* Every single change of `in`, each at its most (fit.h's list but more ranks): none within
- * `limit`. */
-static void check_no_single_change_fits(const plan_input *in, uint64_t limit) {
+ * `limit`. The micro-batch: 1 where the grad-accum bound allows (every case here: a power of
+ * two, or a bound of 1). */
+static void check_no_single_change_fits(const plan_input *in, uint64_t limit, const fit_bounds *b) {
   plan_input runs[6];
   for (int i = 0; i < 6; i++) runs[i] = *in;
   runs[0].stage = 3;
   runs[1].recompute = GPT_RECOMPUTE_GELU;
-  runs[2].micro_batch = 1;
-  runs[2].grad_accum = in->micro_batch * in->grad_accum;
+  if (b->max_grad_accum >= in->micro_batch * in->grad_accum) {
+    runs[2].micro_batch = 1;
+    runs[2].grad_accum = in->micro_batch * in->grad_accum;
+  }
   runs[3].recompute = GPT_RECOMPUTE_BLOCK;
   runs[4].precision = (unit_precision){ST_BF16, ST_BF16};
   runs[5].offload_optimizer = 1;
@@ -99,6 +104,14 @@ static void check_minimal(const plan_input *in, const fit_suggestion *s, uint64_
                 "change %d of the suggestion is not needed: it fits without", field);
     }
   }
+  /* Nor do bf16 parameters with the run's own gradients, where the device takes the pair. */
+  plan_input grads_back = *to;
+  grads_back.precision.reduce = in->precision.reduce;
+  if (to->precision.reduce != in->precision.reduce &&
+      gpt_check_precision(to->device, grads_back.precision) == ST_OK) {
+    CHECK_MSG(least_over_stages(grads_back, in->stage) > limit,
+              "the suggestion's gradient dtype is not needed: it fits with the run's");
+  }
   if (to->stage > in->stage) {
     plan_input lower = *to;
     lower.stage--;
@@ -115,7 +128,7 @@ static void check_two_changes(void) {
   target.micro_batch = 2;
   target.grad_accum = 4;
   const uint64_t limit = need_of(target);
-  check_no_single_change_fits(&in, limit);
+  check_no_single_change_fits(&in, limit, &bounds);
   fit_suggestion s;
   CHECK_OK(fit_suggest(&in, limit, &bounds, &s));
   CHECK_EQ_INT(s.change, FIT_COMBINED);
@@ -130,6 +143,27 @@ static void check_two_changes(void) {
                 strstr(text, "--grad-accum") && strstr(text, "the same global batch") &&
                 !strstr(text, "ranks"),
             "suggestion '%s'", text);
+}
+
+/* bf16 parameters beside fp32 gradients and block recompute, the optimizer already offloaded
+ * and no accumulation allowed: the stack goes to bf16 gradients too, which the suggestion
+ * takes back. */
+static void check_gradients_kept(void) {
+  const fit_bounds one_micro_batch = {.max_grad_accum = 1, .max_ranks = 64, .bf16_possible = 1};
+  plan_input in = small_run(4, 128);
+  in.offload_optimizer = 1;
+  plan_input target = in;
+  target.recompute = GPT_RECOMPUTE_BLOCK;
+  target.precision = (unit_precision){ST_BF16, ST_FP32};
+  const uint64_t limit = need_of(target);
+  check_no_single_change_fits(&in, limit, &one_micro_batch);
+  fit_suggestion s;
+  CHECK_OK(fit_suggest(&in, limit, &one_micro_batch, &s));
+  CHECK_EQ_INT(s.change, FIT_COMBINED);
+  CHECK_MSG(s.run.precision.param == ST_BF16 && s.run.precision.reduce == ST_FP32,
+            "suggested %s parameters with %s gradients", dtype_name(s.run.precision.param),
+            dtype_name(s.run.precision.reduce));
+  check_minimal(&in, &s, limit);
 }
 
 /* More ranks with other changes: a limit that only 4 ranks at ZeRO-3 in bf16 with block
@@ -148,7 +182,7 @@ static void check_ranks_and_more(void) {
   target.stage = 3;
   target.precision = (unit_precision){ST_BF16, ST_BF16};
   const uint64_t limit = need_of(target);
-  check_no_single_change_fits(&in, limit);
+  check_no_single_change_fits(&in, limit, &bounds);
   fit_suggestion s;
   CHECK_OK(fit_suggest(&in, limit, &bounds, &s));
   CHECK_EQ_INT(s.change, FIT_COMBINED);
@@ -185,6 +219,7 @@ static void check_nothing(void) {
 
 int main(void) {
   check_two_changes();
+  check_gradients_kept();
   check_ranks_and_more();
   check_nothing();
   return test_finish("fit_suggest_test");
