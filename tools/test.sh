@@ -2,7 +2,9 @@
 # The README's test command: installs what is missing, then runs every test twice and ends
 # with one line "N passed, N failed" counted from Bazel's per-target results:
 #   1. the whole suite, optimised, with CUDA detected if a toolkit is present;
-#   2. the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (--config=asan),
+#   2. the suite under AddressSanitizer + UndefinedBehaviorSanitizer (--config=asan), but the
+#      tests tagged sanitizer_skip (scripts, and whole runs' numbers whose code the C tests
+#      run under the sanitizers already: the BUILD files say which and why),
 #      built CPU-only where a toolkit exists (no GPU runs here, so compiling the CUDA code
 #      under the sanitizers would check nothing and cost minutes): what a login node without
 #      the toolkit builds, and where the tests tagged gpu must say SKIP, not fail, in its own
@@ -52,9 +54,10 @@ if command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
   packages=$(find . -name BUILD -not -path './bazel-*' -not -path './third_party/*' \
     | cut -d/ -f2 | sort -u | grep -v '^BUILD$' | sed 's|.*|//&/...|')
   cpu_only=(--output_base="${HOME:-/root}/.cache/shardtrain-nocuda")
-  run "${cpu_only[@]}" test --config=nocuda --config=asan --symlink_prefix=/ $packages "$@"
+  run "${cpu_only[@]}" test --config=nocuda --config=asan --test_tag_filters=-sanitizer_skip \
+    --symlink_prefix=/ $packages "$@"
 else
-  run test --config=asan //... "$@"
+  run test --config=asan --test_tag_filters=-sanitizer_skip //... "$@"
 fi
 
 passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log")
