@@ -43,16 +43,24 @@ static st_status try_zero(const plan_input *in, uint64_t limit, const fit_bounds
   return ST_OK;
 }
 
+/* `run` at `accum` micro-batches of a step, micro-batch x grad-accum (`per_rank`) kept; 0 (and
+ * `run` unchanged) where `accum` does not divide it. */
+static int split_batch(plan_input *run, int64_t per_rank, int accum) {
+  if (per_rank % accum) return 0;
+  run->grad_accum = accum;
+  run->micro_batch = (int)(per_rank / accum);
+  return 1;
+}
+
 /* micro-batch x grad-accum stays the same; the largest micro-batch that fits. */
 static st_status try_micro_batch(const plan_input *in, uint64_t limit, const fit_bounds *b,
                                  fit_suggestion *out, int *fits) {
   const int64_t per_rank = (int64_t)in->micro_batch * in->grad_accum;
   for (int accum = in->grad_accum + 1; accum <= b->max_grad_accum && !*fits; accum++) {
-    if (per_rank % accum) continue;
     plan_input run = *in;
-    run.grad_accum = accum;
-    run.micro_batch = (int)(per_rank / accum);
-    ST_CHECK(try_run(&run, limit, out, FIT_MICRO_BATCH, fits));
+    if (split_batch(&run, per_rank, accum)) {
+      ST_CHECK(try_run(&run, limit, out, FIT_MICRO_BATCH, fits));
+    }
   }
   return ST_OK;
 }
@@ -156,11 +164,7 @@ static void most_recompute_block(plan_input *run, const fit_bounds *b) {
 static void most_micro_batch(plan_input *run, const fit_bounds *b) {
   const int64_t per_rank = (int64_t)run->micro_batch * run->grad_accum;
   for (int accum = b->max_grad_accum; accum > run->grad_accum; accum--) {
-    if (per_rank % accum == 0) {
-      run->grad_accum = accum;
-      run->micro_batch = (int)(per_rank / accum);
-      return;
-    }
+    if (split_batch(run, per_rank, accum)) return;
   }
 }
 
@@ -253,11 +257,8 @@ static st_status prune(const plan_input *in, uint64_t limit, fit_suggestion *s) 
   }
   const int64_t per_rank = (int64_t)s->run.micro_batch * s->run.grad_accum;
   for (int accum = s->run.S == in->S ? in->grad_accum : 1; accum < s->run.grad_accum; accum++) {
-    if (per_rank % accum) continue;
     run = s->run;
-    run.grad_accum = accum;
-    run.micro_batch = (int)(per_rank / accum);
-    ST_CHECK(keep_if_fits(in, &run, limit, s));
+    if (split_batch(&run, per_rank, accum)) ST_CHECK(keep_if_fits(in, &run, limit, s));
   }
   return ST_OK;
 }
