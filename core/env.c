@@ -27,6 +27,11 @@ static const env_entry entries[ENV_VAR_COUNT] = {
                             "the CUDA backend's attention kernels: simple (a warp per row), "
                             "flash (tiled on the tensor cores; 16-bit, head size 64) or cudnn "
                             "(cuDNN's fused attention; 16-bit, head sizes 8 to 128 by 8)"},
+    [ENV_OMPI_WORLD_SIZE] = {"OMPI_COMM_WORLD_SIZE", "unset",
+                             "Open MPI's launcher's; read (with PMI_SIZE and PMIX_RANK) to know "
+                             "whether other ranks were started with this one"},
+    [ENV_PMI_SIZE] = {"PMI_SIZE", "unset", "the PMI launchers' (MPICH, Slurm); read as above"},
+    [ENV_PMIX_RANK] = {"PMIX_RANK", "unset", "the PMIx launchers'; read as above"},
 };
 
 const env_entry *env_table(void) { return entries; }
@@ -34,6 +39,10 @@ const env_entry *env_table(void) { return entries; }
 const char *env_lookup(env_var var) {
   const char *v = getenv(entries[var].name);
   return (v && *v) ? v : NULL;
+}
+
+int env_launched_by_mpi(void) {
+  return env_lookup(ENV_OMPI_WORLD_SIZE) || env_lookup(ENV_PMI_SIZE) || env_lookup(ENV_PMIX_RANK);
 }
 
 int env_is_set_empty(env_var var) {

@@ -17,7 +17,10 @@ typedef enum env_var {
   ENV_NCCL_HOSTID = 5,          /* NCCL_HOSTID (NCCL's own; read to know what NCCL will see) */
   ENV_TEST_INJECT_OVERFLOW = 6, /* ST_TEST_INJECT_OVERFLOW */
   ENV_CUDA_ATTENTION = 7,       /* ST_CUDA_ATTENTION */
-  ENV_VAR_COUNT = 8
+  ENV_OMPI_WORLD_SIZE = 8,      /* OMPI_COMM_WORLD_SIZE (set by Open MPI's mpirun) */
+  ENV_PMI_SIZE = 9,             /* PMI_SIZE (set by MPICH's and Slurm's PMI launchers) */
+  ENV_PMIX_RANK = 10,           /* PMIX_RANK (set by PMIx launchers: prterun, srun --mpi=pmix) */
+  ENV_VAR_COUNT = 11
 } env_var;
 
 typedef struct env_entry {
@@ -35,6 +38,10 @@ const char *env_get_string(env_var var);
 /* The variable's value, or NULL when unset or empty: for a variable whose absence means
  * something no value can stand for (NCCL_HOSTID). */
 const char *env_lookup(env_var var);
+
+/* Whether a launcher (mpirun, srun) started this process as one rank of several: any of the
+ * launchers' variables set. Without one, MPI would start as a singleton of one rank. */
+int env_launched_by_mpi(void);
 
 /* Whether the variable is set to the empty string, which env_lookup reads as unset: for a
  * variable whose other reader tells the two apart (NCCL takes NCCL_HOSTID="" for a host id). */

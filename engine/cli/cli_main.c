@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/env.h"
 #include "engine/cli/commands.h"
 #include "shardtrain.h"
 
@@ -49,7 +50,10 @@ int exit_code_for(int status) {
 int report_bad_input(const char *command, int *argc, char ***argv) {
   fprintf(stderr, "shardtrain %s: error: %s\n", command, st_last_error());
   fflush(stderr);
-  if (st_init(argc, argv) == ST_OK) {
+  /* Under a launcher, a rank that exits first gets the slower ones killed before they print:
+   * every rank meets the others first. A process started alone has none to wait for (and
+   * answers in a tenth of the time MPI's start-up would take). */
+  if (env_launched_by_mpi() && st_init(argc, argv) == ST_OK) {
     MPI_Barrier(MPI_COMM_WORLD);
     st_finalize();
   }

@@ -1,7 +1,8 @@
 /* env_test.c - proves the environment table of core/env.h: every variable is declared with a
  * name, default and meaning; an unset or empty variable reads as its default; a set one reads
  * as set; and ST_COMM_TIMEOUT accepts only a finite positive number, falling back to its
- * default with ok = 0 for anything else; env_lookup reads unset and empty as NULL. */
+ * default with ok = 0 for anything else; env_lookup reads unset and empty as NULL; any launcher's
+ * variable marks a launched rank. */
 #include "core/env.h"
 
 #include <stdlib.h>
@@ -23,6 +24,9 @@ static void test_table(void) {
       [ENV_NCCL_HOSTID] = "NCCL_HOSTID",
       [ENV_TEST_INJECT_OVERFLOW] = "ST_TEST_INJECT_OVERFLOW",
       [ENV_CUDA_ATTENTION] = "ST_CUDA_ATTENTION",
+      [ENV_OMPI_WORLD_SIZE] = "OMPI_COMM_WORLD_SIZE",
+      [ENV_PMI_SIZE] = "PMI_SIZE",
+      [ENV_PMIX_RANK] = "PMIX_RANK",
   };
   const env_entry *table = env_table();
   for (int v = 0; v < ENV_VAR_COUNT; v++) {
@@ -107,8 +111,23 @@ static void test_lookup(void) {
   unset_all();
 }
 
+/* Each launcher's variable alone marks a launched rank; none (or only empty ones) a singleton. */
+static void test_launcher(void) {
+  unset_all();
+  CHECK(!env_launched_by_mpi());
+  const char *names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    setenv(names[i], "", 1);
+    CHECK_MSG(!env_launched_by_mpi(), "an empty %s read as a launcher's", names[i]);
+    setenv(names[i], "0", 1);
+    CHECK_MSG(env_launched_by_mpi(), "%s=0 not read as a launcher's", names[i]);
+    unsetenv(names[i]);
+  }
+}
+
 int main(void) {
   test_table();
+  test_launcher();
   test_lookup();
   test_defaults_when_unset();
   test_set_values();
