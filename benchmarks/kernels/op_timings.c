@@ -31,9 +31,11 @@
  * OPENBLAS_NUM_THREADS=1). On a GPU: timed events around the one call on its stream, after an
  * untimed first call (cuBLASLt chooses its algorithms there).
  *
- * Usage: op_timings [--device cpu|cuda] [--dtype fp32|bf16] --hardware FILE SHAPE...
- * with SHAPE = C,heads,T,B,vocab,tp (e.g. 256,4,256,4,256,1) or opt,N (AdamW, sum of squares and
- * a cast over N elements). Bad input: one error line, exit code 2. */
+ * Usage: op_timings [--device cpu|cuda] [--dtype fp32|bf16] [--seconds-per-op S] --hardware FILE
+ * SHAPE... with SHAPE = C,heads,T,B,vocab,tp (e.g. 256,4,256,4,256,1) or opt,N (AdamW, sum of
+ * squares and a cast over N elements); each op is repeated for S seconds of wall time (0.3 by
+ * default; a test that asserts nothing timed takes less). Bad input: one error line, exit
+ * code 2. */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -69,7 +71,8 @@ typedef struct bench {
   void *buf[NBUF];
   size_t bytes; /* per buffer */
   int32_t *tokens;
-  int64_t vocab; /* rows of the token embedding */
+  int64_t vocab;         /* rows of the token embedding */
+  double seconds_per_op; /* wall time each op is repeated for (--seconds-per-op) */
 } bench;
 
 /* This thread's CPU time: on a machine shared with other jobs it leaves out the time they take
@@ -266,16 +269,16 @@ static st_status time_once(bench *b, const sim_op *op, int seq, double *seconds)
   return ST_OK;
 }
 
-/* Best time of `op` over repetitions lasting about 0.3 s of wall time (at least 3), after one
- * untimed run; 0 when every reading was 0. A reading of 0 is the clock not advancing, not a
- * time: the thread clock of this project's VM once read 0 for a 4 us LayerNorm among readings
+/* Best time of `op` over repetitions lasting about b->seconds_per_op of wall time (at least 3),
+ * after one untimed run; 0 when every reading was 0. A reading of 0 is the clock not advancing, not
+ * a time: the thread clock of this project's VM once read 0 for a 4 us LayerNorm among readings
  * of 4.0 us. */
 static st_status time_op(bench *b, const sim_op *op, int seq, double *best) {
   double t = 0;
   ST_CHECK(time_once(b, op, seq, &t));
   *best = 0;
   const double start = wall_now_s();
-  for (int rep = 0; rep < 3 || wall_now_s() - start < 0.3; rep++) {
+  for (int rep = 0; rep < 3 || wall_now_s() - start < b->seconds_per_op; rep++) {
     ST_CHECK(time_once(b, op, seq, &t));
     if (t > 0 && (*best == 0 || t < *best)) *best = t;
   }
@@ -488,11 +491,28 @@ static st_status check_one_thread(void) {
 
 typedef struct options {
   const char *device, *dtype, *hardware;
+  double seconds_per_op;
   int first_shape; /* argv index */
 } options;
 
+#define USAGE                                                                                  \
+  "usage: op_timings [--device cpu|cuda] [--dtype fp32|bf16] [--seconds-per-op S] --hardware " \
+  "FILE SHAPE... (SHAPE = C,heads,T,B,vocab,tp or opt,N)"
+
+/* --seconds-per-op: a finite number of seconds in (0, 60]. */
+static st_status parse_seconds(const char *text, double *out) {
+  char *end = NULL;
+  const double s = strtod(text, &end);
+  if (end == text || *end != '\0' || !isfinite(s) || s <= 0 || s > 60) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "--seconds-per-op '%s' is not a number of seconds in (0, 60]", text);
+  }
+  *out = s;
+  return ST_OK;
+}
+
 static st_status parse_options(int argc, char **argv, options *o) {
-  *o = (options){"cpu", "fp32", NULL, argc};
+  *o = (options){"cpu", "fp32", NULL, 0.3, argc};
   int i = 1;
   for (; i + 1 < argc && strncmp(argv[i], "--", 2) == 0; i += 2) {
     if (strcmp(argv[i], "--device") == 0) {
@@ -501,15 +521,15 @@ static st_status parse_options(int argc, char **argv, options *o) {
       o->dtype = argv[i + 1];
     } else if (strcmp(argv[i], "--hardware") == 0) {
       o->hardware = argv[i + 1];
+    } else if (strcmp(argv[i], "--seconds-per-op") == 0) {
+      ST_CHECK(parse_seconds(argv[i + 1], &o->seconds_per_op));
     } else {
       return st_error(ST_ERR_INVALID_ARG, "unknown flag '%s'", argv[i]);
     }
   }
   o->first_shape = i;
   if (!o->hardware || i >= argc) {
-    return st_error(ST_ERR_INVALID_ARG,
-                    "usage: op_timings [--device cpu|cuda] [--dtype fp32|bf16] --hardware FILE "
-                    "SHAPE... (SHAPE = C,heads,T,B,vocab,tp or opt,N)");
+    return st_error(ST_ERR_INVALID_ARG, USAGE);
   }
   if (strcmp(o->device, "cpu") != 0 && strcmp(o->device, "cuda") != 0) {
     return st_error(ST_ERR_INVALID_ARG, "--device '%s' is not cpu or cuda", o->device);
@@ -525,6 +545,7 @@ static st_status open_bench(const options *o, const sim_hardware *hw, bench *b) 
   }
   b->dtype = (st_dtype)dtype;
   b->kernels = hw->kernels;
+  b->seconds_per_op = o->seconds_per_op;
   ST_CHECK(device_select(o->device, 0, &b->dev));
   const st_device_kind kind = b->dev.backend->kind;
   if (!kernel_kind_computes_in(kind, b->dtype)) {

@@ -89,21 +89,29 @@ __global__ void colsum_finish(const float *partials, int64_t chunks, int64_t col
   }
 }
 
+// How many row chunks' partial sums of `cols` columns the context's region holds.
+int64_t chunks_that_fit(cuda_colsum_mode mode, int64_t cols) {
+  const int64_t planes = mode == CUDA_COLSUM_LAYERNORM ? 2 : 1;
+  return (int64_t)CUDA_COLSUM_FLOATS / (cols * planes);
+}
+
 }  // namespace
+
+extern "C" st_status cuda_colsum_check(const char *op, cuda_colsum_mode mode, int64_t cols) {
+  if (chunks_that_fit(mode, cols) >= 1) return ST_OK;
+  return st_error(ST_ERR_UNSUPPORTED,
+                  "%s: a column sum over %lld columns needs more than the %zu floats of the "
+                  "CUDA context's column-sum region",
+                  op, (long long)cols, (size_t)CUDA_COLSUM_FLOATS);
+}
 
 extern "C" st_status cuda_colsum(void *ctx, const char *op, cuda_colsum_mode mode, st_dtype dtype,
                                  int64_t rows, int64_t cols, void *x, const void *aux,
                                  const float *mean, const float *rstd, st_dtype out_dtype,
                                  void *out0, void *out1, const st_stream *stream) {
   cuda_context *cx = static_cast<cuda_context *>(ctx);
-  const int64_t planes = mode == CUDA_COLSUM_LAYERNORM ? 2 : 1;
-  const int64_t fit = (int64_t)CUDA_COLSUM_FLOATS / (cols * planes);
-  if (fit < 1) {
-    return st_error(ST_ERR_UNSUPPORTED,
-                    "%s: a column sum over %lld columns needs more than the %zu floats of the "
-                    "CUDA context's column-sum region",
-                    op, (long long)cols, (size_t)CUDA_COLSUM_FLOATS);
-  }
+  ST_CHECK(cuda_colsum_check(op, mode, cols));
+  const int64_t fit = chunks_that_fit(mode, cols);
   int64_t chunks = (rows + kMinRowsPerChunk - 1) / kMinRowsPerChunk;
   if (chunks > kMaxChunks) chunks = kMaxChunks;
   if (chunks > fit) chunks = fit;

@@ -34,6 +34,10 @@ typedef enum cuda_colsum_mode {
   CUDA_COLSUM_LAYERNORM = 2, /* out0[c] += sum_r x * (aux - mean[r]) rstd[r], out1[c] += sum_r x */
 } cuda_colsum_mode;
 
+/* Whether cuda_colsum takes `cols` columns in `mode` (ST_ERR_UNSUPPORTED if not): for an op that
+ * must refuse before its first launch. */
+st_status cuda_colsum_check(const char *op, cuda_colsum_mode mode, int64_t cols);
+
 /* x and aux are of `dtype`; out0 and out1 (parameter gradients) of out_dtype: dtype, or fp32. */
 st_status cuda_colsum(void *ctx, const char *op, cuda_colsum_mode mode, st_dtype dtype,
                       int64_t rows, int64_t cols, void *x, const void *aux, const float *mean,

@@ -106,12 +106,6 @@ extern "C" st_status cuda_embedding_backward(void *ctx, const st_tensor *dwte,
     return st_error(ST_ERR_UNSUPPORTED, "%s: %lld tokens in one call (at most 2^31 - 1)", op,
                     (long long)n);
   }
-  STK_DISPATCH_GRAD(
-      dout->dtype, dwpe->dtype,
-      (embedding_dwpe_kernel<DT, GT><<<stk::grid_for(seq * channels, 256), 256, 0, s>>>(
-          dwpe->data, dout->data, batch, seq, channels)));
-  ST_CHECK(stk::launched(op, "embedding_dwpe_kernel"));
-
   // Carve the sort region: sorted keys, row ids before and after, CUB's temporary storage.
   const size_t ids_bytes = align256((size_t)n * sizeof(int32_t));
   size_t temp_bytes = 0;
@@ -128,6 +122,12 @@ extern "C" st_status cuda_embedding_backward(void *ctx, const st_tensor *dwte,
                     "region has %zu",
                     op, (long long)n, 3 * ids_bytes + temp_bytes, (size_t)CUDA_SORT_BYTES);
   }
+  // Every refusal comes before the first launch: a refused call leaves both gradients as they were.
+  STK_DISPATCH_GRAD(
+      dout->dtype, dwpe->dtype,
+      (embedding_dwpe_kernel<DT, GT><<<stk::grid_for(seq * channels, 256), 256, 0, s>>>(
+          dwpe->data, dout->data, batch, seq, channels)));
+  ST_CHECK(stk::launched(op, "embedding_dwpe_kernel"));
   char *at = static_cast<char *>(cx->sort_scratch);
   uint32_t *keys = reinterpret_cast<uint32_t *>(at);
   int32_t *rows_in = reinterpret_cast<int32_t *>(at + ids_bytes);

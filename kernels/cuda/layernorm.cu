@@ -193,6 +193,8 @@ extern "C" st_status cuda_layernorm_backward(void *ctx, const st_tensor *dinp,
   const float *rs = static_cast<const float *>(rstd->data);
   const bool vec = channels % kP == 0 && stk::aligned16(dinp->data) && stk::aligned16(dout->data) &&
                    stk::aligned16(inp->data) && stk::aligned16(weight->data);
+  // A width the parameter gradients' sum cannot take is refused before dinp is touched.
+  ST_CHECK(cuda_colsum_check("layernorm_backward", CUDA_COLSUM_LAYERNORM, channels));
   STK_DISPATCH_DT(
       inp->dtype,
       (layernorm_dinp_kernel<DT><<<blocks_for_rows(rows), kWarps * 32, 0, stk::stream_of(stream)>>>(

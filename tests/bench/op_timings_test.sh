@@ -6,7 +6,8 @@
 # (hand-counted here from engine/plan/sim_ops.c: 32 calls for a tp-1 micro-batch of the CPU
 # list, 21 of the fused list, which the CPU backend also runs; 3 for an optimizer pass) and prints
 # one efficiency curve per class met, in lines a hardware file takes (read back here through the
-# tool's own --hardware). Nothing timed is asserted. A GPU's timings are the GPU suite's
+# tool's own --hardware). Nothing timed is asserted, so each op is repeated for 10 ms, not the
+# calibration's 0.3 s. A GPU's timings are the GPU suite's
 # (tests/gpu/run_gpu_suite.sh); here `--device cuda` finds no GPU and says so.
 # Usage: op_timings_test.sh OP_TIMINGS
 set -u
@@ -40,6 +41,10 @@ expect_error 2 "unknown flag '--threads'" "$tool" --threads 2 --hardware "$hw" "
 expect_error 2 'usage: op_timings' "$tool" --hardware "$hw"
 expect_error 2 "--device 'tpu' is not cpu or cuda" "$tool" --device tpu --hardware "$hw" "$shape"
 expect_error 2 "--dtype 'fp8' is not fp32 or bf16" "$tool" --dtype fp8 --hardware "$hw" "$shape"
+for bad in 0 -1 abc inf 61; do
+  expect_error 2 "--seconds-per-op '$bad' is not a number of seconds in "'\(0, 60\]' \
+    "$tool" --seconds-per-op "$bad" --hardware "$hw" "$shape"
+done
 expect_error 2 'the cpu backend does not compute in bf16' \
   "$tool" --dtype bf16 --hardware "$hw" "$shape"
 if [ -z "${CUDA_VISIBLE_DEVICES+x}" ] && command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; then
@@ -66,7 +71,7 @@ expect_list() {
   # An optimizer pass long enough (about 0.1 ms for the sum of squares) for the thread clock to
   # see every op: at 4096 elements the sum of squares once measured 0 and its class went
   # unprinted.
-  if ! "$tool" --hardware "$file" "$shape" opt,262144 > "$hw.out" 2>&1; then
+  if ! "$tool" --seconds-per-op 0.01 --hardware "$file" "$shape" opt,262144 > "$hw.out" 2>&1; then
     echo "FAIL: $name: one thread:"; cat "$hw.out"; fail=1; return
   fi
   local calls got_classes
@@ -85,7 +90,7 @@ expect_list() {
     echo "FAIL: $name: no matmul comment with both fit errors"; cat "$hw.out"; fail=1
   fi
   { cat "$file"; grep '^eff_' "$hw.out"; } > "$hw.curves"
-  check "$name: its curves read back as a hardware file" "$tool" --hardware "$hw.curves" opt,4096
+  check "$name: its curves read back as a hardware file" "$tool" --seconds-per-op 0.01 --hardware "$hw.curves" opt,4096
 }
 # The CPU list: every class but loss_fwd (evaluation's, which the list does not run).
 expect_list "cpu kernels" "$hw" \

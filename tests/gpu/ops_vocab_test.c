@@ -14,10 +14,11 @@
  * even without a GPU), then, with a GPU, runs each case for every dtype CUDA supports for the
  * op; then the ops whose backward writes parameter gradients (matmul, its tied-head and GELU
  * forms, LayerNorm, embedding) again with bf16 and fp16 activations and fp32 parameter
- * gradients (run_fp32_grads: held to fp32's tolerance), and their refusals. Inputs are random and
- * non-zero, gradients start non-zero (backward ops accumulate); 16-bit inputs are rounded to their
- * dtype first and the CPU computes in fp32 on the rounded values, so the comparison measures the
- * CUDA kernels' own rounding only.
+ * gradients (run_fp32_grads: held to fp32's tolerance), and their refusals (a gradient dtype the
+ * kernels do not write; sizes the context's scratch cannot take, before anything is written).
+ * Inputs are random and non-zero, gradients start non-zero (backward ops accumulate); 16-bit inputs
+ * are rounded to their dtype first and the CPU computes in fp32 on the rounded values, so the
+ * comparison measures the CUDA kernels' own rounding only.
  *
  * Tolerances (ops_pair.c), a value passing when |got - want| <= abs * max|want| + rel * |want|
  * over the compared array:
@@ -52,6 +53,7 @@
 
 #include "core/alloc.h"
 #include "core/error.h"
+#include "kernels/cuda_facts.h"
 #include "tests/gpu/ops_pair.h"
 #include "tests/testing.h"
 
@@ -552,6 +554,56 @@ static void check_grad_refusals(pair_env *e) {
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) pair_free(all[i]);
 }
 
+/* 1 when every element of p's device side is still `value` (n of them). */
+static int still_filled(pair_env *e, const pair *p, float value) {
+  float *got = pair_fetch_new(e, p);
+  int64_t i = 0;
+  while (i < p->n && got[i] == value) i++;
+  free(got);
+  return i == p->n;
+}
+
+/* Sizes the CUDA context's scratch regions cannot take are refused before the op's first
+ * launch, leaving every output as it was: a LayerNorm wider than the column-sum region holds
+ * (dinp), an embedding backward over more tokens than the sort region holds (dwpe, dwte). */
+static void check_size_refusals(pair_env *e) {
+  const int64_t wide = (int64_t)(CUDA_COLSUM_FLOATS / 2) + 8, one = 1;
+  int64_t row[] = {1, 1, wide};
+  pair x = pair_make(e, ST_BF16, 3, row, -1, 1), dout = pair_make(e, ST_BF16, 3, row, -1, 1);
+  pair dinp = pair_make(e, ST_BF16, 3, row, 5, 5), w = pair_make(e, ST_BF16, 1, &wide, 1, 1);
+  pair dw = pair_make(e, ST_BF16, 1, &wide, 0, 0), db = pair_make(e, ST_BF16, 1, &wide, 0, 0);
+  pair mean = pair_make(e, ST_FP32, 1, &one, 0, 0), rstd = pair_make(e, ST_FP32, 1, &one, 1, 1);
+  CHECK_STATUS(kernel_layernorm_backward(e->gpu, &dinp.gpu, &dw.gpu, &db.gpu, &dout.gpu, &x.gpu,
+                                         &w.gpu, &mean.gpu, &rstd.gpu, &e->gpu_stream),
+               ST_ERR_UNSUPPORTED);
+  CHECK_MSG(still_filled(e, &dinp, 5.0f),
+            "layernorm_backward wrote dinp before refusing %lld "
+            "channels",
+            (long long)wide);
+  pair *ln[] = {&x, &dout, &dinp, &w, &dw, &db, &mean, &rstd};
+  for (size_t i = 0; i < sizeof ln / sizeof *ln; i++) pair_free(ln[i]);
+
+  /* 2^20 tokens: three id arrays alone fill 12 MiB of the 8 MiB sort region. */
+  const int64_t batch = 1024, seq = 1024, ch = 8, n = batch * seq;
+  int32_t *zeros = calloc((size_t)n, sizeof *zeros);
+  CHECK(zeros != NULL);
+  if (!zeros) return;
+  pair_ids ids = pair_ids_make(e, zeros, n);
+  free(zeros);
+  int64_t act[] = {batch, seq, ch}, wte_shape[] = {VP, ch}, wpe_shape[] = {seq, ch};
+  pair g = pair_make(e, ST_BF16, 3, act, -1, 1);
+  pair dwte = pair_make(e, ST_BF16, 2, wte_shape, 5, 5),
+       dwpe = pair_make(e, ST_BF16, 2, wpe_shape, 5, 5);
+  CHECK_STATUS(
+      kernel_embedding_backward(e->gpu, &dwte.gpu, &dwpe.gpu, &g.gpu, ids.dev, &e->gpu_stream),
+      ST_ERR_UNSUPPORTED);
+  CHECK_MSG(still_filled(e, &dwpe, 5.0f) && still_filled(e, &dwte, 5.0f),
+            "embedding_backward wrote a gradient before refusing %lld tokens", (long long)n);
+  pair *emb[] = {&g, &dwte, &dwpe};
+  for (size_t i = 0; i < sizeof emb / sizeof *emb; i++) pair_free(emb[i]);
+  pair_ids_free(&ids);
+}
+
 /* Every op whose backward writes parameter gradients, with bf16 and fp16 activations and fp32
  * parameter gradients (kernel_supports_grad_dtype: bf16 params with fp32 gradient
  * accumulation), against the CPU in fp32 on the rounded inputs. The products of 16-bit values
@@ -574,6 +626,7 @@ static void run_fp32_grads(pair_env *e) {
     }
   }
   check_grad_refusals(e);
+  check_size_refusals(e);
 }
 
 int main(void) {
