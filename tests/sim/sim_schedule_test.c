@@ -3,12 +3,14 @@
  * the trainer's count worked out by hand, the offloaded
  * optimizer's costs against its byte counts, activation recompute's ops and its place in the
  * replay, and plan --fit's search against its contract (sorted, fitting, runnable, offloading
- * or recomputing only where that is what fits).
+ * or recomputing only where that is what fits), and a step without communication exposing
+ * nothing but rounding, never a negative time.
  *
  * The hand cases: 2 blocks (units: embedding, two blocks, final), every unit's forward 1 s and
  * backward 2 s, stage 3 gathers of 0.5 s and reduce-scatters of 0.25 s, prefetch 1. */
 #include "engine/plan/sim_schedule.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "engine/plan/sim_fit.h"
@@ -385,7 +387,41 @@ static void check_fit_recompute(void) {
   CHECK_EQ_INT(best[0].in.recompute, GPT_RECOMPUTE_NONE);
 }
 
+/* One rank, nothing to communicate: nothing is exposed but rounding. The step's time adds the
+ * same compute times along the timeline that compute_s adds class by class; over these tenths
+ * (none exact in binary) the two orders round apart either way, and a step an ulp short of its
+ * compute must read 0 exposed, never a negative time ("-0.00 ms"). */
+static void check_nothing_exposed(void) {
+  plan_input in = hand_input(0, 1);
+  in.S = 1;
+  int short_steps = 0;
+  for (int i = 0; i < 64; i++) {
+    sim_costs c;
+    memset(&c, 0, sizeof c);
+    for (int k = 0; k < 3; k++) {
+      c.fwd_class[k][SIM_MATMUL] = 0.1 * (1 + (i + k) % 7);
+      c.fwd_class[k][SIM_ELEMENTWISE] = 0.1 * (1 + (i / 7 + k) % 5);
+      c.fwd[k] = c.fwd_class[k][SIM_MATMUL] + c.fwd_class[k][SIM_ELEMENTWISE];
+      c.bwd_class[k][SIM_MATMUL] = 0.3 * (1 + (i + 2 * k) % 3);
+      c.bwd[k] = c.bwd_class[k][SIM_MATMUL];
+      c.fill[k] = 0.1 * (1 + (i + k) % 2);
+      c.adamw[k] = 0.7;
+    }
+    c.slowdown = 1;
+    c.overlap = 1;
+    sim_result r;
+    CHECK_OK(sim_replay(&in, &c, &r));
+    CHECK_MSG(r.exposed_s >= 0.0 && r.exposed_s <= 1e-12 * r.compute_s,
+              "case %d: %.17g s exposed without communication", i, r.exposed_s);
+    CHECK_MSG(fabs(r.step_s - r.compute_s) <= 1e-12 * r.compute_s,
+              "case %d: step %.17g s, compute %.17g s", i, r.step_s, r.compute_s);
+    short_steps += r.step_s < r.compute_s;
+  }
+  CHECK_MSG(short_steps > 0, "no case rounds its step below its compute: the clamp is untested");
+}
+
 int main(void) {
+  check_nothing_exposed();
   check_stage3_overlap();
   check_stage3_no_reshard();
   check_stage3_no_overlap();
