@@ -127,9 +127,9 @@ st_status ckpt_reshard(ckpt_source *src, const char *dst, int R, int S, int T, i
     return planned;
   }
   char temp[PATH_BYTES];
-  if (snprintf(temp, sizeof temp, "%s.tmp.%ld", dst, (long)getpid()) >= (int)sizeof temp) {
+  if (atomic_file_temp_name(dst, temp, sizeof temp) != ST_OK) {
     ckpt_manifest_free(&m);
-    return st_error(ST_ERR_INVALID_ARG, "%s: path too long", dst);
+    return ST_ERR_INVALID_ARG;
   }
   float *buf = NULL;
   st_status status = chunk_buffer(&buf);

@@ -2,8 +2,8 @@
  *   shardtrain reshard SRC DST --dp-replicate R --dp-shard S --tp T [--zero Z]
  *   shardtrain export CKPT OUT.safetensors
  *   shardtrain inspect CKPT
- * Paths come first, then flags. Bad input exits 2 with one error line; a damaged checkpoint
- * exits 1. */
+ * Paths come first, then flags. Bad input exits 2 with one error line (an output path that
+ * cannot be written included, checked before any work); a damaged checkpoint exits 1. */
 #include <stdio.h>
 #include <string.h>
 
@@ -11,6 +11,7 @@
 #include "engine/checkpoint/ckpt_offline.h"
 #include "engine/cli/commands.h"
 #include "engine/flags/cli_flags.h"
+#include "engine/train/output_paths.h"
 
 /* argv[2 .. 2 + n): the command's paths, which must all be there before any flag. */
 static st_status positionals(int argc, char **argv, int n, const char *what) {
@@ -63,6 +64,7 @@ typedef struct reshard_target {
 
 static st_status reshard(ckpt_source *src, char **argv, void *ctx) {
   const reshard_target *t = ctx;
+  ST_CHECK(output_dir_check("DST", argv[3]));
   ST_CHECK(ckpt_reshard(src, argv[3], t->R, t->S, t->T, t->zero));
   printf("resharded %s -> %s (mesh %dx%dx%d, ZeRO-%d)\n", argv[2], argv[3], t->R, t->S, t->T,
          t->zero);
@@ -92,6 +94,7 @@ int cmd_reshard(int argc, char **argv) {
 
 static st_status export_hf(ckpt_source *src, char **argv, void *ctx) {
   (void)ctx;
+  ST_CHECK(output_path_check("OUT", argv[3], 0));
   ST_CHECK(ckpt_export_hf(src, argv[3]));
   printf("exported %s -> %s\n", argv[2], argv[3]);
   return ST_OK;

@@ -49,13 +49,26 @@ st_status file_read_at(int fd, const char *path, void *dst, size_t bytes, uint64
   return ST_OK;
 }
 
+/* The pid keeps two processes writing the same name (two ranks by mistake) apart. */
+#define TEMP_SUFFIX ".tmp.%ld"
+
+size_t atomic_file_suffix_len(void) {
+  return (size_t)snprintf(NULL, 0, TEMP_SUFFIX, (long)getpid());
+}
+
+st_status atomic_file_temp_name(const char *path, char *out, size_t size) {
+  if (snprintf(out, size, "%s" TEMP_SUFFIX, path, (long)getpid()) >= (int)size) {
+    return st_error(ST_ERR_INVALID_ARG, "%s: path too long", path);
+  }
+  return ST_OK;
+}
+
 st_status atomic_file_create(atomic_file *file, const char *path) {
   file->fd = -1;
   file->path = path;
-  size_t temp_bytes = strlen(path) + 32;
+  size_t temp_bytes = strlen(path) + atomic_file_suffix_len() + 1;
   ST_CHECK(mem_alloc((void **)&file->temp_path, temp_bytes, MEM_HOST, MEM_WORKSPACE, NULL));
-  /* The pid keeps two processes writing the same name (two ranks by mistake) apart. */
-  snprintf(file->temp_path, temp_bytes, "%s.tmp.%ld", path, (long)getpid());
+  (void)atomic_file_temp_name(path, file->temp_path, temp_bytes); /* sized to fit */
   file->fd = open(file->temp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (file->fd < 0) {
     st_status status =

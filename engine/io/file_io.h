@@ -21,6 +21,14 @@ st_status file_open_read(const char *path, int *fd, uint64_t *size);
  * against the file size first, so this only happens when the file changes under them). */
 st_status file_read_at(int fd, const char *path, void *dst, size_t bytes, uint64_t offset);
 
+/* The bytes atomic_file adds to a path's last component for this process's temporary name
+ * (".tmp.<pid>"). */
+size_t atomic_file_suffix_len(void);
+
+/* `path`'s temporary name for this process into out[size] (for a whole directory written under
+ * it, as reshard does); ST_ERR_INVALID_ARG when it does not fit. */
+st_status atomic_file_temp_name(const char *path, char *out, size_t size);
+
 typedef struct atomic_file {
   int fd;
   const char *path; /* the final name (borrowed from the caller) */

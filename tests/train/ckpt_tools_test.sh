@@ -12,7 +12,9 @@
 #     tp 2 x dp-shard 2 at ZeRO-1 is the same, read from checkpoints and from exports (and
 #     --stop-at ends a run with a checkpoint at that step);
 #   - bad input: resharding into an existing directory or for a tp that does not divide the
-#     heads, missing paths, a directory that is not a checkpoint: one error line, exit 2.
+#     heads, missing paths, a directory that is not a checkpoint, an output that cannot be
+#     written (a missing directory, a name too long, a directory for a file): one error line,
+#     exit 2, before any work.
 set -uo pipefail
 shardtrain=$1
 prepare=$2
@@ -131,6 +133,17 @@ expect_bad "expected SRC and DST" reshard "$ck/step_5"
 expect_bad "expected CKPT and OUT" export --help-me
 expect_bad "not a checkpoint directory" inspect "$work/nowhere"
 expect_bad "unknown flag\|--bogus" reshard "$ck/step_5" "$work/rs4" --bogus 1
+# outputs that cannot be written, refused before any work: a missing directory, a name the file
+# system cannot take with the temporary name's suffix
+long_name=$(printf 'n%.0s' {1..250})
+expect_bad "DST $work/none/rs: directory $work/none does not exist" \
+  reshard "$ck/step_5" "$work/none/rs" --dp-shard 2
+expect_bad "DST $work/$long_name: the name has 250 bytes" reshard "$ck/step_5" "$work/$long_name/" --dp-shard 2
+expect_bad "OUT $work/none/m.safetensors: directory $work/none does not exist" \
+  export "$ck/step_5" "$work/none/m.safetensors"
+expect_bad "OUT $work/$long_name: the name has 250 bytes" export "$ck/step_5" "$work/$long_name"
+expect_bad "OUT $work/rs is a directory" export "$ck/step_5" "$work/rs"
+[ -z "$(find "$work" -maxdepth 1 -name "*.tmp.*")" ] || fail "a refused command left a temporary"
 mkdir -p "$work/empty"
 "$shardtrain" inspect "$work/empty" > "$work/bad.log" 2>&1
 [ $? != 0 ] && grep -q "no DONE marker" "$work/bad.log" || { cat "$work/bad.log"; fail "a directory without DONE"; }

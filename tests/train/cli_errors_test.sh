@@ -190,6 +190,18 @@ expect_untouched "--save-init under a file"
 expect 2 "--save-init $work/adir/ names a directory" \
   train "${data[@]}" --export "$work/kept.safetensors" --save-init "$work/adir/"
 expect_untouched "--save-init ending in /"
+# A name the file system cannot take: 250 bytes fit its 255 but not with the ".tmp.<pid>" of the
+# temporary file a whole export is written to first; an appended file needs no suffix.
+long=$(printf 'n%.0s' {1..250})
+expect 2 "--export $work/$long: the name has 250 bytes; the file system takes [0-9]* here" \
+  train "${data[@]}" --metrics "$work/new.jsonl" --export "$work/$long"
+expect_untouched "--export with a name too long"
+expect 2 "--metrics $work/$long$long: the name has 500 bytes" \
+  train "${data[@]}" --export "$work/kept.safetensors" --metrics "$work/$long$long"
+expect_untouched "--metrics with a name too long"
+if ! timeout 60 "$shardtrain" train --steps 0 --metrics "$work/$long" > /dev/null 2>&1; then
+  echo "FAIL: --metrics with a 250-byte name was refused"; fail=1
+fi
 
 # Not one step runs before the refusal (no step line on stdout).
 out=$(timeout 60 "$shardtrain" train "${data[@]}" --export "$work/missing/model.safetensors" 2>/dev/null)
