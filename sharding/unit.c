@@ -262,6 +262,11 @@ st_status unit_set_params(unit *u, int64_t first, const float *values, int64_t c
   return refresh_compute_params(u);
 }
 
+void unit_kept_range(const unit *u, int64_t *begin, int64_t *end) {
+  *begin = u->params ? 0 : u->owned_begin;
+  *end = u->params ? u->layout.numel : u->owned_begin + u->owned_numel;
+}
+
 st_status unit_gather_start(unit *u) {
   if (u->policy.gather_params == UNIT_PARAMS_KEPT || u->params || u->gather_pending) return ST_OK;
   const st_dtype p = u->precision.param;

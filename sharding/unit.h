@@ -128,6 +128,11 @@ void unit_free(unit *u);
  * and the full buffer too while gathered) and the compute copy, if any. */
 st_status unit_set_params(unit *u, int64_t first, const float *values, int64_t count);
 
+/* The elements [*begin, *end) of the flat parameters unit_set_params keeps on this rank now:
+ * all of them while the full parameters are resident, else (stage 3, released) the owned
+ * range. An initialiser need compute no others. */
+void unit_kept_range(const unit *u, int64_t *begin, int64_t *end);
+
 /* Starts gathering the full parameters on G, into a pooled buffer after its last readers
  * (parameters gathered per use; a no-op when gathered or in flight). */
 st_status unit_gather_start(unit *u);

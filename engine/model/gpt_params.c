@@ -167,11 +167,14 @@ static double init_std(const gpt_config *c, const char *name, float *constant) {
   return 0.02;
 }
 
-/* Fills one parameter's local slice (host scratch `values`, p->numel floats). Each value is a
- * pure function of the seed, the parameter's name and the element's global index (core/rng.h),
- * so the threads give the same bits as one. One thread takes about 42 ns a value here (a log
- * and a cos in double): about a minute for d48's 1.5 B, start-up a GPU run waits for. */
-static void init_param(const gpt_model *m, int u, int k, uint64_t seed, float *values) {
+/* Fills elements [lo, hi) of one parameter's local slice into values[0, hi - lo) (host
+ * scratch). Each value is a pure function of the seed, the parameter's name and the element's
+ * global index (core/rng.h), so the threads give the same bits as one, and a rank that keeps
+ * only its shard (stage 3) the same bits as one that keeps it all. One thread takes about 42 ns
+ * a value here (a log and a cos in double): about a minute for d48's 1.5 B on one rank, start-up
+ * a GPU run waits for; at stage 3 each rank computes only its shard. */
+static void init_param(const gpt_model *m, int u, int k, uint64_t seed, int64_t lo, int64_t hi,
+                       float *values) {
   const unit *un = &m->units[u];
   const unit_param *p = &un->layout.params[k];
   char full[UNIT_NAME_MAX + 16];
@@ -181,12 +184,12 @@ static void init_param(const gpt_model *m, int u, int k, uint64_t seed, float *v
   uint64_t stream = rng_stream_of(full);
   int64_t real_end = (int64_t)m->cfg.vocab * m->cfg.n_embd; /* wte's padding rows stay 0 */
 #pragma omp parallel for schedule(static)
-  for (int64_t e = 0; e < p->numel; e++) {
+  for (int64_t e = lo; e < hi; e++) {
     int64_t g = unit_param_global_index(p, un->layout.T, un->layout.t, e);
     int padding = u == 0 && k == GPT_WTE && g >= real_end;
-    values[e] = padding   ? 0.0f
-                : std > 0 ? (float)(std * rng_normal_at(seed, stream, (uint64_t)g))
-                          : constant;
+    values[e - lo] = padding   ? 0.0f
+                     : std > 0 ? (float)(std * rng_normal_at(seed, stream, (uint64_t)g))
+                               : constant;
   }
 }
 
@@ -196,10 +199,16 @@ st_status gpt_init_params(gpt_model *m, uint64_t seed) {
   st_status status = ST_OK;
   for (int u = 0; u < m->n_units && status == ST_OK; u++) {
     unit *un = &m->units[u];
+    int64_t keep_begin, keep_end;
+    unit_kept_range(un, &keep_begin, &keep_end);
     for (int k = 0; k < un->layout.count && status == ST_OK; k++) {
-      init_param(m, u, k, seed, values);
       const unit_param *p = &un->layout.params[k];
-      status = unit_set_params(un, p->offset, values, p->numel);
+      /* The parameter's elements this rank keeps, from its start (none: an empty range). */
+      const int64_t lo = keep_begin > p->offset ? keep_begin - p->offset : 0;
+      int64_t hi = keep_end - p->offset < p->numel ? keep_end - p->offset : p->numel;
+      if (hi < lo) hi = lo;
+      init_param(m, u, k, seed, lo, hi, values);
+      status = unit_set_params(un, p->offset + lo, values, hi - lo);
     }
   }
   mem_free(values);
