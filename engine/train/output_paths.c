@@ -14,9 +14,9 @@
 #include "engine/io/file_io.h"
 #include "engine/io/job_agree.h"
 
-/* The directory `path` names an entry of exists and this process can create entries there, and
- * the entry's name fits the file system with the suffix of the temporary name it is written
- * under first (`temporary`). */
+/* The directory that would hold `path` exists and this process can create entries in it, and
+ * the last component of `path` fits the file system, with the suffix of the temporary name it is
+ * written under first when `temporary`. */
 static st_status parent_check(const char *what, const char *path, int temporary) {
   char dir[PATH_MAX];
   const char *slash = strrchr(path, '/');
