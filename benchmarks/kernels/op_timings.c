@@ -495,10 +495,6 @@ typedef struct options {
   int first_shape; /* argv index */
 } options;
 
-#define USAGE                                                                                  \
-  "usage: op_timings [--device cpu|cuda] [--dtype fp32|bf16] [--seconds-per-op S] --hardware " \
-  "FILE SHAPE... (SHAPE = C,heads,T,B,vocab,tp or opt,N)"
-
 /* --seconds-per-op: a finite number of seconds in (0, 60]. */
 static st_status parse_seconds(const char *text, double *out) {
   char *end = NULL;
@@ -529,7 +525,10 @@ static st_status parse_options(int argc, char **argv, options *o) {
   }
   o->first_shape = i;
   if (!o->hardware || i >= argc) {
-    return st_error(ST_ERR_INVALID_ARG, USAGE);
+    return st_error(ST_ERR_INVALID_ARG,
+                    "usage: op_timings [--device cpu|cuda] [--dtype fp32|bf16] "
+                    "[--seconds-per-op S] --hardware FILE SHAPE... (SHAPE = C,heads,T,B,vocab,tp "
+                    "or opt,N)");
   }
   if (strcmp(o->device, "cpu") != 0 && strcmp(o->device, "cuda") != 0) {
     return st_error(ST_ERR_INVALID_ARG, "--device '%s' is not cpu or cuda", o->device);

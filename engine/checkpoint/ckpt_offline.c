@@ -127,9 +127,10 @@ st_status ckpt_reshard(ckpt_source *src, const char *dst, int R, int S, int T, i
     return planned;
   }
   char temp[PATH_BYTES];
-  if (atomic_file_temp_name(dst, temp, sizeof temp) != ST_OK) {
+  const st_status named = atomic_file_temp_name(dst, temp, sizeof temp);
+  if (named != ST_OK) {
     ckpt_manifest_free(&m);
-    return ST_ERR_INVALID_ARG;
+    return named;
   }
   float *buf = NULL;
   st_status status = chunk_buffer(&buf);

@@ -577,9 +577,7 @@ static void check_size_refusals(pair_env *e) {
                                          &w.gpu, &mean.gpu, &rstd.gpu, &e->gpu_stream),
                ST_ERR_UNSUPPORTED);
   CHECK_MSG(still_filled(e, &dinp, 5.0f),
-            "layernorm_backward wrote dinp before refusing %lld "
-            "channels",
-            (long long)wide);
+            "layernorm_backward wrote dinp before refusing %lld channels", (long long)wide);
   pair *ln[] = {&x, &dout, &dinp, &w, &dw, &db, &mean, &rstd};
   for (size_t i = 0; i < sizeof ln / sizeof *ln; i++) pair_free(ln[i]);
 
@@ -591,15 +589,15 @@ static void check_size_refusals(pair_env *e) {
   pair_ids ids = pair_ids_make(e, zeros, n);
   free(zeros);
   int64_t act[] = {batch, seq, ch}, wte_shape[] = {VP, ch}, wpe_shape[] = {seq, ch};
-  pair g = pair_make(e, ST_BF16, 3, act, -1, 1);
+  pair dout_tokens = pair_make(e, ST_BF16, 3, act, -1, 1);
   pair dwte = pair_make(e, ST_BF16, 2, wte_shape, 5, 5),
        dwpe = pair_make(e, ST_BF16, 2, wpe_shape, 5, 5);
-  CHECK_STATUS(
-      kernel_embedding_backward(e->gpu, &dwte.gpu, &dwpe.gpu, &g.gpu, ids.dev, &e->gpu_stream),
-      ST_ERR_UNSUPPORTED);
+  CHECK_STATUS(kernel_embedding_backward(e->gpu, &dwte.gpu, &dwpe.gpu, &dout_tokens.gpu, ids.dev,
+                                         &e->gpu_stream),
+               ST_ERR_UNSUPPORTED);
   CHECK_MSG(still_filled(e, &dwpe, 5.0f) && still_filled(e, &dwte, 5.0f),
             "embedding_backward wrote a gradient before refusing %lld tokens", (long long)n);
-  pair *emb[] = {&g, &dwte, &dwpe};
+  pair *emb[] = {&dout_tokens, &dwte, &dwpe};
   for (size_t i = 0; i < sizeof emb / sizeof *emb; i++) pair_free(emb[i]);
   pair_ids_free(&ids);
 }
