@@ -1,0 +1,139 @@
+// cuda_emu_device.h (CUDA emulation) - what a .cu file sees of the device when the fake nvcc
+// compiles it as C++20 for the CPU: the qualifiers as nothing, __shared__ as static (one block
+// of a launch runs at a time), the built-in indices as thread-local variables, the vector types,
+// the barriers and warp shuffles as real barriers among the OS threads that play one block's
+// CUDA threads (src/runtime.cc), and the launcher the rewritten `<<<...>>>` calls.
+//
+// Not emulated: registers and occupancy limits, dynamic shared memory, asynchronous execution,
+// atomics, cooperative groups. A barrier that not every live thread of the block (or warp)
+// reaches aborts after CUDA_EMU_BARRIER_SECONDS (default 60) naming the kernel.
+#ifndef CUDA_EMU_DEVICE_H
+#define CUDA_EMU_DEVICE_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
+#define __launch_bounds__(...)
+#define __grid_constant__
+
+struct uint3 {
+  unsigned x, y, z;
+};
+
+struct dim3 {
+  unsigned x, y, z;
+  constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+  constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
+};
+
+struct alignas(16) int4 {
+  int x, y, z, w;
+};
+struct alignas(16) uint4 {
+  unsigned x, y, z, w;
+};
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+struct alignas(8) float2 {
+  float x, y;
+};
+
+inline int4 make_int4(int x, int y, int z, int w) { return int4{x, y, z, w}; }
+inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+
+extern thread_local uint3 threadIdx;
+extern thread_local uint3 blockIdx;
+extern thread_local dim3 blockDim;
+extern thread_local dim3 gridDim;
+constexpr int warpSize = 32;
+
+using std::isinf;
+using std::isnan;
+using std::max;
+using std::min;
+
+inline unsigned __float_as_uint(float f) {
+  unsigned u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+inline float __uint_as_float(unsigned u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+inline int __float_as_int(float f) { return (int)__float_as_uint(f); }
+inline float __int_as_float(int i) { return __uint_as_float((unsigned)i); }
+inline float __expf(float x) { return expf(x); }
+inline float __logf(float x) { return logf(x); }
+inline float __fdividef(float a, float b) { return a / b; }
+inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+
+// This CUDA thread's place in its block and warp (x fastest, as CUDA numbers them).
+inline unsigned cuda_emu_thread_rank() {
+  return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+inline unsigned cuda_emu_lane() { return cuda_emu_thread_rank() % 32u; }
+
+// Barriers of src/runtime.cc over the live threads of this thread's block or warp.
+void __syncthreads();
+int __syncthreads_or(int predicate);
+void __syncwarp(unsigned mask = 0xffffffffu);
+// Lane `lane` of this warp's `value` (every lane of the warp calls it).
+uint64_t cuda_emu_exchange(uint64_t value, unsigned lane);
+
+template <typename T>
+inline T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32) {
+  static_assert(sizeof(T) <= sizeof(uint64_t), "__shfl_xor_sync of a value over 8 bytes");
+  (void)mask;
+  uint64_t bits = 0;
+  memcpy(&bits, &value, sizeof value);
+  const unsigned lane = cuda_emu_lane();
+  unsigned from = lane ^ (unsigned)lane_mask;
+  if (from > (lane | (unsigned)(width - 1))) from = lane;  // a later group: its own value
+  bits = cuda_emu_exchange(bits, from);
+  T out;
+  memcpy(&out, &bits, sizeof out);
+  return out;
+}
+
+template <typename T>
+inline T __shfl_sync(unsigned mask, T value, int src_lane, int width = 32) {
+  static_assert(sizeof(T) <= sizeof(uint64_t), "__shfl_sync of a value over 8 bytes");
+  (void)mask;
+  uint64_t bits = 0;
+  memcpy(&bits, &value, sizeof value);
+  const unsigned lane = cuda_emu_lane();
+  const unsigned from = (lane & ~(unsigned)(width - 1)) + ((unsigned)src_lane % (unsigned)width);
+  bits = cuda_emu_exchange(bits, from);
+  T out;
+  memcpy(&out, &bits, sizeof out);
+  return out;
+}
+
+// Runs `body` as a grid of `grid` blocks of `block` threads, to completion; a configuration
+// CUDA would refuse sets the error cudaGetLastError returns. `name` is the launch's text.
+void cuda_emu_launch(const char *name, dim3 grid, dim3 block, size_t shared_bytes,
+                     cudaStream_t stream, const std::function<void()> &body);
+inline void cuda_emu_launch(const char *name, dim3 grid, dim3 block, size_t shared_bytes,
+                            const std::function<void()> &body) {
+  cuda_emu_launch(name, grid, block, shared_bytes, nullptr, body);
+}
+inline void cuda_emu_launch(const char *name, dim3 grid, dim3 block,
+                            const std::function<void()> &body) {
+  cuda_emu_launch(name, grid, block, 0, nullptr, body);
+}
+
+#endif  // CUDA_EMU_DEVICE_H

@@ -1,0 +1,266 @@
+// runtime.cc (CUDA emulation) - the host side of the runtime API of include/cuda_runtime.h,
+// on the CPU (kernel launches: launch.cc).
+//
+// One device (CUDA_EMU_DEVICES=0 hides it) with CUDA_EMU_MEMORY_GIB of memory (default 16),
+// which is host memory from aligned_alloc. Every call is synchronous: a copy or a launch is
+// done when it returns, so a stream only has to exist and an event records when it was
+// recorded.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <chrono>
+#include <mutex>
+#include <unordered_map>
+
+#include "cuda_runtime.h"
+
+namespace {
+
+thread_local cudaError_t last_error = cudaSuccess;
+
+cudaError_t fail(cudaError_t err) {
+  last_error = err;
+  return err;
+}
+
+}  // namespace
+
+// A launch's configuration error (launch.cc), returned by the next cudaGetLastError.
+void cuda_emu_set_error(cudaError_t err) { fail(err); }
+
+namespace {
+
+double env_number(const char *name, double fallback) {
+  const char *text = getenv(name);
+  return text && *text ? atof(text) : fallback;
+}
+
+int device_count() { return (int)env_number("CUDA_EMU_DEVICES", 1); }
+
+// ---- memory --------------------------------------------------------------------------------
+
+std::mutex memory_lock;
+std::unordered_map<void *, size_t> device_blocks;
+size_t device_bytes = 0;
+
+size_t memory_total() { return (size_t)(env_number("CUDA_EMU_MEMORY_GIB", 16) * (1ull << 30)); }
+
+void *aligned_block(size_t size) {
+  const size_t rounded = (size + 255) / 256 * 256;
+  return aligned_alloc(256, rounded ? rounded : 256);
+}
+
+}  // namespace
+
+// ---- host side -----------------------------------------------------------------------------
+
+struct CUstream_st {
+  unsigned flags;
+};
+
+struct CUevent_st {
+  unsigned flags;
+  bool recorded;
+  std::chrono::steady_clock::time_point at;
+};
+
+extern "C" {
+
+cudaError_t cudaGetDeviceCount(int *count) {
+  *count = device_count();
+  return *count > 0 ? cudaSuccess : fail(cudaErrorInvalidDevice);
+}
+
+static thread_local int current_device = 0;
+
+cudaError_t cudaSetDevice(int device) {
+  if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
+  current_device = device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int *device) {
+  *device = current_device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
+  if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
+  memset(prop, 0, sizeof *prop);
+  snprintf(prop->name, sizeof prop->name, "cuda_emu (CPU emulation of an sm_90 device)");
+  prop->totalGlobalMem = memory_total();
+  prop->major = 9;
+  prop->minor = 0;
+  prop->multiProcessorCount = 4;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device) {
+  struct cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return cudaErrorInvalidDevice;
+  switch (attr) {
+    case cudaDevAttrMultiProcessorCount: *value = prop.multiProcessorCount; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMajor: *value = prop.major; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor: *value = prop.minor; return cudaSuccess;
+  }
+  return fail(cudaErrorInvalidValue);
+}
+
+cudaError_t cudaDeviceGetPCIBusId(char *bus_id, int len, int device) {
+  if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
+  if (len < 13) return fail(cudaErrorInvalidValue);
+  snprintf(bus_id, (size_t)len, "0000:%02x:00.0", device + 1);
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+  std::lock_guard<std::mutex> l(memory_lock);
+  *total_bytes = memory_total();
+  *free_bytes = device_bytes < *total_bytes ? *total_bytes - device_bytes : 0;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void **ptr, size_t size) {
+  std::lock_guard<std::mutex> l(memory_lock);
+  *ptr = nullptr;
+  if (device_bytes + size > memory_total()) return fail(cudaErrorMemoryAllocation);
+  void *p = aligned_block(size);
+  if (!p) return fail(cudaErrorMemoryAllocation);
+  device_blocks[p] = size;
+  device_bytes += size;
+  *ptr = p;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *ptr) {
+  if (!ptr) return cudaSuccess;
+  std::lock_guard<std::mutex> l(memory_lock);
+  auto it = device_blocks.find(ptr);
+  if (it == device_blocks.end()) return fail(cudaErrorInvalidValue);
+  device_bytes -= it->second;
+  device_blocks.erase(it);
+  free(ptr);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void **ptr, size_t size) {
+  *ptr = aligned_block(size);
+  return *ptr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+}
+
+cudaError_t cudaFreeHost(void *ptr) {
+  free(ptr);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, cudaMemcpyKind kind) {
+  if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) return fail(cudaErrorInvalidValue);
+  if (count) memmove(dst, src, count);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, cudaMemcpyKind kind,
+                            cudaStream_t stream) {
+  (void)stream;
+  return cudaMemcpy(dst, src, count, kind);
+}
+
+cudaError_t cudaMemset(void *dst, int value, size_t count) {
+  if (count) memset(dst, value, count);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void *dst, int value, size_t count, cudaStream_t stream) {
+  (void)stream;
+  return cudaMemset(dst, value, count);
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) {
+  *stream = new CUstream_st{flags};
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (!stream) return fail(cudaErrorInvalidResourceHandle);
+  delete stream;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  (void)stream;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+  (void)stream;
+  (void)flags;
+  return event ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
+  *event = new CUevent_st{flags, false, {}};
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *event) {
+  return cudaEventCreateWithFlags(event, cudaEventDefault);
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  if (!event) return fail(cudaErrorInvalidResourceHandle);
+  delete event;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  (void)stream;
+  if (!event) return fail(cudaErrorInvalidResourceHandle);
+  event->recorded = true;
+  event->at = std::chrono::steady_clock::now();
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  return event ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  return event ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+  if (!start || !end) return fail(cudaErrorInvalidResourceHandle);
+  // As CUDA: both recorded, neither created without timing.
+  if ((start->flags | end->flags) & cudaEventDisableTiming)
+    return fail(cudaErrorInvalidResourceHandle);
+  if (!start->recorded || !end->recorded) return fail(cudaErrorInvalidResourceHandle);
+  *ms = std::chrono::duration<float, std::milli>(end->at - start->at).count();
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetLastError(void) {
+  const cudaError_t err = last_error;
+  last_error = cudaSuccess;
+  return err;
+}
+
+cudaError_t cudaPeekAtLastError(void) { return last_error; }
+
+const char *cudaGetErrorString(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
+  }
+  return "unrecognized error code";
+}
+
+}  // extern "C"
