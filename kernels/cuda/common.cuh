@@ -104,6 +104,9 @@ __device__ __forceinline__ void store(void *p, int64_t i, float x) {
 constexpr int kPack = 8;
 
 // Elements [i, i + kPack) of p as floats, with 16-byte loads; p + i must be 16-byte aligned.
+// The loaded int4 becomes elements by memcpy (register moves once compiled): reading it through
+// a pointer of the element type breaks C++'s aliasing rules, and g++ then drops the values
+// (the CUDA emulation, tools/cuda_emu, read zeros).
 template <Dt D>
 __device__ __forceinline__ void load_pack(float (&out)[kPack], const void *p, int64_t i) {
   using T = typename Storage<D>::type;
@@ -111,8 +114,9 @@ __device__ __forceinline__ void load_pack(float (&out)[kPack], const void *p, in
   const int4 *src = reinterpret_cast<const int4 *>(static_cast<const T *>(p) + i);
 #pragma unroll
   for (int l = 0; l < kLoads; l++) {
-    int4 raw = src[l];
-    const T *v = reinterpret_cast<const T *>(&raw);
+    const int4 raw = src[l];
+    T v[16 / sizeof(T)];
+    memcpy(v, &raw, sizeof raw);
 #pragma unroll
     for (int e = 0; e < 16 / (int)sizeof(T); e++) out[l * (16 / sizeof(T)) + e] = to_float<D>(v[e]);
   }
@@ -125,11 +129,12 @@ __device__ __forceinline__ void store_pack(void *p, int64_t i, const float (&in)
   int4 *dst = reinterpret_cast<int4 *>(static_cast<T *>(p) + i);
 #pragma unroll
   for (int l = 0; l < kLoads; l++) {
-    int4 raw;
-    T *v = reinterpret_cast<T *>(&raw);
+    T v[16 / sizeof(T)];
 #pragma unroll
     for (int e = 0; e < 16 / (int)sizeof(T); e++)
       v[e] = from_float<D>(in[l * (16 / sizeof(T)) + e]);
+    int4 raw;
+    memcpy(&raw, v, sizeof raw);
     dst[l] = raw;
   }
 }
