@@ -35,6 +35,11 @@ double pair_uniform(pair_env *e, double lo, double hi) {
   return lo + (hi - lo) * (double)(z >> 11) * 0x1.0p-53;
 }
 
+int ops_emulated(void) {
+  const char *flag = getenv("OPS_VOCAB_EMULATED");
+  return flag && strcmp(flag, "1") == 0;
+}
+
 int32_t pair_below(pair_env *e, int32_t n) {
   int32_t v = (int32_t)pair_uniform(e, 0.0, (double)n);
   return v < n ? v : n - 1;

@@ -103,14 +103,11 @@ static void attention_at(pair_env *e, st_dtype dt, attn_shape sh) {
   pair_free(&state_gpu);
 }
 
-/* OPS_VOCAB_SMALL=1 leaves out d12's shape: the CUDA emulation (tools/cuda_emu) runs the
- * kernels on one CPU core, where that shape alone takes about an hour. */
 void ops_case_attention(pair_env *e, st_dtype dt) {
-  const char *small = getenv("OPS_VOCAB_SMALL");
   const size_t shapes = sizeof kAttnShapes / sizeof *kAttnShapes;
   for (size_t i = 0; i < shapes; i++) {
-    if (small && strcmp(small, "1") == 0 && i == shapes - 1) {
-      printf("attention: d12's shape left out (OPS_VOCAB_SMALL=1)\n");
+    if (ops_emulated() && i == shapes - 1) {
+      printf("attention: d12's shape left out (OPS_VOCAB_EMULATED=1)\n");
       continue;
     }
     attention_at(e, dt, kAttnShapes[i]);

@@ -14,4 +14,4 @@ if [ ${#targets[@]} -eq 0 ]; then
   targets=(//tests/gpu:cast_test //tests/gpu:ops_vocab_test)
 fi
 bazel --output_base="$base/bazel" test --repo_env=ST_CUDA_PATH="$toolkit" --symlink_prefix=/ \
-  --test_output=errors --test_timeout=3600 "${targets[@]}"
+  --test_output=errors --test_timeout=3600 --test_env=OPS_VOCAB_EMULATED=1 "${targets[@]}"
