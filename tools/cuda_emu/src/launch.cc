@@ -16,12 +16,15 @@
 // __syncwarp) abort with the kernel's name and every thread's state.
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
+#include <map>
 #include <mutex>
-#include <random>
+#include <string>
 #include <vector>
 
 #include "cuda_runtime.h"
@@ -78,7 +81,12 @@ struct Launch {
   std::vector<unsigned> calls_or;  // each thread's count of its __syncthreads_or calls
   unsigned running;
   void *scheduler;  // the launching thread's stack pointer while a fiber runs
-  std::mt19937 order;
+  // The scheduler's books: the fibers free to run, and how many of each warp (and of the block)
+  // wait at its barrier or have returned.
+  std::vector<unsigned> ready;
+  std::vector<unsigned> warp_waiting, warp_done;
+  unsigned block_waiting, done;
+  uint64_t order;  // splitmix64 state: which ready fiber runs next
 };
 
 thread_local Launch *current = nullptr;
@@ -118,19 +126,24 @@ cuda_emu_switch:
 
 namespace {
 
+void arrive(Launch *l, unsigned rank, State state);
+
 [[noreturn]] void fiber_entry() {
   Launch *l = current;
   (*l->body)();
-  Fiber &f = l->fibers[l->running];
-  f.state = State::kDone;
-  cuda_emu_switch(&f.sp, l->scheduler);
+  const unsigned rank = l->running;
+  arrive(l, rank, State::kDone);
+  cuda_emu_switch(&l->fibers[rank].sp, l->scheduler);
   abort();  // a returned fiber is never resumed
 }
 
 // A fresh stack whose first switch "returns" into fiber_entry as if it had been called: the
-// entry address under six zero registers, a zero return address above, 16-byte aligned.
-void *fiber_stack_start(const Stack &s) {
-  uintptr_t top = (reinterpret_cast<uintptr_t>(s.base) + s.bytes) & ~(uintptr_t)15;
+// entry address under six zero registers, a zero return address above, 16-byte aligned. The top
+// moves down by a few cache lines per fiber (`color`): stacks that all began at the same offset
+// in a page would compete for the same cache sets at every switch.
+void *fiber_stack_start(const Stack &s, unsigned color) {
+  uintptr_t top = reinterpret_cast<uintptr_t>(s.base) + s.bytes - (color % 61) * 192;
+  top &= ~(uintptr_t)15;
   void **sp = reinterpret_cast<void **>(top);
   *--sp = nullptr;
   *--sp = reinterpret_cast<void *>(&fiber_entry);
@@ -138,21 +151,19 @@ void *fiber_stack_start(const Stack &s) {
   return sp;
 }
 
-// Parks the running fiber in `state` until the scheduler releases it.
+// Parks the running fiber at a barrier until the barrier opens.
 void park(State state) {
   Launch *l = current;
-  Fiber &f = l->fibers[l->running];
-  f.state = state;
-  cuda_emu_switch(&f.sp, l->scheduler);
+  const unsigned rank = l->running;
+  arrive(l, rank, state);
+  cuda_emu_switch(&l->fibers[rank].sp, l->scheduler);
 }
 
 void enter(Launch *l, unsigned rank) {
   l->running = rank;
   threadIdx =
       uint3{rank % l->block.x, rank / l->block.x % l->block.y, rank / (l->block.x * l->block.y)};
-  Fiber &f = l->fibers[rank];
-  f.state = State::kReady;
-  cuda_emu_switch(&l->scheduler, f.sp);
+  cuda_emu_switch(&l->scheduler, l->fibers[rank].sp);
 }
 
 const char *state_name(State s) {
@@ -174,61 +185,63 @@ const char *state_name(State s) {
   abort();
 }
 
-// Opens the warp barriers every live lane has reached, else the block barrier when every live
-// thread has reached it; false when all have returned.
-bool release(Launch *l) {
-  bool any_waiting = false, opened = false;
-  for (unsigned w = 0; w * 32 < l->threads; w++) {
-    const unsigned end = std::min(l->threads, w * 32 + 32);
-    bool all = true, some = false;
-    for (unsigned t = w * 32; t < end; t++) {
-      const State s = l->fibers[t].state;
-      some |= s == State::kAtWarp;
-      all &= s == State::kAtWarp || s == State::kDone;
+void wake(Launch *l, unsigned begin, unsigned end, State waiting) {
+  for (unsigned t = begin; t < end; t++) {
+    if (l->fibers[t].state == waiting) {
+      l->fibers[t].state = State::kReady;
+      l->ready.push_back(t);
     }
-    if (some && all) {
-      for (unsigned t = w * 32; t < end; t++) {
-        if (l->fibers[t].state == State::kAtWarp) l->fibers[t].state = State::kReady;
-      }
-      opened = true;
-    }
-    any_waiting |= some;
   }
-  if (opened) return true;
-  bool at_block = true, some_block = false;
-  for (const Fiber &f : l->fibers) {
-    some_block |= f.state == State::kAtBlock;
-    at_block &= f.state == State::kAtBlock || f.state == State::kDone;
+}
+
+// Thread `rank` reaches a barrier (or returns): a warp barrier opens when every lane of the
+// warp that has not returned waits at it, the block barrier when every such thread does.
+void arrive(Launch *l, unsigned rank, State state) {
+  l->fibers[rank].state = state;
+  const unsigned w = rank / 32, first = w * 32, last = std::min(l->threads, first + 32);
+  if (state == State::kAtWarp) l->warp_waiting[w]++;
+  if (state == State::kAtBlock) l->block_waiting++;
+  if (state == State::kDone) {
+    l->warp_done[w]++;
+    l->done++;
   }
-  if (some_block && at_block) {
-    for (Fiber &f : l->fibers) {
-      if (f.state == State::kAtBlock) f.state = State::kReady;
-    }
-    return true;
+  if (l->warp_waiting[w] > 0 && l->warp_waiting[w] + l->warp_done[w] == last - first) {
+    l->warp_waiting[w] = 0;
+    wake(l, first, last, State::kAtWarp);
   }
-  if (some_block || any_waiting) deadlock(l);
-  return false;
+  if (l->block_waiting > 0 && l->block_waiting + l->done == l->threads) {
+    l->block_waiting = 0;
+    wake(l, 0, l->threads, State::kAtBlock);
+  }
+}
+
+uint64_t next_random(uint64_t *state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
 }
 
 void run_block(Launch *l) {
+  l->ready.clear();
   for (unsigned t = 0; t < l->threads; t++) {
-    l->fibers[t].sp = fiber_stack_start(stacks[t]);
+    l->fibers[t].sp = fiber_stack_start(stacks[t], t);
     l->fibers[t].state = State::kReady;
+    l->ready.push_back(t);
   }
+  std::fill(l->warp_waiting.begin(), l->warp_waiting.end(), 0u);
+  std::fill(l->warp_done.begin(), l->warp_done.end(), 0u);
+  l->block_waiting = l->done = 0;
   l->any[0] = l->any[1] = 0;
   std::fill(l->calls_or.begin(), l->calls_or.end(), 0u);
-  std::vector<unsigned> ready;
-  do {
-    for (;;) {
-      ready.clear();
-      for (unsigned t = 0; t < l->threads; t++) {
-        if (l->fibers[t].state == State::kReady) ready.push_back(t);
-      }
-      if (ready.empty()) break;
-      std::shuffle(ready.begin(), ready.end(), l->order);
-      for (unsigned t : ready) enter(l, t);
-    }
-  } while (release(l));
+  while (!l->ready.empty()) {
+    const size_t pick = next_random(&l->order) % l->ready.size();
+    const unsigned t = l->ready[pick];
+    l->ready[pick] = l->ready.back();
+    l->ready.pop_back();
+    enter(l, t);
+  }
+  if (l->done != l->threads) deadlock(l);
 }
 
 bool valid_configuration(dim3 grid, dim3 block) {
@@ -243,6 +256,34 @@ unsigned seed() {
 }
 
 std::mutex launch_lock;  // one launch at a time: __shared__ variables are statics
+
+// CUDA_EMU_PROFILE=1: each kernel's launches, blocks and seconds, printed at exit.
+struct KernelTotals {
+  uint64_t launches = 0, blocks = 0;
+  double seconds = 0;
+};
+std::map<std::string, KernelTotals> *profile = nullptr;
+
+void print_profile() {
+  fprintf(stderr, "cuda_emu profile: seconds, launches, blocks, kernel\n");
+  for (const auto &[name, k] : *profile) {
+    fprintf(stderr, "%10.3f %8llu %10llu %s\n", k.seconds, (unsigned long long)k.launches,
+            (unsigned long long)k.blocks, name.c_str());
+  }
+}
+
+void account(const char *name, uint64_t blocks, double seconds) {
+  if (!profile) {
+    const char *flag = getenv("CUDA_EMU_PROFILE");
+    if (!flag || strcmp(flag, "1") != 0) return;
+    profile = new std::map<std::string, KernelTotals>();
+    atexit(print_profile);
+  }
+  KernelTotals &k = (*profile)[name];
+  k.launches++;
+  k.blocks += blocks;
+  k.seconds += seconds;
+}
 
 }  // namespace
 
@@ -291,17 +332,22 @@ void cuda_emu_launch(const char *name, dim3 grid, dim3 block, size_t shared_byte
   l.fibers.resize(l.threads);
   l.slots.resize(l.threads);
   l.calls_or.resize(l.threads);
-  l.order.seed(seed());
+  l.warp_waiting.resize((l.threads + 31) / 32);
+  l.warp_done.resize((l.threads + 31) / 32);
+  l.order = seed();
   while (stacks.size() < l.threads) stacks.push_back(map_stack());
   Launch *outer = current;
   current = &l;
   blockDim = block;
   gridDim = grid;
   const uint64_t blocks = (uint64_t)grid.x * grid.y * grid.z;
+  const auto start = std::chrono::steady_clock::now();
   for (uint64_t b = 0; b < blocks; b++) {
     blockIdx = uint3{(unsigned)(b % grid.x), (unsigned)(b / grid.x % grid.y),
                      (unsigned)(b / ((uint64_t)grid.x * grid.y))};
     run_block(&l);
   }
   current = outer;
+  account(name, blocks,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
