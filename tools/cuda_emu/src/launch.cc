@@ -4,16 +4,16 @@
 // A launch runs its blocks one after another on the calling thread. A block's CUDA threads are
 // fibers, each on a stack of its own (CUDA_EMU_STACK_KIB, default 256, with a guard page),
 // switched by a few instructions of x86-64 assembly (ucontext's swapcontext makes a system call
-// each time, and a block switches hundreds of thousands of times) and only at barriers: a fiber
-// runs until it waits at __syncthreads or __syncwarp (a shuffle is two warp barriers around an
-// exchange slot) or returns. A warp barrier opens when every lane of the warp that has not returned
-// waits at it, the block barrier when every thread that has not returned does, as CUDA's barriers
-// count threads that have exited as arrived. Which waiting fiber runs next is drawn from a
-// generator seeded by CUDA_EMU_SEED (default 1), so a kernel that reads another thread's write
-// without a barrier between them can be caught by running under several seeds, and one seed always
-// gives the same result. Barriers that can never open (some threads at __syncthreads, the others of
-// a warp at
-// __syncwarp) abort with the kernel's name and every thread's state.
+// each time; a block switches hundreds of thousands of times) and only at barriers: a fiber runs
+// until it waits at __syncthreads or __syncwarp (a shuffle is two warp barriers around an
+// exchange slot) or returns. A warp barrier opens when every lane of the warp that has not
+// returned waits at it, the block barrier when every thread that has not returned does, as CUDA's
+// barriers count exited threads as arrived. Which ready fiber runs next is drawn from a generator
+// seeded by CUDA_EMU_SEED (default 1): a kernel that reads another thread's write without a
+// barrier between them shows under some seeds, and one seed always gives the same result.
+// Barriers that can never open (thread 0 at __syncthreads, the rest of its warp at __syncwarp)
+// abort with the kernel's name and every thread's state. CUDA_EMU_PROFILE=1 prints each kernel's
+// launches, blocks and seconds at exit.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
