@@ -87,22 +87,19 @@ inline unsigned cuda_emu_thread_rank() {
 }
 inline unsigned cuda_emu_lane() { return cuda_emu_thread_rank() % 32u; }
 
-// Barriers of src/runtime.cc over the live threads of this thread's block or warp.
+// Barriers of src/launch.cc over the live threads of this thread's block or warp.
 void __syncthreads();
 int __syncthreads_or(int predicate);
 void __syncwarp(unsigned mask = 0xffffffffu);
 // Lane `lane` of this warp's `value` (every lane of the warp calls it).
 uint64_t cuda_emu_exchange(uint64_t value, unsigned lane);
 
+// The `value` of lane `from` of this warp, for any type of at most 8 bytes.
 template <typename T>
-inline T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32) {
-  static_assert(sizeof(T) <= sizeof(uint64_t), "__shfl_xor_sync of a value over 8 bytes");
-  (void)mask;
+inline T cuda_emu_shuffle(T value, unsigned from) {
+  static_assert(sizeof(T) <= sizeof(uint64_t), "a warp shuffle of a value over 8 bytes");
   uint64_t bits = 0;
   memcpy(&bits, &value, sizeof value);
-  const unsigned lane = cuda_emu_lane();
-  unsigned from = lane ^ (unsigned)lane_mask;
-  if (from > (lane | (unsigned)(width - 1))) from = lane;  // a later group: its own value
   bits = cuda_emu_exchange(bits, from);
   T out;
   memcpy(&out, &bits, sizeof out);
@@ -110,17 +107,20 @@ inline T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32) 
 }
 
 template <typename T>
-inline T __shfl_sync(unsigned mask, T value, int src_lane, int width = 32) {
-  static_assert(sizeof(T) <= sizeof(uint64_t), "__shfl_sync of a value over 8 bytes");
+inline T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32) {
   (void)mask;
-  uint64_t bits = 0;
-  memcpy(&bits, &value, sizeof value);
   const unsigned lane = cuda_emu_lane();
-  const unsigned from = (lane & ~(unsigned)(width - 1)) + ((unsigned)src_lane % (unsigned)width);
-  bits = cuda_emu_exchange(bits, from);
-  T out;
-  memcpy(&out, &bits, sizeof out);
-  return out;
+  unsigned from = lane ^ (unsigned)lane_mask;
+  if (from > (lane | (unsigned)(width - 1))) from = lane;  // a later group: its own value
+  return cuda_emu_shuffle(value, from);
+}
+
+template <typename T>
+inline T __shfl_sync(unsigned mask, T value, int src_lane, int width = 32) {
+  (void)mask;
+  const unsigned lane = cuda_emu_lane();
+  return cuda_emu_shuffle(value,
+                          (lane & ~(unsigned)(width - 1)) + ((unsigned)src_lane % (unsigned)width));
 }
 
 // Runs `body` as a grid of `grid` blocks of `block` threads, to completion; a configuration
