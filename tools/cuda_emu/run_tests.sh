@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # run_tests.sh [TARGET...] - runs GPU tests on the CPU against the CUDA emulation: builds the
 # emulated toolkit (make_toolkit.sh) and the targets with Bazel pointed at it, in an output base
-# of their own, and tests them (default: the op vocabulary and the cast test). What a pass
-# means, and what only a GPU can check: docs/BUILD.md, "The CUDA emulation".
+# of their own, and tests them (default: the op vocabulary and the cast test). With
+# CUDA_EMU_ASAN=1 everything, the kernels included, is built with AddressSanitizer and
+# UndefinedBehaviorSanitizer (--config=asan; its own output base): an access past the end of a
+# device buffer faults where the GPU would need compute-sanitizer to see it. What a pass means,
+# and what only a GPU can check: docs/BUILD.md, "The CUDA emulation".
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
@@ -13,5 +16,13 @@ targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(//tests/gpu:cast_test //tests/gpu:ops_vocab_test)
 fi
-bazel --output_base="$base/bazel" test --repo_env=ST_CUDA_PATH="$toolkit" --symlink_prefix=/ \
-  --test_output=errors --test_timeout=3600 --test_env=OPS_VOCAB_EMULATED=1 "${targets[@]}"
+build=(--output_base="$base/bazel")
+flags=()
+if [ "${CUDA_EMU_ASAN:-0}" = 1 ]; then
+  build=(--output_base="$base/bazel-asan")
+  flags=(--config=asan
+    "--action_env=CUDA_EMU_CXXFLAGS=-fsanitize=address,undefined -fno-sanitize-recover=undefined")
+fi
+bazel "${build[@]}" test --repo_env=ST_CUDA_PATH="$toolkit" --symlink_prefix=/ \
+  --test_output=errors --test_timeout=3600 --test_env=OPS_VOCAB_EMULATED=1 "${flags[@]}" \
+  "${targets[@]}"
