@@ -4,9 +4,8 @@
 // One device (CUDA_EMU_DEVICES=0 hides it) with CUDA_EMU_MEMORY_GIB of memory (default 16),
 // which is host memory, 256-byte aligned as cudaMalloc's and exactly as long as asked (so a
 // kernel built with AddressSanitizer, run_tests.sh under CUDA_EMU_ASAN=1, faults on the first
-// byte past a buffer). Every call is synchronous: a copy or a launch is
-// done when it returns, so a stream only has to exist and an event records when it was
-// recorded.
+// byte past a buffer). Every call is synchronous: a copy or a launch is done when it returns,
+// so a stream only has to exist and an event records when it was recorded.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
