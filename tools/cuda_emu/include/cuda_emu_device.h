@@ -14,8 +14,6 @@
 #include <stdint.h>
 #include <string.h>
 
-#include <algorithm>
-#include <cmath>
 #include <functional>
 
 #define __global__
@@ -34,35 +32,18 @@ struct uint3 {
 struct dim3 {
   unsigned x, y, z;
   constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
-  constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
 };
 
 struct alignas(16) int4 {
   int x, y, z, w;
 };
-struct alignas(16) uint4 {
-  unsigned x, y, z, w;
-};
-struct alignas(16) float4 {
-  float x, y, z, w;
-};
-struct alignas(8) float2 {
-  float x, y;
-};
 
 inline int4 make_int4(int x, int y, int z, int w) { return int4{x, y, z, w}; }
-inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 
 extern thread_local uint3 threadIdx;
 extern thread_local uint3 blockIdx;
 extern thread_local dim3 blockDim;
 extern thread_local dim3 gridDim;
-constexpr int warpSize = 32;
-
-using std::isinf;
-using std::isnan;
-using std::max;
-using std::min;
 
 inline unsigned __float_as_uint(float f) {
   unsigned u;
@@ -74,12 +55,7 @@ inline float __uint_as_float(unsigned u) {
   memcpy(&f, &u, sizeof f);
   return f;
 }
-inline int __float_as_int(float f) { return (int)__float_as_uint(f); }
-inline float __int_as_float(int i) { return __uint_as_float((unsigned)i); }
 inline float __expf(float x) { return expf(x); }
-inline float __logf(float x) { return logf(x); }
-inline float __fdividef(float a, float b) { return a / b; }
-inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 
 // This CUDA thread's place in its block and warp (x fastest, as CUDA numbers them).
 inline unsigned cuda_emu_thread_rank() {

@@ -42,10 +42,8 @@ enum cudaDeviceAttr {
   cudaDevAttrComputeCapabilityMinor = 76
 };
 
-#define cudaStreamDefault 0x00
 #define cudaStreamNonBlocking 0x01
 #define cudaEventDefault 0x00
-#define cudaEventBlockingSync 0x01
 #define cudaEventDisableTiming 0x02
 
 struct cudaDeviceProp {
@@ -88,7 +86,6 @@ cudaError_t cudaEventQuery(cudaEvent_t event);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
 
 cudaError_t cudaGetLastError(void);
-cudaError_t cudaPeekAtLastError(void);
 const char *cudaGetErrorString(cudaError_t error);
 
 #ifdef __cplusplus

@@ -20,6 +20,8 @@
 // epilogues, batches, layout attributes, pointer modes, split-K (the single algorithm never
 // reduces, so any reduction-scheme mask admits it), workspaces (none is needed).
 #include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -58,55 +60,11 @@ namespace {
 
 constexpr uint64_t kAlgoMagic = 0x454d554c54414c47ull;  // "EMULTALG"
 
-// ---- 16-bit floating-point conversions ----
-
-float bf16_to_float(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-uint16_t float_to_bf16(float f) {
-  uint32_t bits;
-  memcpy(&bits, &f, sizeof bits);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);
-  // Round to nearest even on the 16 dropped bits; a carry may reach the exponent (and inf).
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
-
-float fp16_to_float(uint16_t h) {
-  const float sign = (h & 0x8000u) ? -1.0f : 1.0f;
-  const int exponent = (h >> 10) & 0x1f;
-  const int mantissa = h & 0x3ff;
-  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -24);
-  if (exponent == 31) return mantissa ? std::nanf("") : sign * INFINITY;
-  return sign * std::ldexp(static_cast<float>(mantissa | 0x400), exponent - 25);
-}
-
-uint16_t float_to_fp16(float f) {
-  uint32_t bits;
-  memcpy(&bits, &f, sizeof bits);
-  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
-  const uint32_t abs = bits & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
-  // 65520 is halfway between 65504 (the largest fp16) and 65536; the tie goes to the even
-  // neighbour, 65536, which is inf.
-  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);
-  if (abs < 0x38800000u) {
-    // Below 2^-14: a subnormal (or zero) in units of 2^-24. Scaling by 2^24 is exact; rint rounds
-    // to nearest even (the default rounding mode). 1024 units is the smallest normal, 0x0400.
-    const float units = std::rint(std::fabs(f) * 16777216.0f);
-    return static_cast<uint16_t>(sign | static_cast<uint16_t>(units));
-  }
-  const uint32_t exponent = (abs >> 23) - 127 + 15;  // 1..30
-  const uint32_t mantissa = abs & 0x7fffffu;
-  uint32_t h = (exponent << 10) | (mantissa >> 13);
-  const uint32_t rest = mantissa & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h++;  // a carry into the exponent is right
-  return static_cast<uint16_t>(sign | h);
-}
+// The 16-bit elements through the emulated toolkit's own types (cuda_fp16.h, cuda_bf16.h).
+float fp16_to_float(uint16_t h) { return __half2float(__half{h}); }
+uint16_t float_to_fp16(float f) { return __float2half(f).__x; }
+float bf16_to_float(uint16_t h) { return __bfloat162float(__nv_bfloat16{h}); }
+uint16_t float_to_bf16(float f) { return __float2bfloat16(f).__x; }
 
 // ---- elements ----
 

@@ -72,7 +72,7 @@ std::vector<Stack> stacks;  // reused by every launch (launches run one at a tim
 
 struct Launch {
   const char *name;
-  dim3 grid, block;
+  dim3 block;
   unsigned threads;
   const std::function<void()> *body;
   std::vector<Fiber> fibers;
@@ -325,7 +325,6 @@ void cuda_emu_launch(const char *name, dim3 grid, dim3 block, size_t shared_byte
   std::lock_guard<std::mutex> serial(launch_lock);
   Launch l;
   l.name = name;
-  l.grid = grid;
   l.block = block;
   l.threads = block.x * block.y * block.z;
   l.body = &body;
@@ -336,7 +335,6 @@ void cuda_emu_launch(const char *name, dim3 grid, dim3 block, size_t shared_byte
   l.warp_done.resize((l.threads + 31) / 32);
   l.order = seed();
   while (stacks.size() < l.threads) stacks.push_back(map_stack());
-  Launch *outer = current;
   current = &l;
   blockDim = block;
   gridDim = grid;
@@ -347,7 +345,7 @@ void cuda_emu_launch(const char *name, dim3 grid, dim3 block, size_t shared_byte
                      (unsigned)(b / ((uint64_t)grid.x * grid.y))};
     run_block(&l);
   }
-  current = outer;
+  current = nullptr;
   account(name, blocks,
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }

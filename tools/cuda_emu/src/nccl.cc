@@ -35,9 +35,10 @@ bool op_valid(ncclRedOp_t op) {
   return (int)op >= 0 && (int)op <= 4;
 }
 
-// NCCL's checks of a configuration: the magic it was initialised with, CTA counts positive
-// and ordered where set, blocking 0 or 1 where set.
+// NCCL's checks of a configuration (none given: the defaults): the magic it was initialised
+// with, CTA counts positive and ordered where set, blocking 0 or 1 where set.
 ncclResult_t check_config(const ncclConfig_t *c) {
+  if (!c) return ncclSuccess;
   if (c->magic != kConfigMagic) return ncclInvalidArgument;
   const int undef = NCCL_CONFIG_UNDEF_INT;
   if (c->blocking != undef && c->blocking != 0 && c->blocking != 1) return ncclInvalidArgument;
@@ -78,6 +79,13 @@ ncclResult_t copy(const void *send, void *recv, size_t count, ncclDataType_t typ
   return ncclSuccess;
 }
 
+// A reduction over one rank: its input, once the op is one NCCL has.
+ncclResult_t reduce(const void *send, void *recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                    ncclComm_t comm) {
+  if (!op_valid(op)) return ncclInvalidArgument;
+  return copy(send, recv, count, type, comm);
+}
+
 }  // namespace
 
 extern "C" {
@@ -110,10 +118,8 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId c
   if (!comm) return ncclInvalidArgument;
   *comm = NULL;
   if (nranks < 1 || rank < 0 || rank >= nranks) return ncclInvalidArgument;
-  if (config) {
-    const ncclResult_t checked = check_config(config);
-    if (checked != ncclSuccess) return checked;
-  }
+  const ncclResult_t checked = check_config(config);
+  if (checked != ncclSuccess) return checked;
   if (nranks > 1) return ncclInvalidUsage;
   return new_comm(comm, config);
 }
@@ -126,10 +132,8 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
   if (!comm || !newcomm) return ncclInvalidArgument;
   *newcomm = NULL;
   if (color < -1) return ncclInvalidArgument;
-  if (config) {
-    const ncclResult_t checked = check_config(config);
-    if (checked != ncclSuccess) return checked;
-  }
+  const ncclResult_t checked = check_config(config);
+  if (checked != ncclSuccess) return checked;
   if (color == -1) return ncclSuccess;
   return new_comm(newcomm, config ? config : &comm->config);
 }
@@ -160,16 +164,14 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recv
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                cudaStream_t stream) {
   (void)stream;
-  if (!op_valid(op)) return ncclInvalidArgument;
-  return copy(sendbuff, recvbuff, recvcount, datatype, comm);
+  return reduce(sendbuff, recvbuff, recvcount, datatype, op, comm);
 }
 
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                            cudaStream_t stream) {
   (void)stream;
-  if (!op_valid(op)) return ncclInvalidArgument;
-  return copy(sendbuff, recvbuff, count, datatype, comm);
+  return reduce(sendbuff, recvbuff, count, datatype, op, comm);
 }
 
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,

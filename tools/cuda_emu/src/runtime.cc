@@ -25,19 +25,14 @@ cudaError_t fail(cudaError_t err) {
   return err;
 }
 
-}  // namespace
-
-// A launch's configuration error (launch.cc), returned by the next cudaGetLastError.
-void cuda_emu_set_error(cudaError_t err) { fail(err); }
-
-namespace {
-
 double env_number(const char *name, double fallback) {
   const char *text = getenv(name);
   return text && *text ? atof(text) : fallback;
 }
 
 int device_count() { return (int)env_number("CUDA_EMU_DEVICES", 1); }
+
+bool valid_device(int device) { return device >= 0 && device < device_count(); }
 
 // ---- memory --------------------------------------------------------------------------------
 
@@ -54,7 +49,8 @@ void *aligned_block(size_t size) {
 
 }  // namespace
 
-// ---- host side -----------------------------------------------------------------------------
+// A launch's configuration error (launch.cc), returned by the next cudaGetLastError.
+void cuda_emu_set_error(cudaError_t err) { fail(err); }
 
 struct CUstream_st {
   unsigned flags;
@@ -76,7 +72,7 @@ cudaError_t cudaGetDeviceCount(int *count) {
 static thread_local int current_device = 0;
 
 cudaError_t cudaSetDevice(int device) {
-  if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
+  if (!valid_device(device)) return fail(cudaErrorInvalidDevice);
   current_device = device;
   return cudaSuccess;
 }
@@ -87,7 +83,7 @@ cudaError_t cudaGetDevice(int *device) {
 }
 
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
-  if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
+  if (!valid_device(device)) return fail(cudaErrorInvalidDevice);
   memset(prop, 0, sizeof *prop);
   snprintf(prop->name, sizeof prop->name, "cuda_emu (CPU emulation of an sm_90 device)");
   prop->totalGlobalMem = memory_total();
@@ -109,7 +105,7 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
 }
 
 cudaError_t cudaDeviceGetPCIBusId(char *bus_id, int len, int device) {
-  if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
+  if (!valid_device(device)) return fail(cudaErrorInvalidDevice);
   if (len < 13) return fail(cudaErrorInvalidValue);
   snprintf(bus_id, (size_t)len, "0000:%02x:00.0", device + 1);
   return cudaSuccess;
@@ -247,8 +243,6 @@ cudaError_t cudaGetLastError(void) {
   last_error = cudaSuccess;
   return err;
 }
-
-cudaError_t cudaPeekAtLastError(void) { return last_error; }
 
 const char *cudaGetErrorString(cudaError_t error) {
   switch (error) {
