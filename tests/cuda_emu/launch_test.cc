@@ -3,8 +3,8 @@
 // early not holding a barrier up; warp shuffles (a butterfly sum, a broadcast); __syncthreads_or;
 // a missing barrier visible under some seed of the scheduler's order while the same kernel with
 // the barrier is right under every seed; barriers that cannot open aborting; refused launch
-// configurations as cudaGetLastError reports them; device memory accounting and event timing
-// rules. Kernels are plain functions launched through cuda_emu_launch, as the fake nvcc rewrites
+// configurations as cudaGetLastError reports them; streams and events used after their destroy
+// stopping the process; device memory accounting and event timing rules. Kernels are plain functions launched through cuda_emu_launch, as the fake nvcc rewrites
 // `<<<...>>>` (that rewriting: nvcc_rewrite_test.sh).
 #include <signal.h>
 #include <stdio.h>
@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <functional>
 #include <vector>
 
 #include "cuda_runtime.h"
@@ -120,13 +121,24 @@ void check_syncthreads_or() {
   CHECK_EQ_INT(right, 128);
 }
 
-// A kernel whose thread 0 waits at __syncthreads while its warp waits at __syncwarp: the child
-// process must end by SIGABRT, not hang.
-void check_deadlock_aborts() {
+// Whether `body`, run in a child process (stderr silenced), ends it by SIGABRT within 20 s.
+bool ends_by_abort(const std::function<void()> &body) {
   const pid_t child = fork();
   if (child == 0) {
     if (!freopen("/dev/null", "w", stderr)) _exit(3);
     alarm(20);
+    body();
+    _exit(0);
+  }
+  int status = 0;
+  if (waitpid(child, &status, 0) != child) return false;
+  return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+}
+
+// A kernel whose thread 0 waits at __syncthreads while its warp waits at __syncwarp: the
+// process must end by SIGABRT, not hang.
+void check_deadlock_aborts() {
+  CHECK(ends_by_abort([] {
     cuda_emu_launch("deadlock", dim3(1), dim3(32), [] {
       if (threadIdx.x == 0) {
         __syncthreads();
@@ -134,12 +146,31 @@ void check_deadlock_aborts() {
         __syncwarp();
       }
     });
-    _exit(0);
-  }
-  int status = 0;
-  CHECK(waitpid(child, &status, 0) == child);
-  CHECK_MSG(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
-            "a barrier that cannot open ended the process with status %d", status);
+  }));
+}
+
+// A stream or event used after its destroy stops the process; NULL, the legacy default stream,
+// is a stream.
+void check_dead_handles_abort() {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t event = nullptr;
+  CHECK_EQ_INT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  CHECK_EQ_INT(cudaEventCreate(&event), cudaSuccess);
+  int ran = 0;
+  cuda_emu_launch("on a live stream", dim3(1), dim3(1), 0, stream, [&] { ran++; });
+  cuda_emu_launch("on the default stream", dim3(1), dim3(1), 0, nullptr, [&] { ran++; });
+  CHECK_EQ_INT(ran, 2);
+  CHECK_EQ_INT(cudaEventRecord(event, stream), cudaSuccess);
+  CHECK_EQ_INT(cudaStreamWaitEvent(nullptr, event, 0), cudaSuccess);
+  CHECK_EQ_INT(cudaStreamDestroy(stream), cudaSuccess);
+  CHECK_EQ_INT(cudaEventDestroy(event), cudaSuccess);
+  CHECK(ends_by_abort(
+      [&] { cuda_emu_launch("on a destroyed stream", dim3(1), dim3(1), 0, stream, [] {}); }));
+  CHECK(ends_by_abort([&] { cudaMemsetAsync(&ran, 0, sizeof ran, stream); }));
+  CHECK(ends_by_abort([&] { cudaStreamDestroy(stream); }));
+  CHECK(ends_by_abort([&] { cudaEventRecord(event, nullptr); }));
+  CHECK(ends_by_abort([&] { cudaEventQuery(event); }));
+  CHECK(ends_by_abort([&] { cudaStreamWaitEvent(nullptr, event, 0); }));
 }
 
 void check_configurations() {
@@ -189,6 +220,7 @@ int main() {
   check_shuffles();
   check_syncthreads_or();
   check_deadlock_aborts();
+  check_dead_handles_abort();
   check_configurations();
   check_memory_and_events();
   return test_finish("launch_test");

@@ -1,12 +1,12 @@
 /* nccl.h (CUDA emulation) - the NCCL API shardtrain uses (sharding/comm_nccl.c,
- * core/check_nccl.h), for communicators of ONE rank: creating one (ncclCommInitRankConfig,
- * ncclCommSplit), the four collectives, which then copy send to recv at once (the stream is
- * ignored), error queries, abort and destroy. src/nccl.cc, built into libnccl.so.
+ * core/check_nccl.h): creating a communicator of any number of ranks, each a process on this
+ * machine (ncclGetUniqueId, ncclCommInitRankConfig, ncclCommSplit), the four collectives, which
+ * run at once on the calling thread (the stream is ignored), error queries, abort and destroy.
+ * src/nccl.cc, built into libnccl.so, says how.
  *
- * Not emulated: more than one rank (ncclCommInitRankConfig with nranks > 1 returns
- * ncclInvalidUsage, whose text says so), groups (ncclGroupStart/End), point-to-point, the other
- * collectives, non-blocking set-up (blocking = 0 completes at once), the data types and
- * reduction ops shardtrain does not name. */
+ * Not emulated: groups (ncclGroupStart/End), point-to-point, the other collectives,
+ * non-blocking set-up (blocking = 0 completes at once), the data types and reduction ops
+ * shardtrain does not name. */
 #ifndef CUDA_EMU_NCCL_H
 #define CUDA_EMU_NCCL_H
 

@@ -34,7 +34,8 @@ thread_local uint3 blockIdx;
 thread_local dim3 blockDim;
 thread_local dim3 gridDim;
 
-void cuda_emu_set_error(cudaError_t err);  // runtime.cc
+void cuda_emu_set_error(cudaError_t err);                             // runtime.cc
+void cuda_emu_check_stream(cudaStream_t stream, const char *kernel);  // runtime.cc
 
 namespace {
 
@@ -317,7 +318,7 @@ uint64_t cuda_emu_exchange(uint64_t value, unsigned lane) {
 
 void cuda_emu_launch(const char *name, dim3 grid, dim3 block, size_t shared_bytes,
                      cudaStream_t stream, const std::function<void()> &body) {
-  (void)stream;
+  cuda_emu_check_stream(stream, name);
   if (!valid_configuration(grid, block) || shared_bytes > 48 * 1024) {
     cuda_emu_set_error(cudaErrorInvalidConfiguration);
     return;

@@ -1,25 +1,78 @@
-// nccl.cc (CUDA emulation) - libnccl.so for communicators of one rank (include/nccl.h). With a
-// single rank every collective shardtrain uses is a copy of send into recv (a sum, max, or
-// gather over one rank is its own input), done at once on the calling thread since device
-// memory is host memory; the stream is ignored.
+// nccl.cc (CUDA emulation) - libnccl.so (include/nccl.h) for communicators of any number of
+// ranks, each rank a process on this machine. A communicator is a POSIX shared-memory segment
+// named by its unique id: a header holding a process-shared barrier and the split table, then
+// one staging slot per rank. A collective runs at once on the calling thread (device memory is
+// host memory and every stream is synchronous in this emulation) in rounds: every rank copies
+// its part of the round into its slot, all wait, every rank builds its part of the result from
+// the slots, all wait. Reductions combine the ranks in rank order and round to the data type
+// after each combination (as NCCL's ring keeps partial sums in the data type), so every rank
+// gets the same bits.
 //
-// Not emulated: more than one rank (refused with ncclInvalidUsage), groups, point-to-point,
-// asynchronous errors (ncclCommGetAsyncError always reports ncclSuccess), NCCL_DEBUG output.
-// Arguments NCCL refuses are refused with its status: ncclInvalidArgument for a NULL
-// communicator or out pointer, a bad rank, root, type, op or configuration.
+// The collectives of a communicator must be called in the same order on every rank (NCCL's rule
+// too); one whose peer never calls waits for ever (shardtrain's deadlines end such a wait).
+// CUDA_EMU_NCCL_SLOT_BYTES (default 1 MiB, at least 1 KiB, the same on every rank) sizes a rank's
+// slot, so small values make many rounds (tests/cuda_emu/nccl_test.cc).
+//
+// Not emulated: groups, point-to-point, asynchronous errors (ncclCommGetAsyncError always
+// reports ncclSuccess), NCCL_DEBUG output, transports and their settings (NCCL_HOSTID,
+// NCCL_SOCKET_IFNAME). Arguments NCCL refuses are refused with its status: ncclInvalidArgument
+// for a NULL communicator or out pointer, a bad rank, root, type, op or configuration.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <fcntl.h>
+#include <linux/futex.h>
 #include <nccl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cmath>
 #include <new>
+#include <string>
+
+namespace {
+
+constexpr int kMaxRanks = 256;
+constexpr size_t kHeaderBytes = 8192;
+constexpr size_t kDefaultSlotBytes = size_t{1} << 20;
+constexpr size_t kMinSlotBytes = 4 * kMaxRanks;  // a round of reduce-scatter moves >= 1 element
+constexpr unsigned kConfigMagic = 0xcafebeef;
+
+// The start of a communicator's segment, zero when created; the ranks' slots follow at
+// kHeaderBytes. `arrived` counts the ranks at the barrier of `generation`; `nranks` and
+// `slot_bytes` are set by the first rank to map the segment and checked by the others.
+struct segment_header {
+  std::atomic<uint32_t> arrived, generation;
+  std::atomic<int> nranks;
+  std::atomic<size_t> slot_bytes;
+  int split_color[kMaxRanks], split_key[kMaxRanks];
+};
+static_assert(sizeof(segment_header) <= kHeaderBytes, "the header must fit before the slots");
+static_assert(std::atomic<uint32_t>::is_always_lock_free &&
+                  std::atomic<size_t>::is_always_lock_free,
+              "process-shared atomics must be lock-free");
+
+}  // namespace
 
 struct ncclComm {
   int nranks, rank;
   ncclConfig_t config;
+  std::string name;  // of the shared segment: the unique id
+  segment_header *header;
+  char *slots;
+  size_t slot_bytes, segment_bytes;
+  int splits;  // ncclCommSplit calls made on it so far: they name the children's segments
 };
 
 namespace {
-
-constexpr unsigned kConfigMagic = 0xcafebeef;
 
 size_t type_bytes(ncclDataType_t type) {
   switch (type) {
@@ -31,8 +84,9 @@ size_t type_bytes(ncclDataType_t type) {
 }
 
 bool op_valid(ncclRedOp_t op) {
-  // NCCL's built-in ops are ncclSum 0, ncclProd 1, ncclMax 2, ncclMin 3, ncclAvg 4.
-  return (int)op >= 0 && (int)op <= 4;
+  // NCCL's built-in ops are ncclSum 0, ncclProd 1, ncclMax 2, ncclMin 3, ncclAvg 4; this
+  // emulation computes the two shardtrain names.
+  return op == ncclSum || op == ncclMax;
 }
 
 // NCCL's checks of a configuration (none given: the defaults): the magic it was initialised
@@ -51,39 +105,137 @@ ncclResult_t check_config(const ncclConfig_t *c) {
   return ncclSuccess;
 }
 
-ncclResult_t new_comm(ncclComm_t *out, const ncclConfig_t *config) {
-  ncclComm *comm = new (std::nothrow) ncclComm;
-  if (!comm) return ncclSystemError;
-  comm->nranks = 1;
-  comm->rank = 0;
+// CUDA_EMU_NCCL_SLOT_BYTES, rounded up to 64 bytes and to at least kMinSlotBytes; the default
+// when unset or not a positive number.
+size_t slot_bytes_from_env() {
+  const char *text = getenv("CUDA_EMU_NCCL_SLOT_BYTES");
+  const long long asked = text ? atoll(text) : 0;
+  const size_t bytes = asked > 0 ? (size_t)asked : kDefaultSlotBytes;
+  return std::max(kMinSlotBytes, (bytes + 63) / 64 * 64);
+}
+
+// The barrier of every rank of `c`: the last to arrive opens the next generation and wakes the
+// others, who sleep on the generation word (a futex in shared memory).
+void wait_all(ncclComm *c) {
+  segment_header *h = c->header;
+  const uint32_t gen = h->generation.load(std::memory_order_acquire);
+  if (h->arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == (uint32_t)c->nranks) {
+    h->arrived.store(0, std::memory_order_relaxed);
+    h->generation.fetch_add(1, std::memory_order_acq_rel);
+    syscall(SYS_futex, &h->generation, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+    return;
+  }
+  while (h->generation.load(std::memory_order_acquire) == gen) {
+    syscall(SYS_futex, &h->generation, FUTEX_WAIT, gen, nullptr, nullptr, 0);
+  }
+}
+
+// Sets `field` to `mine` if no rank has yet; false when another rank set it otherwise.
+template <class T>
+bool agree(std::atomic<T> &field, T mine) {
+  T expected = 0;
+  return field.compare_exchange_strong(expected, mine) || expected == mine;
+}
+
+void detach(ncclComm *c) {
+  if (c->header) munmap(c->header, c->segment_bytes);
+  delete c;
+}
+
+// Maps segment `name` for rank `rank` of `nranks` and waits for every rank to map it; then rank
+// 0 unlinks the name (the segment lives on while mapped, and goes with the last mapping).
+ncclResult_t attach(const std::string &name, int nranks, int rank, const ncclConfig_t *config,
+                    ncclComm_t *out) {
+  ncclComm *c = new (std::nothrow) ncclComm{};
+  if (!c) return ncclSystemError;
+  c->nranks = nranks;
+  c->rank = rank;
   if (config) {
-    comm->config = *config;
+    c->config = *config;
   } else {
     const ncclConfig_t defaults = NCCL_CONFIG_INITIALIZER;
-    comm->config = defaults;
+    c->config = defaults;
   }
-  *out = comm;
+  c->name = name;
+  c->slot_bytes = slot_bytes_from_env();
+  c->segment_bytes = kHeaderBytes + (size_t)nranks * c->slot_bytes;
+  const int fd = shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
+  if (fd < 0) {
+    delete c;
+    return ncclSystemError;
+  }
+  void *map = MAP_FAILED;
+  if (ftruncate(fd, (off_t)c->segment_bytes) == 0) {
+    map = mmap(nullptr, c->segment_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  }
+  close(fd);
+  if (map == MAP_FAILED) {
+    delete c;
+    return ncclSystemError;
+  }
+  c->header = static_cast<segment_header *>(map);
+  c->slots = static_cast<char *>(map) + kHeaderBytes;
+  if (!agree(c->header->nranks, nranks) || !agree(c->header->slot_bytes, c->slot_bytes)) {
+    detach(c);
+    return ncclInvalidUsage;
+  }
+  wait_all(c);
+  if (rank == 0) shm_unlink(name.c_str());
+  *out = c;
   return ncclSuccess;
 }
 
-// The one-rank collective: count elements of `type` from send to recv (in place when they are
-// the same buffer).
-ncclResult_t copy(const void *send, void *recv, size_t count, ncclDataType_t type,
-                  ncclComm_t comm) {
-  if (!comm) return ncclInvalidArgument;
-  const size_t bytes = type_bytes(type);
-  if (bytes == 0) return ncclInvalidArgument;
-  if (count == 0) return ncclSuccess;
-  if (!send || !recv) return ncclInvalidArgument;
-  if (send != recv) memmove(recv, send, count * bytes);
+char *slot_of(ncclComm *c, int rank) { return c->slots + (size_t)rank * c->slot_bytes; }
+
+float load(const void *p, size_t i, ncclDataType_t type) {
+  switch (type) {
+    case ncclFloat16: return __half2float(static_cast<const __half *>(p)[i]);
+    case ncclBfloat16: return __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
+    default: return static_cast<const float *>(p)[i];
+  }
+}
+
+void store(void *p, size_t i, ncclDataType_t type, float v) {
+  switch (type) {
+    case ncclFloat16: static_cast<__half *>(p)[i] = __float2half(v); break;
+    case ncclBfloat16: static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16(v); break;
+    default: static_cast<float *>(p)[i] = v;
+  }
+}
+
+// `a` op `b`, rounded to `type`.
+float combine(float a, float b, ncclRedOp_t op, ncclDataType_t type) {
+  float v = op == ncclSum ? a + b : std::fmax(a, b);
+  float rounded;
+  store(&rounded, 0, type, v);
+  return load(&rounded, 0, type);
+}
+
+// Element `i` of every rank's slot (at byte `offset` in it) reduced in rank order into element
+// `i` of `out`.
+void reduce_slots(ncclComm *c, size_t offset, size_t n, ncclDataType_t type, ncclRedOp_t op,
+                  void *out) {
+  for (size_t i = 0; i < n; i++) {
+    float acc = load(slot_of(c, 0) + offset, i, type);
+    for (int k = 1; k < c->nranks; k++)
+      acc = combine(acc, load(slot_of(c, k) + offset, i, type), op, type);
+    store(out, i, type, acc);
+  }
+}
+
+// The checks every collective makes: NCCL's own, plus none of the buffers missing.
+ncclResult_t check_call(const void *send, const void *recv, size_t count, ncclDataType_t type,
+                        ncclComm_t comm) {
+  if (!comm || type_bytes(type) == 0) return ncclInvalidArgument;
+  if (count > 0 && (!send || !recv)) return ncclInvalidArgument;
   return ncclSuccess;
 }
 
-// A reduction over one rank: its input, once the op is one NCCL has.
-ncclResult_t reduce(const void *send, void *recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
-                    ncclComm_t comm) {
-  if (!op_valid(op)) return ncclInvalidArgument;
-  return copy(send, recv, count, type, comm);
+// FNV-1a of `text`, naming a split's segment from its parent's name and the split.
+uint64_t fnv1a(const std::string &text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : text) h = (h ^ ch) * 1099511628211ull;
+  return h;
 }
 
 }  // namespace
@@ -99,54 +251,76 @@ const char *ncclGetErrorString(ncclResult_t result) {
     case ncclInvalidArgument: return "invalid argument";
     // The only invalid usage this emulation reports.
     case ncclInvalidUsage:
-      return "invalid usage: the CUDA emulation (tools/cuda_emu) has no multi-rank NCCL";
+      return "invalid usage: the ranks of a communicator disagree on its size or on "
+             "CUDA_EMU_NCCL_SLOT_BYTES (CUDA emulation)";
     case ncclRemoteError: return "remote process exited or there was a network error";
     case ncclInProgress: return "NCCL operation in progress";
     default: return "unknown result code";
   }
 }
 
+// A name no other communicator on this machine has: the process, a counter and the clock.
 ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
   if (!uniqueId) return ncclInvalidArgument;
+  static std::atomic<unsigned> made{0};
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
   memset(uniqueId->internal, 0, sizeof uniqueId->internal);
+  snprintf(uniqueId->internal, sizeof uniqueId->internal, "/cuda_emu_nccl.%d.%u.%lld.%ld",
+           (int)getpid(), made++, (long long)now.tv_sec, now.tv_nsec);
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
                                     ncclConfig_t *config) {
-  (void)commId;
   if (!comm) return ncclInvalidArgument;
   *comm = NULL;
-  if (nranks < 1 || rank < 0 || rank >= nranks) return ncclInvalidArgument;
+  if (nranks < 1 || nranks > kMaxRanks || rank < 0 || rank >= nranks) return ncclInvalidArgument;
   const ncclResult_t checked = check_config(config);
   if (checked != ncclSuccess) return checked;
-  if (nranks > 1) return ncclInvalidUsage;
-  return new_comm(comm, config);
+  if (commId.internal[0] != '/' || !memchr(commId.internal, 0, sizeof commId.internal)) {
+    return ncclInvalidArgument;  // not made by ncclGetUniqueId
+  }
+  return attach(commId.internal, nranks, rank, config, comm);
 }
 
-// Color NCCL_SPLIT_NOCOLOR (-1) takes no part: *newcomm becomes NULL. Any other colour of a
-// one-rank communicator gives a one-rank communicator; config NULL inherits the parent's.
+// Collective over `comm`: the ranks of one colour form a communicator, ranked by key (ties by
+// their rank in `comm`); colour NCCL_SPLIT_NOCOLOR (-1) takes no part (*newcomm NULL). A NULL
+// config inherits the parent's.
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
                            ncclConfig_t *config) {
-  (void)key;
   if (!comm || !newcomm) return ncclInvalidArgument;
   *newcomm = NULL;
   if (color < -1) return ncclInvalidArgument;
   const ncclResult_t checked = check_config(config);
   if (checked != ncclSuccess) return checked;
+  segment_header *h = comm->header;
+  h->split_color[comm->rank] = color;
+  h->split_key[comm->rank] = key;
+  wait_all(comm);
+  int members = 0, new_rank = 0;
+  for (int r = 0; r < comm->nranks; r++) {
+    if (h->split_color[r] != color) continue;
+    members++;
+    const bool before = h->split_key[r] < key || (h->split_key[r] == key && r < comm->rank);
+    new_rank += before;
+  }
+  wait_all(comm);  // the table is read: the next split may write it
+  const int split = comm->splits++;
   if (color == -1) return ncclSuccess;
-  return new_comm(newcomm, config ? config : &comm->config);
+  char name[64];
+  snprintf(name, sizeof name, "/cuda_emu_nccl.%016llx",
+           (unsigned long long)fnv1a(comm->name + "/" + std::to_string(split) + "/" +
+                                     std::to_string(color)));
+  return attach(name, members, new_rank, config ? config : &comm->config, newcomm);
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
-  delete comm;  // NULL is accepted, as NCCL accepts it
+  if (comm) detach(comm);  // NULL is accepted, as NCCL accepts it
   return ncclSuccess;
 }
 
-ncclResult_t ncclCommAbort(ncclComm_t comm) {
-  delete comm;
-  return ncclSuccess;
-}
+ncclResult_t ncclCommAbort(ncclComm_t comm) { return ncclCommDestroy(comm); }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
   if (!comm || !asyncError) return ncclInvalidArgument;
@@ -154,24 +328,71 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
   return ncclSuccess;
 }
 
+// recv[k * sendcount + i] = rank k's send[i], in rounds of one slot of elements.
 ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   (void)stream;
-  return copy(sendbuff, recvbuff, sendcount, datatype, comm);
+  const ncclResult_t checked = check_call(sendbuff, recvbuff, sendcount, datatype, comm);
+  if (checked != ncclSuccess) return checked;
+  const size_t es = type_bytes(datatype), per_round = comm->slot_bytes / es;
+  const char *send = static_cast<const char *>(sendbuff);
+  char *recv = static_cast<char *>(recvbuff);
+  for (size_t off = 0; off < sendcount; off += per_round) {
+    const size_t n = std::min(per_round, sendcount - off);
+    memcpy(slot_of(comm, comm->rank), send + off * es, n * es);
+    wait_all(comm);
+    for (int k = 0; k < comm->nranks; k++) {
+      memcpy(recv + ((size_t)k * sendcount + off) * es, slot_of(comm, k), n * es);
+    }
+    wait_all(comm);
+  }
+  return ncclSuccess;
 }
 
+// recv[i] = the reduction over ranks k of rank k's send[rank * recvcount + i]; each round
+// stages, for every destination rank, its next elements.
 ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                cudaStream_t stream) {
   (void)stream;
-  return reduce(sendbuff, recvbuff, recvcount, datatype, op, comm);
+  const ncclResult_t checked = check_call(sendbuff, recvbuff, recvcount, datatype, comm);
+  if (checked != ncclSuccess) return checked;
+  if (!op_valid(op)) return ncclInvalidArgument;
+  const size_t es = type_bytes(datatype);
+  const size_t per_round = comm->slot_bytes / (es * (size_t)comm->nranks);
+  const char *send = static_cast<const char *>(sendbuff);
+  char *recv = static_cast<char *>(recvbuff);
+  for (size_t off = 0; off < recvcount; off += per_round) {
+    const size_t n = std::min(per_round, recvcount - off);
+    char *mine = slot_of(comm, comm->rank);
+    for (int j = 0; j < comm->nranks; j++) {
+      memcpy(mine + (size_t)j * n * es, send + ((size_t)j * recvcount + off) * es, n * es);
+    }
+    wait_all(comm);
+    reduce_slots(comm, (size_t)comm->rank * n * es, n, datatype, op, recv + off * es);
+    wait_all(comm);
+  }
+  return ncclSuccess;
 }
 
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                            cudaStream_t stream) {
   (void)stream;
-  return reduce(sendbuff, recvbuff, count, datatype, op, comm);
+  const ncclResult_t checked = check_call(sendbuff, recvbuff, count, datatype, comm);
+  if (checked != ncclSuccess) return checked;
+  if (!op_valid(op)) return ncclInvalidArgument;
+  const size_t es = type_bytes(datatype), per_round = comm->slot_bytes / es;
+  const char *send = static_cast<const char *>(sendbuff);
+  char *recv = static_cast<char *>(recvbuff);
+  for (size_t off = 0; off < count; off += per_round) {
+    const size_t n = std::min(per_round, count - off);
+    memcpy(slot_of(comm, comm->rank), send + off * es, n * es);
+    wait_all(comm);
+    reduce_slots(comm, 0, n, datatype, op, recv + off * es);
+    wait_all(comm);
+  }
+  return ncclSuccess;
 }
 
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
@@ -179,7 +400,19 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                            cudaStream_t stream) {
   (void)stream;
   if (comm && (root < 0 || root >= comm->nranks)) return ncclInvalidArgument;
-  return copy(sendbuff, recvbuff, count, datatype, comm);
+  const bool sends = comm && comm->rank == root;
+  const ncclResult_t checked =
+      check_call(sends ? sendbuff : recvbuff, recvbuff, count, datatype, comm);
+  if (checked != ncclSuccess) return checked;
+  const size_t es = type_bytes(datatype), per_round = comm->slot_bytes / es;
+  for (size_t off = 0; off < count; off += per_round) {
+    const size_t n = std::min(per_round, count - off);
+    if (sends) memcpy(slot_of(comm, root), static_cast<const char *>(sendbuff) + off * es, n * es);
+    wait_all(comm);
+    memcpy(static_cast<char *>(recvbuff) + off * es, slot_of(comm, root), n * es);
+    wait_all(comm);
+  }
+  return ncclSuccess;
 }
 
 }  // extern "C"

@@ -5,7 +5,9 @@
 // which is host memory, 256-byte aligned as cudaMalloc's and exactly as long as asked (so a
 // kernel built with AddressSanitizer, run_tests.sh under CUDA_EMU_ASAN=1, faults on the first
 // byte past a buffer). Every call is synchronous: a copy or a launch is done when it returns,
-// so a stream only has to exist and an event records when it was recorded.
+// so a stream only has to exist and an event records when it was recorded. A stream or event
+// used after it was destroyed (or never created) stops the process with a line naming the call,
+// where CUDA's behaviour is undefined.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,7 @@
 #include <chrono>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "cuda_runtime.h"
 
@@ -47,7 +50,43 @@ void *aligned_block(size_t size) {
   return posix_memalign(&p, 256, size ? size : 1) == 0 ? p : nullptr;
 }
 
+// ---- stream and event handles ---------------------------------------------------------------
+
+std::mutex handle_lock;
+std::unordered_set<const void *> live_handles;
+
+void hold(const void *handle) {
+  std::lock_guard<std::mutex> l(handle_lock);
+  live_handles.insert(handle);
+}
+
+// Stops the process unless `handle` (a `kind`) is live; `call` names what used it.
+void require_live(const void *handle, const char *kind, const char *call) {
+  std::lock_guard<std::mutex> l(handle_lock);
+  if (live_handles.count(handle)) return;
+  fprintf(stderr, "cuda_emu: %s on a %s that was destroyed or never created\n", call, kind);
+  abort();
+}
+
+void forget(const void *handle, const char *kind, const char *call) {
+  require_live(handle, kind, call);
+  std::lock_guard<std::mutex> l(handle_lock);
+  live_handles.erase(handle);
+}
+
+// A stream argument: NULL (the legacy default stream) or live.
+void require_stream(cudaStream_t stream, const char *call) {
+  if (stream) require_live(stream, "stream", call);
+}
+
 }  // namespace
+
+// A kernel launch's stream (launch.cc).
+void cuda_emu_check_stream(cudaStream_t stream, const char *kernel) {
+  char call[160];
+  snprintf(call, sizeof call, "the launch of %s", kernel);
+  require_stream(stream, call);
+}
 
 // A launch's configuration error (launch.cc), returned by the next cudaGetLastError.
 void cuda_emu_set_error(cudaError_t err) { fail(err); }
@@ -161,7 +200,7 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, cudaMemcpyKind 
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, cudaMemcpyKind kind,
                             cudaStream_t stream) {
-  (void)stream;
+  require_stream(stream, "cudaMemcpyAsync");
   return cudaMemcpy(dst, src, count, kind);
 }
 
@@ -171,34 +210,39 @@ cudaError_t cudaMemset(void *dst, int value, size_t count) {
 }
 
 cudaError_t cudaMemsetAsync(void *dst, int value, size_t count, cudaStream_t stream) {
-  (void)stream;
+  require_stream(stream, "cudaMemsetAsync");
   return cudaMemset(dst, value, count);
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) {
   *stream = new CUstream_st{flags};
+  hold(*stream);
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   if (!stream) return fail(cudaErrorInvalidResourceHandle);
+  forget(stream, "stream", "cudaStreamDestroy");
   delete stream;
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-  (void)stream;
+  require_stream(stream, "cudaStreamSynchronize");
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
-  (void)stream;
   (void)flags;
-  return event ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+  require_stream(stream, "cudaStreamWaitEvent");
+  if (!event) return fail(cudaErrorInvalidResourceHandle);
+  require_live(event, "event", "cudaStreamWaitEvent");
+  return cudaSuccess;
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
   *event = new CUevent_st{flags, false, {}};
+  hold(*event);
   return cudaSuccess;
 }
 
@@ -208,28 +252,36 @@ cudaError_t cudaEventCreate(cudaEvent_t *event) {
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
   if (!event) return fail(cudaErrorInvalidResourceHandle);
+  forget(event, "event", "cudaEventDestroy");
   delete event;
   return cudaSuccess;
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-  (void)stream;
+  require_stream(stream, "cudaEventRecord");
   if (!event) return fail(cudaErrorInvalidResourceHandle);
+  require_live(event, "event", "cudaEventRecord");
   event->recorded = true;
   event->at = std::chrono::steady_clock::now();
   return cudaSuccess;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  return event ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+  if (!event) return fail(cudaErrorInvalidResourceHandle);
+  require_live(event, "event", "cudaEventSynchronize");
+  return cudaSuccess;
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
-  return event ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+  if (!event) return fail(cudaErrorInvalidResourceHandle);
+  require_live(event, "event", "cudaEventQuery");
+  return cudaSuccess;
 }
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
   if (!start || !end) return fail(cudaErrorInvalidResourceHandle);
+  require_live(start, "event", "cudaEventElapsedTime");
+  require_live(end, "event", "cudaEventElapsedTime");
   // As CUDA: both recorded, neither created without timing.
   if ((start->flags | end->flags) & cudaEventDisableTiming)
     return fail(cudaErrorInvalidResourceHandle);
