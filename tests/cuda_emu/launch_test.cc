@@ -4,7 +4,9 @@
 // a missing barrier visible under some seed of the scheduler's order while the same kernel with
 // the barrier is right under every seed; barriers that cannot open aborting; refused launch
 // configurations as cudaGetLastError reports them; streams and events used after their destroy
-// stopping the process; device memory accounting and event timing rules. Kernels are plain functions launched through cuda_emu_launch, as the fake nvcc rewrites
+// stopping the process; device memory accounting, host code faulting on device memory, and
+// event timing rules. Kernels are plain functions launched through cuda_emu_launch, as the fake
+// nvcc rewrites
 // `<<<...>>>` (that rewriting: nvcc_rewrite_test.sh).
 #include <signal.h>
 #include <stdio.h>
@@ -17,6 +19,8 @@
 
 #include "cuda_runtime.h"
 #include "tests/testing.h"
+
+extern "C" void __asan_init(void) __attribute__((weak));  // defined when ASan is linked in
 
 namespace {
 
@@ -211,6 +215,33 @@ void check_memory_and_events() {
   (void)cudaGetLastError();
 }
 
+// Device memory is the device's: a kernel, a copy and a fill reach it, host code that
+// dereferences it ends the process (under ASan device blocks are heap blocks, guarded by ASan
+// instead, and that is not checked).
+void check_host_cannot_touch_device_memory() {
+  int *d = nullptr;
+  CHECK_EQ_INT(cudaMalloc((void **)&d, 64 * sizeof(int)), cudaSuccess);
+  if (!d) return;
+  cuda_emu_launch("fill", dim3(2), dim3(32), [&] {
+    const unsigned i = blockIdx.x * 32 + threadIdx.x;
+    d[i] = (int)i;
+  });
+  int back[64] = {};
+  CHECK_EQ_INT(cudaMemcpy(back, d, sizeof back, cudaMemcpyDeviceToHost), cudaSuccess);
+  CHECK_EQ_INT(back[0] + back[5] + back[63], 68);
+  CHECK_EQ_INT(cudaMemset(d, 0, sizeof back), cudaSuccess);
+  CHECK_EQ_INT(cudaMemcpy(back, d, sizeof back, cudaMemcpyDeviceToHost), cudaSuccess);
+  CHECK_EQ_INT(back[0] + back[5] + back[63], 0);
+  if (!&__asan_init) {
+    CHECK(ends_by_abort([&] {
+      volatile int read = d[5];
+      (void)read;
+    }));
+    CHECK(ends_by_abort([&] { d[0] = 1; }));
+  }
+  CHECK_EQ_INT(cudaFree(d), cudaSuccess);
+}
+
 }  // namespace
 
 int main() {
@@ -223,5 +254,6 @@ int main() {
   check_dead_handles_abort();
   check_configurations();
   check_memory_and_events();
+  check_host_cannot_touch_device_memory();
   return test_finish("launch_test");
 }

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # run_tests.sh [TARGET...] - runs GPU tests on the CPU against the CUDA emulation: builds the
 # emulated toolkit (make_toolkit.sh) and the targets with Bazel pointed at it, in an output base
-# of their own, and tests them (default: the op vocabulary, the cast test, and the collectives
-# and a unit's stream-ordered gather and reduction on 1 and 2 ranks, NCCL among them). With
-# CUDA_EMU_ASAN=1 everything, the kernels included, is built with AddressSanitizer and
-# UndefinedBehaviorSanitizer (--config=asan; its own output base): an access past the end of a
-# device buffer faults where the GPU would need compute-sanitizer to see it. What a pass means,
+# of their own, and tests them (default: the kernel tests, the op vocabulary, the cast test, and
+# the collectives and a unit's stream-ordered gather and reduction on 1 and 2 ranks, NCCL among
+# them). With CUDA_EMU_ASAN=1 everything, the kernels included, is built with AddressSanitizer
+# and UndefinedBehaviorSanitizer (--config=asan; its own output base): an access past the end of
+# a device buffer faults where the GPU would need compute-sanitizer to see it. What a pass means,
 # and what only a GPU can check: docs/BUILD.md, "The CUDA emulation".
 set -euo pipefail
 
@@ -15,7 +15,7 @@ toolkit=$base/toolkit
 tools/cuda_emu/make_toolkit.sh "$toolkit"
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(//tests/gpu:cast_test //tests/gpu:ops_vocab_test
+  targets=(//tests/kernels:all //tests/gpu:cast_test //tests/gpu:ops_vocab_test
     //tests/sharding:collectives_gpu_test_np{1,2} //tests/sharding:collectives_nccl_hostid_test
     //tests/sharding:unit_streams_gpu_test_np{1,2})
 fi

@@ -1,8 +1,9 @@
 /* cuda_runtime.h (CUDA emulation) - the runtime API names shardtrain calls, run on the CPU by
- * src/runtime.cc: one emulated device whose memory is host memory, every call synchronous
- * (streams and events only keep their handles and record times), kernels launched through the
- * fake nvcc's rewrite of `<<<...>>>` (cuda_emu_device.h). Only what the project uses is declared;
- * the values of the enumerations are the toolkit's. C and C++. */
+ * src/runtime.cc: one emulated device whose memory is host memory that host code cannot touch
+ * (as on a GPU), every call synchronous (streams and events only keep their handles and record
+ * times), kernels launched through the fake nvcc's rewrite of `<<<...>>>` (cuda_emu_device.h).
+ * Only what the project uses is declared; the values of the enumerations are the toolkit's, and
+ * the cuda_emu_ names are the emulation's own. C and C++. */
 #ifndef CUDA_EMU_CUDA_RUNTIME_H
 #define CUDA_EMU_CUDA_RUNTIME_H
 
@@ -86,10 +87,25 @@ cudaError_t cudaEventQuery(cudaEvent_t event);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
 
 cudaError_t cudaGetLastError(void);
+
 const char *cudaGetErrorString(cudaError_t error);
+
+/* The emulated device's own work on device memory (a launch, a copy or fill, a cuBLASLt matmul,
+ * an NCCL collective, a cub sort) runs between these: device memory is open to the host only
+ * there, so host code that reads or writes it elsewhere faults, as it would on a GPU. They nest;
+ * cuda_emu_device_scope brackets a C++ block. */
+void cuda_emu_device_begin(void);
+void cuda_emu_device_end(void);
 
 #ifdef __cplusplus
 }
+
+struct cuda_emu_device_scope {
+  cuda_emu_device_scope() { cuda_emu_device_begin(); }
+  ~cuda_emu_device_scope() { cuda_emu_device_end(); }
+  cuda_emu_device_scope(const cuda_emu_device_scope &) = delete;
+  cuda_emu_device_scope &operator=(const cuda_emu_device_scope &) = delete;
+};
 #endif
 
 #if defined(__cplusplus) && defined(CUDA_EMU_DEVICE)

@@ -435,6 +435,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
       }
     }
   }
+  cuda_emu_device_scope device;  // alpha and beta were host memory (the default pointer mode)
   const int32_t ab = p.ab_type, cd = p.cd_type;
   const int64_t lda = Adesc->ld, ldb = Bdesc->ld, ldc = Cdesc->ld, ldd = Ddesc->ld;
   const int64_t aux_ld = computeDesc->aux_ld;

@@ -324,6 +324,7 @@ void cuda_emu_launch(const char *name, dim3 grid, dim3 block, size_t shared_byte
     return;
   }
   std::lock_guard<std::mutex> serial(launch_lock);
+  cuda_emu_device_scope device;
   Launch l;
   l.name = name;
   l.block = block;

@@ -334,6 +334,7 @@ ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcoun
   (void)stream;
   const ncclResult_t checked = check_call(sendbuff, recvbuff, sendcount, datatype, comm);
   if (checked != ncclSuccess) return checked;
+  cuda_emu_device_scope device;
   const size_t es = type_bytes(datatype), per_round = comm->slot_bytes / es;
   const char *send = static_cast<const char *>(sendbuff);
   char *recv = static_cast<char *>(recvbuff);
@@ -357,6 +358,7 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recv
   (void)stream;
   const ncclResult_t checked = check_call(sendbuff, recvbuff, recvcount, datatype, comm);
   if (checked != ncclSuccess) return checked;
+  cuda_emu_device_scope device;
   if (!op_valid(op)) return ncclInvalidArgument;
   const size_t es = type_bytes(datatype);
   const size_t per_round = comm->slot_bytes / (es * (size_t)comm->nranks);
@@ -381,6 +383,7 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
   (void)stream;
   const ncclResult_t checked = check_call(sendbuff, recvbuff, count, datatype, comm);
   if (checked != ncclSuccess) return checked;
+  cuda_emu_device_scope device;
   if (!op_valid(op)) return ncclInvalidArgument;
   const size_t es = type_bytes(datatype), per_round = comm->slot_bytes / es;
   const char *send = static_cast<const char *>(sendbuff);
@@ -404,6 +407,7 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
   const ncclResult_t checked =
       check_call(sends ? sendbuff : recvbuff, recvbuff, count, datatype, comm);
   if (checked != ncclSuccess) return checked;
+  cuda_emu_device_scope device;
   const size_t es = type_bytes(datatype), per_round = comm->slot_bytes / es;
   for (size_t off = 0; off < count; off += per_round) {
     const size_t n = std::min(per_round, count - off);

@@ -2,15 +2,22 @@
 // on the CPU (kernel launches: launch.cc).
 //
 // One device (CUDA_EMU_DEVICES=0 hides it) with CUDA_EMU_MEMORY_GIB of memory (default 16),
-// which is host memory, 256-byte aligned as cudaMalloc's and exactly as long as asked (so a
-// kernel built with AddressSanitizer, run_tests.sh under CUDA_EMU_ASAN=1, faults on the first
-// byte past a buffer). Every call is synchronous: a copy or a launch is done when it returns,
+// which is host memory the host cannot touch: the device's blocks lie in one reserved range
+// (the arena, page-aligned blocks never reused) kept PROT_NONE except while the emulated device
+// works on it (cuda_emu_device_begin/end: launches, copies, fills, cuBLASLt, NCCL, cub), so host
+// code that dereferences a device pointer faults as on a GPU, and a handler names the address.
+// Under AddressSanitizer (run_tests.sh with CUDA_EMU_ASAN=1) blocks are instead heap blocks,
+// 256-byte aligned as cudaMalloc's and exactly as long as asked, so a kernel faults on the
+// first byte past a buffer. Every call is synchronous: a copy or a launch is done when it returns,
 // so a stream only has to exist and an event records when it was recorded. A stream or event
 // used after it was destroyed (or never created) stops the process with a line naming the call,
 // where CUDA's behaviour is undefined.
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <mutex>
@@ -48,6 +55,80 @@ size_t memory_total() { return (size_t)(env_number("CUDA_EMU_MEMORY_GIB", 16) * 
 void *aligned_block(size_t size) {
   void *p = nullptr;
   return posix_memalign(&p, 256, size ? size : 1) == 0 ? p : nullptr;
+}
+
+extern "C" void __asan_init(void) __attribute__((weak));  // defined when ASan is linked in
+
+// The range device blocks are cut from, in pages, each block's address used once: 64 times
+// the device's memory of addresses (none of it committed until written). `open` counts the
+// device work under way; the range is readable and writable only while it is above 0.
+struct Arena {
+  char *base = nullptr;
+  size_t bytes = 0, used = 0;
+  int open = 0;
+  struct sigaction previous_handler;
+};
+Arena arena;
+std::mutex arena_lock;  // `open` and the range's protection
+
+constexpr size_t kPage = 4096;
+
+// SIGSEGV: a fault inside the arena is the host touching device memory, reported and ended;
+// any other goes to the handler that was there before, when the instruction faults again.
+void on_fault(int signal_number, siginfo_t *info, void *context) {
+  (void)signal_number;
+  (void)context;
+  const char *at = static_cast<const char *>(info->si_addr);
+  if (arena.base && at >= arena.base && at < arena.base + arena.bytes) {
+    char line[256];
+    const int n = snprintf(line, sizeof line,
+                           "cuda_emu: host code touched device memory at %p (byte %zu of the "
+                           "device's range) outside any device call; a GPU faults there too\n",
+                           info->si_addr, (size_t)(at - arena.base));
+    const ssize_t written = write(STDERR_FILENO, line, (size_t)n);
+    (void)written;  // nothing more to do if stderr is gone
+    signal(SIGABRT, SIG_DFL);
+    abort();
+  }
+  sigaction(SIGSEGV, &arena.previous_handler, nullptr);
+}
+
+// Reserves the arena and installs the fault handler; false when the range cannot be had.
+bool arena_reserve() {
+  const size_t bytes = (memory_total() + kPage - 1) / kPage * kPage * 64;
+  void *p = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return false;
+  std::lock_guard<std::mutex> l(arena_lock);
+  arena.base = static_cast<char *>(p);
+  arena.bytes = bytes;
+  if (arena.open > 0) mprotect(p, bytes, PROT_READ | PROT_WRITE);
+  struct sigaction action = {};
+  action.sa_sigaction = on_fault;
+  action.sa_flags = SA_SIGINFO;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGSEGV, &action, &arena.previous_handler);
+  return true;
+}
+
+// A block of `size` bytes: from the arena, or from the heap under ASan. Called under
+// memory_lock.
+void *device_block(size_t size) {
+  if (&__asan_init) return aligned_block(size);
+  if (!arena.base && !arena_reserve()) return nullptr;
+  const size_t pages = (size ? size + kPage - 1 : kPage) / kPage * kPage;
+  if (pages > arena.bytes - arena.used) return nullptr;
+  void *p = arena.base + arena.used;
+  arena.used += pages;
+  return p;
+}
+
+// Returns a block's pages to the system (its addresses are not given out again).
+void release_device_block(void *p, size_t size) {
+  if (&__asan_init) {
+    free(p);
+    return;
+  }
+  madvise(p, (size + kPage - 1) / kPage * kPage, MADV_DONTNEED);
 }
 
 // ---- stream and event handles ---------------------------------------------------------------
@@ -102,6 +183,16 @@ struct CUevent_st {
 };
 
 extern "C" {
+
+void cuda_emu_device_begin(void) {
+  std::lock_guard<std::mutex> l(arena_lock);
+  if (arena.open++ == 0 && arena.base) mprotect(arena.base, arena.bytes, PROT_READ | PROT_WRITE);
+}
+
+void cuda_emu_device_end(void) {
+  std::lock_guard<std::mutex> l(arena_lock);
+  if (--arena.open == 0 && arena.base) mprotect(arena.base, arena.bytes, PROT_NONE);
+}
 
 cudaError_t cudaGetDeviceCount(int *count) {
   *count = device_count();
@@ -163,7 +254,7 @@ cudaError_t cudaMalloc(void **ptr, size_t size) {
   std::lock_guard<std::mutex> l(memory_lock);
   *ptr = nullptr;
   if (device_bytes + size > memory_total()) return fail(cudaErrorMemoryAllocation);
-  void *p = aligned_block(size);
+  void *p = device_block(size);
   if (!p) return fail(cudaErrorMemoryAllocation);
   device_blocks[p] = size;
   device_bytes += size;
@@ -177,8 +268,8 @@ cudaError_t cudaFree(void *ptr) {
   auto it = device_blocks.find(ptr);
   if (it == device_blocks.end()) return fail(cudaErrorInvalidValue);
   device_bytes -= it->second;
+  release_device_block(ptr, it->second);
   device_blocks.erase(it);
-  free(ptr);
   return cudaSuccess;
 }
 
@@ -194,6 +285,7 @@ cudaError_t cudaFreeHost(void *ptr) {
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, cudaMemcpyKind kind) {
   if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) return fail(cudaErrorInvalidValue);
+  cuda_emu_device_scope device;
   if (count) memmove(dst, src, count);
   return cudaSuccess;
 }
@@ -205,6 +297,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, cudaMemcpy
 }
 
 cudaError_t cudaMemset(void *dst, int value, size_t count) {
+  cuda_emu_device_scope device;
   if (count) memset(dst, value, count);
   return cudaSuccess;
 }

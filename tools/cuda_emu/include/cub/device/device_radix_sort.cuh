@@ -1,7 +1,7 @@
 // cub/device/device_radix_sort.cuh (CUDA emulation) - cub::DeviceRadixSort::SortPairs, the
 // pointer form shardtrain's embedding backward uses: a stable ascending sort of (key, value)
 // pairs by the key bits [begin_bit, end_bit), run to completion on the calling thread (device
-// memory is host memory).
+// memory is host memory, opened to it as to the emulated device's other work).
 //
 // The usual two calls: with d_temp_storage NULL only temp_storage_bytes is set (a size that
 // grows with num_items); otherwise temp storage smaller than that is refused with
@@ -64,6 +64,7 @@ struct DeviceRadixSort {
       }
     }
 
+    cuda_emu_device_scope device;
     // The pairs through the temp storage (unaligned there: copied with memcpy).
     char *temp_keys = static_cast<char *>(d_temp_storage);
     char *temp_values = temp_keys + keys_bytes;
