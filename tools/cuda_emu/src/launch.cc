@@ -5,15 +5,16 @@
 // fibers, each on a stack of its own (CUDA_EMU_STACK_KIB, default 256, with a guard page),
 // switched by a few instructions of x86-64 assembly (ucontext's swapcontext makes a system call
 // each time; a block switches hundreds of thousands of times) and only at barriers: a fiber runs
-// until it waits at __syncthreads or __syncwarp (a shuffle is two warp barriers around an
-// exchange slot) or returns. A warp barrier opens when every lane of the warp that has not
-// returned waits at it, the block barrier when every thread that has not returned does, as CUDA's
-// barriers count exited threads as arrived. Which ready fiber runs next is drawn from a generator
-// seeded by CUDA_EMU_SEED (default 1): a kernel that reads another thread's write without a
-// barrier between them shows under some seeds, and one seed always gives the same result.
-// Barriers that can never open (thread 0 at __syncthreads, the rest of its warp at __syncwarp)
-// abort with the kernel's name and every thread's state. CUDA_EMU_PROFILE=1 prints each kernel's
-// launches, blocks and seconds at exit.
+// until it waits at __syncthreads or __syncwarp (a shuffle is a warp barrier between writing and
+// reading an exchange slot, two slots a thread used in turn) or returns, then switches straight
+// to the next fiber (the launching thread's stack gets control back when none is ready). A warp
+// barrier opens when every lane of the warp that has not returned waits at it, the block barrier
+// when every thread that has not returned does, as CUDA's barriers count exited threads as arrived.
+// Which ready fiber runs next is drawn from a generator seeded by CUDA_EMU_SEED (default 1): a
+// kernel that reads another thread's write without a barrier between them shows under some seeds,
+// and one seed always gives the same result. Barriers that can never open (thread 0 at
+// __syncthreads, the rest of its warp at __syncwarp) abort with the kernel's name and every
+// thread's state. CUDA_EMU_PROFILE=1 prints each kernel's launches, blocks and seconds at exit.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,11 +78,12 @@ struct Launch {
   unsigned threads;
   const std::function<void()> *body;
   std::vector<Fiber> fibers;
-  std::vector<uint64_t> slots;     // the warp exchange: one per thread
-  int any[2];                      // __syncthreads_or, alternating between calls
-  std::vector<unsigned> calls_or;  // each thread's count of its __syncthreads_or calls
+  std::vector<uint64_t> slots;      // the warp exchange: two per thread, used in turn
+  std::vector<unsigned> exchanges;  // each thread's count of its exchanges
+  int any[2];                       // __syncthreads_or, alternating between calls
+  std::vector<unsigned> calls_or;   // each thread's count of its __syncthreads_or calls
   unsigned running;
-  void *scheduler;  // the launching thread's stack pointer while a fiber runs
+  void *scheduler;  // the launching thread's stack pointer while fibers run
   // The scheduler's books: the fibers free to run, and how many of each warp (and of the block)
   // wait at its barrier or have returned.
   std::vector<unsigned> ready;
@@ -128,13 +130,14 @@ cuda_emu_switch:
 namespace {
 
 void arrive(Launch *l, unsigned rank, State state);
+void switch_from(Launch *l, unsigned rank);
 
 [[noreturn]] void fiber_entry() {
   Launch *l = current;
   (*l->body)();
   const unsigned rank = l->running;
   arrive(l, rank, State::kDone);
-  cuda_emu_switch(&l->fibers[rank].sp, l->scheduler);
+  switch_from(l, rank);
   abort();  // a returned fiber is never resumed
 }
 
@@ -152,19 +155,49 @@ void *fiber_stack_start(const Stack &s, unsigned color) {
   return sp;
 }
 
+uint64_t next_random(uint64_t *state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// A ready fiber drawn at random and taken off the ready list; -1 when none is ready.
+int take_ready(Launch *l) {
+  if (l->ready.empty()) return -1;
+  const uint64_t draw = next_random(&l->order);
+  const size_t pick = (size_t)(((unsigned __int128)draw * l->ready.size()) >> 64);
+  const unsigned t = l->ready[pick];
+  l->ready[pick] = l->ready.back();
+  l->ready.pop_back();
+  return (int)t;
+}
+
+void make_running(Launch *l, unsigned rank) {
+  l->running = rank;
+  threadIdx =
+      uint3{rank % l->block.x, rank / l->block.x % l->block.y, rank / (l->block.x * l->block.y)};
+}
+
+// The running fiber `rank` (parked or returned) hands over to the next ready fiber, or to the
+// launching thread when none is ready; if it is itself the one drawn, it runs on.
+void switch_from(Launch *l, unsigned rank) {
+  const int next = take_ready(l);
+  if (next == (int)rank) return;
+  void *to = l->scheduler;
+  if (next >= 0) {
+    make_running(l, (unsigned)next);
+    to = l->fibers[next].sp;
+  }
+  cuda_emu_switch(&l->fibers[rank].sp, to);
+}
+
 // Parks the running fiber at a barrier until the barrier opens.
 void park(State state) {
   Launch *l = current;
   const unsigned rank = l->running;
   arrive(l, rank, state);
-  cuda_emu_switch(&l->fibers[rank].sp, l->scheduler);
-}
-
-void enter(Launch *l, unsigned rank) {
-  l->running = rank;
-  threadIdx =
-      uint3{rank % l->block.x, rank / l->block.x % l->block.y, rank / (l->block.x * l->block.y)};
-  cuda_emu_switch(&l->scheduler, l->fibers[rank].sp);
+  switch_from(l, rank);
 }
 
 const char *state_name(State s) {
@@ -216,13 +249,6 @@ void arrive(Launch *l, unsigned rank, State state) {
   }
 }
 
-uint64_t next_random(uint64_t *state) {
-  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 void run_block(Launch *l) {
   l->ready.clear();
   for (unsigned t = 0; t < l->threads; t++) {
@@ -235,13 +261,11 @@ void run_block(Launch *l) {
   l->block_waiting = l->done = 0;
   l->any[0] = l->any[1] = 0;
   std::fill(l->calls_or.begin(), l->calls_or.end(), 0u);
-  while (!l->ready.empty()) {
-    const size_t pick = next_random(&l->order) % l->ready.size();
-    const unsigned t = l->ready[pick];
-    l->ready[pick] = l->ready.back();
-    l->ready.pop_back();
-    enter(l, t);
-  }
+  std::fill(l->exchanges.begin(), l->exchanges.end(), 0u);
+  // Every fiber starts ready; control comes back here when none is.
+  const unsigned first = (unsigned)take_ready(l);
+  make_running(l, first);
+  cuda_emu_switch(&l->scheduler, l->fibers[first].sp);
   if (l->done != l->threads) deadlock(l);
 }
 
@@ -309,11 +333,12 @@ void __syncwarp(unsigned mask) {
 uint64_t cuda_emu_exchange(uint64_t value, unsigned lane) {
   Launch *l = current;
   const unsigned rank = cuda_emu_thread_rank(), from = rank / 32 * 32 + lane;
-  l->slots[rank] = value;
+  // Slot `parity` of a thread is written again two exchanges later, after the warp barrier of the
+  // next one, which every lane reaches only once it has read this one.
+  const size_t parity = l->exchanges[rank]++ % 2;
+  l->slots[2 * rank + parity] = value;
   park(State::kAtWarp);
-  const uint64_t out = from < l->threads ? l->slots[from] : value;
-  park(State::kAtWarp);
-  return out;
+  return from < l->threads ? l->slots[2 * from + parity] : value;
 }
 
 void cuda_emu_launch(const char *name, dim3 grid, dim3 block, size_t shared_bytes,
@@ -331,7 +356,8 @@ void cuda_emu_launch(const char *name, dim3 grid, dim3 block, size_t shared_byte
   l.threads = block.x * block.y * block.z;
   l.body = &body;
   l.fibers.resize(l.threads);
-  l.slots.resize(l.threads);
+  l.slots.resize(2 * (size_t)l.threads);
+  l.exchanges.resize(l.threads);
   l.calls_or.resize(l.threads);
   l.warp_waiting.resize((l.threads + 31) / 32);
   l.warp_done.resize((l.threads + 31) / 32);
