@@ -337,6 +337,10 @@ static st_status train(train_run *r) {
   mem_stats mem;
   uint64_t setup_bytes[COMM_OP_COUNT]; /* --save-init's export: not part of step 0 */
   step_comm_bytes(r->mesh, setup_bytes);
+  /* The steps' memory, which the planner predicts: set-up's one-off host buffers (the initial
+   * values of the largest parameter and their conversion, an import's or a resumed
+   * checkpoint's staging, --save-init's export) are freed by now and not counted. */
+  mem_reset_peak();
   const int end = train_options_end(r->o);
   if (r->first_step >= end && end > 0 && is_writer(r)) {
     st_log(ST_LOG_INFO, "the checkpoint is at step %d: the %d steps of this run are done already",

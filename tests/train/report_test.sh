@@ -8,6 +8,9 @@
 #   - the final summary: tokens, the mean tok/s of steps 2-10 (recomputed from the metrics),
 #     the best val loss and its step, peak memory, the export and metrics paths;
 #   - --quiet prints nothing at all and changes nothing else (same metrics, export written);
+#   - with a GPT-2-sized vocabulary (50257: set-up's host scratch for the initial values of the
+#     largest parameter, wte, and --save-init's export are a tenth of the run), the steps'
+#     peak per memory category and the peak line are the start-up prediction within 3%;
 #   - --beta1 0.9 --beta2 0.95 --eps 1e-8 reproduce the default run bit for bit; changing a beta
 #     leaves the losses of steps 0 and 1 as they were (AdamW's first, bias-corrected update is
 #     g / (|g| + eps), whatever the betas) and changes step 2's; changing eps changes step 1's.
@@ -27,6 +30,7 @@ run defaults 1 --beta1 0.9 --beta2 0.95 --eps 1e-8
 run beta1 1 --beta1 0.5
 run beta2 1 --beta2 0.999
 run eps 1 --eps 1e-3
+run wide 1 --steps 2 --vocab 50257 --micro-batch 2 --save-init "$work/wide_init.safetensors"
 
 python3 - "$work" <<'PY'
 import json, os, re, sys
@@ -129,6 +133,23 @@ one(lines, r"  cpu memory: .*, shared by 2 ranks on this host; predicted use .*"
 one(lines, r"done: 10 steps .*", "two ranks: done")
 if sum(line.startswith("step ") for line in lines) != 10:
     fail.append("two ranks: not 10 step lines")
+
+# The steps' memory is the prediction, set-up's one-off buffers left out.
+UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+lines = log("wide")
+m = one(lines, r"  memory per rank, predicted: (.*), total ([\d.]+) ([KMG]?i?B)", "wide: predicted")
+if m:
+    predicted = {k: float(v) * UNITS[u] for k, v, u in re.findall(r"(\w+) ([\d.]+) ([KMG]?i?B)", m[1])}
+    measured = metrics("wide")[-1]["mem"]
+    for k, v in measured.items():
+        if abs(v - predicted.get(k, 0)) > 0.03 * max(v, predicted.get(k, 0)):
+            fail.append(f"wide: {k} peak {v} bytes, predicted {predicted.get(k, 0):.0f}")
+    peak = one(lines, r"peak memory per rank ([\d.]+) ([KMG]iB) \(predicted ([\d.]+) ([KMG]iB)\)",
+               "wide: peak memory")
+    if peak:
+        got, want = float(peak[1]) * UNITS[peak[2]], float(peak[3]) * UNITS[peak[4]]
+        if abs(got - want) > 0.03 * want:
+            fail.append(f"wide: peak memory {peak[1]} {peak[2]}, predicted {peak[3]} {peak[4]}")
 
 # The optimizer flags reach AdamW.
 base = [r["loss"] for r in metrics("base")]
