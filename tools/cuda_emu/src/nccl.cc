@@ -231,6 +231,20 @@ ncclResult_t check_call(const void *send, const void *recv, size_t count, ncclDa
   return ncclSuccess;
 }
 
+// A collective in rounds of at most `per_round` elements of `count`: stage(off, n) fills this
+// rank's slot, every rank waits, take(off, n) builds this rank's part of the result from the
+// slots, every rank waits (so the next round may fill the slots again).
+template <class Stage, class Take>
+void in_rounds(ncclComm *c, size_t count, size_t per_round, Stage stage, Take take) {
+  for (size_t off = 0; off < count; off += per_round) {
+    const size_t n = std::min(per_round, count - off);
+    stage(off, n);
+    wait_all(c);
+    take(off, n);
+    wait_all(c);
+  }
+}
+
 // FNV-1a of `text`, naming a split's segment from its parent's name and the split.
 uint64_t fnv1a(const std::string &text) {
   uint64_t h = 1469598103934665603ull;
@@ -328,25 +342,24 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
   return ncclSuccess;
 }
 
-// recv[k * sendcount + i] = rank k's send[i], in rounds of one slot of elements.
+// recv[k * sendcount + i] = rank k's send[i].
 ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   (void)stream;
   const ncclResult_t checked = check_call(sendbuff, recvbuff, sendcount, datatype, comm);
   if (checked != ncclSuccess) return checked;
   cuda_emu_device_scope device;
-  const size_t es = type_bytes(datatype), per_round = comm->slot_bytes / es;
+  const size_t es = type_bytes(datatype);
   const char *send = static_cast<const char *>(sendbuff);
   char *recv = static_cast<char *>(recvbuff);
-  for (size_t off = 0; off < sendcount; off += per_round) {
-    const size_t n = std::min(per_round, sendcount - off);
-    memcpy(slot_of(comm, comm->rank), send + off * es, n * es);
-    wait_all(comm);
-    for (int k = 0; k < comm->nranks; k++) {
-      memcpy(recv + ((size_t)k * sendcount + off) * es, slot_of(comm, k), n * es);
-    }
-    wait_all(comm);
-  }
+  in_rounds(
+      comm, sendcount, comm->slot_bytes / es,
+      [&](size_t off, size_t n) { memcpy(slot_of(comm, comm->rank), send + off * es, n * es); },
+      [&](size_t off, size_t n) {
+        for (int k = 0; k < comm->nranks; k++) {
+          memcpy(recv + ((size_t)k * sendcount + off) * es, slot_of(comm, k), n * es);
+        }
+      });
   return ncclSuccess;
 }
 
@@ -358,22 +371,22 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recv
   (void)stream;
   const ncclResult_t checked = check_call(sendbuff, recvbuff, recvcount, datatype, comm);
   if (checked != ncclSuccess) return checked;
-  cuda_emu_device_scope device;
   if (!op_valid(op)) return ncclInvalidArgument;
+  cuda_emu_device_scope device;
   const size_t es = type_bytes(datatype);
-  const size_t per_round = comm->slot_bytes / (es * (size_t)comm->nranks);
   const char *send = static_cast<const char *>(sendbuff);
   char *recv = static_cast<char *>(recvbuff);
-  for (size_t off = 0; off < recvcount; off += per_round) {
-    const size_t n = std::min(per_round, recvcount - off);
-    char *mine = slot_of(comm, comm->rank);
-    for (int j = 0; j < comm->nranks; j++) {
-      memcpy(mine + (size_t)j * n * es, send + ((size_t)j * recvcount + off) * es, n * es);
-    }
-    wait_all(comm);
-    reduce_slots(comm, (size_t)comm->rank * n * es, n, datatype, op, recv + off * es);
-    wait_all(comm);
-  }
+  in_rounds(
+      comm, recvcount, comm->slot_bytes / (es * (size_t)comm->nranks),
+      [&](size_t off, size_t n) {
+        char *mine = slot_of(comm, comm->rank);
+        for (int j = 0; j < comm->nranks; j++) {
+          memcpy(mine + (size_t)j * n * es, send + ((size_t)j * recvcount + off) * es, n * es);
+        }
+      },
+      [&](size_t off, size_t n) {
+        reduce_slots(comm, (size_t)comm->rank * n * es, n, datatype, op, recv + off * es);
+      });
   return ncclSuccess;
 }
 
@@ -383,18 +396,15 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
   (void)stream;
   const ncclResult_t checked = check_call(sendbuff, recvbuff, count, datatype, comm);
   if (checked != ncclSuccess) return checked;
-  cuda_emu_device_scope device;
   if (!op_valid(op)) return ncclInvalidArgument;
-  const size_t es = type_bytes(datatype), per_round = comm->slot_bytes / es;
+  cuda_emu_device_scope device;
+  const size_t es = type_bytes(datatype);
   const char *send = static_cast<const char *>(sendbuff);
   char *recv = static_cast<char *>(recvbuff);
-  for (size_t off = 0; off < count; off += per_round) {
-    const size_t n = std::min(per_round, count - off);
-    memcpy(slot_of(comm, comm->rank), send + off * es, n * es);
-    wait_all(comm);
-    reduce_slots(comm, 0, n, datatype, op, recv + off * es);
-    wait_all(comm);
-  }
+  in_rounds(
+      comm, count, comm->slot_bytes / es,
+      [&](size_t off, size_t n) { memcpy(slot_of(comm, comm->rank), send + off * es, n * es); },
+      [&](size_t off, size_t n) { reduce_slots(comm, 0, n, datatype, op, recv + off * es); });
   return ncclSuccess;
 }
 
@@ -408,14 +418,16 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
       check_call(sends ? sendbuff : recvbuff, recvbuff, count, datatype, comm);
   if (checked != ncclSuccess) return checked;
   cuda_emu_device_scope device;
-  const size_t es = type_bytes(datatype), per_round = comm->slot_bytes / es;
-  for (size_t off = 0; off < count; off += per_round) {
-    const size_t n = std::min(per_round, count - off);
-    if (sends) memcpy(slot_of(comm, root), static_cast<const char *>(sendbuff) + off * es, n * es);
-    wait_all(comm);
-    memcpy(static_cast<char *>(recvbuff) + off * es, slot_of(comm, root), n * es);
-    wait_all(comm);
-  }
+  const size_t es = type_bytes(datatype);
+  in_rounds(
+      comm, count, comm->slot_bytes / es,
+      [&](size_t off, size_t n) {
+        if (!sends) return;
+        memcpy(slot_of(comm, root), static_cast<const char *>(sendbuff) + off * es, n * es);
+      },
+      [&](size_t off, size_t n) {
+        memcpy(static_cast<char *>(recvbuff) + off * es, slot_of(comm, root), n * es);
+      });
   return ncclSuccess;
 }
 
