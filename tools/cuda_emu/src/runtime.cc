@@ -59,6 +59,8 @@ void *aligned_block(size_t size) {
 
 extern "C" void __asan_init(void) __attribute__((weak));  // defined when ASan is linked in
 
+bool under_asan() { return &__asan_init != nullptr; }
+
 // The range device blocks are cut from, in pages, each block's address used once: 64 times
 // the device's memory of addresses (none of it committed until written). `open` counts the
 // device work under way; the range is readable and writable only while it is above 0.
@@ -113,7 +115,7 @@ bool arena_reserve() {
 // A block of `size` bytes: from the arena, or from the heap under ASan. Called under
 // memory_lock.
 void *device_block(size_t size) {
-  if (&__asan_init) return aligned_block(size);
+  if (under_asan()) return aligned_block(size);
   if (!arena.base && !arena_reserve()) return nullptr;
   const size_t pages = (size ? size + kPage - 1 : kPage) / kPage * kPage;
   if (pages > arena.bytes - arena.used) return nullptr;
@@ -124,7 +126,7 @@ void *device_block(size_t size) {
 
 // Returns a block's pages to the system (its addresses are not given out again).
 void release_device_block(void *p, size_t size) {
-  if (&__asan_init) {
+  if (under_asan()) {
     free(p);
     return;
   }
@@ -141,32 +143,34 @@ void hold(const void *handle) {
   live_handles.insert(handle);
 }
 
-// Stops the process unless `handle` (a `kind`) is live; `call` names what used it.
-void require_live(const void *handle, const char *kind, const char *call) {
-  std::lock_guard<std::mutex> l(handle_lock);
-  if (live_handles.count(handle)) return;
-  fprintf(stderr, "cuda_emu: %s on a %s that was destroyed or never created\n", call, kind);
+[[noreturn]] void dead_handle(const char *kind, const char *call, const char *subject) {
+  fprintf(stderr, "cuda_emu: %s%s on a %s that was destroyed or never created\n", call, subject,
+          kind);
   abort();
 }
 
-void forget(const void *handle, const char *kind, const char *call) {
-  require_live(handle, kind, call);
+// Stops the process unless `handle` (a `kind`) is live; `call` and `subject` name what used it.
+void require_live(const void *handle, const char *kind, const char *call,
+                  const char *subject = "") {
   std::lock_guard<std::mutex> l(handle_lock);
-  live_handles.erase(handle);
+  if (!live_handles.count(handle)) dead_handle(kind, call, subject);
+}
+
+void forget(const void *handle, const char *kind, const char *call) {
+  std::lock_guard<std::mutex> l(handle_lock);
+  if (!live_handles.erase(handle)) dead_handle(kind, call, "");
 }
 
 // A stream argument: NULL (the legacy default stream) or live.
-void require_stream(cudaStream_t stream, const char *call) {
-  if (stream) require_live(stream, "stream", call);
+void require_stream(cudaStream_t stream, const char *call, const char *subject = "") {
+  if (stream) require_live(stream, "stream", call, subject);
 }
 
 }  // namespace
 
 // A kernel launch's stream (launch.cc).
 void cuda_emu_check_stream(cudaStream_t stream, const char *kernel) {
-  char call[160];
-  snprintf(call, sizeof call, "the launch of %s", kernel);
-  require_stream(stream, call);
+  require_stream(stream, "the launch of ", kernel);
 }
 
 // A launch's configuration error (launch.cc), returned by the next cudaGetLastError.
