@@ -126,6 +126,9 @@ static st_status cuda_event_sync(void *event) {
 static st_status cuda_event_query(void *event, int *done) {
   cudaError_t err = cudaEventQuery((cudaEvent_t)event);
   if (err == cudaErrorNotReady) {
+    /* The runtime keeps "not ready" as the thread's last error, where the next launch's
+     * cudaGetLastError would report it as that launch's failure. */
+    (void)cudaGetLastError();
     *done = 0;
     return ST_OK;
   }

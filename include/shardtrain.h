@@ -75,8 +75,9 @@ typedef struct st_mesh_config {
                               ST_NCCL_MAX_CTAS_LIMIT; 0: ST_NCCL_MAX_CTAS_DEFAULT */
 } st_mesh_config;
 
-/* NCCL's own bound on the thread blocks of a collective, and the mesh's default: half of it, so
- * that collectives overlapping compute leave the compute most of the SMs. */
+/* The most thread blocks a collective may take here (NCCL's own ceiling is higher: 64 channels in
+ * NCCL 2.28), and the mesh's default: half of it, so that collectives overlapping compute leave
+ * the compute most of the SMs. */
 #define ST_NCCL_MAX_CTAS_LIMIT 32
 #define ST_NCCL_MAX_CTAS_DEFAULT 16
 

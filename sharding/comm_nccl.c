@@ -33,6 +33,9 @@ typedef struct nccl_ctx {
   st_device dev;
   st_stream stream;
   float *barrier_word; /* device scratch for the barrier all-reduce */
+  int failed; /* a set-up call, an enqueue or the communicator itself reported an error: it is
+                 aborted, not destroyed (ncclCommDestroy refuses an errored communicator and
+                 would leave its kernels waiting for peers that will never come) */
 } nccl_ctx;
 
 typedef struct nccl_work {
@@ -60,15 +63,6 @@ static const st_stream *order_of(const nccl_ctx *ctx, const st_stream *stream) {
 }
 
 static cudaStream_t cuda_of(const st_stream *stream) { return (cudaStream_t)stream->handle; }
-
-/* Records the completion event after the collective just enqueued on `stream`. */
-static st_status mark_enqueued(nccl_ctx *ctx, const st_stream *stream, comm_work *work) {
-  nccl_work *w = (nccl_work *)work->backend_state;
-  ST_CHECK(event_create(&ctx->dev, &w->done));
-  st_status status = event_record(&w->done, stream);
-  if (status != ST_OK) event_destroy(&w->done);
-  return status;
-}
 
 /* The collectives NCCL enqueues for this backend. */
 typedef enum nccl_call {
@@ -103,7 +97,9 @@ static ncclResult_t call_nccl(nccl_ctx *ctx, nccl_call call, const nccl_args *a,
   }
 }
 
-/* Enqueues one collective on `stream` and records its completion event. NCCL connects a
+/* Enqueues one collective on `stream` and records its completion event (created first: once NCCL
+ * has the collective, failing would leave it running on buffers the caller takes back). NCCL
+ * connects a
  * communicator's ranks on first use, inside the enqueuing call (NCCL_RUNTIME_CONNECT), which
  * then waits for every peer: a peer that never comes would hold this rank there, where the
  * communicator's own timeout (comm_wait) cannot see it, so the call runs under a deadline of
@@ -112,14 +108,21 @@ static st_status enqueue(nccl_ctx *ctx, nccl_call call, const nccl_args *args,
                          const st_stream *stream, comm_work *work) {
   char what[96];
   snprintf(what, sizeof what, "%s on group %s", call_names[call], ctx->group_name);
+  nccl_work *w = (nccl_work *)work->backend_state;
+  ST_CHECK(event_create(&ctx->dev, &w->done));
   deadline d;
-  ST_CHECK(deadline_arm(&d, ctx->timeout_s, what));
-  const ncclResult_t rc = call_nccl(ctx, call, args, cuda_of(stream));
-  deadline_disarm(&d);
-  if (rc != ncclSuccess) {
-    return st_error(ST_ERR_NCCL, "%s failed: %s", what, ncclGetErrorString(rc));
+  st_status status = deadline_arm(&d, ctx->timeout_s, what);
+  if (status == ST_OK) {
+    const ncclResult_t rc = call_nccl(ctx, call, args, cuda_of(stream));
+    deadline_disarm(&d);
+    if (rc != ncclSuccess) {
+      ctx->failed = 1;
+      status = st_error(ST_ERR_NCCL, "%s failed: %s", what, ncclGetErrorString(rc));
+    }
   }
-  return mark_enqueued(ctx, stream, work);
+  if (status == ST_OK) status = event_record(&w->done, stream);
+  if (status != ST_OK) event_destroy(&w->done);
+  return status;
 }
 
 static st_status nccl_all_gather(void *vctx, const void *send, void *recv, size_t count,
@@ -169,6 +172,7 @@ static st_status nccl_test(void *vctx, comm_work *work, int *done) {
   ncclResult_t async_err = ncclSuccess;
   ncclResult_t rc = ncclCommGetAsyncError(ctx->comm, &async_err);
   if (rc != ncclSuccess || async_err != ncclSuccess) {
+    ctx->failed = 1;
     event_destroy(&w->done); /* the work ends here: nobody will test it again */
     NCCL_CHECK(rc);
     NCCL_CHECK(async_err);
@@ -192,7 +196,17 @@ static void nccl_abort(void *vctx) {
 static void nccl_destroy(void *vctx) {
   nccl_ctx *ctx = vctx;
   if (!ctx) return;
-  if (ctx->comm) ncclCommDestroy(ctx->comm);
+  if (ctx->comm) {
+    ncclResult_t async_err = ncclSuccess;
+    if (ncclCommGetAsyncError(ctx->comm, &async_err) != ncclSuccess || async_err != ncclSuccess) {
+      ctx->failed = 1;
+    }
+    if (ctx->failed) {
+      ncclCommAbort(ctx->comm);
+    } else {
+      ncclCommDestroy(ctx->comm);
+    }
+  }
   mem_free(ctx->barrier_word);
   stream_destroy(&ctx->stream);
   if (ctx->mpi_comm != MPI_COMM_NULL) MPI_Comm_free(&ctx->mpi_comm);
@@ -218,18 +232,22 @@ static const comm_backend nccl_backend = {
 /* The context's own stream and barrier word; the NCCL communicator comes after. */
 static st_status init_resources(nccl_ctx *ctx, const st_device *dev) {
   ctx->dev = *dev;
+  ST_CHECK(device_bind(dev)); /* the stream and NCCL's set-up take the thread's current GPU */
   ST_CHECK(stream_create(dev, &ctx->stream));
   ST_CHECK(mem_alloc((void **)&ctx->barrier_word, sizeof(float), MEM_DEVICE, MEM_COMM, dev));
   return stream_memset(&ctx->stream, ctx->barrier_word, 0, sizeof(float));
 }
 
-/* The configuration every communicator is created with. maxCTAs bounds the thread blocks (one
- * per channel, each on an SM) a collective launches: NCCL's default, 32, lets the stream-ordered
- * collectives that overlap the matmuls take a quarter of an H100's 132 SMs from them, per
- * communicator. minCTAs stays NCCL's 1 and cgaClusterSize NCCL's default (4 on sm_90): nothing
- * measured yet says another is better. */
+/* The configuration every communicator is created with. Blocking: every call returns finished
+ * (never ncclInProgress; setup_result names NCCL_COMM_BLOCKING=0, which overrides it). maxCTAs
+ * bounds the thread blocks (one per channel, each on an SM) a collective launches: NCCL's
+ * default (up to 64 channels in 2.28) would let the stream-ordered collectives that overlap the
+ * matmuls take a large share of an H100's 132 SMs from them, per communicator. minCTAs stays
+ * NCCL's 1 and cgaClusterSize NCCL's default (4 on sm_90): nothing measured yet says another is
+ * better. */
 static ncclConfig_t config_of(const nccl_ctx *ctx) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 1;
   config.minCTAs = 1;
   config.maxCTAs = ctx->max_ctas;
   return config;
@@ -281,9 +299,16 @@ static st_status arm_and_agree(const nccl_ctx *ctx, st_status mine, const char *
   return agreed;
 }
 
-/* The status of a finished set-up call, naming it. */
-static st_status setup_result(ncclResult_t result, const char *call) {
+/* The status of a finished set-up call of `ctx`, naming it; a failure marks the context failed. */
+static st_status setup_result(nccl_ctx *ctx, ncclResult_t result, const char *call) {
   if (result == ncclSuccess) return ST_OK;
+  ctx->failed = 1;
+  if (result == ncclInProgress) {
+    return st_error(ST_ERR_NCCL,
+                    "%s returned before finishing (ncclInProgress): NCCL_COMM_BLOCKING=0 (in the "
+                    "environment or an NCCL configuration file) is not supported; unset it",
+                    call);
+  }
   return st_error(ST_ERR_NCCL, "%s failed: %s", call, ncclGetErrorString(result));
 }
 
@@ -291,7 +316,7 @@ static st_status setup_result(ncclResult_t result, const char *call) {
 static st_status make_comm(nccl_ctx *ctx, ncclUniqueId *id) {
   MPI_CHECK(MPI_Bcast(id, sizeof *id, MPI_BYTE, 0, ctx->mpi_comm));
   ncclConfig_t config = config_of(ctx);
-  return setup_result(ncclCommInitRankConfig(&ctx->comm, ctx->size, *id, ctx->rank, &config),
+  return setup_result(ctx, ncclCommInitRankConfig(&ctx->comm, ctx->size, *id, ctx->rank, &config),
                       "ncclCommInitRankConfig");
 }
 
@@ -314,7 +339,7 @@ static st_status dup_ctx(nccl_ctx *dup, const nccl_ctx *ctx) {
   ncclConfig_t config = config_of(dup);
   const ncclResult_t made = ncclCommSplit(ctx->comm, 0, ctx->rank, &dup->comm, &config);
   deadline_disarm(&d);
-  return setup_result(made, "ncclCommSplit");
+  return setup_result(dup, made, "ncclCommSplit");
 }
 
 /* A context with nothing to release yet (its MPI communicator is the only field whose empty

@@ -1,8 +1,9 @@
 /* comm_nccl.h - the NCCL collective backend: one NCCL communicator per group, bootstrapped by
  * broadcasting the unique id over the group's MPI communicator (a duplicate: ncclCommSplit).
  * Collectives run on the stream they are ordered on, else the comm's own CUDA stream; completion
- * is an event recorded after each one. Needs one GPU per rank (NCCL refuses two ranks on one
- * GPU); the mesh falls back to MPI otherwise. */
+ * is an event recorded after each one. Ranks that share a GPU need distinct NCCL_HOSTIDs (NCCL
+ * refuses two ranks of one host on one GPU); without them the mesh takes MPI (`auto`) or refuses
+ * (`nccl`), sharding/mesh.c. */
 #ifndef ST_SHARDING_COMM_NCCL_H
 #define ST_SHARDING_COMM_NCCL_H
 

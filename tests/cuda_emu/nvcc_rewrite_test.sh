@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # nvcc_rewrite_test.sh NVCC - the CUDA emulation's nvcc (tools/cuda_emu/nvcc): each
 # `kernel<<<...>>>(args)` becomes a cuda_emu_launch call with the kernel's name, its
-# configuration and a body calling the kernel, whatever the template arguments, line breaks and
+# configuration and a body that owns the arguments' values (evaluated at the launch, so that it
+# may run later) and calls the kernel with them, whatever the template arguments, line breaks and
 # macro continuations around it; the line count stays (compiler messages keep their lines);
 # text that only looks like a launch (a shift in an expression) is left alone; and a rewritten
 # file, launches inside a macro included, compiles with g++.
@@ -45,9 +46,14 @@ out = nvcc.rewrite(text, sys.argv[2])
 print("lines", int(out.count("\n") == text.count("\n")))
 print("no_launch_syntax", int("<<<" not in out and ">>>" not in out))
 print("shift_kept", int("(1 << 2)" in out))
-print("split", int('cuda_emu_launch("scale<float, 2>", 1, 32, 0, s, [&] { scale<float, 2>(x, n); })' in " ".join(out.replace("\\\n", " ").split())))
-print("macro", int('cuda_emu_launch("scale<float, 3>", (unsigned)((n) + 63) / 64, 64, 0, nullptr, [&] { scale<float, 3>(ptr, n); })' in " ".join(out.replace("\\\n", " ").split())))
-print("two_args", int('cuda_emu_launch("scale<float, 1>", 2, 64, [&] { scale<float, 1>(x, n); })' in out))
+def launch(callee, config, args):
+    return ('cuda_emu_launch("%s", %s, [cuda_emu_args = cuda_emu_arguments_of(&%s)(%s)] '
+            '{ std::apply(&%s, cuda_emu_args); })' % (callee, config, callee, args, callee))
+flat = " ".join(out.replace("\\\n", " ").split())
+print("split", int(launch("scale<float, 2>", "1, 32, 0, s", "x, n") in flat))
+macro_config = "(unsigned)((n) + 63) / 64, 64, 0, nullptr"
+print("macro", int(launch("scale<float, 3>", macro_config, "ptr, n") in flat))
+print("two_args", int(launch("scale<float, 1>", "2, 64", "x, n") in out))
 PY
 while read -r name value; do check "$name" "$value"; done < "$work/results"
 if "$nvcc" -O1 -c "$work/sample.cu" -o "$work/sample.o" 2> "$work/compile.log"; then

@@ -17,11 +17,11 @@ cp -r "$here/include/." "$out/include/"
 install -m 755 "$here/nvcc" "$out/bin/nvcc"
 objects=$(mktemp -d)
 trap 'rm -rf "$objects"' EXIT
-for part in runtime launch; do
+for part in runtime launch streams; do
   "$gxx" "${flags[@]}" -DCUDA_EMU_DEVICE=1 -c "$here/src/$part.cc" -o "$objects/$part.o"
 done
 rm -f "$out/lib64/libcudart_static.a"
-ar rcs "$out/lib64/libcudart_static.a" "$objects/runtime.o" "$objects/launch.o"
+ar rcs "$out/lib64/libcudart_static.a" "$objects/runtime.o" "$objects/launch.o" "$objects/streams.o"
 "$gxx" "${flags[@]}" -shared "$here/src/cublaslt.cc" -o "$out/lib64/libcublasLt.so"
 "$gxx" "${flags[@]}" -shared "$here/src/nccl.cc" -o "$out/lib64/libnccl.so"
 echo "cuda_emu: toolkit in $out"

@@ -5,7 +5,9 @@
 # the collectives and a unit's stream-ordered gather and reduction on 1 and 2 ranks, NCCL among
 # them). With CUDA_EMU_ASAN=1 everything, the kernels included, is built with AddressSanitizer
 # and UndefinedBehaviorSanitizer (--config=asan; its own output base): an access past the end of
-# a device buffer faults where the GPU would need compute-sanitizer to see it. What a pass means,
+# a device buffer faults where the GPU would need compute-sanitizer to see it. CUDA_EMU_ASYNC=1
+# (and CUDA_EMU_SEED) pass through to the tests: streams run asynchronously, each on a worker
+# thread, so a missing stream wait or a host read before a sync shows. What a pass means,
 # and what only a GPU can check: docs/BUILD.md, "The CUDA emulation".
 set -euo pipefail
 
@@ -27,5 +29,6 @@ if [ "${CUDA_EMU_ASAN:-0}" = 1 ]; then
     "--action_env=CUDA_EMU_CXXFLAGS=-fsanitize=address,undefined -fno-sanitize-recover=undefined")
 fi
 bazel "${build[@]}" test --repo_env=ST_CUDA_PATH="$toolkit" --symlink_prefix=/ \
-  --test_output=errors --test_timeout=3600 --test_env=OPS_VOCAB_EMULATED=1 "${flags[@]}" \
+  --test_output=errors --test_timeout=3600 --test_env=OPS_VOCAB_EMULATED=1 --test_env=CUDA_EMU_ASYNC \
+  --test_env=CUDA_EMU_SEED "${flags[@]}" \
   "${targets[@]}"

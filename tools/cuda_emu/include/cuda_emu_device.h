@@ -15,6 +15,8 @@
 #include <string.h>
 
 #include <functional>
+#include <tuple>
+#include <type_traits>
 
 #define __global__
 #define __device__
@@ -99,8 +101,21 @@ inline T __shfl_sync(unsigned mask, T value, int src_lane, int width = 32) {
                           (lane & ~(unsigned)(width - 1)) + ((unsigned)src_lane % (unsigned)width));
 }
 
-// Runs `body` as a grid of `grid` blocks of `block` threads, to completion; a configuration
-// CUDA would refuse sets the error cudaGetLastError returns. `name` is the launch's text.
+// A launch's arguments as the kernel's parameters: converted at the launch, as a call converts
+// them (NULL to a pointer, an int to a float), and kept in a tuple the launch's body owns:
+// cuda_emu_arguments_of(&kernel)(args...).
+template <typename... P>
+struct cuda_emu_arguments {
+  std::tuple<std::decay_t<P>...> operator()(std::decay_t<P>... args) const { return {args...}; }
+};
+template <typename... P>
+cuda_emu_arguments<P...> cuda_emu_arguments_of(void (*)(P...)) {
+  return {};
+}
+
+// Runs `body` as a grid of `grid` blocks of `block` threads on `stream` (cuda_emu_on_stream: at
+// once, or later under CUDA_EMU_ASYNC=1, so `body` owns its arguments); a configuration CUDA
+// would refuse sets the error cudaGetLastError returns. `name` is the launch's text.
 void cuda_emu_launch(const char *name, dim3 grid, dim3 block, size_t shared_bytes,
                      cudaStream_t stream, const std::function<void()> &body);
 inline void cuda_emu_launch(const char *name, dim3 grid, dim3 block, size_t shared_bytes,

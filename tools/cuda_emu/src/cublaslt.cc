@@ -1,7 +1,6 @@
 // cublaslt.cc - cuda_emu's cuBLASLt (include/cublasLt.h) on the CPU: descriptors are plain
 // structs, the heuristic validates the problem and answers one algorithm, and cublasLtMatmul is a
-// triple loop run synchronously on the calling thread (device memory is host memory; the stream
-// is ignored).
+// triple loop run on its stream (cuda_emu_on_stream: at once, or later under CUDA_EMU_ASYNC=1).
 //
 // Semantics follow NVIDIA's cuBLASLt documentation, column-major: D = epilogue(alpha op(A) op(B)
 // + beta C (+ bias)). Each dot product is accumulated in fp32 in k order from inputs converted
@@ -400,7 +399,6 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
                               void *workspace, size_t workspaceSizeInBytes, cudaStream_t stream) {
   (void)workspace;
   (void)workspaceSizeInBytes;  // the algorithm needs none
-  (void)stream;                // synchronous
   if (!lightHandle) return CUBLAS_STATUS_NOT_INITIALIZED;
   Problem p;
   const cublasStatus_t status = validate(computeDesc, Adesc, Bdesc, Cdesc, Ddesc, &p);
@@ -435,26 +433,31 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
       }
     }
   }
-  cuda_emu_device_scope device;  // alpha and beta were host memory (the default pointer mode)
-  const int32_t ab = p.ab_type, cd = p.cd_type;
+  // What the matmul reads of the host's (alpha, beta, the descriptors) is read now, at the call,
+  // as cuBLASLt reads it: the host may change the descriptors before the stream runs it.
+  const int32_t ab = p.ab_type, cd = p.cd_type, bias_type = p.bias_type;
   const int64_t lda = Adesc->ld, ldb = Bdesc->ld, ldc = Cdesc->ld, ldd = Ddesc->ld;
   const int64_t aux_ld = computeDesc->aux_ld;
-  for (int64_t j = 0; j < p.n; j++) {
-    for (int64_t i = 0; i < p.m; i++) {
-      float acc = 0.0f;
-      for (int64_t l = 0; l < p.k; l++) {
-        const float a = load(A, ab, p.ta ? l + i * lda : i + l * lda);  // op(A)[i, l]
-        const float b = load(B, ab, p.tb ? j + l * ldb : l + j * ldb);  // op(B)[l, j]
-        acc += a * b;
+  const void *bias = computeDesc->bias;
+  void *aux = computeDesc->aux;
+  cuda_emu_on_stream(stream, "cublasLtMatmul", [=] {
+    for (int64_t j = 0; j < p.n; j++) {
+      for (int64_t i = 0; i < p.m; i++) {
+        float acc = 0.0f;
+        for (int64_t l = 0; l < p.k; l++) {
+          const float a = load(A, ab, p.ta ? l + i * lda : i + l * lda);  // op(A)[i, l]
+          const float b = load(B, ab, p.tb ? j + l * ldb : l + j * ldb);  // op(B)[l, j]
+          acc += a * b;
+        }
+        float x = al * acc;
+        if (be != 0.0f) x += be * load(C, cd, i + j * ldc);
+        if (has_bias(epilogue)) x += load(bias, bias_type, i);
+        if (has_aux(epilogue)) store(aux, cd, i + j * aux_ld, x);
+        if (has_gelu(epilogue)) x = gelu(x);
+        store(D, cd, i + j * ldd, x);
       }
-      float x = al * acc;
-      if (be != 0.0f) x += be * load(C, cd, i + j * ldc);
-      if (has_bias(epilogue)) x += load(computeDesc->bias, p.bias_type, i);
-      if (has_aux(epilogue)) store(computeDesc->aux, cd, i + j * aux_ld, x);
-      if (has_gelu(epilogue)) x = gelu(x);
-      store(D, cd, i + j * ldd, x);
     }
-  }
+  });
   return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -1,18 +1,20 @@
 // launch.cc (CUDA emulation) - runs a kernel launch on the CPU: the launcher, the built-in
 // indices, the barriers and the warp exchange of include/cuda_emu_device.h.
 //
-// A launch runs its blocks one after another on the calling thread. A block's CUDA threads are
-// fibers, each on a stack of its own (CUDA_EMU_STACK_KIB, default 256, with a guard page),
-// switched by a few instructions of x86-64 assembly (ucontext's swapcontext makes a system call
-// each time; a block switches hundreds of thousands of times) and only at barriers: a fiber runs
-// until it waits at __syncthreads or __syncwarp (a shuffle is a warp barrier between writing and
-// reading an exchange slot, two slots a thread used in turn) or returns, then switches straight
-// to the next fiber (the launching thread's stack gets control back when none is ready). A warp
-// barrier opens when every lane of the warp that has not returned waits at it, the block barrier
-// when every thread that has not returned does, as CUDA's barriers count exited threads as arrived.
-// Which ready fiber runs next is drawn from a generator seeded by CUDA_EMU_SEED (default 1): a
-// kernel that reads another thread's write without a barrier between them shows under some seeds,
-// and one seed always gives the same result. Barriers that can never open (thread 0 at
+// A launch runs its blocks one after another on its stream (at once on the calling thread, or
+// later on the stream's worker under CUDA_EMU_ASYNC=1: streams.h), one launch at a time. A
+// block's CUDA threads are fibers, each on a stack of its own (CUDA_EMU_STACK_KIB, default 256,
+// with a guard page), switched by a few instructions of x86-64 assembly (ucontext's swapcontext
+// makes a system call each time; a block switches hundreds of thousands of times) and only at
+// barriers: a fiber runs until it waits at __syncthreads or __syncwarp (a shuffle is a warp barrier
+// between writing and reading an exchange slot, two slots a thread used in turn) or returns, then
+// switches straight to the next fiber (the launching thread's stack gets control back when none is
+// ready). A warp barrier opens when every lane of the warp that has not returned waits at it, the
+// block barrier when every thread that has not returned does, as CUDA's barriers count exited
+// threads as arrived. Which ready fiber runs next is drawn from a generator seeded by CUDA_EMU_SEED
+// (default 1): a kernel that reads another thread's write without a barrier between them shows
+// under some seeds, and one seed always gives the same result. Barriers that can never open (thread
+// 0 at
 // __syncthreads, the rest of its warp at __syncwarp) abort with the kernel's name and every
 // thread's state. CUDA_EMU_PROFILE=1 prints each kernel's launches, blocks and seconds at exit.
 #include <stdio.h>
@@ -341,15 +343,11 @@ uint64_t cuda_emu_exchange(uint64_t value, unsigned lane) {
   return from < l->threads ? l->slots[2 * from + parity] : value;
 }
 
-void cuda_emu_launch(const char *name, dim3 grid, dim3 block, size_t shared_bytes,
-                     cudaStream_t stream, const std::function<void()> &body) {
-  cuda_emu_check_stream(stream, name);
-  if (!valid_configuration(grid, block) || shared_bytes > 48 * 1024) {
-    cuda_emu_set_error(cudaErrorInvalidConfiguration);
-    return;
-  }
+namespace {
+
+// Runs a launch's blocks one after another, to completion (inside the device's bracket).
+void run_launch(const char *name, dim3 grid, dim3 block, const std::function<void()> &body) {
   std::lock_guard<std::mutex> serial(launch_lock);
-  cuda_emu_device_scope device;
   Launch l;
   l.name = name;
   l.block = block;
@@ -376,4 +374,18 @@ void cuda_emu_launch(const char *name, dim3 grid, dim3 block, size_t shared_byte
   current = nullptr;
   account(name, blocks,
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
+}  // namespace
+
+void cuda_emu_launch(const char *name, dim3 grid, dim3 block, size_t shared_bytes,
+                     cudaStream_t stream, const std::function<void()> &body) {
+  cuda_emu_check_stream(stream, name);
+  if (!valid_configuration(grid, block) || shared_bytes > 48 * 1024) {
+    cuda_emu_set_error(cudaErrorInvalidConfiguration);
+    return;
+  }
+  // `body` owns its arguments (nvcc evaluates them into it at the launch), so it may run later.
+  cuda_emu_on_stream(stream, name,
+                     [name, grid, block, body] { run_launch(name, grid, block, body); });
 }

@@ -1,8 +1,9 @@
 // nccl.cc (CUDA emulation) - libnccl.so (include/nccl.h) for communicators of any number of
 // ranks, each rank a process on this machine. A communicator is a POSIX shared-memory segment
 // named by its unique id: a header holding a process-shared barrier and the split table, then
-// one staging slot per rank. A collective runs at once on the calling thread (device memory is
-// host memory and every stream is synchronous in this emulation) in rounds: every rank copies
+// one staging slot per rank. A collective runs on its stream (at once on the calling thread, or
+// on the stream's worker under CUDA_EMU_ASYNC=1, where a communicator's collectives must be on
+// one stream, or ranks could run them in different orders) in rounds: every rank copies
 // its part of the round into its slot, all wait, every rank builds its part of the result from
 // the slots, all wait. Reductions combine the ranks in rank order and round to the data type
 // after each combination (as NCCL's ring keeps partial sums in the data type), so every rank
@@ -231,18 +232,23 @@ ncclResult_t check_call(const void *send, const void *recv, size_t count, ncclDa
   return ncclSuccess;
 }
 
-// A collective in rounds of at most `per_round` elements of `count`: stage(off, n) fills this
-// rank's slot, every rank waits, take(off, n) builds this rank's part of the result from the
-// slots, every rank waits (so the next round may fill the slots again).
+// The collective `call` on `stream` (cuda_emu_on_stream: at once, or later on the stream's
+// worker, so stage and take own what they use), in rounds of at most `per_round` elements of
+// `count`: stage(off, n) fills this rank's slot, every rank waits, take(off, n) builds this
+// rank's part of the result from the slots, every rank waits (so the next round may fill the
+// slots again).
 template <class Stage, class Take>
-void in_rounds(ncclComm *c, size_t count, size_t per_round, Stage stage, Take take) {
-  for (size_t off = 0; off < count; off += per_round) {
-    const size_t n = std::min(per_round, count - off);
-    stage(off, n);
-    wait_all(c);
-    take(off, n);
-    wait_all(c);
-  }
+void in_rounds(const char *call, cudaStream_t stream, ncclComm *c, size_t count, size_t per_round,
+               Stage stage, Take take) {
+  cuda_emu_on_stream(stream, call, [=] {
+    for (size_t off = 0; off < count; off += per_round) {
+      const size_t n = std::min(per_round, count - off);
+      stage(off, n);
+      wait_all(c);
+      take(off, n);
+      wait_all(c);
+    }
+  });
 }
 
 // FNV-1a of `text`, naming a split's segment from its parent's name and the split.
@@ -329,12 +335,19 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
   return attach(name, members, new_rank, config ? config : &comm->config, newcomm);
 }
 
+// Destroying waits for the collectives queued on streams (CUDA_EMU_ASYNC=1): they use the
+// communicator; aborting does not.
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
-  if (comm) detach(comm);  // NULL is accepted, as NCCL accepts it
+  if (!comm) return ncclSuccess;  // NULL is accepted, as NCCL accepts it
+  cudaDeviceSynchronize();
+  detach(comm);
   return ncclSuccess;
 }
 
-ncclResult_t ncclCommAbort(ncclComm_t comm) { return ncclCommDestroy(comm); }
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  if (comm) detach(comm);
+  return ncclSuccess;
+}
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
   if (!comm || !asyncError) return ncclInvalidArgument;
@@ -345,17 +358,15 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
 // recv[k * sendcount + i] = rank k's send[i].
 ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   const ncclResult_t checked = check_call(sendbuff, recvbuff, sendcount, datatype, comm);
   if (checked != ncclSuccess) return checked;
-  cuda_emu_device_scope device;
   const size_t es = type_bytes(datatype);
   const char *send = static_cast<const char *>(sendbuff);
   char *recv = static_cast<char *>(recvbuff);
   in_rounds(
-      comm, sendcount, comm->slot_bytes / es,
-      [&](size_t off, size_t n) { memcpy(slot_of(comm, comm->rank), send + off * es, n * es); },
-      [&](size_t off, size_t n) {
+      "ncclAllGather", stream, comm, sendcount, comm->slot_bytes / es,
+      [=](size_t off, size_t n) { memcpy(slot_of(comm, comm->rank), send + off * es, n * es); },
+      [=](size_t off, size_t n) {
         for (int k = 0; k < comm->nranks; k++) {
           memcpy(recv + ((size_t)k * sendcount + off) * es, slot_of(comm, k), n * es);
         }
@@ -368,23 +379,21 @@ ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcoun
 ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                cudaStream_t stream) {
-  (void)stream;
   const ncclResult_t checked = check_call(sendbuff, recvbuff, recvcount, datatype, comm);
   if (checked != ncclSuccess) return checked;
   if (!op_valid(op)) return ncclInvalidArgument;
-  cuda_emu_device_scope device;
   const size_t es = type_bytes(datatype);
   const char *send = static_cast<const char *>(sendbuff);
   char *recv = static_cast<char *>(recvbuff);
   in_rounds(
-      comm, recvcount, comm->slot_bytes / (es * (size_t)comm->nranks),
-      [&](size_t off, size_t n) {
+      "ncclReduceScatter", stream, comm, recvcount, comm->slot_bytes / (es * (size_t)comm->nranks),
+      [=](size_t off, size_t n) {
         char *mine = slot_of(comm, comm->rank);
         for (int j = 0; j < comm->nranks; j++) {
           memcpy(mine + (size_t)j * n * es, send + ((size_t)j * recvcount + off) * es, n * es);
         }
       },
-      [&](size_t off, size_t n) {
+      [=](size_t off, size_t n) {
         reduce_slots(comm, (size_t)comm->rank * n * es, n, datatype, op, recv + off * es);
       });
   return ncclSuccess;
@@ -393,39 +402,35 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recv
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                            cudaStream_t stream) {
-  (void)stream;
   const ncclResult_t checked = check_call(sendbuff, recvbuff, count, datatype, comm);
   if (checked != ncclSuccess) return checked;
   if (!op_valid(op)) return ncclInvalidArgument;
-  cuda_emu_device_scope device;
   const size_t es = type_bytes(datatype);
   const char *send = static_cast<const char *>(sendbuff);
   char *recv = static_cast<char *>(recvbuff);
   in_rounds(
-      comm, count, comm->slot_bytes / es,
-      [&](size_t off, size_t n) { memcpy(slot_of(comm, comm->rank), send + off * es, n * es); },
-      [&](size_t off, size_t n) { reduce_slots(comm, 0, n, datatype, op, recv + off * es); });
+      "ncclAllReduce", stream, comm, count, comm->slot_bytes / es,
+      [=](size_t off, size_t n) { memcpy(slot_of(comm, comm->rank), send + off * es, n * es); },
+      [=](size_t off, size_t n) { reduce_slots(comm, 0, n, datatype, op, recv + off * es); });
   return ncclSuccess;
 }
 
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, int root, ncclComm_t comm,
                            cudaStream_t stream) {
-  (void)stream;
   if (comm && (root < 0 || root >= comm->nranks)) return ncclInvalidArgument;
   const bool sends = comm && comm->rank == root;
   const ncclResult_t checked =
       check_call(sends ? sendbuff : recvbuff, recvbuff, count, datatype, comm);
   if (checked != ncclSuccess) return checked;
-  cuda_emu_device_scope device;
   const size_t es = type_bytes(datatype);
   in_rounds(
-      comm, count, comm->slot_bytes / es,
-      [&](size_t off, size_t n) {
+      "ncclBroadcast", stream, comm, count, comm->slot_bytes / es,
+      [=](size_t off, size_t n) {
         if (!sends) return;
         memcpy(slot_of(comm, root), static_cast<const char *>(sendbuff) + off * es, n * es);
       },
-      [&](size_t off, size_t n) {
+      [=](size_t off, size_t n) {
         memcpy(static_cast<char *>(recvbuff) + off * es, slot_of(comm, root), n * es);
       });
   return ncclSuccess;

@@ -8,10 +8,12 @@
 // code that dereferences a device pointer faults as on a GPU, and a handler names the address.
 // Under AddressSanitizer (run_tests.sh with CUDA_EMU_ASAN=1) blocks are instead heap blocks,
 // 256-byte aligned as cudaMalloc's and exactly as long as asked, so a kernel faults on the
-// first byte past a buffer. Every call is synchronous: a copy or a launch is done when it returns,
-// so a stream only has to exist and an event records when it was recorded. A stream or event
-// used after it was destroyed (or never created) stops the process with a line naming the call,
-// where CUDA's behaviour is undefined.
+// first byte past a buffer. Streams and events are synchronous, or asynchronous under
+// CUDA_EMU_ASYNC=1 (streams.h): there a copy from pageable memory reads its source before the
+// call returns and one into pageable memory is complete when it returns, as CUDA's are, and
+// cudaFree, cudaFreeHost and cudaDeviceSynchronize wait for every stream. A stream or event used
+// after it was destroyed (or never created) stops the process with a line naming the call, where
+// CUDA's behaviour is undefined.
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,11 +22,16 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <map>
+#include <memory>
 #include <mutex>
-#include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "cuda_runtime.h"
+#include "streams.h"
+
+using cuda_emu::async_mode;
 
 namespace {
 
@@ -47,8 +54,17 @@ bool valid_device(int device) { return device >= 0 && device < device_count(); }
 // ---- memory --------------------------------------------------------------------------------
 
 std::mutex memory_lock;
-std::unordered_map<void *, size_t> device_blocks;
+std::map<const char *, size_t> device_blocks, pinned_blocks;  // by start address
 size_t device_bytes = 0;
+
+// Whether `p` lies in one of `blocks` (under memory_lock).
+bool inside(const std::map<const char *, size_t> &blocks, const void *p) {
+  const char *at = static_cast<const char *>(p);
+  auto it = blocks.upper_bound(at);
+  if (it == blocks.begin()) return false;
+  --it;
+  return at < it->first + (it->second ? it->second : 1);
+}
 
 size_t memory_total() { return (size_t)(env_number("CUDA_EMU_MEMORY_GIB", 16) * (1ull << 30)); }
 
@@ -166,7 +182,48 @@ void require_stream(cudaStream_t stream, const char *call, const char *subject =
   if (stream) require_live(stream, "stream", call, subject);
 }
 
+// Host memory that is not pinned (cudaMallocHost): where CUDA's asynchronous copies are not.
+bool pageable(const void *p) {
+  std::lock_guard<std::mutex> l(memory_lock);
+  if (inside(pinned_blocks, p)) return false;
+  if (arena.base) {
+    const char *at = static_cast<const char *>(p);
+    if (at >= arena.base && at < arena.base + arena.bytes) return false;
+  }
+  return !inside(device_blocks, p);
+}
+
+// The stream's queue in the asynchronous mode; NULL where its work runs at once.
+const std::shared_ptr<cuda_emu::Queue> *queue_of(cudaStream_t stream) {
+  return stream && stream->queue ? &stream->queue : nullptr;
+}
+
+// Waits until `queue` has run everything it was given so far.
+void drain(const std::shared_ptr<cuda_emu::Queue> &queue) {
+  uint64_t given;
+  {
+    std::lock_guard<std::mutex> l(queue->lock);
+    given = queue->queued;
+  }
+  cuda_emu::wait_for(*queue, given);
+}
+
+// cudaFree and cudaFreeHost wait for the device, as CUDA's do.
+void wait_for_device() {
+  if (async_mode()) cuda_emu::wait_all_queues();
+}
+
 }  // namespace
+
+void cuda_emu_on_stream(cudaStream_t stream, const char *call, std::function<void()> work) {
+  require_stream(stream, call);
+  if (const auto *queue = queue_of(stream)) {
+    cuda_emu::enqueue(*queue, std::move(work));
+    return;
+  }
+  cuda_emu_device_scope device;
+  work();
+}
 
 // A kernel launch's stream (launch.cc).
 void cuda_emu_check_stream(cudaStream_t stream, const char *kernel) {
@@ -175,16 +232,6 @@ void cuda_emu_check_stream(cudaStream_t stream, const char *kernel) {
 
 // A launch's configuration error (launch.cc), returned by the next cudaGetLastError.
 void cuda_emu_set_error(cudaError_t err) { fail(err); }
-
-struct CUstream_st {
-  unsigned flags;
-};
-
-struct CUevent_st {
-  unsigned flags;
-  bool recorded;
-  std::chrono::steady_clock::time_point at;
-};
 
 extern "C" {
 
@@ -245,7 +292,10 @@ cudaError_t cudaDeviceGetPCIBusId(char *bus_id, int len, int device) {
   return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) {
+  wait_for_device();
+  return cudaSuccess;
+}
 
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
   std::lock_guard<std::mutex> l(memory_lock);
@@ -260,7 +310,7 @@ cudaError_t cudaMalloc(void **ptr, size_t size) {
   if (device_bytes + size > memory_total()) return fail(cudaErrorMemoryAllocation);
   void *p = device_block(size);
   if (!p) return fail(cudaErrorMemoryAllocation);
-  device_blocks[p] = size;
+  device_blocks[static_cast<const char *>(p)] = size;
   device_bytes += size;
   *ptr = p;
   return cudaSuccess;
@@ -268,8 +318,9 @@ cudaError_t cudaMalloc(void **ptr, size_t size) {
 
 cudaError_t cudaFree(void *ptr) {
   if (!ptr) return cudaSuccess;
+  wait_for_device();
   std::lock_guard<std::mutex> l(memory_lock);
-  auto it = device_blocks.find(ptr);
+  auto it = device_blocks.find(static_cast<const char *>(ptr));
   if (it == device_blocks.end()) return fail(cudaErrorInvalidValue);
   device_bytes -= it->second;
   release_device_block(ptr, it->second);
@@ -279,10 +330,19 @@ cudaError_t cudaFree(void *ptr) {
 
 cudaError_t cudaMallocHost(void **ptr, size_t size) {
   *ptr = aligned_block(size);
-  return *ptr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+  if (!*ptr) return fail(cudaErrorMemoryAllocation);
+  std::lock_guard<std::mutex> l(memory_lock);
+  pinned_blocks[static_cast<const char *>(*ptr)] = size;
+  return cudaSuccess;
 }
 
 cudaError_t cudaFreeHost(void *ptr) {
+  if (!ptr) return cudaSuccess;
+  wait_for_device();
+  {
+    std::lock_guard<std::mutex> l(memory_lock);
+    pinned_blocks.erase(static_cast<const char *>(ptr));
+  }
   free(ptr);
   return cudaSuccess;
 }
@@ -297,7 +357,21 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, cudaMemcpyKind 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, cudaMemcpyKind kind,
                             cudaStream_t stream) {
   require_stream(stream, "cudaMemcpyAsync");
-  return cudaMemcpy(dst, src, count, kind);
+  const auto *queue = queue_of(stream);
+  if (!queue) return cudaMemcpy(dst, src, count, kind);
+  if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) return fail(cudaErrorInvalidValue);
+  if (!count) return cudaSuccess;
+  if (pageable(dst)) {  // CUDA returns once a copy into pageable memory is complete
+    cuda_emu::enqueue(*queue, [=] { memmove(dst, src, count); });
+    drain(*queue);
+  } else if (pageable(src)) {  // ... and once it has read a pageable source
+    auto copy = std::make_shared<std::vector<char>>(static_cast<const char *>(src),
+                                                    static_cast<const char *>(src) + count);
+    cuda_emu::enqueue(*queue, [=] { memcpy(dst, copy->data(), count); });
+  } else {
+    cuda_emu::enqueue(*queue, [=] { memmove(dst, src, count); });
+  }
+  return cudaSuccess;
 }
 
 cudaError_t cudaMemset(void *dst, int value, size_t count) {
@@ -307,12 +381,12 @@ cudaError_t cudaMemset(void *dst, int value, size_t count) {
 }
 
 cudaError_t cudaMemsetAsync(void *dst, int value, size_t count, cudaStream_t stream) {
-  require_stream(stream, "cudaMemsetAsync");
-  return cudaMemset(dst, value, count);
+  if (count) cuda_emu_on_stream(stream, "cudaMemsetAsync", [=] { memset(dst, value, count); });
+  return cudaSuccess;
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) {
-  *stream = new CUstream_st{flags};
+  *stream = new CUstream_st{flags, async_mode() ? cuda_emu::open_queue() : nullptr};
   hold(*stream);
   return cudaSuccess;
 }
@@ -320,12 +394,14 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   if (!stream) return fail(cudaErrorInvalidResourceHandle);
   forget(stream, "stream", "cudaStreamDestroy");
+  if (stream->queue) cuda_emu::close_queue(stream->queue);  // its work still runs, as CUDA's
   delete stream;
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   require_stream(stream, "cudaStreamSynchronize");
+  if (const auto *queue = queue_of(stream)) drain(*queue);
   return cudaSuccess;
 }
 
@@ -334,11 +410,20 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   require_stream(stream, "cudaStreamWaitEvent");
   if (!event) return fail(cudaErrorInvalidResourceHandle);
   require_live(event, "event", "cudaStreamWaitEvent");
+  const std::shared_ptr<cuda_emu::Record> record = event->last;  // as recorded now
+  if (!record || !record->queue) return cudaSuccess;             // nothing to wait for
+  if (const auto *queue = queue_of(stream)) {
+    if (*queue != record->queue) {
+      cuda_emu::enqueue(*queue, [record] { cuda_emu::wait_for(*record->queue, record->position); });
+    }
+  } else {
+    cuda_emu::wait_for(*record->queue, record->position);  // the NULL stream runs at once
+  }
   return cudaSuccess;
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
-  *event = new CUevent_st{flags, false, {}};
+  *event = new CUevent_st{flags, nullptr};
   hold(*event);
   return cudaSuccess;
 }
@@ -358,21 +443,41 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   require_stream(stream, "cudaEventRecord");
   if (!event) return fail(cudaErrorInvalidResourceHandle);
   require_live(event, "event", "cudaEventRecord");
-  event->recorded = true;
-  event->at = std::chrono::steady_clock::now();
+  auto record = std::make_shared<cuda_emu::Record>();
+  if (const auto *queue = queue_of(stream)) {
+    record->queue = *queue;
+    record->position =
+        cuda_emu::enqueue(*queue, [record] { record->at = std::chrono::steady_clock::now(); });
+  } else {
+    record->at = std::chrono::steady_clock::now();
+  }
+  event->last = record;
   return cudaSuccess;
 }
+
+namespace {
+
+// Whether the work before the event's latest record has run (an event never recorded has).
+bool event_reached(cudaEvent_t event) {
+  const auto &r = event->last;
+  return !r || !r->queue || cuda_emu::reached(*r->queue, r->position);
+}
+
+}  // namespace
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (!event) return fail(cudaErrorInvalidResourceHandle);
   require_live(event, "event", "cudaEventSynchronize");
+  const auto &r = event->last;
+  if (r && r->queue) cuda_emu::wait_for(*r->queue, r->position);
   return cudaSuccess;
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (!event) return fail(cudaErrorInvalidResourceHandle);
   require_live(event, "event", "cudaEventQuery");
-  return cudaSuccess;
+  // As CUDA's, "not ready" becomes the thread's last error too (a caller must clear it).
+  return event_reached(event) ? cudaSuccess : fail(cudaErrorNotReady);
 }
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
@@ -382,8 +487,9 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) 
   // As CUDA: both recorded, neither created without timing.
   if ((start->flags | end->flags) & cudaEventDisableTiming)
     return fail(cudaErrorInvalidResourceHandle);
-  if (!start->recorded || !end->recorded) return fail(cudaErrorInvalidResourceHandle);
-  *ms = std::chrono::duration<float, std::milli>(end->at - start->at).count();
+  if (!start->last || !end->last) return fail(cudaErrorInvalidResourceHandle);
+  if (!event_reached(start) || !event_reached(end)) return fail(cudaErrorNotReady);
+  *ms = std::chrono::duration<float, std::milli>(end->last->at - start->last->at).count();
   return cudaSuccess;
 }
 

@@ -1,7 +1,7 @@
 // cub/device/device_radix_sort.cuh (CUDA emulation) - cub::DeviceRadixSort::SortPairs, the
 // pointer form shardtrain's embedding backward uses: a stable ascending sort of (key, value)
-// pairs by the key bits [begin_bit, end_bit), run to completion on the calling thread (device
-// memory is host memory, opened to it as to the emulated device's other work).
+// pairs by the key bits [begin_bit, end_bit), run on its stream (cuda_emu_on_stream: at once on
+// the calling thread, or later under CUDA_EMU_ASYNC=1).
 //
 // The usual two calls: with d_temp_storage NULL only temp_storage_bytes is set (a size that
 // grows with num_items); otherwise temp storage smaller than that is refused with
@@ -11,7 +11,7 @@
 // NULL buffers for a non-empty sort, and overlapping input / output / temp ranges.
 //
 // Not emulated: SortKeys, the descending sorts, DoubleBuffer forms, floating-point keys,
-// the deprecated debug_synchronous argument, asynchrony (the stream is ignored).
+// the deprecated debug_synchronous argument.
 #ifndef CUDA_EMU_CUB_DEVICE_RADIX_SORT_CUH
 #define CUDA_EMU_CUB_DEVICE_RADIX_SORT_CUH
 
@@ -35,7 +35,6 @@ struct DeviceRadixSort {
                   "the CUDA emulation's radix sort takes integer keys only");
     static_assert(std::is_trivially_copyable<ValueT>::value, "radix sort values are copied");
     static_assert(std::is_integral<NumItemsT>::value, "num_items is an integer");
-    (void)stream;
     const size_t n = num_items > 0 ? (size_t)num_items : 0;
     const size_t keys_bytes = n * sizeof(KeyT), values_bytes = n * sizeof(ValueT);
     const size_t needed = keys_bytes + values_bytes + 256;
@@ -64,36 +63,37 @@ struct DeviceRadixSort {
       }
     }
 
-    cuda_emu_device_scope device;
-    // The pairs through the temp storage (unaligned there: copied with memcpy).
-    char *temp_keys = static_cast<char *>(d_temp_storage);
-    char *temp_values = temp_keys + keys_bytes;
-    memcpy(temp_keys, d_keys_in, keys_bytes);
-    memcpy(temp_values, d_values_in, values_bytes);
+    cuda_emu_on_stream(stream, "cub::DeviceRadixSort::SortPairs", [=] {
+      // The pairs through the temp storage (unaligned there: copied with memcpy).
+      char *temp_keys = static_cast<char *>(d_temp_storage);
+      char *temp_values = temp_keys + keys_bytes;
+      memcpy(temp_keys, d_keys_in, keys_bytes);
+      memcpy(temp_values, d_values_in, values_bytes);
 
-    // The ordering bits of each key: signed keys with the sign bit flipped (so that they order
-    // as unsigned), then bits [begin_bit, end_bit).
-    using UKey = typename std::make_unsigned<KeyT>::type;
-    const int bits = end_bit - begin_bit;
-    const UKey mask = bits == 0                         ? UKey(0)
-                      : bits >= (int)(sizeof(UKey) * 8) ? (UKey)~UKey(0)
-                                                        : (UKey)(((UKey)1 << bits) - 1);
-    std::vector<UKey> order(n);
-    for (size_t i = 0; i < n; i++) {
-      KeyT k;
-      memcpy(&k, temp_keys + i * sizeof(KeyT), sizeof k);
-      UKey u = (UKey)k;
-      if (std::is_signed<KeyT>::value) u ^= (UKey)((UKey)1 << (sizeof(UKey) * 8 - 1));
-      order[i] = begin_bit >= (int)(sizeof(UKey) * 8) ? UKey(0) : (UKey)((u >> begin_bit) & mask);
-    }
-    std::vector<size_t> index(n);
-    for (size_t i = 0; i < n; i++) index[i] = i;
-    std::stable_sort(index.begin(), index.end(),
-                     [&](size_t a, size_t b) { return order[a] < order[b]; });
-    for (size_t i = 0; i < n; i++) {
-      memcpy(&d_keys_out[i], temp_keys + index[i] * sizeof(KeyT), sizeof(KeyT));
-      memcpy(&d_values_out[i], temp_values + index[i] * sizeof(ValueT), sizeof(ValueT));
-    }
+      // The ordering bits of each key: signed keys with the sign bit flipped (so that they order
+      // as unsigned), then bits [begin_bit, end_bit).
+      using UKey = typename std::make_unsigned<KeyT>::type;
+      const int bits = end_bit - begin_bit;
+      const UKey mask = bits == 0                         ? UKey(0)
+                        : bits >= (int)(sizeof(UKey) * 8) ? (UKey)~UKey(0)
+                                                          : (UKey)(((UKey)1 << bits) - 1);
+      std::vector<UKey> order(n);
+      for (size_t i = 0; i < n; i++) {
+        KeyT k;
+        memcpy(&k, temp_keys + i * sizeof(KeyT), sizeof k);
+        UKey u = (UKey)k;
+        if (std::is_signed<KeyT>::value) u ^= (UKey)((UKey)1 << (sizeof(UKey) * 8 - 1));
+        order[i] = begin_bit >= (int)(sizeof(UKey) * 8) ? UKey(0) : (UKey)((u >> begin_bit) & mask);
+      }
+      std::vector<size_t> index(n);
+      for (size_t i = 0; i < n; i++) index[i] = i;
+      std::stable_sort(index.begin(), index.end(),
+                       [&](size_t a, size_t b) { return order[a] < order[b]; });
+      for (size_t i = 0; i < n; i++) {
+        memcpy(&d_keys_out[i], temp_keys + index[i] * sizeof(KeyT), sizeof(KeyT));
+        memcpy(&d_values_out[i], temp_values + index[i] * sizeof(ValueT), sizeof(ValueT));
+      }
+    });
     return cudaSuccess;
   }
 };
