@@ -71,6 +71,8 @@ typedef struct kernel_ops {
                              const st_tensor *inp, const st_stream *stream);
   /* The attention kernels the context runs (kernel_attention_kind); NULL: the table's name. */
   const char *(*attention_kind)(void *ctx);
+  /* kernel_attention_fallbacks; NULL: 0. */
+  int64_t (*attention_fallbacks)(void *ctx);
   st_status (*attention_forward)(void *ctx, const st_tensor *out, const st_tensor *state,
                                  const st_tensor *qkv, int64_t n_head, const st_stream *stream);
   st_status (*attention_backward)(void *ctx, const st_tensor *dqkv, const st_tensor *dout,

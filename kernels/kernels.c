@@ -371,6 +371,10 @@ const char *kernel_attention_kind(const kernel_backend *kb) {
   return kb->ops->attention_kind ? kb->ops->attention_kind(kb->ctx) : kb->ops->name;
 }
 
+int64_t kernel_attention_fallbacks(const kernel_backend *kb) {
+  return kb->ops->attention_fallbacks ? kb->ops->attention_fallbacks(kb->ctx) : 0;
+}
+
 int64_t kernel_attention_state_numel(const kernel_backend *kb, int64_t batch, int64_t n_head,
                                      int64_t seq) {
   if (!kb || !ops_have(kb->ops, KERNEL_OP_ATTENTION)) return 0;

@@ -235,6 +235,12 @@ st_status kernel_gelu_backward(const kernel_backend *kb, const st_tensor *dinp,
  * backend's name where it has one kind ("cpu"). */
 const char *kernel_attention_kind(const kernel_backend *kb);
 
+/* How many attention calls (forward or backward) since `kb` was created the kernels of
+ * kernel_attention_kind did not take, so that another kind's ran them: a shape cuDNN refused, or
+ * one the flash kernels do not tile. 0 where the backend has one kind. For tests and reports: a
+ * kind that silently takes nothing shows here. */
+int64_t kernel_attention_fallbacks(const kernel_backend *kb);
+
 /* How many fp32 values the backend saves between the attention's forward and backward for
  * `batch` sequences of `seq` tokens and `n_head` heads: the CPU keeps the probabilities
  * (batch * n_head * seq * seq), CUDA the per-row softmax statistics (never seq x seq). The

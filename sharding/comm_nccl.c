@@ -187,9 +187,16 @@ static const st_event *nccl_done_event(void *vctx, comm_work *work) {
   return &((nccl_work *)work->backend_state)->done;
 }
 
+/* ncclCommAbort waits for NCCL's own streams, which kernels of another stuck communicator can
+ * hold: under a deadline, so that the caller's MPI_Abort, or the deadline's exit, ends the rank. */
 static void nccl_abort(void *vctx) {
   nccl_ctx *ctx = vctx;
+  char what[96];
+  snprintf(what, sizeof what, "ncclCommAbort of group %s", ctx->group_name);
+  deadline d;
+  const int armed = deadline_arm(&d, ctx->timeout_s, what) == ST_OK;
   ncclCommAbort(ctx->comm);
+  if (armed) deadline_disarm(&d);
   ctx->comm = NULL;
 }
 

@@ -218,9 +218,17 @@ unsigned blocks_for_warps(int64_t warps) { return (unsigned)((warps + kWarps - 1
 // The tiled kernels (flash_attention.cu) when the context asks for them or for cuDNN's, and they
 // take the shape (and the gradient `dout`, when given, is 16-byte aligned for their tile loads).
 // Every kind saves the same log-sum-exp, so a forward and its backward may choose differently.
+// A call cuDNN did not take (or that was never cuDNN's) is counted when the kind's kernels did
+// not run it (kernel_attention_fallbacks).
 bool use_flash(void *ctx, const st_tensor *qkv, const st_tensor *dout, int64_t n_head) {
-  return static_cast<cuda_context *>(ctx)->attention != CUDA_ATTENTION_SIMPLE &&
-         cuda_flash_attention_takes(qkv, n_head) && (!dout || stk::aligned16(dout->data));
+  cuda_context *cx = static_cast<cuda_context *>(ctx);
+  const bool flash = cx->attention != CUDA_ATTENTION_SIMPLE &&
+                     cuda_flash_attention_takes(qkv, n_head) &&
+                     (!dout || stk::aligned16(dout->data));
+  if (cx->attention == CUDA_ATTENTION_CUDNN || (cx->attention == CUDA_ATTENTION_FLASH && !flash)) {
+    cx->attention_fallbacks++;
+  }
+  return flash;
 }
 
 }  // namespace
@@ -232,6 +240,10 @@ extern "C" const char *cuda_attention_kind_name(void *ctx) {
     case CUDA_ATTENTION_SIMPLE: break;
   }
   return "simple";
+}
+
+extern "C" int64_t cuda_attention_fallbacks(void *ctx) {
+  return static_cast<cuda_context *>(ctx)->attention_fallbacks;
 }
 
 extern "C" st_status cuda_attention_forward(void *ctx, const st_tensor *out, const st_tensor *state,

@@ -20,6 +20,7 @@ const kernel_ops kernel_ops_cuda = {
     .gelu_forward = cuda_gelu_forward,
     .gelu_backward = cuda_gelu_backward,
     .attention_kind = cuda_attention_kind_name,
+    .attention_fallbacks = cuda_attention_fallbacks,
     .attention_forward = cuda_attention_forward,
     .attention_backward = cuda_attention_backward,
     .attention_cached_forward = cuda_attention_cached_forward,

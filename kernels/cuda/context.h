@@ -74,6 +74,7 @@ typedef struct cuda_context {
   cuda_attention_kind attention;
   void *cudnn_region;          /* the workspace's CUDA_REGION_CUDNN, or NULL */
   cuda_cudnn_attention *cudnn; /* with attention CUDA_ATTENTION_CUDNN: its state, else NULL */
+  int64_t attention_fallbacks; /* attention calls the kind's kernels left to another kind */
 } cuda_context;
 
 st_status cuda_context_create(const st_device *dev, void **ctx);

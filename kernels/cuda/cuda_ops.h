@@ -74,6 +74,7 @@ st_status cuda_sum(void *ctx, const st_tensor *out, const st_tensor *x, const st
 
 /* attention.cu */
 const char *cuda_attention_kind_name(void *ctx);
+int64_t cuda_attention_fallbacks(void *ctx);
 st_status cuda_attention_forward(void *ctx, const st_tensor *out, const st_tensor *state,
                                  const st_tensor *qkv, int64_t n_head, const st_stream *stream);
 st_status cuda_attention_backward(void *ctx, const st_tensor *dqkv, const st_tensor *dout,

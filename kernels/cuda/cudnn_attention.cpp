@@ -238,15 +238,29 @@ bool fits(const cuda_cudnn_attention *a, size_t scratch, int64_t ws) {
   return ws >= 0 && scratch + (size_t)ws <= a->workspace_bytes;
 }
 
+// The most sequences, at most `want`, a chunk of s may hold so that every chunk's Stats start
+// 16-byte aligned (cuDNN assumes it of every tensor and checks it only of the others): a multiple
+// of 1, 2 or 4 as heads x seq fp32 values are a multiple of 4, 2 or 1; the whole batch is one
+// chunk. 0 when no such count is at most `want`.
+int64_t stats_aligned(const Shape &s, int64_t want) {
+  if (want >= s.batch) return s.batch;
+  const int64_t per = s.heads * s.seq;
+  const int64_t step = per % 4 == 0 ? 1 : per % 2 == 0 ? 2 : 4;
+  return want / step * step;
+}
+
 // The plan for s, made now: the largest chunk of sequences (starting from the guess, halved)
 // whose scratch and graph workspace fit the region. chunk 0 and *why when there is none.
 Plan make_plan(cuda_cudnn_attention *a, const Shape &s, bool backward, std::string *why) {
   Plan plan;
   Shape c = s;
-  c.batch = std::min<int64_t>(
-      s.batch,
-      std::max<int64_t>(1, (int64_t)(a->workspace_bytes / guess_per_sequence(s, backward))));
+  c.batch = stats_aligned(
+      s, std::max<int64_t>(1, (int64_t)(a->workspace_bytes / guess_per_sequence(s, backward))));
   for (;;) {
+    if (c.batch == 0) {
+      *why = "no chunk of sequences both fits the region and keeps the statistics 16-byte aligned";
+      return Plan{};
+    }
     int64_t ws = 0;
     GraphPtr g = build_graph(a, c, backward, &ws, why);
     if (!g) return Plan{};
@@ -260,7 +274,7 @@ Plan make_plan(cuda_cudnn_attention *a, const Shape &s, bool backward, std::stri
              " of its region";
       return Plan{};
     }
-    c.batch = (c.batch + 1) / 2;
+    c.batch = stats_aligned(s, (c.batch + 1) / 2);
   }
   plan.chunk = c.batch;
   if (s.batch % c.batch != 0) {
@@ -299,7 +313,8 @@ const Plan &plan_for(cuda_cudnn_attention *a, const Shape &s, bool backward) {
 }
 
 // The shape of an attention call, and whether cuDNN is asked to run it: bf16 or fp16, a head
-// size that is a multiple of 8 up to 128, every tensor 16-byte aligned (so is every head slice).
+// size that is a multiple of 8 up to 128, every tensor 16-byte aligned (so is every head slice),
+// the statistics among them (make_plan keeps each chunk's aligned too).
 bool shape_of(const st_tensor *qkv, int64_t n_head, const st_tensor *const *others, int n_others,
               Shape *s) {
   s->batch = qkv->shape[0];
@@ -396,6 +411,7 @@ extern "C" void cuda_cudnn_attention_destroy(cuda_cudnn_attention *a) {
   const cudnnHandle_t handle = a->handle;
   a->~cuda_cudnn_attention();  // the graphs go before the handle they were built with
   try {
+    fe::detail::set_stream(handle, nullptr);  // the last stream bound may be destroyed already
     fe::detail::destroy_handle(handle);
   } catch (const std::exception &) {
     // Nothing to report at teardown: the library was loaded, or no handle would exist.
@@ -408,8 +424,8 @@ namespace {
 st_status forward(cuda_cudnn_attention *a, const st_tensor *out, const st_tensor *state,
                   const st_tensor *qkv, int64_t n_head, const st_stream *stream, int *ran) {
   Shape s;
-  const st_tensor *others[] = {out};
-  if (!shape_of(qkv, n_head, others, 1, &s)) return ST_OK;
+  const st_tensor *others[] = {out, state};
+  if (!shape_of(qkv, n_head, others, 2, &s)) return ST_OK;
   const Plan &plan = plan_for(a, s, false);
   if (plan.chunk == 0) return ST_OK;
   *ran = 1;
@@ -433,8 +449,8 @@ st_status backward(cuda_cudnn_attention *a, const st_tensor *dqkv, const st_tens
                    const st_tensor *qkv, const st_tensor *out, const st_tensor *state,
                    int64_t n_head, const st_stream *stream, int *ran) {
   Shape s;
-  const st_tensor *others[] = {dqkv, dout, out};
-  if (!shape_of(qkv, n_head, others, 3, &s)) return ST_OK;
+  const st_tensor *others[] = {dqkv, dout, out, state};
+  if (!shape_of(qkv, n_head, others, 4, &s)) return ST_OK;
   const Plan &plan = plan_for(a, s, true);
   if (plan.chunk == 0) return ST_OK;
   *ran = 1;

@@ -145,8 +145,9 @@ void ops_case_attention_cached(pair_env *e, st_dtype dt) {
 /* The attention cases again, in bf16 and fp16, on a backend made with ST_CUDA_ATTENTION=kind
  * (the default backend is simple's). flash: the tiled kernels (kernels/cuda/flash_attention.cu)
  * take the head-size-64 shape and the odd one falls back to the simple kernels. cudnn: cuDNN's
- * fused attention (kernels/cuda/cudnn_attention.cpp) takes both shapes (head sizes 16 and 64).
- * Same references, tolerances and determinism check. */
+ * fused attention (kernels/cuda/cudnn_attention.cpp) takes both shapes (head sizes 16 and 64),
+ * every call (kernel_attention_fallbacks stays 0). Same references, tolerances and determinism
+ * check. */
 void ops_run_attention_kind(pair_env *e, const char *kind, uint64_t rng) {
   kernel_backend *simple = e->gpu;
   CHECK(setenv("ST_CUDA_ATTENTION", kind, 1) == 0);
@@ -168,6 +169,16 @@ void ops_run_attention_kind(pair_env *e, const char *kind, uint64_t rng) {
     fflush(stdout);
     e->rng = rng + (uint64_t)d;
     ops_case_attention(e, dtypes[d]);
+  }
+  /* cuDNN must have run every call itself: a shape it refused passes above on the kernels it
+   * falls back to, and would leave cuDNN untested. */
+  const int64_t fallbacks = kernel_attention_fallbacks(e->gpu);
+  printf("ST_CUDA_ATTENTION=%s: %lld calls left to other kernels\n", kind, (long long)fallbacks);
+  if (strcmp(kind, "cudnn") == 0) {
+    CHECK_MSG(fallbacks == 0, "cuDNN left %lld attention calls to other kernels (see the warnings)",
+              (long long)fallbacks);
+  } else {
+    CHECK_MSG(fallbacks > 0, "the flash kernels took the odd head size too, or were not counted");
   }
   kernel_backend_destroy(e->gpu);
   e->gpu = simple;

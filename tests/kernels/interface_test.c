@@ -74,6 +74,7 @@ static void check_lookup(void) {
   CHECK_OK(kernel_backend_create(&cpu, &kb));
   CHECK(kb && strcmp(kernel_backend_name(kb), "cpu") == 0);
   CHECK(strcmp(kernel_attention_kind(kb), "cpu") == 0);
+  CHECK_EQ_INT(kernel_attention_fallbacks(kb), 0);
   for (int op = 0; op < KERNEL_OP_COUNT; op++) {
     CHECK_MSG(strcmp(kernel_op_name((kernel_op)op), "unknown") != 0, "op %d has a name", op);
   }
