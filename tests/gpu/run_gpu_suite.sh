@@ -51,6 +51,9 @@ logs=${OUT:-$bundle/logs}
 mkdir -p "$logs"
 bin=$bundle/bin
 st=$bin/shardtrain
+# cuDNN's frontend loads a libcudart of its own (a workaround it applies on cuDNN <= 9.15) and
+# takes libcudart.so.12 first where both majors are installed: this build is CUDA 13's.
+export CUDNN_FRONTEND_CUDART_LIB_NAME=${CUDNN_FRONTEND_CUDART_LIB_NAME:-libcudart.so.13}
 mpirun_sh=$here/tests/mpirun.sh
 # prepare_bytes.py reads Debian's fortunes by default; the bundle carries the text.
 if [ ! -d /usr/share/games/fortunes ]; then

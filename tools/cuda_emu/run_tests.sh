@@ -29,6 +29,5 @@ if [ "${CUDA_EMU_ASAN:-0}" = 1 ]; then
     "--action_env=CUDA_EMU_CXXFLAGS=-fsanitize=address,undefined -fno-sanitize-recover=undefined")
 fi
 bazel "${build[@]}" test --repo_env=ST_CUDA_PATH="$toolkit" --symlink_prefix=/ \
-  --test_output=errors --test_timeout=3600 --test_env=OPS_VOCAB_EMULATED=1 --test_env=CUDA_EMU_ASYNC \
-  --test_env=CUDA_EMU_SEED "${flags[@]}" \
-  "${targets[@]}"
+  --test_output=errors --test_timeout=3600 --test_env=OPS_VOCAB_EMULATED=1 \
+  --test_env=CUDA_EMU_ASYNC --test_env=CUDA_EMU_SEED "${flags[@]}" "${targets[@]}"
