@@ -192,15 +192,22 @@ void unit_free(unit *u) {
 
 /* ---- fp32 compute copies (where the kernels lack the dtype: the CPU) ----------------------- */
 
-/* dst = src converted, both the unit's full flat length, by the kernel backend's cast on C: in
- * order with the model's work that reads and writes the copies, with no host wait. */
+/* Elements [first, first + n) of dst = those of src converted (both of the unit's full flat
+ * length), by the kernel backend's cast on C: in order with the model's work that reads and
+ * writes the copies, with no host wait. */
+static st_status cast_range(const unit *u, void *dst, st_dtype dst_dtype, const void *src,
+                            st_dtype src_dtype, int64_t first, int64_t n) {
+  st_tensor to, from;
+  ST_CHECK(
+      tensor_make(&to, element(dst, dst_dtype, first), dst_dtype, u->dev->backend->kind, 1, &n));
+  ST_CHECK(tensor_make(&from, element((void *)src, src_dtype, first), src_dtype,
+                       u->dev->backend->kind, 1, &n));
+  return kernel_cast(u->kb, &to, &from, u->streams->compute);
+}
+
 static st_status cast_all(const unit *u, void *dst, st_dtype dst_dtype, const void *src,
                           st_dtype src_dtype) {
-  const int64_t n = u->layout.numel;
-  st_tensor to, from;
-  ST_CHECK(tensor_make(&to, dst, dst_dtype, u->dev->backend->kind, 1, &n));
-  ST_CHECK(tensor_make(&from, (void *)src, src_dtype, u->dev->backend->kind, 1, &n));
-  return kernel_cast(u->kb, &to, &from, u->streams->compute);
+  return cast_range(u, dst, dst_dtype, src, src_dtype, 0, u->layout.numel);
 }
 
 /* A transient full-unit buffer (category GATHERED) for work on C, and its return after the
@@ -221,9 +228,10 @@ static st_status copy_in(float **copy, const void *from, st_dtype dtype, unit *u
   return cast_all(u, *copy, ST_FP32, from, dtype);
 }
 
-static st_status refresh_compute_params(unit *u) {
+/* The fp32 compute copy of parameters [first, first + n), from the parameters. */
+static st_status refresh_compute_params(unit *u, int64_t first, int64_t n) {
   if (!u->compute_params) return ST_OK;
-  return cast_all(u, u->compute_params, ST_FP32, u->params, u->precision.param);
+  return cast_range(u, u->compute_params, ST_FP32, u->params, u->precision.param, first, n);
 }
 
 /* ---- parameters ------------------------------------------------------------------------- */
@@ -259,7 +267,7 @@ st_status unit_set_params(unit *u, int64_t first, const float *values, int64_t c
   }
   if (u->params) ST_CHECK(upload(u, element(u->params, p, first), p, values, count));
   ST_CHECK(stream_sync(&u->stream));
-  return refresh_compute_params(u);
+  return refresh_compute_params(u, first, count);
 }
 
 void unit_kept_range(const unit *u, int64_t *begin, int64_t *end) {
@@ -458,7 +466,7 @@ st_status unit_publish(unit *u) {
   } else {
     ST_CHECK(stream_wait_event(s->compute, &u->updated));
   }
-  return refresh_compute_params(u);
+  return refresh_compute_params(u, 0, u->layout.numel);
 }
 
 st_status unit_gather_master(unit *u, float *out) {

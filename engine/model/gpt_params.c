@@ -193,9 +193,17 @@ static void init_param(const gpt_model *m, int u, int k, uint64_t seed, int64_t 
   }
 }
 
+/* The most initial values held on the host at once: set-up's scratch (outside the planner's
+ * count, which starts at the first step) stays 6 MiB whatever the model, not 6 bytes per
+ * element of its largest parameter (fp32 values and their 16-bit upload). */
+enum { INIT_CHUNK = 1 << 20 };
+
 st_status gpt_init_params(gpt_model *m, uint64_t seed) {
+  const int64_t largest = gpt_largest_param(m);
+  const int64_t chunk = largest < INIT_CHUNK ? largest : INIT_CHUNK;
   float *values = NULL;
-  ST_CHECK(gpt_param_scratch(m, &values));
+  ST_CHECK(mem_alloc((void **)&values, (size_t)(chunk > 0 ? chunk : 1) * sizeof(float), MEM_HOST,
+                     MEM_WORKSPACE, NULL));
   st_status status = ST_OK;
   for (int u = 0; u < m->n_units && status == ST_OK; u++) {
     unit *un = &m->units[u];
@@ -205,10 +213,12 @@ st_status gpt_init_params(gpt_model *m, uint64_t seed) {
       const unit_param *p = &un->layout.params[k];
       /* The parameter's elements this rank keeps, from its start (none: an empty range). */
       const int64_t lo = keep_begin > p->offset ? keep_begin - p->offset : 0;
-      int64_t hi = keep_end - p->offset < p->numel ? keep_end - p->offset : p->numel;
-      if (hi < lo) hi = lo;
-      init_param(m, u, k, seed, lo, hi, values);
-      status = unit_set_params(un, p->offset + lo, values, hi - lo);
+      const int64_t hi = keep_end - p->offset < p->numel ? keep_end - p->offset : p->numel;
+      for (int64_t at = lo; at < hi && status == ST_OK; at += chunk) {
+        const int64_t end = hi - at < chunk ? hi : at + chunk;
+        init_param(m, u, k, seed, at, end, values);
+        status = unit_set_params(un, p->offset + at, values, end - at);
+      }
     }
   }
   mem_free(values);
