@@ -2,13 +2,13 @@
 // tools/cuda_emu/src/streams.h): work on a stream runs later than its call and concurrently with
 // other streams, ordered against them only by events and host waits, as on a GPU. A kernel that
 // sleeps 500 ms holds a stream back, so each order below is the only one possible, or the one
-// a missing wait gives, whatever the machine's load: a copy on another stream that does not wait
-// for it reads the old value, and one that waits reads the new; the host reads a pinned buffer's
-// old value until it synchronises; copies into pageable memory are complete, and copies from it
-// have read their source, when they return; event queries (whose "not ready" is the thread's
-// last error too, as CUDA's), timings and synchronisations, device
-// synchronisation (a destroyed stream's work included), cudaFree's wait, a chain of events
-// across two streams; the NULL stream runs at once.
+// a missing wait gives (with half a second of room for a loaded machine): a copy on another stream
+// that does not wait for it reads the old value, and one that waits reads the new; the host reads a
+// pinned buffer's old value until it synchronises; copies into pageable memory are complete, and
+// copies from it have read their source, when they return; event queries (whose "not ready" is the
+// thread's last error too, as CUDA's), timings and synchronisations, device synchronisation (a
+// destroyed stream's work included), cudaFree's wait, a chain of events across two streams; the
+// NULL stream runs at once.
 #include <stdio.h>
 #include <stdlib.h>
 
