@@ -15,8 +15,10 @@ double env_number(const char *name, double fallback) {
   return text && *text ? atof(text) : fallback;
 }
 
-std::mutex open_lock;
-std::set<std::shared_ptr<Queue>> open_queues;  // whose workers run, for wait_all_queues
+// The queues whose workers run, for wait_all_queues. Never destroyed: a worker may still be
+// leaving its queue while the process exits and destroys its statics.
+std::mutex &open_lock = *new std::mutex;
+std::set<std::shared_ptr<Queue>> &open_queues = *new std::set<std::shared_ptr<Queue>>;
 
 // A delay before a piece of work: none three times in four, else up to the longest.
 void maybe_sleep(Queue &queue) {
