@@ -198,16 +198,6 @@ const std::shared_ptr<cuda_emu::Queue> *queue_of(cudaStream_t stream) {
   return stream && stream->queue ? &stream->queue : nullptr;
 }
 
-// Waits until `queue` has run everything it was given so far.
-void drain(const std::shared_ptr<cuda_emu::Queue> &queue) {
-  uint64_t given;
-  {
-    std::lock_guard<std::mutex> l(queue->lock);
-    given = queue->queued;
-  }
-  cuda_emu::wait_for(*queue, given);
-}
-
 // cudaFree and cudaFreeHost wait for the device, as CUDA's do.
 void wait_for_device() {
   if (async_mode()) cuda_emu::wait_all_queues();
@@ -363,7 +353,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, cudaMemcpy
   if (!count) return cudaSuccess;
   if (pageable(dst)) {  // CUDA returns once a copy into pageable memory is complete
     cuda_emu::enqueue(*queue, [=] { memmove(dst, src, count); });
-    drain(*queue);
+    cuda_emu::drain(**queue);
   } else if (pageable(src)) {  // ... and once it has read a pageable source
     auto copy = std::make_shared<std::vector<char>>(static_cast<const char *>(src),
                                                     static_cast<const char *>(src) + count);
@@ -401,7 +391,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   require_stream(stream, "cudaStreamSynchronize");
-  if (const auto *queue = queue_of(stream)) drain(*queue);
+  if (const auto *queue = queue_of(stream)) cuda_emu::drain(**queue);
   return cudaSuccess;
 }
 

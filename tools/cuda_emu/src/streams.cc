@@ -104,6 +104,15 @@ void wait_for(Queue &queue, uint64_t position) {
   queue.changed.wait(l, [&] { return queue.done >= position; });
 }
 
+void drain(Queue &queue) {
+  uint64_t given;
+  {
+    std::lock_guard<std::mutex> l(queue.lock);
+    given = queue.queued;
+  }
+  wait_for(queue, given);
+}
+
 bool reached(Queue &queue, uint64_t position) {
   std::lock_guard<std::mutex> l(queue.lock);
   return queue.done >= position;
@@ -115,14 +124,7 @@ void wait_all_queues() {
     std::lock_guard<std::mutex> l(open_lock);
     queues = open_queues;
   }
-  for (const auto &queue : queues) {
-    uint64_t given;
-    {
-      std::lock_guard<std::mutex> l(queue->lock);
-      given = queue->queued;
-    }
-    wait_for(*queue, given);
-  }
+  for (const auto &queue : queues) drain(*queue);
 }
 
 }  // namespace cuda_emu

@@ -58,8 +58,9 @@ uint64_t enqueue(const std::shared_ptr<Queue> &queue, std::function<void()> work
 std::shared_ptr<Queue> open_queue();
 void close_queue(const std::shared_ptr<Queue> &queue);
 
-// Blocks until `queue` has finished `position` pieces of work.
+// Blocks until `queue` has finished `position` pieces of work; drain: all it was given so far.
 void wait_for(Queue &queue, uint64_t position);
+void drain(Queue &queue);
 bool reached(Queue &queue, uint64_t position);
 
 // Blocks until every queue whose worker runs has finished what it was given.
