@@ -109,11 +109,12 @@ struct cuda_emu_device_scope {
 
 #include <functional>
 
-/* The emulated device's work of one call on `stream` (a live stream or NULL; `call` names the
- * call where it is not): run at once inside the device's bracket, or, under CUDA_EMU_ASYNC=1 on
- * a created stream, queued there to run later on the stream's worker. `work` must own what it
- * reads of the host's: it may run after the call has returned. */
-void cuda_emu_on_stream(cudaStream_t stream, const char *call, std::function<void()> work);
+/* The emulated device's work of one call on `stream` (a live stream or NULL; `call` and
+ * `subject` name the call where it is not): run at once inside the device's bracket, or, under
+ * CUDA_EMU_ASYNC=1 on a created stream, queued there to run later on the stream's worker. `work`
+ * must own what it reads of the host's: it may run after the call has returned. */
+void cuda_emu_on_stream(cudaStream_t stream, const char *call, std::function<void()> work,
+                        const char *subject = "");
 #endif
 
 #if defined(__cplusplus) && defined(CUDA_EMU_DEVICE)

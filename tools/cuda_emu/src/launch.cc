@@ -37,8 +37,7 @@ thread_local uint3 blockIdx;
 thread_local dim3 blockDim;
 thread_local dim3 gridDim;
 
-void cuda_emu_set_error(cudaError_t err);                             // runtime.cc
-void cuda_emu_check_stream(cudaStream_t stream, const char *kernel);  // runtime.cc
+void cuda_emu_set_error(cudaError_t err);  // runtime.cc
 
 namespace {
 
@@ -380,12 +379,12 @@ void run_launch(const char *name, dim3 grid, dim3 block, const std::function<voi
 
 void cuda_emu_launch(const char *name, dim3 grid, dim3 block, size_t shared_bytes,
                      cudaStream_t stream, const std::function<void()> &body) {
-  cuda_emu_check_stream(stream, name);
   if (!valid_configuration(grid, block) || shared_bytes > 48 * 1024) {
     cuda_emu_set_error(cudaErrorInvalidConfiguration);
     return;
   }
   // `body` owns its arguments (nvcc evaluates them into it at the launch), so it may run later.
-  cuda_emu_on_stream(stream, name,
-                     [name, grid, block, body] { run_launch(name, grid, block, body); });
+  cuda_emu_on_stream(
+      stream, "the launch of ", [name, grid, block, body] { run_launch(name, grid, block, body); },
+      name);
 }

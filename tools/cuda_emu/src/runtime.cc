@@ -205,19 +205,15 @@ void wait_for_device() {
 
 }  // namespace
 
-void cuda_emu_on_stream(cudaStream_t stream, const char *call, std::function<void()> work) {
-  require_stream(stream, call);
+void cuda_emu_on_stream(cudaStream_t stream, const char *call, std::function<void()> work,
+                        const char *subject) {
+  require_stream(stream, call, subject);
   if (const auto *queue = queue_of(stream)) {
     cuda_emu::enqueue(*queue, std::move(work));
     return;
   }
   cuda_emu_device_scope device;
   work();
-}
-
-// A kernel launch's stream (launch.cc).
-void cuda_emu_check_stream(cudaStream_t stream, const char *kernel) {
-  require_stream(stream, "the launch of ", kernel);
 }
 
 // A launch's configuration error (launch.cc), returned by the next cudaGetLastError.
