@@ -21,9 +21,9 @@
 //   dqkv, one rounding more than the other kinds only where dqkv was not zero.
 // - Memory: everything lives in the context's fixed region (context.h): the backward's gradient
 //   scratch first, then the graph's workspace. A batch whose scratch and workspace exceed it
-//   runs a chunk of sequences at a time, the chunk halved until it fits (the remainder of the
-//   batch has its own graph); a shape that does not fit one sequence at a time, or that cuDNN
-//   refuses, is remembered and left to the other kinds with one warning.
+//   runs a chunk of sequences at a time, the chunk halved until it fits and cuDNN builds it (the
+//   remainder of the batch has its own graph); a shape that neither fits nor builds one sequence
+//   at a time is remembered and left to the other kinds with one warning.
 #define NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING
 #include "kernels/cuda/cudnn_attention.h"
 
@@ -250,31 +250,33 @@ int64_t stats_aligned(const Shape &s, int64_t want) {
 }
 
 // The plan for s, made now: the largest chunk of sequences (starting from the guess, halved)
-// whose scratch and graph workspace fit the region. chunk 0 and *why when there is none.
+// that cuDNN builds a graph for and whose scratch and graph workspace fit the region (a refused
+// build is retried smaller too: a few builds more for a shape cuDNN never runs, none for one it
+// runs). chunk 0 and *why, the last attempt's reason, when there is none.
 Plan make_plan(cuda_cudnn_attention *a, const Shape &s, bool backward, std::string *why) {
   Plan plan;
   Shape c = s;
-  c.batch = stats_aligned(
-      s, std::max<int64_t>(1, (int64_t)(a->workspace_bytes / guess_per_sequence(s, backward))));
+  const int64_t guess =
+      std::max<int64_t>(1, (int64_t)(a->workspace_bytes / guess_per_sequence(s, backward)));
+  // The fewest sequences that keep every chunk's statistics aligned is at most 4.
+  c.batch = std::max(stats_aligned(s, guess), stats_aligned(s, 4));
   for (;;) {
-    if (c.batch == 0) {
-      *why = "no chunk of sequences both fits the region and keeps the statistics 16-byte aligned";
-      return Plan{};
-    }
     int64_t ws = 0;
     GraphPtr g = build_graph(a, c, backward, &ws, why);
-    if (!g) return Plan{};
-    if (fits(a, scratch_bytes(c, backward), ws)) {
+    if (g && fits(a, scratch_bytes(c, backward), ws)) {
       plan.full = g;
       break;
     }
-    if (c.batch == 1) {
-      *why = "one sequence needs " + std::to_string(scratch_bytes(c, backward) + (size_t)ws) +
-             " bytes of workspace, more than the " + std::to_string(a->workspace_bytes) +
-             " of its region";
-      return Plan{};
+    if (g) {
+      *why = std::to_string(c.batch) + (c.batch == 1 ? " sequence needs " : " sequences need ") +
+             std::to_string(scratch_bytes(c, backward) + (size_t)ws) +
+             " bytes of scratch and workspace, more than the " +
+             std::to_string(a->workspace_bytes) + " of its region" +
+             (c.batch > 1 ? " (fewer would leave the statistics unaligned)" : "");
     }
-    c.batch = stats_aligned(s, (c.batch + 1) / 2);
+    const int64_t smaller = c.batch == 1 ? 0 : stats_aligned(s, (c.batch + 1) / 2);
+    if (smaller == 0) return Plan{};
+    c.batch = smaller;
   }
   plan.chunk = c.batch;
   if (s.batch % c.batch != 0) {
