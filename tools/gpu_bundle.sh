@@ -16,18 +16,13 @@
 # (tests/gpu/run_gpu_suite.sh lists the sections and what each checks.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-shardtrain=engine/cli/shardtrain
-tests=(tests/gpu/cast_test tests/gpu/offload_test tests/gpu/ops_vocab_test tests/core/device_cuda_test
-  tests/sharding/collectives_gpu_test_bin tests/sharding/unit_streams_gpu_test_bin)
-for t in tests/kernels/*_test.c; do tests+=("${t%.c}"); done
-targets=("//${shardtrain%/*}:${shardtrain##*/}")
-benchmarks=(benchmarks/ceilings benchmarks/op_timings benchmarks/mpi_p2p)
-for t in "${tests[@]}" "${benchmarks[@]}"; do targets+=("//${t%/*}:${t##*/}"); done
+# shellcheck source=tools/gpu_bundle_targets.sh
+. tools/gpu_bundle_targets.sh
 [ -f third_party/cudnn_frontend/include/cudnn_frontend.h ] ||
   echo "gpu_bundle: no cuDNN frontend headers (tools/setup.sh installs them): this bundle has" \
     "no cuDNN attention, and ops_vocab_test will fail on ST_CUDA_ATTENTION=cudnn" >&2
-bazel build "${targets[@]}"
-../shared/tools/gpu-bundle gpu "$shardtrain" "${tests[@]}" "${benchmarks[@]}"
+bazel build "${bundle_targets[@]}"
+../shared/tools/gpu-bundle gpu "${bundle_binaries[@]}"
 git describe --always --dirty > gpu/version.txt
 mkdir -p gpu/fortunes
 find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' \

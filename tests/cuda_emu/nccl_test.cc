@@ -3,12 +3,14 @@
 // rounds at odd counts. All-gather, reduce-scatter (sum and max), all-reduce and broadcast in
 // fp32, bf16 and fp16, out of place and in place, against values computed here in double;
 // 16-bit sums rounded after each rank's addition; splits by colour and key (members, ranks,
-// reductions inside the new communicator only, NCCL_SPLIT_NOCOLOR); arguments NCCL refuses.
+// reductions inside the new communicator only, NCCL_SPLIT_NOCOLOR); arguments NCCL refuses;
+// NCCL_SOCKET_IFNAME naming no interface of this machine (prefixes, '^', '=', lists).
 // Each rank checks its own results and exits non-zero on a failure; the parent checks every
 // rank's exit (a rank left waiting by a failed peer is ended by an alarm).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <nccl.h>
+#include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "tests/testing.h"
@@ -208,6 +211,43 @@ void check_refusals(const ncclUniqueId &id) {
   CHECK_EQ_INT(ncclCommDestroy(comm), ncclSuccess);
 }
 
+// Whether a one-rank communicator sets up under NCCL_SOCKET_IFNAME=spec: ncclSuccess or the
+// bootstrap's ncclInvalidUsage, the same from ncclGetUniqueId and ncclCommInitRankConfig.
+void check_interface_spec(const std::string &spec, bool admitted) {
+  const ncclResult_t want = admitted ? ncclSuccess : ncclInvalidUsage;
+  unsetenv("NCCL_SOCKET_IFNAME");
+  ncclUniqueId id;
+  CHECK_EQ_INT(ncclGetUniqueId(&id), ncclSuccess);
+  setenv("NCCL_SOCKET_IFNAME", spec.c_str(), 1);
+  ncclUniqueId other;
+  CHECK_EQ_INT(ncclGetUniqueId(&other), want);
+  ncclComm_t comm = nullptr;
+  CHECK_MSG(ncclCommInitRankConfig(&comm, 1, id, 0, nullptr) == want, "NCCL_SOCKET_IFNAME=%s",
+            spec.c_str());
+  CHECK(admitted == (comm != nullptr));
+  if (comm) CHECK_EQ_INT(ncclCommDestroy(comm), ncclSuccess);
+  unsetenv("NCCL_SOCKET_IFNAME");
+}
+
+// NCCL_SOCKET_IFNAME against this machine's first interface (every network namespace has one).
+void check_socket_interfaces() {
+  struct if_nameindex *interfaces = if_nameindex();
+  CHECK(interfaces && interfaces[0].if_index != 0);
+  if (!interfaces || interfaces[0].if_index == 0) return;
+  const std::string name = interfaces[0].if_name;
+  if_freenameindex(interfaces);
+  const std::string absent = "st_no_such_if";
+  check_interface_spec(absent, false);
+  check_interface_spec("^" + absent, true);
+  check_interface_spec(name, true);
+  check_interface_spec("=" + name, true);
+  check_interface_spec(absent + "," + name, true);
+  check_interface_spec("=" + name + "x", false);
+  check_interface_spec("^=" + name + "x", true);
+  check_interface_spec(name.substr(0, 1), true);  // a prefix
+  check_interface_spec("", true);                 // set but empty: any
+}
+
 }  // namespace
 
 int main() {
@@ -217,6 +257,7 @@ int main() {
   CHECK_EQ_INT(ncclGetUniqueId(&lone), ncclSuccess);
   CHECK(memcmp(id.internal, lone.internal, sizeof id.internal) != 0);
   check_refusals(lone);
+  check_socket_interfaces();
   fflush(stdout);
   pid_t children[kRanks];
   for (int rank = 0; rank < kRanks; rank++) {

@@ -15,14 +15,19 @@
 // slot, so small values make many rounds (tests/cuda_emu/nccl_test.cc).
 //
 // Not emulated: groups, point-to-point, asynchronous errors (ncclCommGetAsyncError always
-// reports ncclSuccess), NCCL_DEBUG output, transports and their settings (NCCL_HOSTID,
-// NCCL_SOCKET_IFNAME). Arguments NCCL refuses are refused with its status: ncclInvalidArgument
-// for a NULL communicator or out pointer, a bad rank, root, type, op or configuration.
+// reports ncclSuccess), NCCL_DEBUG output, transports and their settings (NCCL_HOSTID), but for
+// the one failure a user's setting causes before any rank meets another: NCCL_SOCKET_IFNAME
+// naming no interface this machine has makes ncclGetUniqueId and ncclCommInitRankConfig return
+// ncclInvalidUsage, as NCCL's bootstrap does ("no socket interface found"), so a rank that cannot
+// join leaves the others waiting as on a GPU. Arguments NCCL refuses are refused with its status:
+// ncclInvalidArgument for a NULL communicator or out pointer, a bad rank, root, type, op or
+// configuration.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <nccl.h>
+#include <net/if.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -258,6 +263,41 @@ uint64_t fnv1a(const std::string &text) {
   return h;
 }
 
+// Whether `name` is on NCCL_SOCKET_IFNAME's list `list` (comma-separated; prefixes, or whole
+// names when `exact`).
+bool listed(const char *name, const std::string &list, bool exact) {
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t end = list.find(',', start);
+    if (end == std::string::npos) end = list.size();
+    const std::string item = list.substr(start, end - start);
+    if (!item.empty() && (exact ? item == name : strncmp(name, item.c_str(), item.size()) == 0)) {
+      return true;
+    }
+    start = end + 1;
+  }
+  return false;
+}
+
+// Whether NCCL_SOCKET_IFNAME (unset: any) admits an interface of this machine: NCCL's syntax,
+// a list of name prefixes, '^' first to exclude them instead, then '=' for whole names.
+bool socket_interface_found() {
+  const char *spec = getenv("NCCL_SOCKET_IFNAME");
+  if (!spec || !*spec) return true;
+  const bool exclude = *spec == '^';
+  if (exclude) spec++;
+  const bool exact = *spec == '=';
+  if (exact) spec++;
+  struct if_nameindex *interfaces = if_nameindex();
+  if (!interfaces) return true;  // cannot tell: NCCL would find out on the network
+  bool found = false;
+  for (const struct if_nameindex *i = interfaces; i->if_index != 0 && !found; i++) {
+    found = listed(i->if_name, spec, exact) != exclude;
+  }
+  if_freenameindex(interfaces);
+  return found;
+}
+
 }  // namespace
 
 extern "C" {
@@ -269,10 +309,11 @@ const char *ncclGetErrorString(ncclResult_t result) {
     case ncclSystemError: return "unhandled system error";
     case ncclInternalError: return "internal error";
     case ncclInvalidArgument: return "invalid argument";
-    // The only invalid usage this emulation reports.
+    // The invalid usages this emulation reports.
     case ncclInvalidUsage:
-      return "invalid usage: the ranks of a communicator disagree on its size or on "
-             "CUDA_EMU_NCCL_SLOT_BYTES (CUDA emulation)";
+      return "invalid usage: NCCL_SOCKET_IFNAME names no interface of this machine, or the "
+             "ranks of a communicator disagree on its size or on CUDA_EMU_NCCL_SLOT_BYTES (CUDA "
+             "emulation)";
     case ncclRemoteError: return "remote process exited or there was a network error";
     case ncclInProgress: return "NCCL operation in progress";
     default: return "unknown result code";
@@ -282,6 +323,7 @@ const char *ncclGetErrorString(ncclResult_t result) {
 // A name no other communicator on this machine has: the process, a counter and the clock.
 ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
   if (!uniqueId) return ncclInvalidArgument;
+  if (!socket_interface_found()) return ncclInvalidUsage;
   static std::atomic<unsigned> made{0};
   timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);
@@ -301,6 +343,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId c
   if (commId.internal[0] != '/' || !memchr(commId.internal, 0, sizeof commId.internal)) {
     return ncclInvalidArgument;  // not made by ncclGetUniqueId
   }
+  if (!socket_interface_found()) return ncclInvalidUsage;
   return attach(commId.internal, nranks, rank, config, comm);
 }
 

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# rehearse_suite.sh SECTION... - runs sections of the GPU suite (tests/gpu/run_gpu_suite.sh) on
+# the CPU, against the CUDA emulation: builds the bundle's binaries (tools/gpu_bundle_targets.sh)
+# with Bazel pointed at the emulated toolkit (make_toolkit.sh; the output base of run_tests.sh),
+# lays them out as tools/gpu_bundle.sh does in $CUDA_EMU_OUTPUT_BASE/bundle, and runs the suite
+# there (logs in its logs/), so that a change to the suite's scripts is tried before device time.
+# CUDA_EMU_ASYNC and CUDA_EMU_SEED pass through; OPS_VOCAB_EMULATED=1 leaves out the shapes the
+# emulation is too slow for. On 2 cores: ops about 10 minutes (ops_vocab_test needs an
+# OPS_TEST_LIMIT of 600), streams 15 s, equivalence about 18; train and d12 take hours.
+# What the emulation cannot stand in for: docs/BUILD.md, "The CUDA emulation".
+set -euo pipefail
+[ $# -ge 1 ] || { sed -n '2,10p' "$0"; exit 2; }
+cd "$(dirname "$0")/../.."
+base=${CUDA_EMU_OUTPUT_BASE:-$HOME/.cache/shardtrain-cudaemu}
+toolkit=$base/toolkit
+tools/cuda_emu/make_toolkit.sh "$toolkit"
+# shellcheck source=tools/gpu_bundle_targets.sh
+. tools/gpu_bundle_targets.sh
+bazel --output_base="$base/bazel" build --repo_env=ST_CUDA_PATH="$toolkit" --symlink_prefix=/ \
+  "${bundle_targets[@]}"
+bin=$(bazel --output_base="$base/bazel" info --repo_env=ST_CUDA_PATH="$toolkit" bazel-bin)
+bundle=$base/bundle
+rm -rf "${bundle:?}/bin" && mkdir -p "$bundle/bin"
+for p in "${bundle_binaries[@]}"; do cp -L "$bin/$p" "$bundle/bin/"; done
+cp tests/nccl_hostid.sh "$bundle/bin/nccl-hostid"
+export LD_LIBRARY_PATH=$toolkit/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+export OPS_VOCAB_EMULATED=1 OPS_TEST_LIMIT=${OPS_TEST_LIMIT:-600}
+exec bash tests/gpu/run_gpu_suite.sh "$bundle" "$@"
