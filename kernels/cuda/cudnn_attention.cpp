@@ -238,15 +238,19 @@ bool fits(const cuda_cudnn_attention *a, size_t scratch, int64_t ws) {
   return ws >= 0 && scratch + (size_t)ws <= a->workspace_bytes;
 }
 
-// The most sequences, at most `want`, a chunk of s may hold so that every chunk's Stats start
-// 16-byte aligned (cuDNN assumes it of every tensor and checks it only of the others): a multiple
-// of 1, 2 or 4 as heads x seq fp32 values are a multiple of 4, 2 or 1; the whole batch is one
-// chunk. 0 when no such count is at most `want`.
+// The chunks of sequences whose statistics start 16-byte aligned (cuDNN assumes it of every tensor
+// and checks it only of the others) are the multiples of this: 1, 2 or 4 as heads x seq fp32
+// values are a multiple of 4, 2 or 1.
+int64_t aligned_step(const Shape &s) {
+  const int64_t per = s.heads * s.seq;
+  return per % 4 == 0 ? 1 : per % 2 == 0 ? 2 : 4;
+}
+
+// The most sequences, at most `want`, a chunk of s may hold so that every chunk's statistics stay
+// aligned; the whole batch is one chunk. 0 when no such count is at most `want`.
 int64_t stats_aligned(const Shape &s, int64_t want) {
   if (want >= s.batch) return s.batch;
-  const int64_t per = s.heads * s.seq;
-  const int64_t step = per % 4 == 0 ? 1 : per % 2 == 0 ? 2 : 4;
-  return want / step * step;
+  return want / aligned_step(s) * aligned_step(s);
 }
 
 // The plan for s, made now: the largest chunk of sequences (starting from the guess, halved)
@@ -258,8 +262,7 @@ Plan make_plan(cuda_cudnn_attention *a, const Shape &s, bool backward, std::stri
   Shape c = s;
   const int64_t guess =
       std::max<int64_t>(1, (int64_t)(a->workspace_bytes / guess_per_sequence(s, backward)));
-  // The fewest sequences that keep every chunk's statistics aligned is at most 4.
-  c.batch = std::max(stats_aligned(s, guess), stats_aligned(s, 4));
+  c.batch = stats_aligned(s, std::max(guess, aligned_step(s)));
   for (;;) {
     int64_t ws = 0;
     GraphPtr g = build_graph(a, c, backward, &ws, why);
