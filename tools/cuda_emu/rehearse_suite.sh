@@ -5,8 +5,8 @@
 # lays them out as tools/gpu_bundle.sh does in $CUDA_EMU_OUTPUT_BASE/bundle, and runs the suite
 # there (logs in its logs/), so that a change to the suite's scripts is tried before device time.
 # CUDA_EMU_ASYNC and CUDA_EMU_SEED pass through; OPS_VOCAB_EMULATED=1 leaves out the shapes the
-# emulation is too slow for. On 2 cores: ops about 10 minutes (ops_vocab_test needs an
-# OPS_TEST_LIMIT of 600), streams 15 s, equivalence about 18; train and d12 take hours.
+# emulation is too slow for; each ops binary may take OPS_TEST_LIMIT=600 s (ops_vocab_test takes
+# 80). On 2 cores: ops 100 s, streams 15 s, equivalence 47 minutes; train and d12 take hours.
 # What the emulation cannot stand in for: docs/BUILD.md, "The CUDA emulation".
 set -euo pipefail
 [ $# -ge 1 ] || { sed -n '2,10p' "$0"; exit 2; }
