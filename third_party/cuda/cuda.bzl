@@ -1,8 +1,9 @@
 """cuda_library: compiles .cu files with nvcc for Hopper (sm_90 SASS + compute_90 PTX).
 
-Each .cu is compiled by one nvcc action whose inputs are the file and the headers of its
-deps; the objects are archived and wrapped as an ordinary cc_library, so C targets depend on
-a cuda_library like on any other. No -rdc: each kernel file is self-contained.
+Each .cu is compiled by one nvcc action whose inputs are the file, the headers of its deps
+and the toolkit's device headers (@local_cuda//:device_headers: CCCL's cub and the rest, which
+only nvcc's actions need); the objects are archived and wrapped as an ordinary cc_library, so
+C targets depend on a cuda_library like on any other. No -rdc: each kernel file is self-contained.
 """
 
 load("@local_cuda//:defs.bzl", "NVCC")
@@ -17,7 +18,7 @@ _NVCC_FLAGS = [
 ]
 
 def _cuda_archive_impl(ctx):
-    cc_infos = [d[CcInfo] for d in ctx.attr.deps if CcInfo in d]
+    cc_infos = [d[CcInfo] for d in ctx.attr.deps + [ctx.attr._device_headers] if CcInfo in d]
     headers = depset(ctx.files.hdrs, transitive = [c.compilation_context.headers for c in cc_infos])
     includes = ["."]
     for c in cc_infos:
@@ -56,6 +57,7 @@ _cuda_archive = rule(
         "srcs": attr.label_list(allow_files = [".cu"]),
         "hdrs": attr.label_list(allow_files = True),
         "deps": attr.label_list(),
+        "_device_headers": attr.label(default = "@local_cuda//:device_headers"),
     },
 )
 
