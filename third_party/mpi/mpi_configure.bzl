@@ -2,9 +2,11 @@
 
 Flags come from `mpicc --showme:compile` / `--showme:link`; each include directory is
 symlinked into the repository so Bazel's header checks see the MPI headers as declared. Only the
-headers directly in each directory are declared (mpi.h and what it includes in C): every
-declared header is linked into the sandbox of every compile that depends on MPI, and Open MPI's
+headers directly in each directory are declared (mpi.h and what it includes): every declared
+header is linked into the sandbox of every compile that depends on MPI, and Open MPI's
 include/openmpi tree (also listed as a directory of its own) holds some 980 internal headers.
+OMPI_SKIP_MPICXX keeps C++ code that includes mpi.h out of that tree: it leaves out Open MPI's
+C++ bindings (removed from the MPI standard in 3.0; the project calls MPI through its C API).
 """
 
 def _words(text):
@@ -33,6 +35,7 @@ cc_library(
     name = "mpi",
     hdrs = glob([%s]),
     includes = %s,
+    defines = ["OMPI_SKIP_MPICXX"],
     copts = %s,
     linkopts = %s + ["-pthread"],
 )
