@@ -1,10 +1,8 @@
 /* cli_main.c - `shardtrain`: dispatches to a subcommand. The only place that decides the
  * process's exit code (0 ok, 1 failure, 2 bad input). */
-#include <mpi.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "core/env.h"
 #include "engine/cli/commands.h"
 #include "shardtrain.h"
 
@@ -45,19 +43,6 @@ int exit_code_for(int status) {
     case ST_ERR_UNSUPPORTED: return 2;
     default: return 1;
   }
-}
-
-int report_bad_input(const char *command, int *argc, char ***argv) {
-  fprintf(stderr, "shardtrain %s: error: %s\n", command, st_last_error());
-  fflush(stderr);
-  /* Under a launcher, a rank that exits first gets the slower ones killed before they print:
-   * every rank meets the others first. A process started alone has none to wait for (and
-   * answers in a tenth of the time MPI's start-up would take). */
-  if (env_launched_by_mpi() && st_init(argc, argv) == ST_OK) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    st_finalize();
-  }
-  return 2;
 }
 
 int main(int argc, char **argv) {

@@ -18,6 +18,7 @@
 #include "core/check_mpi.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "engine/cli/cli_job.h"
 #include "engine/cli/commands.h"
 #include "engine/flags/cli_flags.h"
 #include "sharding/comm.h"
@@ -253,22 +254,19 @@ int cmd_selftest(int argc, char **argv) {
                    flags, nflags);
     return 0;
   }
-  if (status != ST_OK) return report_bad_input("selftest", &argc, &argv);
-  ST_CHECK_GOTO(st_init(&argc, &argv), status, fail);
+  const int start = cli_job_start("selftest", status, &argc, &argv);
+  if (start != CLI_JOB_RUN) return start;
   cfg.dp_replicate = o.dp_replicate;
   cfg.dp_shard = o.dp_shard;
   cfg.tp = o.tp;
   cfg.device = o.device;
   st_mesh *mesh = NULL;
   int failures = 0;
-  ST_CHECK_GOTO(st_mesh_create(&mesh, &cfg), status, fail);
-  status = run_selftest(mesh, &o, &failures);
+  status = st_mesh_create(&mesh, &cfg);
+  if (status == ST_OK) status = run_selftest(mesh, &o, &failures);
+  if (status != ST_OK) st_log(ST_LOG_ERROR, "shardtrain selftest: %s", st_last_error());
+  const int code = cli_job_end(status != ST_OK ? exit_code_for(status) : failures ? 1 : 0);
   st_mesh_destroy(mesh);
-  if (status != ST_OK) goto fail;
   st_finalize();
-  return failures ? 1 : 0;
-fail:
-  st_log(ST_LOG_ERROR, "shardtrain selftest: %s", st_last_error());
-  st_finalize();
-  return exit_code_for(status);
+  return code;
 }

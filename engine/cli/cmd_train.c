@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/checkpoint/checkpoint.h"
+#include "engine/cli/cli_job.h"
 #include "engine/cli/commands.h"
 #include "engine/io/job_agree.h"
 #include "engine/io/token_data.h"
@@ -211,7 +212,7 @@ static st_status evaluate(train_run *r, double *val_loss) {
   const st_tensor sum = gpt_scalar(m, GPT_LOSS_SUM);
   ST_CHECK(stream_memset(&m->stream, sum.data, 0, sizeof(float)));
   for (int i = 0; i < r->o->eval_batches; i++) {
-    ST_CHECK(token_loader_next(r->val, inputs, targets));
+    ST_CHECK(job_agree(token_loader_next(r->val, inputs, targets))); /* as run_step's */
     ST_CHECK(gpt_forward(m, inputs, targets, 0.0f));
     ST_CHECK(gpt_loss_sum(m, &sum));
   }
@@ -242,12 +243,16 @@ static st_status run_step(train_run *r, int step, step_record *rec) {
   const train_options *o = r->o;
   size_t per_batch = (size_t)o->micro_batch * r->cfg.max_seq;
   const int32_t *inputs[TRAIN_MAX_GRAD_ACCUM], *targets[TRAIN_MAX_GRAD_ACCUM];
+  /* Each rank reads its own slice: one that finds a bad token stops every rank here, before
+   * the others wait for it in the step's first collective. */
+  st_status read = ST_OK;
   for (int i = 0; i < o->grad_accum; i++) {
     int32_t *in = r->tokens + 2 * per_batch * (size_t)i, *tg = in + per_batch;
-    ST_CHECK(token_loader_next(r->train, in, tg));
+    if (read == ST_OK) read = token_loader_next(r->train, in, tg);
     inputs[i] = in;
     targets[i] = tg;
   }
+  ST_CHECK(job_agree(read));
   double start = now_ms();
   step_stats s;
   ST_CHECK(train_step(r->model, &r->h, &r->scaler, step, inputs, targets, &s));
@@ -381,14 +386,14 @@ int cmd_train(int argc, char **argv) {
   train_run r = {.o = &o};
   /* Values that need no mesh are checked before MPI starts (dp size 1 is a placeholder). */
   if (status == ST_OK) status = train_options_resolve(&o, 1, &r.cfg, &r.h);
-  if (status != ST_OK) return report_bad_input("train", &argc, &argv);
-  status = st_init(&argc, &argv);
-  if (status == ST_OK) status = train(&r);
-  teardown(&r);
+  const int start = cli_job_start("train", status, &argc, &argv);
+  if (start != CLI_JOB_RUN) return start;
+  status = train(&r);
   if (status != ST_OK) st_log(ST_LOG_ERROR, "shardtrain train: %s", st_last_error());
-  st_finalize();
   /* A file named on the command line that is missing or malformed is bad input (2), like a
    * bad flag; running out of memory is not. */
-  if (r.setup_failed && status != ST_ERR_OOM) return 2;
-  return exit_code_for(status);
+  const int code = cli_job_end(r.setup_failed && status != ST_ERR_OOM ? 2 : exit_code_for(status));
+  teardown(&r);
+  st_finalize();
+  return code;
 }

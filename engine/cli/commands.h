@@ -15,11 +15,6 @@ int cmd_simulate(int argc, char **argv);
 /* `plan --fit` (cmd_plan_fit.c); cmd_plan hands over when --fit is given. */
 int cmd_plan_fit(int argc, char **argv);
 
-/* Prints "shardtrain <command>: error: <st_last_error()>" and returns 2, after a barrier over
- * the job's ranks: a bad flag is seen by every rank, and without the barrier the launcher kills
- * the slower ranks as soon as the first one exits, before they have said why. */
-int report_bad_input(const char *command, int *argc, char ***argv);
-
 /* Exit code for a status: 2 for a request that cannot be met as given (bad value, no such
  * device, unsupported here), 1 for everything else that failed. */
 int exit_code_for(int status);

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# A rank that fails or differs on its own must not leave the others waiting for it (the CLI's
+# start and end, engine/cli/cli_job.h). On 2 ranks, with only rank 1 touched:
+# - other arguments (--seed) or arguments only it rejects (--lr nan): every rank reports it and
+#   exits 2, at once;
+# - a bad token in its slice of the data at step 3: every rank reports it and exits 1, at once;
+# - an environment only it rejects (ST_COMM_TIMEOUT=abc), found while the others wait in the
+#   mesh's first collective: the job still ends, with rank 1's exit code 2, within the wait
+#   for the others (10 s) and well before the collectives' own timeout (ST_COMM_TIMEOUT, 300 s).
+set -uo pipefail
+shardtrain=$1
+mpirun_sh="$(dirname "$0")/../mpirun.sh"
+work=${TEST_TMPDIR:-$(mktemp -d)}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+fail=0
+
+# Token data: 20,000 tokens below the vocabulary (256) but token 700, which is 300; llm.c's
+# header (magic, version, count). Rank 1 reads it in step 3 at micro-batch 2 of 64 tokens.
+python3 - "$work/oov.bin" <<'PY'
+import array, struct, sys
+tokens = array.array("H", (i % 251 for i in range(20000)))
+tokens[700] = 300
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, len(tokens), *([0] * 253)))
+    f.write(tokens.tobytes())
+PY
+python3 - "$work/good.bin" <<'PY'
+import array, struct, sys
+tokens = array.array("H", (i % 251 for i in range(20000)))
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, len(tokens), *([0] * 253)))
+    f.write(tokens.tobytes())
+PY
+
+# Rank 1 alone runs with $R1_ARGS appended and $R1_ENV exported.
+cat > "$work/rank1.sh" <<'SH'
+#!/usr/bin/env bash
+if [ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ]; then
+  [ -n "${R1_ENV:-}" ] && export "${R1_ENV?}"
+  # shellcheck disable=SC2086 # the extra arguments are words
+  exec "$@" ${R1_ARGS:-}
+fi
+exec "$@"
+SH
+chmod +x "$work/rank1.sh"
+
+# check NAME CODE SECONDS REPORTS PATTERN ARGS...: on 2 ranks, the job exits with CODE within
+# SECONDS, and PATTERN appears REPORTS times (once per rank that says it).
+check() {
+  local name=$1 code=$2 seconds=$3 reports=$4 pattern=$5
+  shift 5
+  local start out rc took n
+  start=$(date +%s)
+  out=$(timeout 120 "$mpirun_sh" 2 "$work/rank1.sh" "$shardtrain" train --model tiny \
+    --micro-batch 2 --steps 6 --zero 3 --quiet "$@" 2>&1)
+  rc=$?
+  took=$(($(date +%s) - start))
+  n=$(grep -c -- "$pattern" <<<"$out")
+  if [ "$rc" -ne "$code" ] || [ "$took" -gt "$seconds" ] || [ "$n" -ne "$reports" ]; then
+    echo "FAIL: $name: exit $rc (want $code) after ${took}s (at most $seconds), $n reports" \
+      "(want $reports) of '$pattern':"
+    echo "$out"
+    fail=1
+  else
+    echo "ok: $name: exit $rc after ${took}s, $n reports"
+  fi
+}
+
+R1_ARGS="--seed 7" check "other arguments on rank 1" 2 30 2 \
+  "world rank 1 was started with other arguments than rank 0" --data-train "$work/good.bin"
+R1_ARGS="--lr nan" check "an argument only rank 1 rejects" 2 30 2 \
+  "--lr: 'nan' is not a finite number" --data-train "$work/good.bin"
+check "a bad token in rank 1's slice at step 3" 1 30 2 \
+  "oov.bin: token 300 at index 700 is not below the vocabulary size 256" \
+  --data-train "$work/oov.bin"
+R1_ENV="ST_COMM_TIMEOUT=abc" check "an environment only rank 1 rejects" 2 60 1 \
+  "ST_COMM_TIMEOUT='abc' is not a positive number of seconds" --data-train "$work/good.bin"
+
+# The control: the same job untouched trains.
+check "no rank touched" 0 60 0 "error" --data-train "$work/good.bin"
+
+exit "$fail"
