@@ -30,7 +30,9 @@ typedef enum st_status {
   ST_ERR_CUDA = 7,        /* the CUDA runtime or cuBLAS failed */
   ST_ERR_NCCL = 8,        /* NCCL failed */
   ST_ERR_MPI = 9,         /* MPI failed */
-  ST_ERR_TIMEOUT = 10,    /* a collective did not finish within the timeout */
+  ST_ERR_TIMEOUT = 10,    /* reserved, never returned: a collective past comm_timeout_s reports
+                          * which one and ends the whole job (exit code 3), since its peers
+                          * cannot be recovered (docs/API.md) */
   ST_ERR_INTERNAL = 11    /* a broken invariant: a bug in shardtrain */
 } st_status;
 
@@ -49,7 +51,10 @@ const char *st_version(void);
 
 /* ---- Process runtime ------------------------------------------------------------------------
  * st_init starts MPI (thread level FUNNELED) unless the caller already did; st_finalize shuts
- * down only what st_init started. Every other call that communicates needs st_init first. */
+ * down only what st_init started. Every other call that communicates needs st_init first.
+ * MPI starts once per process: st_init and st_mesh_create after st_finalize (or the caller's
+ * MPI_Finalize) return ST_ERR_INVALID_ARG. st_finalize returns ST_ERR_INVALID_ARG, finalizing
+ * nothing, while a mesh or a unit created on a mesh is not yet destroyed: destroy them first. */
 st_status st_init(int *argc, char ***argv);
 st_status st_finalize(void);
 
@@ -109,10 +114,10 @@ st_status st_mesh_get_coords(const st_mesh *mesh, st_mesh_coords *out);
 /* Rank and size of this process inside a group. */
 st_status st_mesh_group_rank(const st_mesh *mesh, st_group group, int *rank, int *size);
 
-/* "mpi" or "nccl": the collective backend the mesh chose. */
+/* "mpi" or "nccl": the collective backend the mesh chose; "(null mesh)" for NULL. */
 const char *st_mesh_backend_name(const st_mesh *mesh);
 
-/* "cpu" or "cuda": the device the mesh chose for this rank. */
+/* "cpu" or "cuda": the device the mesh chose for this rank; "(null mesh)" for NULL. */
 const char *st_mesh_device_name(const st_mesh *mesh);
 
 /* ---- Memory ---------------------------------------------------------------------------------
@@ -169,7 +174,9 @@ st_status st_unit_create(st_unit **out, const st_mesh *mesh, const char *name,
 void st_unit_destroy(st_unit *unit);
 
 /* Declares the next parameter, before st_unit_finalize: its logical (full) shape, 1 to 4
- * dimensions, and its tp split. *index (may be NULL) receives its position, from 0. */
+ * dimensions, and its tp split. *index (may be NULL) receives its position, from 0. A
+ * parameter, and the unit's parameters together, hold at most INT64_MAX / 8 elements; larger
+ * (or overflowing) shapes are refused with ST_ERR_INVALID_ARG naming the parameter. */
 st_status st_unit_add_param(st_unit *unit, const char *name, int ndim, const int64_t *shape,
                             st_tp_split split, int *index);
 
@@ -239,7 +246,9 @@ typedef struct st_adamw_config {
 /* One AdamW step (PyTorch's torch.optim.AdamW) on this rank's owned part of the unit, then the
  * updated parameters published to every rank that holds them; needs the unit released and its
  * gradients reduced. step counts from 1 (the bias corrections); the gradients are multiplied
- * by grad_scale first (a clipping coefficient, or 1). config may be NULL (the defaults). */
+ * by grad_scale first (a clipping coefficient, or 1). config may be NULL (the defaults). lr
+ * must be finite and >= 0 (0: a warm-up step) and grad_scale finite and > 0, or
+ * ST_ERR_INVALID_ARG. */
 st_status st_unit_adamw_step(st_unit *unit, const st_adamw_config *config, int step, float lr,
                              float grad_scale);
 

@@ -1,6 +1,7 @@
 /* public_optim.c - the public optimizer calls on a unit (st_unit_grad_sumsq,
  * st_unit_adamw_step): the handle's state checked by sharding's unit_handle_check, the work
  * done by unit_optim.c, exactly as the engine's training step does it. */
+#include <math.h>
 #include <stddef.h>
 
 #include "core/alloc.h"
@@ -56,6 +57,14 @@ st_status st_unit_adamw_step(st_unit *unit, const st_adamw_config *config, int s
    * copy gradients down first, and every rank must refuse alike. */
   if (step < 1)
     return st_error(ST_ERR_INVALID_ARG, "%s: step %d; steps count from 1", __func__, step);
+  /* lr 0 is a warm-up's first step; a NaN or infinite factor would turn every weight NaN. */
+  if (!isfinite(lr) || lr < 0) {
+    return st_error(ST_ERR_INVALID_ARG, "%s: lr %g is not a finite number >= 0", __func__, lr);
+  }
+  if (!isfinite(grad_scale) || !(grad_scale > 0)) {
+    return st_error(ST_ERR_INVALID_ARG, "%s: grad_scale %g is not a finite number > 0", __func__,
+                    grad_scale);
+  }
   ST_CHECK(unit_optim_adamw(&unit->u, 1, &h, weight_decay, step, lr, grad_scale, NULL));
   return unit_host_wait(&unit->u); /* the caller reads the published parameters next */
 }

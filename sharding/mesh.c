@@ -21,6 +21,10 @@
 #include "sharding/comm_nccl.h"
 #include "sharding/nccl_place.h"
 
+/* Meshes, and units on a mesh, not yet destroyed: they hold MPI objects, so st_finalize refuses
+ * while any is live (runtime.c). Only the thread that called st_init uses the API (FUNNELED). */
+static int mesh_live;
+
 struct st_mesh {
   st_mesh_coords coords;
   st_device device;
@@ -248,10 +252,15 @@ static st_status create_groups(st_mesh *mesh, double timeout_s, int nccl_max_cta
 }
 
 st_status st_mesh_create(st_mesh **out, const st_mesh_config *config) {
+  if (!out) return st_error(ST_ERR_INVALID_ARG, "st_mesh_create: out is NULL");
   *out = NULL;
-  int initialized = 0;
+  int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
   if (!initialized) return st_error(ST_ERR_INVALID_ARG, "st_mesh_create needs st_init first");
+  if (finalized) {
+    return st_error(ST_ERR_INVALID_ARG, "st_mesh_create: MPI is finalized (after st_finalize)");
+  }
   st_mesh_config cfg, resolved;
   ST_CHECK(read_config(config, &cfg));
   int world_rank, world_size;
@@ -276,6 +285,7 @@ st_status st_mesh_create(st_mesh **out, const st_mesh_config *config) {
   ST_CHECK_GOTO(choose_device_and_backend(mesh, &resolved), status, fail);
   ST_CHECK_GOTO(create_groups(mesh, timeout_s, resolved.nccl_max_ctas), status, fail);
   *out = mesh;
+  mesh_live++;
   return ST_OK;
 fail:
   st_mesh_destroy(mesh);
@@ -285,28 +295,49 @@ fail:
 void st_mesh_destroy(st_mesh *mesh) {
   if (!mesh) return;
   for (int g = ST_GROUP_COUNT - 1; g >= 0; g--) comm_destroy(mesh->groups[g]);
+  /* A mesh that failed to build was never counted (st_mesh_create's fail path). */
+  if (mesh->groups[ST_GROUP_COUNT - 1]) mesh_live--;
   mem_free(mesh);
 }
 
+int mesh_live_handles(void) { return mesh_live; }
+
+void mesh_handle_counted(int delta) { mesh_live += delta; }
+
 st_status st_mesh_get_coords(const st_mesh *mesh, st_mesh_coords *out) {
+  if (!mesh || !out) {
+    return st_error(ST_ERR_INVALID_ARG, "st_mesh_get_coords: %s is NULL", mesh ? "out" : "mesh");
+  }
   *out = mesh->coords;
   return ST_OK;
 }
 
 st_status st_mesh_group_rank(const st_mesh *mesh, st_group group, int *rank, int *size) {
+  if (!mesh || !rank || !size) {
+    return st_error(ST_ERR_INVALID_ARG, "st_mesh_group_rank: %s is NULL",
+                    !mesh   ? "mesh"
+                    : !rank ? "rank"
+                            : "size");
+  }
   if ((unsigned)group >= ST_GROUP_COUNT) {
-    return st_error(ST_ERR_INVALID_ARG, "group %d does not exist", (int)group);
+    return st_error(ST_ERR_INVALID_ARG, "st_mesh_group_rank: group %d does not exist", (int)group);
   }
   *rank = comm_rank(mesh->groups[group]);
   *size = comm_size(mesh->groups[group]);
   return ST_OK;
 }
 
+/* The name calls return a string, not a status: a NULL mesh gets a fixed one (shardtrain.h). */
+#define MESH_NULL_NAME "(null mesh)"
+
 const char *st_mesh_backend_name(const st_mesh *mesh) {
+  if (!mesh) return MESH_NULL_NAME;
   return mesh->backend == ST_COMM_NCCL ? "nccl" : "mpi";
 }
 
-const char *st_mesh_device_name(const st_mesh *mesh) { return mesh->device.backend->name; }
+const char *st_mesh_device_name(const st_mesh *mesh) {
+  return mesh ? mesh->device.backend->name : MESH_NULL_NAME;
+}
 
 comm *mesh_comm(const st_mesh *mesh, st_group group) { return mesh->groups[group]; }
 

@@ -19,6 +19,11 @@ comm *mesh_swap_comm(st_mesh *mesh, st_group group, comm *replacement);
 /* The device every rank computes on (chosen from $ST_DEVICE, or the mesh config's request). */
 const st_device *mesh_device(const st_mesh *mesh);
 
+/* Meshes and units on a mesh not yet destroyed (units add themselves with
+ * mesh_handle_counted): st_finalize refuses while any is live, since destroying them needs MPI. */
+int mesh_live_handles(void);
+void mesh_handle_counted(int delta);
+
 const char *mesh_group_name(st_group group);
 
 /* Checks a mesh against a world size without communicating, so every rank reaches the same

@@ -107,6 +107,9 @@ static st_status describe_data(const st_unit *h, const char *caller, int index, 
   ST_CHECK(check_pointer(data, caller, "data"));
   ST_CHECK(check_pointer(dtype, caller, "dtype"));
   const st_tensor t = describe(&h->u, index);
+  if (t.ndim == 0) { /* the descriptor could not be made (unit.c's view); st_last_error says why */
+    return st_error(ST_ERR_INTERNAL, "%s: unit '%s': %s", caller, h->u.name, st_last_error());
+  }
   *data = t.data;
   *dtype = t.dtype;
   return ST_OK;
@@ -155,12 +158,17 @@ st_status st_unit_create(st_unit **out, const st_mesh *mesh, const char *name,
     st_unit_destroy(h);
     return status;
   }
+  if (mesh) {
+    h->on_mesh = 1;
+    mesh_handle_counted(1);
+  }
   *out = h;
   return ST_OK;
 }
 
 void st_unit_destroy(st_unit *unit) {
   if (!unit) return;
+  if (unit->on_mesh) mesh_handle_counted(-1);
   unit_free(&unit->u);
   kernel_backend_destroy(unit->kb);
   mem_free(unit);

@@ -30,6 +30,7 @@ struct st_unit {
   int gathered; /* between st_unit_gather and st_unit_release, at every stage */
   unit_grad_state grads;
   int optimizer_ready; /* master weights reset since the parameters were last set */
+  int on_mesh;         /* counted in mesh_live_handles (it holds MPI objects) */
 };
 
 /* What a call needs of the handle (bits of `needs` in unit_handle_check). */

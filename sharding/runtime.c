@@ -1,17 +1,25 @@
 /* runtime.c - st_init / st_finalize: start MPI unless the embedding program already has, and
- * shut down only what we started. FUNNELED: only the thread that called st_init talks to MPI. */
+ * shut down only what we started. FUNNELED: only the thread that called st_init talks to MPI.
+ * MPI starts once per process: st_init after st_finalize is refused, and st_finalize refuses
+ * while meshes or units on a mesh are live (their destroy needs MPI). */
 #include <mpi.h>
 
 #include "core/check_mpi.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "sharding/mesh.h"
 #include "shardtrain.h"
 
 static int we_started_mpi;
 
 st_status st_init(int *argc, char ***argv) {
-  int initialized = 0;
+  int initialized = 0, finalized = 0;
   MPI_CHECK(MPI_Initialized(&initialized));
+  MPI_CHECK(MPI_Finalized(&finalized));
+  if (finalized) {
+    /* MPI cannot be started twice in one process. */
+    return st_error(ST_ERR_INVALID_ARG, "st_init: MPI is already finalized (st_finalize)");
+  }
   if (!initialized) {
     int provided = 0;
     MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
@@ -29,6 +37,13 @@ st_status st_init(int *argc, char ***argv) {
 }
 
 st_status st_finalize(void) {
+  const int live = mesh_live_handles();
+  if (live > 0) {
+    /* Their destroy frees MPI objects, which MPI forbids after MPI_Finalize. */
+    return st_error(ST_ERR_INVALID_ARG,
+                    "st_finalize: %d meshes or units on a mesh are still live; destroy them first",
+                    live);
+  }
   if (!we_started_mpi) return ST_OK;
   int finalized = 0;
   MPI_Finalized(&finalized);

@@ -168,7 +168,16 @@ fail:
   return status;
 }
 
+/* Waits on the host for a collective that a failed call left in flight (its work record still
+ * active), so that no buffer it reads or writes is freed or reused under it. */
+static void drain_in_flight(unit *u) {
+  if (u->reduce_work.active) (void)comm_wait(&u->reduce_work);
+  if (u->gather_work.active) (void)comm_wait(&u->gather_work);
+  u->reduce_pending = u->gather_pending = 0;
+}
+
 void unit_free(unit *u) {
+  drain_in_flight(u);
   mem_free(u->adam_v);
   mem_free(u->adam_m);
   mem_free(u->master);
@@ -393,15 +402,23 @@ static st_status finish_reduce(unit *u) {
 
 st_status unit_reduce_wait(unit *u) {
   if (!u->reduce_pending) return ST_OK;
-  u->reduce_pending = 0;
   /* C's wait spans the host's: where collectives complete on the host (MPI), the host
    * finishes R's work here, and C (the host on the CPU) waits meanwhile. On one rank the
    * "reduction" is a copy, not communication, and is not counted. */
   unit_streams *s = u->streams;
   const int communicates = shards_of(u) > 1 || s->replicate_comm;
-  if (communicates) ST_CHECK(comm_exposure_begin(&s->exposure));
-  ST_CHECK(finish_reduce(u));
-  if (communicates) ST_CHECK(comm_exposure_end(&s->exposure));
+  st_status status = communicates ? comm_exposure_begin(&s->exposure) : ST_OK;
+  const int timed = communicates && status == ST_OK;
+  if (status == ST_OK) status = finish_reduce(u);
+  if (status != ST_OK) {
+    /* The reduce-scatter started may still be in flight: it is waited for before the error
+     * goes up, or the caller's destroy would free buffers it still writes. */
+    drain_in_flight(u);
+    if (timed) comm_exposure_discard(&s->exposure);
+    return status;
+  }
+  u->reduce_pending = 0;
+  if (timed) ST_CHECK(comm_exposure_end(&s->exposure));
   /* reused after reduced(u) */
   if (u->policy.transient_grads) give_back(u, &u->grads, u->precision.reduce, &s->reduce);
   return ST_OK;
@@ -494,8 +511,12 @@ st_status unit_gather_master(unit *u, float *out) {
 static st_tensor view(const unit *u, void *base, st_dtype dtype, int index) {
   const unit_param *p = &u->layout.params[index];
   st_tensor t;
-  tensor_make(&t, base ? element(base, dtype, p->offset) : NULL, dtype, u->dev->backend->kind,
-              p->ndim, p->local_shape);
+  /* unit_layout bounds every parameter (UNIT_MAX_NUMEL), so this cannot fail; if it ever did,
+   * the descriptor has no data and ndim 0, which callers can test, and st_last_error says why. */
+  if (tensor_make(&t, base ? element(base, dtype, p->offset) : NULL, dtype, u->dev->backend->kind,
+                  p->ndim, p->local_shape) != ST_OK) {
+    memset(&t, 0, sizeof t);
+  }
   return t;
 }
 

@@ -78,8 +78,16 @@ st_status unit_param_init(unit_param *p, const char *name, int ndim, const int64
       return st_error(ST_ERR_INVALID_ARG, "parameter %s: extent %lld in dimension %d", name,
                       (long long)shape[d], d);
     }
+    if (shape[d] > UNIT_MAX_NUMEL / p->numel) {
+      return st_error(ST_ERR_INVALID_ARG,
+                      "parameter %s: dimensions 0..%d hold more than %lld elements (the most a "
+                      "unit holds)",
+                      name, d, (long long)UNIT_MAX_NUMEL);
+    }
+    p->numel *= shape[d];
     p->shape[d] = shape[d];
   }
+  p->numel = 1; /* the full extent was only bounded: numel is the local slice's */
   ST_CHECK(split_shape(p, T));
   for (int d = 0; d < ndim; d++) p->numel *= p->local_shape[d];
   return ST_OK;
@@ -97,6 +105,15 @@ st_status unit_layout_add(unit_layout *layout, const char *name, int ndim, const
   if (layout->count) {
     const unit_param *last = &layout->params[layout->count - 1];
     end = last->offset + last->numel;
+  }
+  /* end <= UNIT_MAX_NUMEL, so the roundings below cannot overflow; the sum must stay in bounds
+   * after them. */
+  const int64_t padding = UNIT_ALIGN + (int64_t)layout->S * UNIT_ALIGN;
+  if (p.numel > UNIT_MAX_NUMEL - padding - end) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "parameter %s: its %lld elements after the unit's %lld exceed the %lld a unit "
+                    "holds",
+                    name, (long long)p.numel, (long long)end, (long long)UNIT_MAX_NUMEL);
   }
   p.offset = round_up(end, UNIT_ALIGN);
   layout->params[layout->count++] = p;

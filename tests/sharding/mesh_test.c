@@ -206,6 +206,110 @@ static void test_every_factorisation(int world, int me) {
   }
 }
 
+/* The n-th allocation of st_unit_reduce_grads fails on every rank, for every n until none
+ * does, at every stage: the error is ST_ERR_OOM, and the collective it started is complete
+ * when it returns, so destroying the unit and then communicating is safe and nothing leaks.
+ * (Before the fix, the reduce-scatter stayed in flight: MPI wrote into the freed unit.) */
+static void test_reduce_allocation_failures(int world) {
+  st_mesh_config cfg = ST_MESH_CONFIG_INIT;
+  cfg.device = "cpu";
+  st_mesh *mesh = NULL;
+  CHECK_OK(st_mesh_create(&mesh, &cfg));
+  if (!mesh) return;
+  static const int64_t shape[1] = {40};
+  float w[40] = {0};
+  for (int stage = 0; stage <= 3; stage++) {
+    int failures = 0;
+    for (long n = 1; n <= 50; n++) {
+      mem_stats before, after;
+      mem_stats_get(&before);
+      st_unit_config uc = ST_UNIT_CONFIG_INIT;
+      uc.zero_stage = stage;
+      st_unit *u = NULL;
+      float *g = NULL;
+      CHECK_OK(st_unit_create(&u, mesh, "u", &uc));
+      CHECK_OK(st_unit_add_param(u, "w", 1, shape, ST_TP_REPLICATED, NULL));
+      CHECK_OK(st_unit_finalize(u));
+      CHECK_OK(st_unit_set_param(u, 0, w));
+      CHECK_OK(st_unit_zero_grads(u));
+      CHECK_OK(st_unit_begin_backward(u));
+      CHECK_OK(st_unit_grad_data(u, 0, &g));
+      if (g) g[0] = 1;
+      mem_fail_nth(n);
+      const st_status s = st_unit_reduce_grads(u);
+      mem_fail_nth(0);
+      st_unit_destroy(u);
+      MPI_Barrier(MPI_COMM_WORLD);
+      mem_stats_get(&after);
+      CHECK_MSG(after.live_blocks == before.live_blocks,
+                "stage %d, allocation %ld of the reduce failed: %lld blocks live, %lld before",
+                stage, n, (long long)after.live_blocks, (long long)before.live_blocks);
+      if (s == ST_OK) break;
+      failures++;
+      CHECK_MSG(s == ST_ERR_OOM, "stage %d, allocation %ld failed as %s", stage, n,
+                st_status_string(s));
+    }
+    /* On several ranks the reduce allocates (its timing events): a failure was injected. */
+    if (world > 1) CHECK_MSG(failures > 0, "stage %d: the reduce allocated nothing", stage);
+  }
+  st_mesh_destroy(mesh);
+}
+
+/* NULL handles and outputs are refused, naming the call; the name calls say so in words. */
+static void test_null_arguments(void) {
+  st_mesh_config cfg = ST_MESH_CONFIG_INIT;
+  cfg.device = "cpu";
+  st_mesh_coords c;
+  int rank = 0, size = 0;
+  CHECK_STATUS(st_mesh_create(NULL, &cfg), ST_ERR_INVALID_ARG);
+  CHECK_MSG(strstr(st_last_error(), "st_mesh_create") != NULL, "'%s'", st_last_error());
+  CHECK_STATUS(st_mesh_get_coords(NULL, &c), ST_ERR_INVALID_ARG);
+  CHECK_MSG(strstr(st_last_error(), "st_mesh_get_coords") != NULL, "'%s'", st_last_error());
+  CHECK_STATUS(st_mesh_group_rank(NULL, ST_GROUP_WORLD, &rank, &size), ST_ERR_INVALID_ARG);
+  CHECK_MSG(strstr(st_last_error(), "st_mesh_group_rank") != NULL, "'%s'", st_last_error());
+  CHECK(strcmp(st_mesh_backend_name(NULL), "(null mesh)") == 0);
+  CHECK(strcmp(st_mesh_device_name(NULL), "(null mesh)") == 0);
+  st_mesh *mesh = NULL;
+  CHECK_OK(st_mesh_create(&mesh, &cfg));
+  if (!mesh) return;
+  CHECK_STATUS(st_mesh_get_coords(mesh, NULL), ST_ERR_INVALID_ARG);
+  CHECK_MSG(strstr(st_last_error(), "st_mesh_get_coords") != NULL, "'%s'", st_last_error());
+  CHECK_STATUS(st_mesh_group_rank(mesh, ST_GROUP_WORLD, NULL, &size), ST_ERR_INVALID_ARG);
+  CHECK_STATUS(st_mesh_group_rank(mesh, ST_GROUP_WORLD, &rank, NULL), ST_ERR_INVALID_ARG);
+  CHECK_MSG(strstr(st_last_error(), "st_mesh_group_rank") != NULL, "'%s'", st_last_error());
+  st_mesh_destroy(mesh);
+}
+
+/* st_finalize refuses while a mesh or a unit on one is live: destroying them needs MPI. */
+static void test_finalize_with_live_handles(void) {
+  st_mesh_config cfg = ST_MESH_CONFIG_INIT;
+  cfg.device = "cpu";
+  st_mesh *mesh = NULL;
+  st_unit *u = NULL;
+  CHECK_OK(st_mesh_create(&mesh, &cfg));
+  CHECK_STATUS(st_finalize(), ST_ERR_INVALID_ARG);
+  CHECK_MSG(strstr(st_last_error(), "st_finalize: 1 meshes") != NULL, "'%s'", st_last_error());
+  CHECK_OK(st_unit_create(&u, mesh, "u", NULL));
+  st_mesh_destroy(mesh);
+  CHECK_STATUS(st_finalize(), ST_ERR_INVALID_ARG);
+  st_unit_destroy(u);
+}
+
+/* After st_finalize, st_init and st_mesh_create are refused instead of aborting in MPI. */
+static int calls_after_finalize_refused(void) {
+  int argc = 0;
+  char **argv = NULL;
+  st_mesh *mesh = (st_mesh *)&mesh;
+  const st_status init = st_init(&argc, &argv);
+  const st_status create = st_mesh_create(&mesh, NULL);
+  if (init != ST_ERR_INVALID_ARG || create != ST_ERR_INVALID_ARG || mesh != NULL) {
+    fprintf(stderr, "FAIL: after st_finalize: st_init %s, st_mesh_create %s ('%s')\n",
+            st_status_string(init), st_status_string(create), st_last_error());
+    return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   CHECK_OK(st_init(&argc, &argv));
   int world = 1, me = 0;
@@ -219,11 +323,15 @@ int main(int argc, char **argv) {
   test_nccl_refused_on_every_rank(me);
   test_empty_host_id(world, me);
   test_every_factorisation(world, me);
+  test_reduce_allocation_failures(world);
+  test_null_arguments();
+  test_finalize_with_live_handles();
   st_mesh_destroy(NULL);
   mem_stats stats;
   mem_stats_get(&stats);
   CHECK_EQ_INT(stats.live_blocks, 0);
   int rc = test_finish_mpi("mesh_test");
-  st_finalize();
+  if (st_finalize() != ST_OK) rc = 1;
+  if (calls_after_finalize_refused()) rc = 1;
   return rc;
 }

@@ -180,9 +180,41 @@ static void test_bad_order(void) {
   adamw.struct_size = 0;
   CHECK_REFUSED(st_unit_adamw_step(u, &adamw, 1, 0.1f, 1.0f), "st_adamw_config.struct_size",
                 "ST_ADAMW_CONFIG_INIT");
+  /* lr and grad_scale: a NaN, infinite or negative factor would make every weight NaN; lr 0 (a
+   * warm-up's first step) is a step that moves nothing but the moments. */
+  const float nan = NAN, inf = INFINITY;
+  CHECK_REFUSED(st_unit_adamw_step(u, NULL, 1, nan, 1.0f), "st_unit_adamw_step", "lr nan");
+  CHECK_REFUSED(st_unit_adamw_step(u, NULL, 1, inf, 1.0f), "st_unit_adamw_step", "lr inf");
+  CHECK_REFUSED(st_unit_adamw_step(u, NULL, 1, -0.1f, 1.0f), "st_unit_adamw_step", "lr -0.1");
+  CHECK_REFUSED(st_unit_adamw_step(u, NULL, 1, 0.1f, inf), "st_unit_adamw_step", "grad_scale inf");
+  CHECK_REFUSED(st_unit_adamw_step(u, NULL, 1, 0.1f, nan), "st_unit_adamw_step", "grad_scale nan");
+  CHECK_REFUSED(st_unit_adamw_step(u, NULL, 1, 0.1f, 0.0f), "st_unit_adamw_step", "grad_scale 0");
+  CHECK_REFUSED(st_unit_adamw_step(u, NULL, 1, 0.1f, -1.0f), "st_unit_adamw_step", "grad_scale -1");
+  CHECK_OK(st_unit_adamw_step(u, NULL, 1, 0.0f, 1.0f));
   CHECK_OK(st_unit_set_param(u, 0, values));
   CHECK_REFUSED(st_unit_adamw_step(u, NULL, 1, 0.1f, 1.0f), "st_unit_adamw_step",
                 "st_unit_optimizer_reset");
+  st_unit_destroy(u);
+}
+
+/* Sizes whose element or byte counts overflow int64_t are refused where they are declared,
+ * naming the parameter; the unit stays usable for the parameters before. */
+static void test_size_overflow(void) {
+  st_unit *u = NULL;
+  CHECK_OK(st_unit_create(&u, NULL, "big", NULL));
+  const int64_t huge[1] = {((int64_t)1 << 62) + 64},
+                square[2] = {(int64_t)1 << 40, (int64_t)1 << 40};
+  const int64_t half[1] = {INT64_MAX / 2}, most[1] = {INT64_MAX / 8 - 64};
+  CHECK_REFUSED(st_unit_add_param(u, "huge", 1, huge, ST_TP_REPLICATED, NULL), "huge", "more than");
+  CHECK_REFUSED(st_unit_add_param(u, "square", 2, square, ST_TP_REPLICATED, NULL), "square",
+                "more than");
+  CHECK_REFUSED(st_unit_add_param(u, "half", 1, half, ST_TP_REPLICATED, NULL), "half", "more than");
+  CHECK_OK(st_unit_add_param(u, "a", 1, most, ST_TP_REPLICATED, NULL));
+  CHECK_REFUSED(st_unit_add_param(u, "b", 1, most, ST_TP_REPLICATED, NULL), "parameter b",
+                "exceed");
+  int64_t numel = 0;
+  CHECK_OK(st_unit_param_numel(u, 0, &numel));
+  CHECK(numel == most[0]);
   st_unit_destroy(u);
 }
 
@@ -279,6 +311,7 @@ int main(void) {
   test_bad_create();
   test_bad_declarations();
   test_bad_order();
+  test_size_overflow();
   test_correct_sequence(ST_FP32);
   test_correct_sequence(ST_BF16);
   test_allocation_failures();
