@@ -1,12 +1,15 @@
 /* ckpt_source.c - see ckpt_source.h. */
 #include "engine/checkpoint/ckpt_source.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "core/alloc.h"
 #include "core/error.h"
+#include "engine/checkpoint/checkpoint.h"
 #include "engine/io/safetensors.h"
 
 struct ckpt_source {
@@ -22,11 +25,46 @@ static void path_in(const ckpt_source *src, const char *name, char *out, size_t 
   snprintf(out, size, "%s/%s", src->dir, name);
 }
 
+/* Why `dir`, a directory without DONE, is not a checkpoint: a save that did not finish left
+ * the manifest or rank files (ST_ERR_FORMAT), or it holds none of them, which is a path the user
+ * got wrong (ST_ERR_INVALID_ARG), most often the --ckpt-dir that holds the step_N directories. */
+static st_status no_done_marker(const char *dir) {
+  int partial = 0;
+  DIR *d = opendir(dir);
+  for (struct dirent *e; d && !partial && (e = readdir(d)) != NULL;) {
+    partial = strcmp(e->d_name, "manifest.json") == 0 || strncmp(e->d_name, "rank_", 5) == 0;
+  }
+  if (d) closedir(d);
+  if (partial) {
+    return st_error(ST_ERR_FORMAT,
+                    "%s: no DONE marker: the checkpoint is incomplete (a save that did not "
+                    "finish)",
+                    dir);
+  }
+  char latest[4200];
+  int found = 0;
+  if (ckpt_find_latest(dir, latest, sizeof latest, &found) == ST_OK && found) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "%s holds no checkpoint files: is it the --ckpt-dir? Its checkpoints are "
+                    "step_N subdirectories; the newest complete one is %s",
+                    dir, latest);
+  }
+  return st_error(ST_ERR_INVALID_ARG,
+                  "%s holds no checkpoint files (a checkpoint is a step_N directory with "
+                  "manifest.json and DONE)",
+                  dir);
+}
+
 st_status ckpt_source_open(ckpt_source **out, const char *dir) {
   *out = NULL;
   struct stat st;
-  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return st_error(ST_ERR_INVALID_ARG, "%s: not a checkpoint directory (no such directory)", dir);
+  if (stat(dir, &st) != 0) {
+    return st_error(ST_ERR_INVALID_ARG, "%s: not a checkpoint directory (%s)", dir,
+                    errno == ENOENT ? "no such directory" : strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "%s is a file, not a checkpoint directory (a step_N directory)", dir);
   }
   ckpt_source *src = NULL;
   ST_CHECK(mem_alloc_zeroed((void **)&src, sizeof *src, MEM_HOST, MEM_WORKSPACE, NULL));
@@ -36,12 +74,7 @@ st_status ckpt_source_open(ckpt_source **out, const char *dir) {
   char path[4200];
   path_in(src, "DONE", path, sizeof path);
   st_status status = ST_OK;
-  if (stat(path, &st) != 0) {
-    status = st_error(ST_ERR_FORMAT,
-                      "%s: no DONE marker: the checkpoint is incomplete (a save that did not "
-                      "finish)",
-                      src->dir);
-  }
+  if (stat(path, &st) != 0) status = no_done_marker(src->dir);
   path_in(src, "manifest.json", path, sizeof path);
   if (status == ST_OK) status = ckpt_manifest_read(&src->m, path);
   if (status == ST_OK) {

@@ -14,7 +14,9 @@
 typedef struct ckpt_source ckpt_source;
 
 /* Opens `dir` (a step directory): it must hold DONE and a valid manifest. Files are opened on
- * first use. Every fault is ST_ERR_FORMAT or ST_ERR_IO naming the file. */
+ * first use. A path that is not a step directory (missing, a file, a directory without any
+ * checkpoint file such as the --ckpt-dir above the step directories) is ST_ERR_INVALID_ARG; an
+ * incomplete or damaged checkpoint is ST_ERR_FORMAT or ST_ERR_IO naming the file. */
 st_status ckpt_source_open(ckpt_source **out, const char *dir);
 void ckpt_source_close(ckpt_source *src);
 

@@ -3,9 +3,13 @@
  *   shardtrain export CKPT OUT.safetensors
  *   shardtrain inspect CKPT
  * Paths come first, then flags. Bad input exits 2 with one error line (an output path that
- * cannot be written included, checked before any work); a damaged checkpoint exits 1. */
+ * cannot be written or that lies in the checkpoint read, and a CKPT that is not a step directory,
+ * included, checked before any work); a damaged checkpoint exits 1. reshard creates DST's parent
+ * when it is missing, as train creates --ckpt-dir. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/error.h"
 #include "engine/checkpoint/ckpt_offline.h"
@@ -62,8 +66,30 @@ typedef struct reshard_target {
   int R, S, T, zero;
 } reshard_target;
 
+/* DST's parent directory, created (one level, as train creates --ckpt-dir) when missing, so
+ * that `reshard ckpt/step_N ckpt8/step_N` makes ckpt8 as train would. */
+static st_status make_parent(const char *dst) {
+  char parent[4096];
+  size_t len = strlen(dst);
+  while (len > 1 && dst[len - 1] == '/') len--;
+  while (len > 0 && dst[len - 1] != '/') len--;
+  while (len > 1 && dst[len - 1] == '/') len--;
+  if (len == 0 || len >= sizeof parent) return ST_OK; /* in "." or "/", or output_dir_check's */
+  snprintf(parent, sizeof parent, "%.*s", (int)len, dst);
+  struct stat st;
+  if (stat(parent, &st) == 0 || errno != ENOENT) return ST_OK; /* output_dir_check judges it */
+  /* Its own parent missing too (ENOENT): output_dir_check names the directory that is not. */
+  if (mkdir(parent, 0777) != 0 && errno != ENOENT) {
+    return st_error(ST_ERR_INVALID_ARG, "DST %s: cannot create directory %s: %s", dst, parent,
+                    strerror(errno));
+  }
+  return ST_OK;
+}
+
 static st_status reshard(ckpt_source *src, char **argv, void *ctx) {
   const reshard_target *t = ctx;
+  ST_CHECK(output_path_outside("DST", argv[3], "SRC", argv[2]));
+  ST_CHECK(make_parent(argv[3]));
   ST_CHECK(output_dir_check("DST", argv[3]));
   ST_CHECK(ckpt_reshard(src, argv[3], t->R, t->S, t->T, t->zero));
   printf("resharded %s -> %s (mesh %dx%dx%d, ZeRO-%d)\n", argv[2], argv[3], t->R, t->S, t->T,
@@ -94,6 +120,7 @@ int cmd_reshard(int argc, char **argv) {
 
 static st_status export_hf(ckpt_source *src, char **argv, void *ctx) {
   (void)ctx;
+  ST_CHECK(output_path_outside("OUT", argv[3], "CKPT", argv[2]));
   ST_CHECK(output_path_check("OUT", argv[3], 0));
   ST_CHECK(ckpt_export_hf(src, argv[3]));
   printf("exported %s -> %s\n", argv[2], argv[3]);

@@ -44,7 +44,8 @@ typedef struct sample_run {
 static int sample_flags(sample_options *o, cli_flag *f, int capacity) {
   const cli_flag table[] = {
       {"from", FLAG_STRING, &o->from,
-       "the model: a Hugging Face GPT-2 safetensors file (train --export writes one)"},
+       "the model: a checkpoint step directory (ckpt/step_N) or a Hugging Face GPT-2 "
+       "safetensors file (train --export writes one)"},
       {"prompt", FLAG_STRING, &o->prompt, "text to continue, as bytes (byte vocabularies only)"},
       {"prompt-ids", FLAG_STRING, &o->prompt_ids, "the prompt as token ids: 15496,11,995"},
       {"tokens", FLAG_INT, &o->tokens, "tokens to generate"},
@@ -54,7 +55,8 @@ static int sample_flags(sample_options *o, cli_flag *f, int capacity) {
       {"tokenizer", FLAG_STRING, &o->tokenizer,
        "llm.c gpt2_tokenizer.bin: print text, not ids, for a GPT-2 vocabulary"},
       {"n-head", FLAG_INT, &o->n_head,
-       "attention heads (0: the file's metadata, else the named config of its shape)"},
+       "attention heads (0: the checkpoint's or the file's metadata, else the named config of its "
+       "shape); must agree with what the model records"},
   };
   int n = (int)(sizeof table / sizeof table[0]);
   if (n > capacity) n = capacity;
@@ -90,13 +92,18 @@ static st_status check_options(const sample_options *o) {
 }
 
 /* A checkpoint step directory of any mesh, restored into a one-rank model. */
-static st_status load_checkpoint(const char *path, const st_device *dev, gpt_model **out) {
+static st_status load_checkpoint(const char *path, int n_head, const st_device *dev,
+                                 gpt_model **out) {
   ckpt_source *src = NULL;
   st_status status = ckpt_source_open(&src, path);
   gpt_config cfg;
   if (status == ST_OK) {
     cfg = ckpt_source_manifest(src)->cfg;
     status = gpt_config_finish(&cfg, 1);
+  }
+  if (status == ST_OK && n_head > 0 && n_head != cfg.n_head) {
+    status = st_error(ST_ERR_INVALID_ARG, "%s/manifest.json records n_head %d and --n-head is %d",
+                      ckpt_source_dir(src), cfg.n_head, n_head);
   }
   if (status == ST_OK) status = gpt_create(out, &cfg, dev, 1, 1, NULL);
   if (status == ST_OK) status = ckpt_restore(*out, src);
@@ -120,7 +127,7 @@ static st_status load_model(const char *path, int n_head, const st_device *dev, 
   if (stat(path, &info) != 0) {
     return st_error(ST_ERR_IO, "--from %s: cannot read: %s", path, strerror(errno));
   }
-  if (S_ISDIR(info.st_mode)) return load_checkpoint(path, dev, out);
+  if (S_ISDIR(info.st_mode)) return load_checkpoint(path, n_head, dev, out);
   gpt_config cfg;
   st_status status = gpt_config_from_file(path, n_head, &cfg);
   if (status != ST_OK) return st_error(status, "--from %s", st_last_error());
@@ -283,7 +290,7 @@ int cmd_sample(int argc, char **argv) {
   int nflags = sample_flags(&o, flags, 16), help = 0;
   st_status status = cli_parse(argc, argv, 2, flags, nflags, &help);
   if (help) {
-    cli_print_help(stdout, "shardtrain sample --from FILE --prompt TEXT [flags]",
+    cli_print_help(stdout, "shardtrain sample --from CKPT|FILE --prompt TEXT [flags]",
                    "Continues a prompt with a trained GPT-2 model on one rank, with a key/value\n"
                    "cache (the prompt is run once, then one token at a time).",
                    flags, nflags);

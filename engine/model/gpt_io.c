@@ -114,22 +114,47 @@ static int count_layers(const safetensors_reader *r) {
   return most >= GPT_MAX_LAYERS ? GPT_MAX_LAYERS + 1 : (int)(most + 1);
 }
 
+/* The n_head the file's metadata records in *out (0 when it records none). */
+static st_status recorded_heads(const safetensors_reader *r, const char *path, int *out) {
+  *out = 0;
+  const char *recorded = safetensors_reader_metadata(r, GPT_META_N_HEAD);
+  if (!recorded) return ST_OK;
+  char *end = NULL;
+  errno = 0;
+  long v = strtol(recorded, &end, 10);
+  if (end == recorded || *end || errno || v < 1 || v > INT32_MAX) {
+    return st_error(ST_ERR_FORMAT, "%s: metadata %s is '%s', not a positive integer", path,
+                    GPT_META_N_HEAD, recorded);
+  }
+  *out = (int)v;
+  return ST_OK;
+}
+
+/* A head count that contradicts the file's record would load the same tensors into another
+ * model (other text, silently): refused, naming both. */
+static st_status check_heads(const safetensors_reader *r, const char *path, int n_head) {
+  int recorded = 0;
+  ST_CHECK(recorded_heads(r, path, &recorded));
+  if (recorded && n_head != recorded) {
+    return st_error(
+        ST_ERR_INVALID_ARG,
+        "%s records n_head %d (metadata %s) and the model asks for n_head %d (--n-head)", path,
+        recorded, GPT_META_N_HEAD, n_head);
+  }
+  return ST_OK;
+}
+
 static st_status config_heads(const safetensors_reader *r, const char *path, int n_head,
                               gpt_config *c) {
   if (n_head > 0) {
+    ST_CHECK(check_heads(r, path, n_head));
     c->n_head = n_head;
     return ST_OK;
   }
-  const char *recorded = safetensors_reader_metadata(r, GPT_META_N_HEAD);
+  int recorded = 0;
+  ST_CHECK(recorded_heads(r, path, &recorded));
   if (recorded) {
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(recorded, &end, 10);
-    if (end == recorded || *end || errno || v < 1 || v > INT32_MAX) {
-      return st_error(ST_ERR_FORMAT, "%s: metadata %s is '%s', not a positive integer", path,
-                      GPT_META_N_HEAD, recorded);
-    }
-    c->n_head = (int)v;
+    c->n_head = recorded;
     return ST_OK;
   }
   gpt_config named;
@@ -169,6 +194,41 @@ done:
   return status;
 }
 
+/* Buffers some GPT-2 files carry beside the parameters (the causal mask) and the output head
+ * tied to wte: not parameters, so their presence says nothing about the model's shape. */
+static int is_buffer(const char *name) {
+  const char *dot = strrchr(name, '.');
+  return strcmp(name, "lm_head.weight") == 0 ||
+         (dot && (strcmp(dot, ".bias") == 0 || strcmp(dot, ".masked_bias") == 0) &&
+          strncmp(name, "h.", 2) == 0 && dot - name >= 5 && strncmp(dot - 5, ".attn", 5) == 0);
+}
+
+/* Every tensor of the file under `prefix` is one of the model's parameters: a file with more
+ * (a model of more layers) would otherwise be loaded in part, silently. */
+static st_status check_unused(const gpt_model *m, const safetensors_reader *r, const char *path,
+                              const char *prefix) {
+  const size_t plen = strlen(prefix);
+  char name[UNIT_NAME_MAX + 64];
+  for (size_t i = 0; i < safetensors_reader_count(r); i++) {
+    const char *have = safetensors_reader_entry(r, i)->name;
+    if (strncmp(have, prefix, plen) != 0 || is_buffer(have + plen)) continue;
+    int used = 0;
+    for (int u = 0; u < m->n_units && !used; u++) {
+      for (int k = 0; k < m->units[u].layout.count && !used; k++) {
+        hf_name(m, u, &m->units[u].layout.params[k], prefix, name, sizeof name);
+        used = strcmp(name, have) == 0;
+      }
+    }
+    if (!used) {
+      return st_error(ST_ERR_INVALID_ARG,
+                      "%s holds tensor '%s', which the model (n_layer %d) does not have: the file "
+                      "holds another model",
+                      path, have, m->cfg.n_layer);
+    }
+  }
+  return ST_OK;
+}
+
 st_status gpt_import(gpt_model *m, const char *path, const char *prefix) {
   safetensors_reader *r = NULL;
   ST_CHECK(safetensors_reader_open(&r, path));
@@ -182,6 +242,8 @@ st_status gpt_import(gpt_model *m, const char *path, const char *prefix) {
   ST_CHECK_GOTO(mem_alloc(&raw, (size_t)most * sizeof(float), MEM_HOST, MEM_WORKSPACE, NULL),
                 status, done);
   ST_CHECK_GOTO(gpt_param_scratch(m, &slice), status, done);
+  ST_CHECK_GOTO(check_heads(r, path, m->cfg.n_head), status, done);
+  ST_CHECK_GOTO(check_unused(m, r, path, prefix), status, done);
   for (int u = 0; u < m->n_units; u++) {
     for (int k = 0; k < m->units[u].layout.count; k++) {
       ST_CHECK_GOTO(import_param(m, u, k, r, path, prefix, full, raw, slice), status, done);

@@ -3,8 +3,10 @@
 #include "engine/train/output_paths.h"
 
 #include <errno.h>
+#include <glob.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -99,7 +101,145 @@ static st_status ckpt_dir_check(const char *dir) {
   return ST_OK;
 }
 
+/* ---- outputs that are inputs ------------------------------------------------------------ */
+
+/* `path` made absolute with its symbolic links resolved: realpath of the longest part of it that
+ * exists, the rest appended as written (a file or directory still to be made). 0 when it cannot
+ * be resolved. */
+static int resolve(const char *path, char *out) {
+  if (realpath(path, out)) return 1;
+  char head[PATH_MAX];
+  size_t len = strlen(path);
+  while (len > 1 && path[len - 1] == '/') len--;
+  if (len == 0 || len >= sizeof head) return 0;
+  snprintf(head, sizeof head, "%.*s", (int)len, path);
+  char *slash = strrchr(head, '/');
+  const char *tail = slash ? slash + 1 : head;
+  char parent[PATH_MAX];
+  if (!slash) {
+    snprintf(parent, sizeof parent, ".");
+  } else if (slash == head) {
+    snprintf(parent, sizeof parent, "/");
+  } else {
+    snprintf(parent, sizeof parent, "%.*s", (int)(slash - head), head);
+  }
+  if (strcmp(tail, ".") == 0 || strcmp(tail, "..") == 0 || strcmp(parent, path) == 0) return 0;
+  char base[PATH_MAX];
+  if (!resolve(parent, base)) return 0;
+  const size_t blen = strlen(base);
+  return snprintf(out, PATH_MAX, "%s%s%s", base, blen && base[blen - 1] == '/' ? "" : "/", tail) <
+         PATH_MAX;
+}
+
+int output_same_file(const char *a, const char *b) {
+  struct stat sa, sb;
+  if (stat(a, &sa) == 0 && stat(b, &sb) == 0) {
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  }
+  char ra[PATH_MAX], rb[PATH_MAX];
+  return resolve(a, ra) && resolve(b, rb) && strcmp(ra, rb) == 0;
+}
+
+int output_inside_dir(const char *path, const char *dir) {
+  char rp[PATH_MAX], rd[PATH_MAX];
+  if (!resolve(path, rp) || !resolve(dir, rd)) return 0;
+  const size_t n = strlen(rd);
+  if (strcmp(rd, "/") == 0) return 1;
+  return strncmp(rp, rd, n) == 0 && (rp[n] == '/' || rp[n] == '\0');
+}
+
+st_status output_path_outside(const char *what, const char *path, const char *dir_what,
+                              const char *dir) {
+  if (output_inside_dir(path, dir)) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "%s %s is in the checkpoint %s %s, which this command reads: write it "
+                    "elsewhere",
+                    what, path, dir_what, dir);
+  }
+  return ST_OK;
+}
+
+/* Whether `path` lies in a step directory of `ckpt_dir`: step_<N>, or the temporary
+ * .step_<N>.tmp a save writes first. */
+static int in_step_dir(const char *path, const char *ckpt_dir) {
+  char rp[PATH_MAX], rd[PATH_MAX];
+  if (!resolve(path, rp) || !resolve(ckpt_dir, rd)) return 0;
+  size_t n = strlen(rd);
+  if (n == 1) n = 0; /* "/" */
+  if (strncmp(rp, rd, n) != 0 || rp[n] != '/') return 0;
+  const char *below = rp + n + 1;
+  return strchr(below, '/') &&
+         (strncmp(below, "step_", 5) == 0 || strncmp(below, ".step_", 6) == 0);
+}
+
+/* One output of a run and the inputs and other outputs it must not be. */
+typedef struct named_path {
+  const char *what, *path;
+} named_path;
+
+/* `path` is none of the files the glob `pattern` (of flag `what`) matches. */
+static st_status not_in_glob(const char *out_what, const char *path, const char *what,
+                             const char *pattern) {
+  glob_t g;
+  if (glob(pattern, 0, NULL, &g) != 0) return ST_OK; /* no match: the loader says so */
+  st_status status = ST_OK;
+  for (size_t i = 0; i < g.gl_pathc && status == ST_OK; i++) {
+    if (output_same_file(path, g.gl_pathv[i])) {
+      status = st_error(ST_ERR_INVALID_ARG,
+                        "%s %s is a data shard of %s '%s' (%s), which the run reads: write it "
+                        "elsewhere",
+                        out_what, path, what, pattern, g.gl_pathv[i]);
+    }
+  }
+  globfree(&g);
+  return status;
+}
+
+/* No output of the run is an input of it, or another output: each would be destroyed (an
+ * overwritten shard or checkpoint file, metrics appended into a data file, metrics replaced by
+ * the export). Only looks: nothing is created. */
+static st_status check_train_distinct(const train_options *o) {
+  const named_path outs[] = {
+      {"--export", o->export_path}, {"--metrics", o->metrics}, {"--save-init", o->save_init}};
+  const int n = (int)(sizeof outs / sizeof outs[0]);
+  for (int i = 0; i < n; i++) {
+    const char *what = outs[i].what, *path = outs[i].path;
+    if (!path) continue;
+    for (int j = i + 1; j < n; j++) {
+      if (outs[j].path && output_same_file(path, outs[j].path)) {
+        return st_error(ST_ERR_INVALID_ARG,
+                        "%s %s and %s %s are the same file: each output needs its own", what, path,
+                        outs[j].what, outs[j].path);
+      }
+    }
+    if (o->init_from && output_same_file(path, o->init_from)) {
+      return st_error(ST_ERR_INVALID_ARG,
+                      "%s %s is the --init-from file %s, which the run reads: write it elsewhere",
+                      what, path, o->init_from);
+    }
+    if (o->data_train) ST_CHECK(not_in_glob(what, path, "--data-train", o->data_train));
+    if (o->data_val) ST_CHECK(not_in_glob(what, path, "--data-val", o->data_val));
+    if (o->resume_from) ST_CHECK(output_path_outside(what, path, "--resume-from", o->resume_from));
+    if (o->ckpt_dir) {
+      if (output_same_file(path, o->ckpt_dir)) {
+        return st_error(ST_ERR_INVALID_ARG, "%s %s is the --ckpt-dir: each output needs its own",
+                        what, path);
+      }
+      /* The step directories the run saves, replaces, deletes (--keep) and resumes from; a
+       * file directly in --ckpt-dir, or in another directory below it, is none of them. */
+      if (in_step_dir(path, o->ckpt_dir)) {
+        return st_error(ST_ERR_INVALID_ARG,
+                        "%s %s is inside a checkpoint of --ckpt-dir %s, which the run writes "
+                        "and reads: write it elsewhere",
+                        what, path, o->ckpt_dir);
+      }
+    }
+  }
+  return ST_OK;
+}
+
 static st_status check_train_outputs(const train_options *o) {
+  ST_CHECK(check_train_distinct(o));
   if (o->export_path) ST_CHECK(output_path_check("--export", o->export_path, 0));
   if (o->metrics) ST_CHECK(output_path_check("--metrics", o->metrics, 1));
   if (o->save_init) ST_CHECK(output_path_check("--save-init", o->save_init, 0));

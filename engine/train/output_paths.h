@@ -22,9 +22,24 @@ st_status output_path_check(const char *what, const char *path, int appends);
  * exists and is writable and its name fits. Whether it exists already is the caller's rule. */
 st_status output_dir_check(const char *what, const char *path);
 
+/* Whether a and b name the same file: by identity (st_dev, st_ino) when both exist, else by
+ * their resolved paths (symbolic links and "." followed through the part that exists). */
+int output_same_file(const char *a, const char *b);
+
+/* Whether `path` is directory `dir` or anything below it (resolved as output_same_file). */
+int output_inside_dir(const char *path, const char *dir);
+
+/* ST_ERR_INVALID_ARG naming both when the output `path` (of `what`) is inside the checkpoint
+ * directory `dir` that the command reads (`dir_what`: the flag or argument naming it). */
+st_status output_path_outside(const char *what, const char *path, const char *dir_what,
+                              const char *dir);
+
 /* Checks --export, --metrics, --save-init and --ckpt-dir on world rank `writer` (the rank that
  * writes them; on a cluster the others may not even see its file system) and gives its verdict to
- * every rank, so that each fails with the same message. Collective over MPI_COMM_WORLD. */
+ * every rank, so that each fails with the same message. Before anything is created, each output
+ * must be no input of the run (a --data-train or --data-val shard, the --init-from file, a file
+ * of the --resume-from checkpoint or of a step directory in --ckpt-dir) and no other output.
+ * Collective over MPI_COMM_WORLD. */
 st_status output_paths_check_train(const train_options *o, int writer);
 
 #endif /* ST_ENGINE_TRAIN_OUTPUT_PATHS_H */

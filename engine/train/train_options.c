@@ -70,7 +70,9 @@ int train_options_flags(train_options *o, cli_flag f[TRAIN_MAX_FLAGS]) {
       {"save-init", FLAG_STRING, &o->save_init, "write the initial parameters (HF names) here"},
       {"export", FLAG_STRING, &o->export_path, "write the trained parameters (HF names) here"},
       {"metrics", FLAG_STRING, &o->metrics, "append one JSON line per step to this file"},
-      {"quiet", FLAG_BOOL, &o->quiet, "print nothing but errors (--metrics is still written)"},
+      {"quiet", FLAG_BOOL, &o->quiet,
+       "nothing on stdout (no step lines, no summary); info, warnings and errors still go to "
+       "stderr, --metrics is still written"},
       {"eval-every", FLAG_INT, &o->eval_every, "validation every N steps and at the end (0: end)"},
       {"eval-batches", FLAG_INT, &o->eval_batches, "validation batches per evaluation"},
       {"device", FLAG_STRING, &o->device, "cpu, cuda or auto (default: $ST_DEVICE, else auto)"},
@@ -164,6 +166,13 @@ static st_status check_checkpoint_flags(const train_options *o) {
   if (o->resume && o->resume_from) {
     return st_error(ST_ERR_INVALID_ARG, "--resume and --resume-from %s: give one of them",
                     o->resume_from);
+  }
+  if (o->init_from && (o->resume || o->resume_from)) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "--init-from %s and %s%s: a resumed run takes its parameters from the "
+                    "checkpoint; give one of them",
+                    o->init_from, o->resume ? "--resume" : "--resume-from ",
+                    o->resume ? "" : o->resume_from);
   }
   if (o->resume && !o->ckpt_dir) {
     return st_error(ST_ERR_INVALID_ARG, "--resume needs --ckpt-dir (where the checkpoints are)");
@@ -294,10 +303,18 @@ st_status train_options_resolve(const train_options *o, int dp_size, gpt_config 
     return st_error(ST_ERR_INVALID_ARG, "--lr-schedule '%s' is not cosine or constant",
                     o->lr_schedule);
   }
-  if (o->weight_decay < 0) {
+  /* optim's check names no flag: the learning rates are checked here first. */
+  if (!(o->lr > 0) || !isfinite(o->lr)) {
+    return st_error(ST_ERR_INVALID_ARG, "--lr must be a finite number > 0, got %g", o->lr);
+  }
+  if (!(o->min_lr >= 0 && o->min_lr <= o->lr)) {
+    return st_error(ST_ERR_INVALID_ARG, "--min-lr must lie in [0, --lr %g], got %g", o->lr,
+                    o->min_lr);
+  }
+  if (!(o->weight_decay >= 0)) {
     return st_error(ST_ERR_INVALID_ARG, "--weight-decay must be >= 0, got %g", o->weight_decay);
   }
-  if (o->clip < 0) return st_error(ST_ERR_INVALID_ARG, "--clip must be >= 0, got %g", o->clip);
+  if (!(o->clip >= 0)) return st_error(ST_ERR_INVALID_ARG, "--clip must be >= 0, got %g", o->clip);
   if (o->peak_tflops < 0) {
     return st_error(ST_ERR_INVALID_ARG,
                     "--peak-tflops must be a positive number of TFLOP/s, got %g", o->peak_tflops);

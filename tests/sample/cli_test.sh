@@ -142,8 +142,8 @@ long=$(head -c 65 /dev/zero | tr '\0' a)
 expect "--from is required" --prompt hi
 expect "--from $work/missing.safetensors: cannot read: No such file" \
   --from "$work/missing.safetensors" --prompt hi
-expect "--from $work/ckpt/step_10: no DONE marker: the checkpoint is incomplete" \
-  --from "$work/ckpt/step_10" --prompt hi
+expect "--from $work/ckpt/step_10 holds no checkpoint files" --from "$work/ckpt/step_10" --prompt hi
+expect "--from $work/ckpt holds no checkpoint files" --from "$work/ckpt" --prompt hi
 expect "--from $work/bad.safetensors" --from "$work/bad.safetensors" --prompt hi
 expect "--prompt is empty" --from "$tiny" --prompt ""
 expect "--prompt-ids is empty" --from "$tiny" --prompt-ids ""
@@ -159,7 +159,10 @@ expect "--temperature must be >= 0, got -1" --from "$tiny" --prompt hi --tempera
 expect "--temperature: 'nan' is not a finite number" --from "$tiny" --prompt hi --temperature nan
 expect "--top-k must be >= 0, got -1" --from "$tiny" --prompt hi --top-k -1
 expect "--n-head must be >= 0, got -2" --from "$tiny" --prompt hi --n-head -2
-expect "n_embd 64 is not divisible by n_head 3" --from "$tiny" --prompt hi --n-head 3
+expect "n_embd 64 is not divisible by n_head 3" --from "$work/tiny_bare.safetensors" --prompt hi \
+  --n-head 3
+expect "--from $tiny records n_head 4 (metadata shardtrain.n_head) and the model asks for n_head 1" \
+  --from "$tiny" --prompt hi --n-head 1 --temperature 0
 expect "n_layer 2, n_embd 48 is not a named config's shape" \
   --from "$work/v300_bare.safetensors" --prompt-ids 1
 expect "GPT-2 BPE encoding of text is not implemented" --from "$work/v300.safetensors" --prompt hi
@@ -177,6 +180,7 @@ for f in from prompt prompt-ids tokens temperature top-k seed tokenizer n-head; 
   grep -q -- "--$f " <<<"$help" || bad "sample --help lacks --$f"
 done
 "$shardtrain" --help | grep -q "sample" || bad "shardtrain --help lacks sample"
+grep -q -- "--from .*checkpoint step directory" <<<"$help" || bad "sample --help omits checkpoints"
 
 [ $fail -eq 0 ] && echo "cli_test: passed" || echo "cli_test: FAILED"
 exit $fail

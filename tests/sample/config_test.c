@@ -1,6 +1,6 @@
 /* config_test.c - the model config read back from a file (gpt_config_from_file), what
  * `shardtrain sample` builds its model from: an export records n_head in its metadata and every
- * other dimension in its shapes, so it reads back whole; an explicit n_head wins over the
+ * other dimension in its shapes, so it reads back whole; an explicit n_head must agree with the
  * metadata; a file without the metadata takes the named config's heads when its depth and width
  * are a named config's, and is refused (asking for the heads) when they are not; damaged
  * metadata or missing tables are refused naming the file. */
@@ -53,11 +53,13 @@ static void check_export_reads_back(void) {
   CHECK_EQ_INT(got.vocab, 300);
   CHECK_EQ_INT(got.vocab_padded, m->cfg.vocab_padded);
   CHECK_EQ_INT(got.max_seq, 20);
-  CHECK_OK(gpt_config_from_file(path, 3, &got));
-  CHECK_EQ_INT(got.n_head, 3);
-  CHECK_STATUS(gpt_config_from_file(path, 5, &got), ST_ERR_INVALID_ARG);
-  CHECK_MSG(strstr(st_last_error(), "n_embd 24 is not divisible by n_head 5") &&
-                strstr(st_last_error(), path),
+  /* An explicit n_head that agrees with the metadata is taken; one that contradicts it would
+   * give another model from the same tensors, and is refused naming both. */
+  CHECK_OK(gpt_config_from_file(path, 2, &got));
+  CHECK_EQ_INT(got.n_head, 2);
+  CHECK_STATUS(gpt_config_from_file(path, 3, &got), ST_ERR_INVALID_ARG);
+  CHECK_MSG(strstr(st_last_error(), "records n_head 2") &&
+                strstr(st_last_error(), "asks for n_head 3") && strstr(st_last_error(), path),
             "detail: %s", st_last_error());
   gpt_destroy(m);
 }
@@ -75,6 +77,10 @@ static void check_without_metadata(void) {
             "detail: %s", st_last_error());
   CHECK_OK(gpt_config_from_file(path, 6, &got));
   CHECK_EQ_INT(got.n_head, 6);
+  CHECK_STATUS(gpt_config_from_file(path, 5, &got), ST_ERR_INVALID_ARG);
+  CHECK_MSG(strstr(st_last_error(), "n_embd 48 is not divisible by n_head 5") &&
+                strstr(st_last_error(), path),
+            "detail: %s", st_last_error());
 }
 
 static void check_refusals(void) {

@@ -6,8 +6,10 @@
 # Cases: a truncated rank file, a flipped byte in one, a missing one, an edited manifest, a
 # checkpoint of another model (--n-layer 3 on 2 layers), a step directory without DONE, a path
 # that does not exist, --tp 3 (tp does not divide the 4 heads), --resume without --ckpt-dir,
-# --resume with --resume-from, and a --ckpt-dir that is a regular file or lies under one (what
-# an unwritable directory looks like even to root, who ignores chmod).
+# --resume with --resume-from, a --ckpt-dir that is a regular file or lies under one (what
+# an unwritable directory looks like even to root, who ignores chmod), a --ckpt-dir or a file
+# given as the checkpoint, --init-from with --resume or --resume-from, and outputs that are
+# inputs (a file of the resumed checkpoint, a training shard) or each other.
 set -uo pipefail
 shardtrain=$1
 prepare=$2
@@ -100,6 +102,32 @@ refused "tp 3" "tp 3 does not divide n_head 4" "" --tp 3 --resume-from "$good"
 refused "--resume without --ckpt-dir" "--resume needs --ckpt-dir" "" --resume
 refused "--resume with --resume-from" "--resume and --resume-from $good" "give one of them" \
   --resume --resume-from "$good" --ckpt-dir "$work/ck2"
+# Paths that are not step directories, each named for what it is.
+refused "--resume-from a --ckpt-dir" "--resume-from: $work/ck2 holds no checkpoint files" \
+  "is it the --ckpt-dir? Its checkpoints are step_N subdirectories; the newest complete one is $work/ck2/step_2" \
+  --resume-from "$work/ck2"
+refused "--resume-from a file" "$work/plainfile is a file, not a checkpoint directory" "" \
+  --resume-from "$work/plainfile"
+refused "--init-from with --resume-from" "--init-from $work/plainfile and --resume-from $good" \
+  "give one of them" --init-from "$work/plainfile" --resume-from "$good"
+refused "--init-from with --resume" "--init-from $work/plainfile and --resume" "give one of them" \
+  --init-from "$work/plainfile" --resume --ckpt-dir "$work/ck2"
+# Outputs that are the run's inputs or each other: refused before anything is written (the
+# snapshot below holds the checkpoints; the data shard's checksum is compared here).
+refused "--export into the resumed checkpoint" "--export $good/rank_00001.safetensors is in the checkpoint --resume-from $good" \
+  "" --resume-from "$good" --export "$good/rank_00001.safetensors"
+refused "--metrics into the resumed checkpoint" "--metrics $good/rank_00001.safetensors is in the checkpoint" \
+  "" --resume-from "$good" --metrics "$good/rank_00001.safetensors"
+refused "--save-init into a step directory of --ckpt-dir" "--save-init $work/ck1/step_2/x.safetensors is inside a checkpoint of --ckpt-dir $work/ck1" \
+  "" --ckpt-dir "$work/ck1" --save-init "$work/ck1/step_2/x.safetensors"
+shard=$work/data/bytes_train_000000.bin
+shard_sum=$(sha256sum < "$shard")
+refused "--metrics into a training shard" "--metrics $work/data/./bytes_train_000000.bin is a data shard of --data-train" \
+  "($shard)" --metrics "$work/data/./bytes_train_000000.bin"
+[ "$(sha256sum < "$shard")" = "$shard_sum" ] || { echo "FAIL: the training shard changed"; fail=1; }
+refused "--metrics and --export the same file" "--export $work/same.out and --metrics $work/same.out are the same file" \
+  "" --metrics "$work/same.out" --export "$work/same.out"
+[ ! -e "$work/same.out" ] || { echo "FAIL: a refused run wrote $work/same.out"; fail=1; }
 refused "--ckpt-dir a regular file" "--ckpt-dir $work/plainfile: " "not a writable directory" \
   --ckpt-dir "$work/plainfile"
 refused "--ckpt-dir under a regular file" "--ckpt-dir $work/plainfile/sub: " "cannot create" \

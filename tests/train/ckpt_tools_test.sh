@@ -136,8 +136,8 @@ expect_bad "unknown flag\|--bogus" reshard "$ck/step_5" "$work/rs4" --bogus 1
 # outputs that cannot be written, refused before any work: a missing directory, a name the file
 # system cannot take with the temporary name's suffix
 long_name=$(printf 'n%.0s' {1..250})
-expect_bad "DST $work/none/rs: directory $work/none does not exist" \
-  reshard "$ck/step_5" "$work/none/rs" --dp-shard 2
+expect_bad "DST $work/none/deeper/rs: directory $work/none/deeper does not exist" \
+  reshard "$ck/step_5" "$work/none/deeper/rs" --dp-shard 2
 expect_bad "DST $work/$long_name: the name has 250 bytes" reshard "$ck/step_5" "$work/$long_name/" --dp-shard 2
 expect_bad "OUT $work/none/m.safetensors: directory $work/none does not exist" \
   export "$ck/step_5" "$work/none/m.safetensors"
@@ -145,6 +145,26 @@ expect_bad "OUT $work/$long_name: the name has 250 bytes" export "$ck/step_5" "$
 expect_bad "OUT $work/rs is a directory" export "$ck/step_5" "$work/rs"
 [ -z "$(find "$work" -maxdepth 1 -name "*.tmp.*")" ] || fail "a refused command left a temporary"
 mkdir -p "$work/empty"
-"$shardtrain" inspect "$work/empty" > "$work/bad.log" 2>&1
-[ $? != 0 ] && grep -q "no DONE marker" "$work/bad.log" || { cat "$work/bad.log"; fail "a directory without DONE"; }
+expect_bad "$work/empty holds no checkpoint files" inspect "$work/empty"
+# paths that are not step directories, each named for what it is (exit 2)
+expect_bad "$ck holds no checkpoint files: is it the --ckpt-dir? .* the newest complete one is $ck/step_10" \
+  inspect "$ck"
+expect_bad "$ck holds no checkpoint files: is it the --ckpt-dir?" export "$ck" "$work/x.safetensors"
+expect_bad "$work/src.safetensors is a file, not a checkpoint directory" inspect "$work/src.safetensors"
+# outputs inside the checkpoint read are refused, and the checkpoint stays whole
+sums=$(sha256sum "$ck/step_10"/*)
+expect_bad "OUT $ck/step_10/manifest.json is in the checkpoint CKPT $ck/step_10" \
+  export "$ck/step_10" "$ck/step_10/manifest.json"
+expect_bad "OUT $ck/step_10/rank_00000.safetensors is in the checkpoint" \
+  export "$ck/step_10" "$ck/step_10/rank_00000.safetensors"
+expect_bad "DST $ck/step_10/sub is in the checkpoint SRC $ck/step_10" \
+  reshard "$ck/step_10" "$ck/step_10/sub" --dp-shard 2
+[ "$(sha256sum "$ck/step_10"/*)" = "$sums" ] || fail "a refused command changed $ck/step_10"
+# sample: --n-head against the checkpoint's 4 heads
+expect_bad "$ck/step_10/manifest.json records n_head 4 and --n-head is 2" \
+  sample --from "$ck/step_10" --prompt hi --n-head 2
+# reshard into a checkpoint directory still to be made (as written in docs/CLI.md), as train
+# makes --ckpt-dir
+"$shardtrain" reshard "$ck/step_5" "$work/ck8/step_5" --dp-shard 2 > "$work/bad.log" 2>&1 \
+  && [ -f "$work/ck8/step_5/DONE" ] || { cat "$work/bad.log"; fail "reshard into a new parent"; }
 echo "PASS"

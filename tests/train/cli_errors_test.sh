@@ -142,6 +142,23 @@ expect 2 "--eps must be > 0, got 0" train --steps 0 --eps 0
 expect 2 "--eps must be > 0, got -1e-08" train --steps 0 --eps -1e-8
 expect 2 "--eps 1e-60 is outside fp32's range" train --steps 0 --eps 1e-60
 expect 2 "--beta1: 'high' is not a finite number" train --steps 0 --beta1 high
+expect 2 "--lr must be a finite number > 0, got -1" train --steps 0 --lr -1
+expect 2 "--min-lr must lie in \[0, --lr 0.001\], got 0.5" train --steps 0 --min-lr 0.5
+
+# --init-from a file of another model: refused naming both, not loaded in part. tiny has 2
+# layers and 4 heads (recorded in the export's metadata).
+if ! timeout 60 "$shardtrain" train --steps 0 --export "$work/tiny2.safetensors" > /dev/null 2>&1; then
+  echo "FAIL: the tiny export for --init-from failed"; fail=1
+fi
+expect 2 "$work/tiny2.safetensors holds tensor 'h.1.attn.c_attn.bias', which the model (n_layer 1)" \
+  train --steps 0 --n-layer 1 --init-from "$work/tiny2.safetensors"
+expect 2 "$work/tiny2.safetensors: tensor 'h.2.ln_1.weight' is missing" \
+  train --steps 0 --n-layer 3 --init-from "$work/tiny2.safetensors"
+expect 2 "$work/tiny2.safetensors records n_head 4 (metadata shardtrain.n_head) and the model asks for n_head 8" \
+  train --steps 0 --n-head 8 --init-from "$work/tiny2.safetensors"
+# --quiet says what it silences: stdout, not the info lines on stderr.
+"$shardtrain" train --help | grep -q -- "--quiet .*nothing on stdout.*info, warnings and errors still go to stderr" \
+  || { echo "FAIL: train --help does not say what --quiet silences"; fail=1; }
 
 # Output paths are checked at start-up, before any step, on the rank that writes them, and
 # every rank says so. A check only looks: an export already at its path stays byte for byte
