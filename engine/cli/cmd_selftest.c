@@ -217,13 +217,34 @@ static st_status parse_backend(const char *name, st_comm_backend *out) {
   return st_error(ST_ERR_INVALID_ARG, "--backend: '%s' is not one of auto, mpi, nccl", name);
 }
 
+/* Refused here, before any rank allocates (an allocation the kernel cannot back ends the job by
+ * the OOM killer, without a word): a --count above 2^28 fp32 elements (1 GiB a buffer), or one
+ * whose buffers on one rank exceed the host's available memory. run_selftest allocates on each
+ * rank host scratch, send and recv of world x count fp32 each (world >= 1, so at least
+ * 3 x 4 x count bytes) and the cold-cache scratch; ranks on one node share that memory, so the
+ * check is a lower bound, the cap the documented limit (docs/CLI.md). */
 static st_status check_options(const selftest_options *o) {
-  if (o->count < 1) return st_error(ST_ERR_INVALID_ARG, "--count must be >= 1, got %d", o->count);
+  const int max_count = 1 << 28;
+  if (o->count < 1 || o->count > max_count) {
+    return st_error(ST_ERR_INVALID_ARG, "--count %d is out of range (1 to %d fp32 elements)",
+                    o->count, max_count);
+  }
   if (o->iters < 1) return st_error(ST_ERR_INVALID_ARG, "--iters must be >= 1, got %d", o->iters);
   if (o->cold_cache_mib < 0 || o->cold_cache_mib > 1 << 16) {
     return st_error(ST_ERR_INVALID_ARG, "--cold-cache-mib must be 0 to 65536, got %d",
                     o->cold_cache_mib);
   }
+  const uint64_t need =
+      3 * sizeof(float) * (uint64_t)o->count + ((uint64_t)o->cold_cache_mib << 20);
+  const st_device cpu = device_cpu();
+  device_memory host;
+  if (device_memory_info(&cpu, &host) == ST_OK && need > host.available) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "--count %d needs at least %.1f GiB of buffers per rank, more than the %.1f "
+                    "GiB of memory available",
+                    o->count, (double)need / 1073741824.0, (double)host.available / 1073741824.0);
+  }
+  st_error_clear();
   return ST_OK;
 }
 
