@@ -21,9 +21,14 @@ static st_status set_value(const cli_flag *f, const char *text) {
   errno = 0;
   switch (f->type) {
     case FLAG_INT: {
-      long v = strtol(text, &end, 10);
-      if (end == text || *end || errno || v < INT_MIN || v > INT_MAX) {
+      long long v = strtoll(text, &end, 10);
+      if (end == text || *end || (errno && errno != ERANGE)) {
         return st_error(ST_ERR_INVALID_ARG, "--%s: '%s' is not an integer", f->name, text);
+      }
+      /* A well-formed integer that does not fit is a range error, not a malformed one. */
+      if (errno == ERANGE || v < INT_MIN || v > INT_MAX) {
+        return st_error(ST_ERR_INVALID_ARG, "--%s %s is out of range (at %s %d)", f->name, text,
+                        text[0] == '-' ? "least" : "most", text[0] == '-' ? INT_MIN : INT_MAX);
       }
       *(int *)f->value = (int)v;
       return ST_OK;

@@ -3,8 +3,9 @@
  * Each subcommand declares its flags once (name, type, where the value goes, help text);
  * the same table parses argv and prints --help, so the help can never miss a flag.
  * Accepts `--name value` and `--name=value`; booleans accept a bare `--name` or
- * `--name=true|false`. Unknown flags, missing values and malformed numbers are errors that
- * name the flag and the value. */
+ * `--name=true|false`. Unknown flags, missing values, malformed numbers and integers beyond
+ * int's range ("--steps 3000000000 is out of range (at most 2147483647)") are errors that name
+ * the flag and the value. */
 #ifndef ST_ENGINE_FLAGS_CLI_FLAGS_H
 #define ST_ENGINE_FLAGS_CLI_FLAGS_H
 

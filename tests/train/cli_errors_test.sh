@@ -35,6 +35,12 @@ printf 'not safetensors' > "$work/bad.safetensors"
 expect 2 "unknown command 'frobnicate'" frobnicate
 expect 2 "unknown flag '--bogus'" train --bogus 1
 expect 2 "--steps: 'x' is not an integer" train --steps x
+# A well-formed number that does not fit an int is out of range, not "not an integer".
+expect 2 "--steps 3000000000 is out of range (at most 2147483647)" train --steps 3000000000
+expect 2 "--steps 9223372036854775807 is out of range (at most 2147483647)" \
+  train --steps 9223372036854775807
+expect 2 "--tokens 99999999999 is out of range (at most 2147483647)" sample --tokens 99999999999
+expect 2 "--steps -3000000000 is out of range (at least -2147483648)" train --steps -3000000000
 expect 2 "--micro-batch must be >= 1, got 0" train --micro-batch 0
 expect 2 "model 'huge' is not one of" train --model huge
 expect 2 "n_embd 64 is not divisible by n_head 5" train --n-head 5
@@ -48,6 +54,9 @@ expect 2 "bad.safetensors" train --init-from "$work/bad.safetensors" --steps 0
 expect 2 "no usable GPU" train --device cuda --steps 0
 expect 2 "--tp: 'two' is not an integer" selftest --tp two
 expect 2 "--cold-cache-mib must be 0 to 65536, got -1" selftest --cold-cache-mib -1
+# A count whose buffers cannot be allocated is refused before any rank allocates (not OOM-killed).
+expect 2 "--count 2147483647 is out of range (1 to 268435456 fp32 elements)" \
+  selftest --iters 1 --count 2147483647
 expect 2 "n_layer 2000: at most 1024 layers" train --n-layer 2000 --steps 0
 expect 2 "--peak-tflops must be a positive number of TFLOP/s, got -1" train --steps 0 --peak-tflops -1
 expect 2 "--peak-tflops: 'abc' is not a finite number" train --steps 0 --peak-tflops abc
