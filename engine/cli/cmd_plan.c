@@ -106,7 +106,10 @@ static st_status run_plan(const plan_options *o) {
   ST_CHECK(gpt_config_named(o->model, &cfg));
   if (o->seq_len) cfg.max_seq = o->seq_len;
   ST_CHECK(gpt_config_finish(&cfg, 1));
-  if (o->ranks < 1) return st_error(ST_ERR_INVALID_ARG, "--ranks must be >= 1, got %d", o->ranks);
+  if (o->ranks < 1 || o->ranks > PLAN_MAX_RANKS) {
+    return st_error(ST_ERR_INVALID_ARG, "--ranks %d is out of range (1 to %d)", o->ranks,
+                    PLAN_MAX_RANKS);
+  }
   printf(
       "shardtrain plan: model %s (%.1f M parameters), %d ranks, micro-batch %d x %d tokens, "
       "params %s, reduce %s, %s, prefetch %d, recompute %s, offload %s\n",

@@ -18,6 +18,8 @@
 #include "engine/train/train_options.h"
 
 enum { FIT_MAX_TOP = 50 };
+/* 2^40 tokens a step: far above any real batch, and it keeps the micro-batch search short. */
+#define FIT_MAX_GLOBAL_TOKENS 1099511627776.0
 
 typedef struct fit_options {
   sim_model_flags model;
@@ -44,6 +46,11 @@ static st_status make_request(const fit_options *o, const sim_hardware *hw, fit_
   train_options_defaults(&t);
   t.param_dtype = o->param_dtype;
   t.reduce_dtype = o->reduce_dtype;
+  /* Checked before the conversion below, which a value beyond int64 would make undefined. */
+  if (!(o->global_batch >= 1 && o->global_batch <= FIT_MAX_GLOBAL_TOKENS)) {
+    return st_error(ST_ERR_INVALID_ARG, "--global-batch %g is out of range (1 to %.0f tokens)",
+                    o->global_batch, FIT_MAX_GLOBAL_TOKENS);
+  }
   *req = (fit_request){.gpus = o->gpus,
                        .gpu_gib = o->gpu_gib > 0 ? o->gpu_gib : hw->memory_gib,
                        .global_tokens = (int64_t)o->global_batch,
@@ -52,7 +59,15 @@ static st_status make_request(const fit_options *o, const sim_hardware *hw, fit_
   plan_input device = {.precision = req->precision};
   sim_device_fields(hw, &device);
   ST_CHECK(gpt_check_precision(device.device, device.precision)); /* what gpt_create refuses */
-  if (o->gpus < 1) return st_error(ST_ERR_INVALID_ARG, "--gpus must be >= 1, got %d", o->gpus);
+  if (o->gpus < 1 || o->gpus > PLAN_MAX_RANKS) {
+    return st_error(ST_ERR_INVALID_ARG, "--gpus %d is out of range (1 to %d)", o->gpus,
+                    PLAN_MAX_RANKS);
+  }
+  if (o->gpus > hw->gpus_per_node && o->gpus % hw->gpus_per_node) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "--gpus %d is not a whole number of nodes of %d GPUs (--gpus-per-node)",
+                    o->gpus, hw->gpus_per_node);
+  }
   if (o->top < 1 || o->top > FIT_MAX_TOP) {
     return st_error(ST_ERR_INVALID_ARG, "--top must be 1-%d, got %d", FIT_MAX_TOP, o->top);
   }

@@ -4,9 +4,12 @@
  * tokens/s and the planner's memory per rank; --csv writes it as a CSV row. --sweep N1,N2,...
  * repeats it over GPU counts for several configurations (--configs) at a fixed micro-batch
  * per GPU, for tools/plot_scaling.py. Runs no MPI and allocates no model. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "engine/cli/commands.h"
@@ -85,26 +88,78 @@ static st_status make_input(const simulate_options *o, int gpus, int stage, int 
   return train_options_batch(&t);
 }
 
-static st_status open_csv(const char *path, FILE **out) {
-  *out = NULL;
+/* --csv is written to a temporary file beside the target and renamed over it only when the run
+ * succeeds, so a refused or failed run leaves an existing file as it was. */
+typedef struct csv_out {
+  FILE *f;
+  char tmp[4096];
+} csv_out;
+
+static st_status csv_open(const char *path, csv_out *c) {
+  c->f = NULL;
   if (!path) return ST_OK;
-  *out = fopen(path, "w");
-  if (!*out) return st_error(ST_ERR_INVALID_ARG, "--csv %s: cannot open for writing", path);
-  sim_csv_header(*out);
+  if (snprintf(c->tmp, sizeof c->tmp, "%s.tmpXXXXXX", path) >= (int)sizeof c->tmp) {
+    return st_error(ST_ERR_INVALID_ARG, "--csv %s: path too long", path);
+  }
+  const int fd = mkstemp(c->tmp);
+  if (fd < 0 || !(c->f = fdopen(fd, "w"))) {
+    if (fd >= 0) {
+      close(fd);
+      unlink(c->tmp);
+    }
+    return st_error(ST_ERR_INVALID_ARG, "--csv %s: cannot open for writing (%s)", path,
+                    strerror(errno));
+  }
+  /* mkstemp's file is private (0600); give it the mode a plain fopen would have. */
+  const mode_t mask = umask(0);
+  umask(mask);
+  fchmod(fd, 0666 & ~mask);
+  sim_csv_header(c->f);
+  return ST_OK;
+}
+
+/* Renames the temporary file over `path` when status is ST_OK, else removes it. */
+static st_status csv_close(const char *path, csv_out *c, st_status status) {
+  if (!c->f) return status;
+  const int failed = ferror(c->f) | (fclose(c->f) != 0);
+  c->f = NULL;
+  if (status == ST_OK && failed) {
+    status = st_error(ST_ERR_INVALID_ARG, "--csv %s: write failed", path);
+  }
+  if (status == ST_OK && rename(c->tmp, path) != 0) {
+    status = st_error(ST_ERR_INVALID_ARG, "--csv %s: cannot write (%s)", path, strerror(errno));
+  }
+  if (status != ST_OK) unlink(c->tmp);
+  return status;
+}
+
+/* The cluster's GPU count, refused up front beyond PLAN_MAX_RANKS (the product in 64 bits). */
+static st_status cluster_gpus(const simulate_options *o, const sim_hardware *hw, int *gpus) {
+  if (o->nodes < 1 || o->nodes > PLAN_MAX_RANKS) {
+    return st_error(ST_ERR_INVALID_ARG, "--nodes %d is out of range (1 to %d)", o->nodes,
+                    PLAN_MAX_RANKS);
+  }
+  const long long n = (long long)hw->gpus_per_node * o->nodes;
+  if (n > PLAN_MAX_RANKS) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "%d nodes of %d GPUs is %lld GPUs, more than the %d a simulation describes",
+                    o->nodes, hw->gpus_per_node, n, PLAN_MAX_RANKS);
+  }
+  *gpus = (int)n;
   return ST_OK;
 }
 
 static st_status run_one(const simulate_options *o, const sim_hardware *hw) {
-  if (o->nodes < 1) return st_error(ST_ERR_INVALID_ARG, "--nodes must be >= 1, got %d", o->nodes);
-  const int gpus = hw->gpus_per_node * o->nodes;
+  int gpus = 0;
+  ST_CHECK(cluster_gpus(o, hw, &gpus));
   plan_input in;
   ST_CHECK(make_input(o, gpus, o->zero, o->dp_replicate, o->dp_shard, hw, &in));
   sim_result r;
   memory_plan mp;
   ST_CHECK(sim_step(hw, &in, &r));
   ST_CHECK(sim_memory(hw, &in, &mp));
-  FILE *csv = NULL;
-  ST_CHECK(open_csv(o->csv, &csv));
+  csv_out csv;
+  ST_CHECK(csv_open(o->csv, &csv));
   printf(
       "shardtrain simulate: %s (%.1f M parameters) on %d x %s (%d node%s of %d), mesh "
       "%dx%dx%d, ZeRO-%d, micro-batch %d x %d, grad-accum %d, %s/%s, prefetch %d, recompute "
@@ -115,9 +170,18 @@ static st_status run_one(const simulate_options *o, const sim_hardware *hw) {
       in.prefetch, gpt_recompute_name(in.recompute));
   printf("hardware %s: %s\n", hw->name, hw->calibration);
   sim_print(stdout, hw, &r, &mp);
-  if (csv) {
-    sim_csv_row(csv, o->label, o->model.model, hw, &in, &r, (double)mp.total);
-    fclose(csv);
+  if (csv.f) sim_csv_row(csv.f, o->label, o->model.model, hw, &in, &r, (double)mp.total);
+  return csv_close(o->csv, &csv, ST_OK);
+}
+
+/* Refuses an empty comma-separated list or one with an empty item ("8,,16", "8,"): strtok_r
+ * would skip it silently. */
+static st_status check_list(const char *flag, const char *text, size_t cap) {
+  const size_t n = strlen(text);
+  if (n >= cap)
+    return st_error(ST_ERR_INVALID_ARG, "--%s: longer than %zu characters", flag, cap - 1);
+  if (n == 0 || text[0] == ',' || text[n - 1] == ',' || strstr(text, ",,")) {
+    return st_error(ST_ERR_INVALID_ARG, "--%s '%s': empty item", flag, text);
   }
   return ST_OK;
 }
@@ -137,52 +201,64 @@ static st_status sweep_input(const simulate_options *o, const char *config, int 
   return make_input(o, gpus, stage, hybrid ? gpus / per_node : 1, 0, hw, in);
 }
 
-static st_status run_sweep(const simulate_options *o, sim_hardware *hw) {
-  FILE *csv = NULL;
-  ST_CHECK(open_csv(o->csv, &csv));
-  printf("%-8s %6s %-10s %10s %12s %7s %10s %9s\n", "config", "gpus", "mesh", "step ms",
-         "tok/s/GPU", "MFU %", "exposed ms", "mem GiB");
-  char list[1024], configs[256];
+enum { SWEEP_LIST_MAX = 1024, SWEEP_CONFIGS_MAX = 256 };
+#define SWEEP_DEFAULT_CONFIGS "zero0,zero1,zero2,zero3,hsdp3"
+
+/* One pass over every GPU count and configuration. The first pass (emit 0) checks and simulates
+ * everything without printing; the second prints the table and the CSV rows, so a refused item
+ * leaves neither a partial table nor a partial file. */
+static st_status sweep_pass(const simulate_options *o, const sim_hardware *hw, int emit, FILE *csv,
+                            int *rows) {
+  char list[SWEEP_LIST_MAX], configs[SWEEP_CONFIGS_MAX];
   snprintf(list, sizeof list, "%s", o->sweep);
-  st_status status = ST_OK;
-  int rows = 0;
-  for (char *save = NULL, *n = strtok_r(list, ",", &save); n && status == ST_OK;
-       n = strtok_r(NULL, ",", &save)) {
+  *rows = 0;
+  for (char *save = NULL, *n = strtok_r(list, ",", &save); n; n = strtok_r(NULL, ",", &save)) {
     char *end = NULL;
+    errno = 0;
     long gpus = strtol(n, &end, 10);
-    if (*end || gpus < 1 || gpus > 1 << 20 ||
+    if (*end || errno || gpus < 1 || gpus > PLAN_MAX_RANKS ||
         (gpus > hw->gpus_per_node && gpus % hw->gpus_per_node)) {
-      status = st_error(ST_ERR_INVALID_ARG,
-                        "--sweep: '%s' is not a GPU count (whole nodes of %d "
-                        "above one node)",
-                        n, hw->gpus_per_node);
-      break;
+      return st_error(ST_ERR_INVALID_ARG,
+                      "--sweep: '%s' is not a GPU count of 1 to %d (whole nodes of %d above one "
+                      "node)",
+                      n, PLAN_MAX_RANKS, hw->gpus_per_node);
     }
     snprintf(configs, sizeof configs, "%s", o->configs);
-    for (char *save2 = NULL, *c = strtok_r(configs, ",", &save2); c && status == ST_OK;
+    for (char *save2 = NULL, *c = strtok_r(configs, ",", &save2); c;
          c = strtok_r(NULL, ",", &save2)) {
       plan_input in;
       sim_result r;
       memory_plan mp;
-      status = sweep_input(o, c, (int)gpus, hw, &in);
-      if (status == ST_OK) status = sim_step(hw, &in, &r);
-      if (status == ST_OK) status = sim_memory(hw, &in, &mp);
-      if (status != ST_OK) break;
+      ST_CHECK(sweep_input(o, c, (int)gpus, hw, &in));
+      ST_CHECK(sim_step(hw, &in, &r));
+      ST_CHECK(sim_memory(hw, &in, &mp));
+      (*rows)++;
+      if (!emit) continue;
       char mesh[32];
       snprintf(mesh, sizeof mesh, "%dx%dx%d", in.R, in.S, in.T);
       printf("%-8s %6ld %-10s %10.2f %12.0f %7.1f %10.2f %9.2f\n", c, gpus, mesh, r.step_s * 1e3,
              r.tokens_per_s_per_gpu, 100 * r.mfu, r.exposed_s * 1e3,
              (double)mp.total / 1073741824.0);
       if (csv) sim_csv_row(csv, c, o->model.model, hw, &in, &r, (double)mp.total);
-      rows++;
     }
   }
-  if (csv) fclose(csv);
-  if (status == ST_OK && rows == 0) {
-    status = st_error(ST_ERR_INVALID_ARG, "--sweep '%s' --configs '%s': nothing to simulate",
-                      o->sweep, o->configs);
+  return ST_OK;
+}
+
+static st_status run_sweep(const simulate_options *o, const sim_hardware *hw) {
+  ST_CHECK(check_list("sweep", o->sweep, SWEEP_LIST_MAX));
+  ST_CHECK(check_list("configs", o->configs, SWEEP_CONFIGS_MAX));
+  int rows = 0;
+  ST_CHECK(sweep_pass(o, hw, 0, NULL, &rows));
+  if (rows == 0) {
+    return st_error(ST_ERR_INVALID_ARG, "--sweep '%s' --configs '%s': nothing to simulate",
+                    o->sweep, o->configs);
   }
-  return status;
+  csv_out csv;
+  ST_CHECK(csv_open(o->csv, &csv));
+  printf("%-8s %6s %-10s %10s %12s %7s %10s %9s\n", "config", "gpus", "mesh", "step ms",
+         "tok/s/GPU", "MFU %", "exposed ms", "mem GiB");
+  return csv_close(o->csv, &csv, sweep_pass(o, hw, 1, csv.f, &rows));
 }
 
 int cmd_simulate(int argc, char **argv) {
@@ -198,7 +274,6 @@ int cmd_simulate(int argc, char **argv) {
                         .reduce_dtype = "bf16",
                         .offload = "none",
                         .recompute = "none",
-                        .configs = "zero0,zero1,zero2,zero3,hsdp3",
                         .label = "run",
                         .efficiency_scale = 1.0};
   cli_flag flags[40];
@@ -228,7 +303,8 @@ int cmd_simulate(int argc, char **argv) {
       {"sweep", FLAG_STRING, &o.sweep,
        "comma-separated GPU counts: simulate each of --configs on each"},
       {"configs", FLAG_STRING, &o.configs,
-       "with --sweep: zeroK (one shard group of all GPUs) or hsdpK (shard within a node)"},
+       "with --sweep: zeroK (one shard group of all GPUs) or hsdpK (shard within a node); "
+       "default " SWEEP_DEFAULT_CONFIGS},
   };
   for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) flags[nflags++] = own[i];
   st_status status = cli_parse(argc, argv, 2, flags, nflags, &help);
@@ -251,6 +327,13 @@ int cmd_simulate(int argc, char **argv) {
              o.efficiency_scale);
     status = sim_hw_check(&hw);
   }
+  if (status == ST_OK && o.configs && !o.sweep) {
+    status = st_error(ST_ERR_INVALID_ARG,
+                      "--configs '%s' needs --sweep (a single run has one "
+                      "configuration: --zero, --dp-replicate, ...)",
+                      o.configs);
+  }
+  if (status == ST_OK && !o.configs) o.configs = SWEEP_DEFAULT_CONFIGS;
   if (status == ST_OK) status = o.sweep ? run_sweep(&o, &hw) : run_one(&o, &hw);
   if (status != ST_OK) fprintf(stderr, "shardtrain simulate: error: %s\n", st_last_error());
   return exit_code_for(status);

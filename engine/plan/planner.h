@@ -34,6 +34,10 @@
 #include "engine/model/gpt_recompute.h"
 #include "sharding/unit.h"
 
+/* The most ranks (GPUs) a plan, a simulation or a fit describes: the commands refuse more up
+ * front, so products of mesh sizes stay far from INT_MAX (docs/CLI.md). */
+enum { PLAN_MAX_RANKS = 1 << 20 };
+
 typedef struct plan_input {
   gpt_config cfg; /* finished (gpt_config_finish) */
   int R, S, T;    /* mesh */

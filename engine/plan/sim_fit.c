@@ -161,6 +161,40 @@ static st_status evaluate(const fit_ctx *x, const plan_input *in, fit_candidate 
   return ST_OK;
 }
 
+/* Why no configuration could even run (nothing to weigh against memory): no tensor-parallel
+ * size divides both the GPUs and the model, or no data-parallel size (GPUs / T) divides the
+ * global batch's sequences into at most max_grad_accum micro-batches. */
+static st_status why_none(const fit_ctx *x, const fit_dim *tp) {
+  char sizes[256] = "";
+  size_t used = 0;
+  int divides = 0;
+  for (int i = 0; i < tp->count; i++) {
+    plan_input probe = {0};
+    if (!apply_tp(x, tp->values[i], &probe)) continue;
+    const int dp = x->req->gpus / tp->values[i];
+    if (x->sequences % dp == 0) divides = 1;
+    if (used < sizeof sizes) {
+      used += (size_t)snprintf(sizes + used, sizeof sizes - used, "%s%d", used ? ", " : "", dp);
+    }
+  }
+  if (!used) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "--fit: no tensor-parallel size divides both the %d GPUs and the model's %d "
+                    "heads (at most %d GPUs per node)",
+                    x->req->gpus, x->req->cfg.n_head, x->hw->gpus_per_node);
+  }
+  if (!divides) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "--fit: the global batch of %lld sequences cannot be split evenly over %d "
+                    "GPUs (data-parallel sizes %s, for the tensor-parallel sizes the heads allow)",
+                    (long long)x->sequences, x->req->gpus, sizes);
+  }
+  return st_error(ST_ERR_INVALID_ARG,
+                  "--fit: the global batch of %lld sequences needs more than %d micro-batches of "
+                  "gradient accumulation on %d GPUs (data-parallel sizes %s)",
+                  (long long)x->sequences, x->req->max_grad_accum, x->req->gpus, sizes);
+}
+
 st_status sim_fit(const sim_hardware *hw, const fit_request *req, fit_candidate *best, int k,
                   int *found, fit_stats *stats) {
   *found = 0;
@@ -206,5 +240,5 @@ st_status sim_fit(const sim_hardware *hw, const fit_request *req, fit_candidate 
     ST_CHECK(evaluate(&x, &cand[nd], best, k, found, stats));
     idx[d]++;
   }
-  return ST_OK;
+  return stats->enumerated ? ST_OK : why_none(&x, &dims[0]);
 }

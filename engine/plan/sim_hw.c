@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/error.h"
 
@@ -187,11 +188,17 @@ st_status sim_hw_check(const sim_hardware *h) {
       ST_CHECK(sim_curve_check(&g->curve, what));
     }
   }
-  if (h->gpus_per_node < 1 || h->compute_slots < 0 || (h->overlap != 0 && h->overlap != 1)) {
-    return st_error(ST_ERR_INVALID_ARG,
-                    "hardware '%s': gpus_per_node %d must be >= 1, compute_slots %d >= 0, "
-                    "overlap %d 0 or 1",
-                    h->name, h->gpus_per_node, h->compute_slots, h->overlap);
+  if (h->gpus_per_node < 1 || h->gpus_per_node > 1 << 20) {
+    return st_error(ST_ERR_INVALID_ARG, "hardware '%s': gpus_per_node = %d must be 1 to %d",
+                    h->name, h->gpus_per_node, 1 << 20);
+  }
+  if (h->compute_slots < 0) {
+    return st_error(ST_ERR_INVALID_ARG, "hardware '%s': compute_slots = %d must be >= 0", h->name,
+                    h->compute_slots);
+  }
+  if (h->overlap != 0 && h->overlap != 1) {
+    return st_error(ST_ERR_INVALID_ARG, "hardware '%s': overlap = %d must be 0 or 1", h->name,
+                    h->overlap);
   }
   return ST_OK;
 }
@@ -355,6 +362,16 @@ static st_status parse_line(const char *path, int line, char *key, char *value, 
                       "number",
                       path, line, key, value);
     }
+    /* Each key's own range, named with its line (sim_hw_check repeats it for built-ins). */
+    if (key[0] == 'g' && v < 1) {
+      return st_error(ST_ERR_INVALID_ARG,
+                      "hardware file %s line %d: gpus_per_node = %s must be >= 1", path, line,
+                      value);
+    }
+    if (key[0] == 'o' && v > 1) {
+      return st_error(ST_ERR_INVALID_ARG, "hardware file %s line %d: overlap = %s must be 0 or 1",
+                      path, line, value);
+    }
     int *target = key[0] == 'g'   ? &h->gpus_per_node
                   : key[0] == 'c' ? &h->compute_slots
                                   : &h->overlap;
@@ -366,9 +383,38 @@ static st_status parse_line(const char *path, int line, char *key, char *value, 
   return ST_OK;
 }
 
+enum { HW_MAX_KEYS = 512, HW_KEY_LEN = 96 };
+
+/* Refuses a key given on an earlier line: a silent "last one wins" hides typos in long files. */
+static st_status note_key(const char *path, int line, const char *key, char (*keys)[HW_KEY_LEN],
+                          int *lines, int *count) {
+  for (int i = 0; i < *count; i++) {
+    if (strncmp(keys[i], key, HW_KEY_LEN - 1) == 0) {
+      return st_error(ST_ERR_INVALID_ARG,
+                      "hardware file %s line %d: key '%s' is given twice (first on line %d)", path,
+                      line, key, lines[i]);
+    }
+  }
+  if (*count == HW_MAX_KEYS) {
+    return st_error(ST_ERR_INVALID_ARG, "hardware file %s line %d: more than %d keys", path, line,
+                    HW_MAX_KEYS);
+  }
+  snprintf(keys[*count], HW_KEY_LEN, "%s", key);
+  lines[(*count)++] = line;
+  return ST_OK;
+}
+
 st_status sim_hw_load(const char *path, sim_hardware *out) {
+  struct stat sb;
+  if (stat(path, &sb) != 0) {
+    return st_error(ST_ERR_INVALID_ARG, "--hardware %s: cannot open (%s)", path, strerror(errno));
+  }
+  if (S_ISDIR(sb.st_mode)) {
+    return st_error(ST_ERR_INVALID_ARG, "--hardware %s is a directory, not a hardware file", path);
+  }
   FILE *f = fopen(path, "r");
-  if (!f) return st_error(ST_ERR_INVALID_ARG, "--hardware %s: cannot open", path);
+  if (!f)
+    return st_error(ST_ERR_INVALID_ARG, "--hardware %s: cannot open (%s)", path, strerror(errno));
   sim_hardware h = {
       .peak_flops_fp32 = -1, .gpus_per_node = 8, .overlap = 1, .kernels = SIM_KERNELS_FUSED};
   snprintf(h.name, sizeof h.name, "%s", path);
@@ -378,6 +424,8 @@ st_status sim_hw_load(const char *path, sim_hardware *out) {
   for (int c = 0; c < SIM_COLLECTIVE_COUNT; c++) h.comm_efficiency[c] = 1.0;
   int seen[REQUIRED] = {0}, number = 0;
   char buf[512];
+  char keys[HW_MAX_KEYS][HW_KEY_LEN]; /* 48 KiB on the stack, once per load */
+  int key_lines[HW_MAX_KEYS], nkeys = 0;
   st_status status = ST_OK;
   while (status == ST_OK && fgets(buf, sizeof buf, f)) {
     number++;
@@ -392,7 +440,12 @@ st_status sim_hw_load(const char *path, sim_hardware *out) {
       break;
     }
     *eq = '\0';
-    status = parse_line(path, number, trim(text), trim(eq + 1), &h, seen);
+    char *key = trim(text);
+    status = parse_line(path, number, key, trim(eq + 1), &h, seen);
+    if (status == ST_OK) status = note_key(path, number, key, keys, key_lines, &nkeys);
+  }
+  if (status == ST_OK && ferror(f)) {
+    status = st_error(ST_ERR_INVALID_ARG, "--hardware %s: cannot read (%s)", path, strerror(errno));
   }
   fclose(f);
   ST_CHECK(status);

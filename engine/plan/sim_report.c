@@ -50,8 +50,9 @@ st_status sim_cluster_resolve(const sim_cluster_flags *c, sim_hardware *out) {
     return st_error(ST_ERR_INVALID_ARG, "give one of --gpu NAME or --hardware FILE");
   }
   ST_CHECK(c->gpu ? sim_hw_builtin(c->gpu, out) : sim_hw_load(c->hardware, out));
-  if (c->gpus_per_node < 0) {
-    return st_error(ST_ERR_INVALID_ARG, "--gpus-per-node must be >= 1, got %d", c->gpus_per_node);
+  if (c->gpus_per_node < 0 || c->gpus_per_node > PLAN_MAX_RANKS) {
+    return st_error(ST_ERR_INVALID_ARG, "--gpus-per-node %d is out of range (1 to %d)",
+                    c->gpus_per_node, PLAN_MAX_RANKS);
   }
   if (c->gpus_per_node) out->gpus_per_node = c->gpus_per_node;
   return ST_OK;

@@ -55,6 +55,13 @@ expect 2 "eff_reduce_scatter@2: size 1.04858e+06 of point 2 must be > 0 and abov
 expect 2 "class_curve.hw line 10: eff_matmul: efficiency 0 of point 2 must be > 0" \
   simulate --hardware "$work/class_curve.hw"
 expect 2 "$work/none.hw: cannot open" simulate --hardware "$work/none.hw"
+expect 2 "--hardware $work is a directory, not a hardware file" simulate --hardware "$work"
+sed 's/^gpus_per_node = .*/gpus_per_node = 0/' "$good" > "$work/zero_gpus.hw"
+expect 2 "zero_gpus.hw line 9: gpus_per_node = 0 must be >= 1\$" \
+  simulate --hardware "$work/zero_gpus.hw"
+{ cat "$good"; echo "mem_bw = 2e11"; } > "$work/twice.hw"
+expect 2 "twice.hw line 10: key 'mem_bw' is given twice (first on line 4)" \
+  simulate --hardware "$work/twice.hw"
 expect 2 "give one of --gpu NAME or --hardware FILE" simulate
 expect 2 "give one of --gpu NAME or --hardware FILE" simulate --gpu h100 --hardware "$good"
 expect 2 "mesh 3x?x1 does not divide 8 GPUs" simulate --gpu h100 --dp-replicate 3
@@ -63,15 +70,50 @@ expect 2 "mesh ?x3x1 does not divide 16 GPUs" simulate --gpu h100 --nodes 2 --dp
   --dp-shard 3
 expect 2 "tp 5 does not divide n_head 12" simulate --gpu h100 --tp 5 --gpus-per-node 5
 expect 2 "--zero 4 is not 0-3" simulate --gpu h100 --zero 4
-expect 2 "--nodes must be >= 1, got 0" simulate --gpu h100 --nodes 0
+expect 2 "--nodes 0 is out of range (1 to 1048576)" simulate --gpu h100 --nodes 0
+# GPU counts: at most 2^20, the product checked in 64 bits (no wrap, no hang), nothing printed.
+expect 2 "--gpus-per-node 2147483647 is out of range (1 to 1048576)" \
+  simulate --model tiny --gpu h100 --gpus-per-node 2147483647
+expect 2 "--nodes 2147483647 is out of range (1 to 1048576)" \
+  simulate --model tiny --gpu h100 --nodes 2147483647
+expect 2 "46341 nodes of 46341 GPUs is 2147488281 GPUs, more than the 1048576" \
+  simulate --model tiny --gpu h100 --gpus-per-node 46341 --nodes 46341
+expect 2 "--ranks 2147483647 is out of range (1 to 1048576)" plan --ranks 2147483647
+[ -z "$("$shardtrain" plan --ranks 2147483647 2>/dev/null)" ] ||
+  { echo "FAIL: plan --ranks 2147483647 printed before its error"; fail=1; }
+expect 2 "--gpus 8 is not a whole number of nodes of 3 GPUs" plan --fit --gpu h100 --gpus 8 \
+  --gpus-per-node 3
+expect 2 "--gpus 2000000 is out of range (1 to 1048576)" plan --fit --gpu h100 --gpus 2000000
+expect 2 "--global-batch 1e+20 is out of range" plan --fit --gpu h100 \
+  --global-batch 99999999999999999999
+# Nothing admissible is not a memory problem: the batch does not split over the GPUs.
+expect 2 "global batch of 512 sequences cannot be split evenly over 7 GPUs" \
+  plan --fit --model d12 --gpu h100 --gpus 7
+expect 2 "global batch of 1 sequences cannot be split evenly over 8 GPUs" \
+  plan --fit --model d12 --gpu h100 --global-batch 1024
+[ -z "$("$shardtrain" plan --fit --model d12 --gpu h100 --gpus 7 2>/dev/null)" ] ||
+  { echo "FAIL: plan --fit --gpus 7 printed before its error"; fail=1; }
 expect 2 "--param-dtype 'fp8' is not a dtype" simulate --gpu h100 --param-dtype fp8
 expect 2 "--reduce-dtype 'half' is not a dtype" plan --fit --gpu h100 --reduce-dtype half
 expect 2 "--sweep: '12' is not a GPU count" simulate --gpu h100 --sweep 8,12
 expect 2 "--configs: 'zero7' is not zero0-zero3 or hsdp0-hsdp3" simulate --gpu h100 --sweep 8 \
   --configs zero7
-expect 2 "--sweep '' --configs 'zero1': nothing to simulate" simulate --gpu h100 --sweep= \
-  --configs zero1
-expect 2 "--sweep '8' --configs ',': nothing to simulate" simulate --gpu h100 --sweep 8 --configs ,
+expect 2 "--sweep '': empty item" simulate --gpu h100 --sweep= --configs zero1
+expect 2 "--configs ',': empty item" simulate --gpu h100 --sweep 8 --configs ,
+expect 2 "--sweep '8,,16': empty item" simulate --gpu h100 --sweep 8,,16
+expect 2 "--configs 'zero1' needs --sweep" simulate --gpu h100 --configs zero1
+# A refused sweep prints nothing and leaves an existing --csv file as it was.
+echo "keep me" > "$work/keep.csv"
+for bad in "--sweep 8,x" "--sweep 12" "--sweep 8,16 --configs hsdp3,foo"; do
+  # shellcheck disable=SC2086
+  out=$("$shardtrain" simulate --model tiny --gpu h100 $bad --csv "$work/keep.csv" 2>/dev/null)
+  rc=$?
+  if [ "$rc" -ne 2 ] || [ -n "$out" ] || [ "$(cat "$work/keep.csv")" != "keep me" ] ||
+    [ "$(ls "$work" | grep -c 'keep.csv.tmp')" -ne 0 ]; then
+    echo "FAIL: simulate $bad --csv: exit $rc, stdout '$out', csv now: $(head -2 "$work/keep.csv")"
+    fail=1
+  fi
+done
 expect 2 "--efficiency-scale must be > 0, got 0" simulate --gpu h100 --efficiency-scale 0
 expect 2 "--offload 'disk' is not optimizer or none" simulate --gpu h100 --offload disk
 expect 2 "--recompute 'mlp' is not none, gelu or block" simulate --gpu h100 --recompute mlp

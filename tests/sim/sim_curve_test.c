@@ -122,6 +122,13 @@ static void check_hardware_file(void) {
       {"eff_all_gather@two = 4096:0.5\n", "eff_all_gather@two: not eff_"},
       {"eff_all_gather@2 = 4096:0.5\neff_all_gather@2 = 4096:0.6\n",
        "line 9: eff_all_gather@2: given twice"},
+      /* Any key given twice is refused (no silent "last one wins"), naming both lines. */
+      {"mem_bw = 2e11\n", "line 8: key 'mem_bw' is given twice (first on line 2)"},
+      {"eff_norm_fwd = 1e-6:0.5\neff_norm_fwd = 0.3\n",
+       "line 9: key 'eff_norm_fwd' is given twice (first on line 8)"},
+      /* A bad count names only its own key and line. */
+      {"gpus_per_node = 0\n", "line 8: gpus_per_node = 0 must be >= 1"},
+      {"overlap = 2\n", "line 8: overlap = 2 must be 0 or 1"},
       {"eff_all_reduce@2 = 4096:0.5 1024:0.4\n", "eff_all_reduce@2: size 1024 of point 2"},
       {"eff_all_reduce@2 = 4096:0\n", "eff_all_reduce@2: efficiency 0 of point 1"},
   };
@@ -132,14 +139,14 @@ static void check_hardware_file(void) {
 
 /* An op class's curve by roofline time: 0.5 at 1 us, 0.9 at 100 us. 10 us lies halfway in
  * log(time): 0.7; 3 us a quarter of the way (log 3 / log 100 = 0.2386): 0.5 + 0.4 x 0.2386.
- * Below the first point 0.5, above the last 0.9; a number after a curve replaces it.
+ * Below the first point 0.5, above the last 0.9; a class given as a number has no curve.
  * --efficiency-scale 0.5 halves the curve's points and the other classes' constants. */
 static void check_class_curve(void) {
   sim_hardware hw;
   CHECK_OK(sim_hw_load(write_file("class.hw",
                                   "eff_optimizer = 0.8\n"
                                   "eff_matmul = 1e-6:0.5 1e-4:0.9\n"
-                                  "eff_norm_fwd = 1e-6:0.5\neff_norm_fwd = 0.3\n"),
+                                  "eff_norm_fwd = 0.3\n"),
                        &hw));
   CHECK_EQ_INT(hw.efficiency_curve[SIM_MATMUL].points, 2);
   CHECK_NEAR(sim_hw_class_efficiency(&hw, SIM_MATMUL, (sim_call_size){1e-5, 0}), 0.7, 1e-12);
