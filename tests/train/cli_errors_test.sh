@@ -166,8 +166,9 @@ expect 2 "$work/tiny2.safetensors: tensor 'h.2.ln_1.weight' is missing" \
 expect 2 "$work/tiny2.safetensors records n_head 4 (metadata shardtrain.n_head) and the model asks for n_head 8" \
   train --steps 0 --n-head 8 --init-from "$work/tiny2.safetensors"
 # --quiet says what it silences: stdout, not the info lines on stderr.
-"$shardtrain" train --help | grep -q -- "--quiet .*nothing on stdout.*info, warnings and errors still go to stderr" \
-  || { echo "FAIL: train --help does not say what --quiet silences"; fail=1; }
+train_help=$("$shardtrain" train --help) # not piped into grep -q: pipefail would see SIGPIPE
+grep -q -- "--quiet .*nothing on stdout.*info, warnings and errors still go to stderr" \
+  <<<"$train_help" || { echo "FAIL: train --help does not say what --quiet silences"; fail=1; }
 
 # Output paths are checked at start-up, before any step, on the rank that writes them, and
 # every rank says so. A check only looks: an export already at its path stays byte for byte
