@@ -109,7 +109,7 @@ for bad in "--sweep 8,x" "--sweep 12" "--sweep 8,16 --configs hsdp3,foo"; do
   out=$("$shardtrain" simulate --model tiny --gpu h100 $bad --csv "$work/keep.csv" 2>/dev/null)
   rc=$?
   if [ "$rc" -ne 2 ] || [ -n "$out" ] || [ "$(cat "$work/keep.csv")" != "keep me" ] ||
-    [ "$(ls "$work" | grep -c 'keep.csv.tmp')" -ne 0 ]; then
+    compgen -G "$work/keep.csv.tmp*" > /dev/null; then
     echo "FAIL: simulate $bad --csv: exit $rc, stdout '$out', csv now: $(head -2 "$work/keep.csv")"
     fail=1
   fi
