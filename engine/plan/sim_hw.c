@@ -405,16 +405,14 @@ static st_status note_key(const char *path, int line, const char *key, char (*ke
 }
 
 st_status sim_hw_load(const char *path, sim_hardware *out) {
-  struct stat sb;
-  if (stat(path, &sb) != 0) {
-    return st_error(ST_ERR_INVALID_ARG, "--hardware %s: cannot open (%s)", path, strerror(errno));
-  }
-  if (S_ISDIR(sb.st_mode)) {
-    return st_error(ST_ERR_INVALID_ARG, "--hardware %s is a directory, not a hardware file", path);
-  }
   FILE *f = fopen(path, "r");
   if (!f)
     return st_error(ST_ERR_INVALID_ARG, "--hardware %s: cannot open (%s)", path, strerror(errno));
+  struct stat sb; /* a directory opens for reading, then reads as nothing */
+  if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    fclose(f);
+    return st_error(ST_ERR_INVALID_ARG, "--hardware %s is a directory, not a hardware file", path);
+  }
   sim_hardware h = {
       .peak_flops_fp32 = -1, .gpus_per_node = 8, .overlap = 1, .kernels = SIM_KERNELS_FUSED};
   snprintf(h.name, sizeof h.name, "%s", path);
