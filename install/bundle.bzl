@@ -6,7 +6,9 @@ repository supplies, such as MPI, OpenBLAS or the CUDA runtime, stays outside) a
 that archive still needs at link time, for the installed pkg-config and CMake files:
 
 - `lib<name>.a`: the objects (PIC where the toolchain makes both kinds, so the archive can also
-  go into a user's shared library);
+  go into a user's shared library) linked into one relocatable object whose only global
+  functions and variables are the `exports` (weak C++ template instances stay weak): the
+  library's internal names (`mem_alloc`, `dtype_size`, ...) cannot clash with a program's own;
 - `lib<name>.link`: one linker argument per line, ordered as Bazel orders a link: the files of
   the outside libraries (static or shared, as absolute paths of the system's files), then the
   link flags of every library in the closure (-lopenblas, -fopenmp, ...); both leave out the
@@ -85,13 +87,13 @@ def _cc_bundle_impl(ctx):
 
     archive = ctx.actions.declare_file("lib%s.a" % ctx.attr.lib_name)
     args = ctx.actions.args()
-    args.add_all(["archive", archive])
+    args.add_all(["archive", archive, "--exports=" + ctx.file.exports.path])
     args.add_all(objects, format_each = "--obj=%s")
     args.add_all(archives, format_each = "--ar=%s")
     ctx.actions.run(
         executable = ctx.executable._bundle_sh,
         arguments = [args],
-        inputs = objects + archives,
+        inputs = objects + archives + [ctx.file.exports],
         outputs = [archive],
         mnemonic = "CcBundle",
         progress_message = "Bundling %s" % archive.short_path,
@@ -147,6 +149,8 @@ cc_bundle = rule(
     implementation = _cc_bundle_impl,
     attrs = {
         "deps": attr.label_list(providers = [CcInfo]),
+        # The names the archive keeps global, one a line.
+        "exports": attr.label(mandatory = True, allow_single_file = True),
         "lib_name": attr.string(mandatory = True),
         "provided": attr.label_list(providers = [CcInfo]),
         "_bundle_sh": attr.label(

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Installs libshardtrain into a temporary prefix with install/layout.sh (as tools/install.sh
 # does, from the files of this build), then uses only that copy, as a project outside Bazel:
-#   - the shared library exports exactly the functions declared in shardtrain.h;
+#   - the shared library exports exactly the functions declared in shardtrain.h, and the static
+#     archive defines no other strong global symbol (its internal names are local);
 #   - CMake (tests/install/CMakeLists.txt, find_package(shardtrain)) builds mlp_consumer.cc
-#     against shardtrain::shardtrain and against shardtrain::shardtrain_static;
+#     against shardtrain::shardtrain and against shardtrain::shardtrain_static, and the C
+#     program c_consumer.c, which defines names the library uses internally, against the latter;
 #   - `c++ mlp_consumer.cc $(pkg-config --cflags --libs shardtrain)` builds it against the
-#     shared library, and the same with `pkg-config --static` against the archive;
+#     shared library, and the same with `pkg-config --static` against the archive; `cc` builds
+#     c_consumer.c both ways;
 # and every program passes on 1 and on 4 ranks. Where the library was built with sanitizers
 # (--config=asan), the programs are too: an instrumented library needs an instrumented program.
 set -euo pipefail
@@ -29,6 +32,22 @@ got=$(nm -D --defined-only "$prefix/lib/libshardtrain.so" | awk '$2 ~ /^[A-Zuvw]
 [ "$(wc -l <<< "$want")" -gt 20 ] || fail "too few functions found in shardtrain.h"
 [ "$want" = "$got" ] || fail "exports differ from shardtrain.h: $(diff <(echo "$want") <(echo "$got"))"
 
+# The archive's strong global definitions (nm's capitals but U, V and W) are the same functions;
+# weak and unique ones are C++ inline functions and template instances (CUDA builds).
+strong=$(nm --defined-only --extern-only "$prefix/lib/libshardtrain.a" |
+  awk 'NF == 3 && $2 ~ /^[A-TX-Z]$/ {print $3}' | sort)
+[ "$want" = "$strong" ] ||
+  fail "the archive's global definitions differ from shardtrain.h: $(diff <(echo "$want") <(echo "$strong"))"
+# c_consumer.c's own definitions under internal names, which the archive must have for the
+# program to test anything.
+mapfile -t own < <(sed -n '/^\/\* The program.s own/,/^$/p' tests/install/c_consumer.c |
+  sed -nE 's/^(const )?[a-z]+ \**([a-z_]+)(\[[0-9]+\])? ?[=(].*/\2/p')
+[ "${#own[@]}" -ge 5 ] || fail "too few definitions found in c_consumer.c"
+defined=$(nm --defined-only "$prefix/lib/libshardtrain.a" | awk 'NF == 3 {print $3}')
+for name in "${own[@]}"; do
+  grep -qx "$name" <<< "$defined" || fail "libshardtrain.a has no $name: pick another name in c_consumer.c"
+done
+
 sanitize=()
 undefined=$(nm -D --undefined-only "$prefix/lib/libshardtrain.so")
 if grep -q ' __asan_init$' <<< "$undefined"; then
@@ -37,7 +56,7 @@ if grep -q ' __asan_init$' <<< "$undefined"; then
 fi
 
 cmake -S tests/install -B "$tmp/cmake" -DCMAKE_PREFIX_PATH="$prefix" \
-  -DCMAKE_CXX_FLAGS="${sanitize[*]}" > "$tmp/cmake.log" 2>&1 ||
+  -DCMAKE_CXX_FLAGS="${sanitize[*]}" -DCMAKE_C_FLAGS="${sanitize[*]}" > "$tmp/cmake.log" 2>&1 ||
   { cat "$tmp/cmake.log"; fail "cmake could not configure tests/install"; }
 cmake --build "$tmp/cmake" -j 2 > "$tmp/build.log" 2>&1 ||
   { cat "$tmp/build.log"; fail "cmake could not build the consumer"; }
@@ -51,22 +70,31 @@ c++ "${sanitize[@]}" tests/cxx/mlp_consumer.cc $(pkg-config --cflags --libs shar
 c++ "${sanitize[@]}" tests/cxx/mlp_consumer.cc $(pkg-config --cflags shardtrain) \
   $(pkg-config --static --libs shardtrain | sed 's/-lshardtrain\b/-l:libshardtrain.a/') \
   -o "$tmp/mlp_consumer_pkgconfig_static" || fail "the pkg-config --static build failed"
+# shellcheck disable=SC2046
+cc "${sanitize[@]}" tests/install/c_consumer.c $(pkg-config --cflags --libs shardtrain) -lm \
+  -o "$tmp/c_consumer_pkgconfig" || fail "the C pkg-config build failed"
+# shellcheck disable=SC2046
+cc "${sanitize[@]}" tests/install/c_consumer.c $(pkg-config --cflags shardtrain) \
+  $(pkg-config --static --libs shardtrain | sed 's/-lshardtrain\b/-l:libshardtrain.a/') -lm \
+  -o "$tmp/c_consumer_pkgconfig_static" || fail "the C pkg-config --static build failed"
 
 # A program built with pkg-config alone finds the library as any other: LD_LIBRARY_PATH.
 export LD_LIBRARY_PATH=$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-for program in "$tmp/cmake/mlp_consumer_shared" "$tmp/cmake/mlp_consumer_static" \
-  "$tmp/mlp_consumer_pkgconfig" "$tmp/mlp_consumer_pkgconfig_static"; do
+shared=("$tmp/cmake/mlp_consumer_shared" "$tmp/mlp_consumer_pkgconfig" "$tmp/c_consumer_pkgconfig")
+static=("$tmp/cmake/mlp_consumer_static" "$tmp/mlp_consumer_pkgconfig_static"
+  "$tmp/cmake/c_consumer_static" "$tmp/c_consumer_pkgconfig_static")
+for program in "${shared[@]}" "${static[@]}"; do
   for ranks in 1 4; do
     echo "== $(basename "$program") on $ranks rank(s)"
     bash tests/mpirun.sh "$ranks" "$program" || fail "$(basename "$program") on $ranks rank(s)"
   done
 done
 # The programs took the installed copy: the shared one loads it, the static ones none.
-for program in "$tmp/cmake/mlp_consumer_shared" "$tmp/mlp_consumer_pkgconfig"; do
+for program in "${shared[@]}"; do
   ldd "$program" | grep "=> $prefix/lib/libshardtrain.so " > /dev/null ||
     fail "$(basename "$program") does not load $prefix/lib/libshardtrain.so"
 done
-for program in "$tmp/cmake/mlp_consumer_static" "$tmp/mlp_consumer_pkgconfig_static"; do
+for program in "${static[@]}"; do
   if ldd "$program" | grep libshardtrain > /dev/null; then
     fail "$(basename "$program") loads libshardtrain.so"
   fi

@@ -61,7 +61,7 @@ _cuda_archive = rule(
     },
 )
 
-def cuda_library(name, srcs, hdrs = [], deps = [], **kwargs):
+def cuda_library(name, srcs, hdrs = [], deps = [], linkopts = [], **kwargs):
     _cuda_archive(name = name + "_archive", srcs = srcs, hdrs = hdrs, deps = deps)
     native.cc_import(
         name = name + "_import",
@@ -74,5 +74,8 @@ def cuda_library(name, srcs, hdrs = [], deps = [], **kwargs):
         # The archive first: with static linking, the libraries it calls into (core, cuBLASLt,
         # cudart) must come after it on the link line.
         deps = [":" + name + "_import"] + deps + ["@local_cuda//:cudart"],
+        # nvcc's host code is C++ (exceptions, static-local guards): a program linked by the C
+        # compiler, or the installed static archive's users, need the C++ runtime named.
+        linkopts = linkopts + ["-lstdc++"],
         **kwargs
     )
