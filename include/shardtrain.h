@@ -167,8 +167,12 @@ typedef struct st_unit_config {
 #define ST_UNIT_CONFIG_INIT \
   { sizeof(st_unit_config), 0, ST_FP32, ST_FP32 }
 
-/* mesh may be NULL (one rank, stage 0, CPU); otherwise it must outlive the unit. config may be
- * NULL (the defaults). */
+/* The longest unit name st_unit_create takes, in bytes (without the terminating zero): the
+ * unit keeps a copy, and a longer name is refused with ST_ERR_INVALID_ARG, not cut short. */
+#define ST_UNIT_NAME_MAX 63
+
+/* mesh may be NULL (one rank, stage 0, CPU); otherwise it must outlive the unit. name: at most
+ * ST_UNIT_NAME_MAX bytes. config may be NULL (the defaults). */
 st_status st_unit_create(st_unit **out, const st_mesh *mesh, const char *name,
                          const st_unit_config *config);
 void st_unit_destroy(st_unit *unit);

@@ -6,6 +6,7 @@
 #include "sharding/public_unit.h"
 
 #include <stddef.h>
+#include <string.h>
 
 #include "core/alloc.h"
 #include "core/config.h"
@@ -147,6 +148,12 @@ st_status st_unit_create(st_unit **out, const st_mesh *mesh, const char *name,
   ST_CHECK(check_pointer(out, __func__, "out"));
   *out = NULL;
   ST_CHECK(check_pointer(name, __func__, "name"));
+  if (strlen(name) > ST_UNIT_NAME_MAX) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "%s: name '%.20s...' has %zu characters, more than the limit of %d "
+                    "(ST_UNIT_NAME_MAX)",
+                    __func__, name, strlen(name), ST_UNIT_NAME_MAX);
+  }
   st_unit_config cfg;
   const st_unit_config defaults = ST_UNIT_CONFIG_INIT;
   ST_CHECK(config_read(&cfg, &defaults, sizeof cfg, config,

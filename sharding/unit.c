@@ -39,6 +39,10 @@ static int needs_copy(const st_device *dev, st_dtype dtype) {
 st_status unit_init(unit *u, const char *name, const st_device *dev, int stage,
                     const unit_precision *precision, const unit_groups *groups, int T, int t) {
   memset(u, 0, sizeof *u);
+  if (strlen(name) > ST_UNIT_NAME_MAX) {
+    return st_error(ST_ERR_INVALID_ARG, "unit name '%.20s...' has %zu characters, more than %d",
+                    name, strlen(name), ST_UNIT_NAME_MAX);
+  }
   snprintf(u->name, sizeof u->name, "%s", name);
   u->dev = dev;
   if (unit_policy_for_stage(stage, &u->policy) != ST_OK) {

@@ -60,7 +60,7 @@ typedef struct unit_precision {
 } unit_precision;
 
 typedef struct unit {
-  char name[64];
+  char name[ST_UNIT_NAME_MAX + 1];
   unit_layout layout;
   const st_device *dev;
   const kernel_backend *kb; /* borrowed (unit_use_kernels): casts, and the optimizer's ops */

@@ -7,6 +7,7 @@
  * (The order is enforced identically at every stage, so one rank covers it; the sharded
  * results are tests/cxx/mlp_consumer's.) */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/alloc.h"
@@ -59,11 +60,30 @@ static void test_null_handle(void) {
   st_unit_destroy(NULL);
 }
 
+/* A name of ST_UNIT_NAME_MAX characters is kept whole (the messages quote it); one more is
+ * refused, naming the limit, not cut short. */
+static void test_name_length(void) {
+  char name[ST_UNIT_NAME_MAX + 2];
+  memset(name, 'n', sizeof name - 1);
+  name[sizeof name - 1] = '\0';
+  st_unit *u = (st_unit *)&u;
+  CHECK_REFUSED(st_unit_create(&u, NULL, name, NULL), "st_unit_create", "64 characters");
+  CHECK_MSG(strstr(st_last_error(), "limit of 63") != NULL, "message '%s'", st_last_error());
+  CHECK(u == NULL);
+  name[ST_UNIT_NAME_MAX] = '\0';
+  CHECK_OK(st_unit_create(&u, NULL, name, NULL));
+  char quoted[ST_UNIT_NAME_MAX + 8];
+  snprintf(quoted, sizeof quoted, "'%s'", name);
+  CHECK_REFUSED(st_unit_finalize(u), quoted, "has no parameters");
+  st_unit_destroy(u);
+}
+
 static void test_bad_create(void) {
   st_unit *u = (st_unit *)&u; /* not NULL: a failing create must clear it */
   CHECK_REFUSED(st_unit_create(NULL, NULL, "layer", NULL), "st_unit_create", "out");
   CHECK_REFUSED(st_unit_create(&u, NULL, NULL, NULL), "st_unit_create", "name");
   CHECK(u == NULL);
+  test_name_length();
   st_unit_config config = ST_UNIT_CONFIG_INIT;
   config.struct_size = 1;
   CHECK_REFUSED(st_unit_create(&u, NULL, "layer", &config), "st_unit_config.struct_size",
