@@ -12,7 +12,11 @@
 #     file, one rank is killed with SIGKILL and mpirun ends the job. step_1 is left complete
 #     and unchanged, no step_2 appears, a --resume run continues from step_1 (its log says
 #     "resumed from .../step_1") bit-identically to a run that never stopped, and its save
-#     (step_3, the last step) removes the partial .step_2.tmp.
+#     (step_3, the last step) removes the partial .step_2.tmp;
+#   - a save that cannot be written on one rank (rank 1 under a file-size limit: EFBIG, what a
+#     full disk's ENOSPC looks like to the writer): every rank exits 1 naming the file, the
+#     earlier checkpoints and the metrics already written are kept, no step_3 appears, and a
+#     run without the limit resumes from step_2 and its save removes the partial .step_3.tmp.
 set -uo pipefail
 shardtrain=$1
 prepare=$2
@@ -121,6 +125,37 @@ check "steps 1..2 after the crash equal the never-stopped run's" \
   test "$resumed_lines" = "$unstopped_lines"
 check "and so does the export" cmp -s "$work/killed_resumed.safetensors" \
   "$work/unstopped.safetensors"
+
+# A rank that cannot write its file. The model is 384 wide so that a rank file (about 22 MB at
+# ZeRO-3 on 2 ranks) is larger than the limit, which must leave room for what MPI's start writes.
+big=(--n-embd 384 --dp-shard 2 --zero 3 --micro-batch 4 --ckpt-every 1 --ckpt-dir "$work/full")
+run full_save 2 --steps 2 "${big[@]}"
+step2=$(cd "$work/full/step_2" && sha256sum ./*)
+limited=$work/rank1_file_limit.sh
+cat > "$limited" <<'SH'
+#!/bin/sh
+# Rank 1 under a 16 MiB file-size limit; SIGXFSZ ignored, so a write past it fails with EFBIG.
+if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then trap '' XFSZ; ulimit -f 16384; fi
+exec "$@"
+SH
+chmod +x "$limited"
+timeout 60 "$mpirun_sh" 2 "$limited" "$shardtrain" "${common[@]}" --steps 4 --resume "${big[@]}" \
+  --metrics "$work/full.jsonl" > "$work/full.log" 2>&1
+rc=$?
+check "the job whose rank 1 cannot write ended with exit 1 (got $rc)" test "$rc" -eq 1
+failed='shardtrain train: .*/full/\.step_3\.tmp/rank_00001\.safetensors: write failed: File too large'
+check "both ranks name the file and the failure" \
+  test "$(grep -cE "^\[rank [01]\] error: $failed\$" "$work/full.log")" -eq 2
+check "step_2 is complete and unchanged" test "$(cd "$work/full/step_2" && sha256sum ./*)" = "$step2"
+check "no step_3 was completed (found: $(listing "$work/full"))" test "$(listing "$work/full")" = \
+  ".step_3.tmp step_1 step_2 "
+check "the metrics of the step trained before the save are kept" \
+  test "$(cut -d, -f1 "$work/full.jsonl" | tr '\n' ' ')" = '{"step": 2 '
+run full_resumed 2 --steps 4 --resume "${big[@]}"
+check "a run without the limit resumed from step_2" \
+  logged full_resumed "resumed from $work/full/step_2: step 2"
+check "its saves removed the partial .step_3.tmp (found: $(listing "$work/full"))" \
+  test "$(listing "$work/full")" = "step_1 step_2 step_3 step_4 "
 
 [ $fail -eq 0 ] && echo "checkpoint_dir_test: passed" || echo "checkpoint_dir_test: FAILED"
 exit $fail
