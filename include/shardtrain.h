@@ -54,7 +54,11 @@ const char *st_version(void);
  * down only what st_init started. Every other call that communicates needs st_init first.
  * MPI starts once per process: st_init and st_mesh_create after st_finalize (or the caller's
  * MPI_Finalize) return ST_ERR_INVALID_ARG. st_finalize returns ST_ERR_INVALID_ARG, finalizing
- * nothing, while a mesh or a unit created on a mesh is not yet destroyed: destroy them first. */
+ * nothing, while a mesh or a unit created on a mesh is not yet destroyed: destroy them first.
+ * A program that calls MPI_Finalize itself may do so with meshes and units live: afterwards
+ * st_unit_create on a mesh and every call on a unit on a mesh but st_unit_destroy return
+ * ST_ERR_INVALID_ARG, st_unit_destroy and st_mesh_destroy free only memory (no MPI call), and
+ * st_finalize returns ST_OK. */
 st_status st_init(int *argc, char ***argv);
 st_status st_finalize(void);
 

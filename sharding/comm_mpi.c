@@ -237,15 +237,23 @@ static void mpi_abort(void *vctx) { (void)vctx; /* MPI_Abort tears everything do
 
 static st_status mpi_dup(void *vctx, void **out);
 
+int comm_mpi_finalized(void) {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  return finalized;
+}
+
 static void mpi_destroy(void *vctx) {
   mpi_ctx *ctx = vctx;
   if (!ctx) return;
-  for (int d = 0; d < ST_DTYPE_COUNT; d++) {
+  /* After MPI_Finalize, freeing an op or a communicator is an error (Open MPI aborts). */
+  const int mpi_usable = !comm_mpi_finalized();
+  for (int d = 0; mpi_usable && d < ST_DTYPE_COUNT; d++) {
     for (int op = 0; op < 2; op++) {
       if (ctx->half_ops[d][op] != MPI_OP_NULL) MPI_Op_free(&ctx->half_ops[d][op]);
     }
   }
-  if (ctx->comm != MPI_COMM_NULL) MPI_Comm_free(&ctx->comm);
+  if (mpi_usable && ctx->comm != MPI_COMM_NULL) MPI_Comm_free(&ctx->comm);
   stream_destroy(&ctx->stream);
   mem_free(ctx);
 }

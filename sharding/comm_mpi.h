@@ -16,4 +16,9 @@
 st_status comm_mpi_create(comm **out, MPI_Comm mpi_comm, const char *group_name,
                           const st_device *dev, double timeout_s);
 
+/* Whether MPI is finalized (st_finalize, or the program's own MPI_Finalize). From then on MPI
+ * may not be called at all (MPI_Finalized aside): destroy paths release only memory, leaving
+ * the MPI objects to the finalized MPI, and calls that would communicate refuse. */
+int comm_mpi_finalized(void);
+
 #endif /* ST_SHARDING_COMM_MPI_H */

@@ -22,6 +22,7 @@
 #include "core/check_nccl.h"
 #include "core/deadline.h"
 #include "core/mpi_agree.h"
+#include "sharding/comm_mpi.h"
 
 typedef struct nccl_ctx {
   ncclComm_t comm;
@@ -216,7 +217,8 @@ static void nccl_destroy(void *vctx) {
   }
   mem_free(ctx->barrier_word);
   stream_destroy(&ctx->stream);
-  if (ctx->mpi_comm != MPI_COMM_NULL) MPI_Comm_free(&ctx->mpi_comm);
+  /* After MPI_Finalize the duplicate is MPI's to drop (comm_mpi_finalized). */
+  if (ctx->mpi_comm != MPI_COMM_NULL && !comm_mpi_finalized()) MPI_Comm_free(&ctx->mpi_comm);
   mem_free(ctx);
 }
 

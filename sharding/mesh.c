@@ -259,7 +259,9 @@ st_status st_mesh_create(st_mesh **out, const st_mesh_config *config) {
   MPI_Finalized(&finalized);
   if (!initialized) return st_error(ST_ERR_INVALID_ARG, "st_mesh_create needs st_init first");
   if (finalized) {
-    return st_error(ST_ERR_INVALID_ARG, "st_mesh_create: MPI is finalized (after st_finalize)");
+    return st_error(ST_ERR_INVALID_ARG,
+                    "st_mesh_create: MPI is finalized (st_finalize, or the program's "
+                    "MPI_Finalize)");
   }
   st_mesh_config cfg, resolved;
   ST_CHECK(read_config(config, &cfg));

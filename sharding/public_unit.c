@@ -11,6 +11,7 @@
 #include "core/alloc.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "sharding/comm_mpi.h"
 #include "sharding/mesh.h"
 
 _Static_assert(ST_TP_REPLICATED == (int)TP_REPLICATED && ST_TP_COLUMN == (int)TP_COLUMN &&
@@ -25,6 +26,11 @@ st_status unit_handle_check(const st_unit *h, const char *caller, unsigned needs
   if (!h) return st_error(ST_ERR_INVALID_ARG, "%s: the unit is NULL", caller);
   if (h->phase == UNIT_BROKEN) {
     return refuse(h, caller, "failed to finalize; only st_unit_destroy remains");
+  }
+  if (h->on_mesh && comm_mpi_finalized()) {
+    return refuse(h, caller,
+                  "is on a mesh and MPI is finalized (st_finalize, or the program's "
+                  "MPI_Finalize); only st_unit_destroy remains");
   }
   if ((needs & UNIT_NEEDS_DECLARING) && h->phase != UNIT_DECLARING) {
     return refuse(h, caller, "is finalized; declare every parameter before st_unit_finalize");
@@ -158,6 +164,12 @@ st_status st_unit_create(st_unit **out, const st_mesh *mesh, const char *name,
   const st_unit_config defaults = ST_UNIT_CONFIG_INIT;
   ST_CHECK(config_read(&cfg, &defaults, sizeof cfg, config,
                        offsetof(st_unit_config, zero_stage) + sizeof(int), "st_unit_config"));
+  if (mesh && comm_mpi_finalized()) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "%s: unit '%s': MPI is finalized (st_finalize, or the program's "
+                    "MPI_Finalize), so a unit on a mesh cannot communicate",
+                    __func__, name);
+  }
   st_unit *h = NULL;
   ST_CHECK(mem_alloc_zeroed((void **)&h, sizeof *h, MEM_HOST, MEM_WORKSPACE, NULL));
   st_status status = init_unit(h, mesh, name, &cfg);

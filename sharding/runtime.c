@@ -1,12 +1,14 @@
 /* runtime.c - st_init / st_finalize: start MPI unless the embedding program already has, and
  * shut down only what we started. FUNNELED: only the thread that called st_init talks to MPI.
  * MPI starts once per process: st_init after st_finalize is refused, and st_finalize refuses
- * while meshes or units on a mesh are live (their destroy needs MPI). */
+ * while meshes or units on a mesh are live (their destroy needs MPI), unless the program has
+ * finalized MPI itself: then there is nothing to do, and destroying frees only memory. */
 #include <mpi.h>
 
 #include "core/check_mpi.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "sharding/comm_mpi.h"
 #include "sharding/mesh.h"
 #include "shardtrain.h"
 
@@ -37,6 +39,12 @@ st_status st_init(int *argc, char ***argv) {
 }
 
 st_status st_finalize(void) {
+  if (comm_mpi_finalized()) {
+    /* The program finalized MPI itself: nothing is left to shut down, and handles still live
+     * release only their memory when destroyed (comm_mpi_finalized). */
+    we_started_mpi = 0;
+    return ST_OK;
+  }
   const int live = mesh_live_handles();
   if (live > 0) {
     /* Their destroy frees MPI objects, which MPI forbids after MPI_Finalize. */
@@ -45,9 +53,7 @@ st_status st_finalize(void) {
                     live);
   }
   if (!we_started_mpi) return ST_OK;
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized) MPI_CHECK(MPI_Finalize());
+  MPI_CHECK(MPI_Finalize());
   we_started_mpi = 0;
   return ST_OK;
 }
