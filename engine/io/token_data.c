@@ -149,24 +149,29 @@ static int holds_batch(const token_loader *loader, const token_shard *shard, uin
   return offset + loader->global_tokens + 1 <= shard->tokens;
 }
 
-/* A shard too short for one global batch is skipped (the last shard of a dataset often is);
- * data in which no shard holds one is refused, naming the largest shard. */
+/* A shard too short for one global batch is skipped with a warning (the last shard of a
+ * dataset often is); data in which no shard holds one is refused, naming the largest shard, in
+ * the error alone: a warning per shard before it would only say the same again. */
 static st_status check_some_shard_holds_a_batch(const token_loader *loader) {
   const token_shard *largest = &loader->shards[0];
   for (size_t i = 0; i < loader->shard_count; i++) {
+    if (loader->shards[i].tokens > largest->tokens) largest = &loader->shards[i];
+  }
+  if (!holds_batch(loader, largest, 0)) {
+    return st_error(ST_ERR_FORMAT,
+                    "no shard holds the %llu tokens one global batch reads "
+                    "(dp size x B x T + 1): the largest, %s, has %llu",
+                    (unsigned long long)(loader->global_tokens + 1), largest->path,
+                    (unsigned long long)largest->tokens);
+  }
+  for (size_t i = 0; i < loader->shard_count; i++) {
     const token_shard *shard = &loader->shards[i];
-    if (shard->tokens > largest->tokens) largest = shard;
     if (!holds_batch(loader, shard, 0) && loader->dp_rank == 0) {
       st_log(ST_LOG_WARN, "%s: %llu tokens, fewer than one global batch reads: skipped",
              shard->path, (unsigned long long)shard->tokens);
     }
   }
-  if (holds_batch(loader, largest, 0)) return ST_OK;
-  return st_error(ST_ERR_FORMAT,
-                  "no shard holds the %llu tokens one global batch reads (dp size x B x T + 1): "
-                  "the largest, %s, has %llu",
-                  (unsigned long long)(loader->global_tokens + 1), largest->path,
-                  (unsigned long long)largest->tokens);
+  return ST_OK;
 }
 
 st_status token_loader_open(token_loader **out, const token_loader_config *config) {

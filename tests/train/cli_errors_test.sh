@@ -29,7 +29,19 @@ expect() {
   fi
 }
 
+# make_shard PATH N: an llm.c token shard of N tokens.
+make_shard() {
+  python3 - "$1" "$2" <<'PY'
+import struct, sys
+n = int(sys.argv[2])
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
+    f.write(struct.pack(f"<{n}H", *[(7 * i) % 256 for i in range(n)]))
+PY
+}
+
 head -c 4096 /dev/zero > "$work/bad.bin"   # a full header whose magic number is 0
+make_shard "$work/small.bin" 10            # shorter than any global batch
 printf 'not safetensors' > "$work/bad.safetensors"
 
 expect 2 "unknown command 'frobnicate'" frobnicate
@@ -49,6 +61,9 @@ expect 2 "--data-train is required" train --steps 3
 expect 2 "needs a value" train --data-train
 expect 2 "$work/nothing" train --data-train "$work/nothing*.bin" --steps 1
 expect 2 "magic" train --data-train "$work/bad.bin" --steps 1
+# Data in which no shard holds a global batch: the error alone, no 'skipped' warning before it.
+expect 2 "no shard holds the [0-9]* tokens one global batch reads .*the largest, $work/small.bin, has 10" \
+  train --data-train "$work/small.bin" --steps 1
 expect 2 "$work/missing.safetensors" train --init-from "$work/missing.safetensors" --steps 0
 expect 2 "bad.safetensors" train --init-from "$work/bad.safetensors" --steps 0
 expect 2 "no usable GPU" train --device cuda --steps 0
@@ -173,13 +188,7 @@ grep -q -- "--quiet .*nothing on stdout.*info, warnings and errors still go to s
 # Output paths are checked at start-up, before any step, on the rank that writes them, and
 # every rank says so. A check only looks: an export already at its path stays byte for byte
 # what it was, and no metrics file is created.
-python3 - "$work/shard.bin" <<'PY'
-import struct, sys
-n = 8192
-with open(sys.argv[1], "wb") as f:
-    f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
-    f.write(struct.pack(f"<{n}H", *[(7 * i) % 256 for i in range(n)]))
-PY
+make_shard "$work/shard.bin" 8192
 printf 'an earlier export, to be kept' > "$work/kept.safetensors"
 cp "$work/kept.safetensors" "$work/kept.orig"
 touch -d '2001-01-01' "$work/kept.safetensors"
