@@ -86,17 +86,39 @@ static st_status check_pairs(const nccl_place_rank *r, int n, nccl_place_name *n
   return ST_OK;
 }
 
+static int lacks_nccl(const nccl_place_rank *r) { return !r->has_nccl; }
+static int lacks_gpu(const nccl_place_rank *r) { return !r->on_gpu; }
+
+/* ST_OK when no rank lacks what `lacks` tests; otherwise a refusal that says how many ranks
+ * lack it, so that a job where every rank does (a CPU-only machine, a build without NCCL) is
+ * not reported as if rank 0 alone were at fault. `one` and `many` end the sentence for one
+ * rank and for several. */
+static st_status check_every_rank(const nccl_place_rank *r, int n,
+                                  int (*lacks)(const nccl_place_rank *), const char *one,
+                                  const char *many) {
+  int count = 0, first = -1;
+  for (int i = 0; i < n; i++) {
+    if (!lacks(&r[i])) continue;
+    if (count++ == 0) first = i;
+  }
+  if (count == 0) return ST_OK;
+  if (count == 1) {
+    return st_error(ST_ERR_UNSUPPORTED, "NCCL cannot join the ranks: rank %d %s", first, one);
+  }
+  if (count == n) {
+    return st_error(ST_ERR_UNSUPPORTED, "NCCL cannot join the ranks: every rank (all %d) %s", n,
+                    one);
+  }
+  return st_error(ST_ERR_UNSUPPORTED,
+                  "NCCL cannot join the ranks: %d of the %d ranks (the first: rank %d) %s", count,
+                  n, first, many);
+}
+
 st_status nccl_place_check(const nccl_place_rank *ranks, int n, nccl_place_name *scratch,
                            int *shares_gpu) {
   *shares_gpu = 0;
-  for (int i = 0; i < n; i++) {
-    if (!ranks[i].has_nccl) {
-      return st_error(ST_ERR_UNSUPPORTED, "NCCL cannot join the ranks: rank %d has no NCCL", i);
-    }
-    if (!ranks[i].on_gpu) {
-      return st_error(ST_ERR_UNSUPPORTED,
-                      "NCCL cannot join the ranks: rank %d computes on the CPU, not a GPU", i);
-    }
-  }
+  ST_CHECK(check_every_rank(ranks, n, lacks_nccl, "has no NCCL", "have no NCCL"));
+  ST_CHECK(check_every_rank(ranks, n, lacks_gpu, "computes on the CPU, not a GPU",
+                            "compute on the CPU, not a GPU"));
   return check_pairs(ranks, n, scratch, shares_gpu);
 }

@@ -43,7 +43,8 @@ typedef struct nccl_place_name {
 
 /* ST_OK when NCCL can connect all n ranks, with *shares_gpu = 1 when some of them share a GPU
  * (NCCL will use its socket transport between them). Otherwise ST_ERR_UNSUPPORTED and one
- * sentence that names the first offending rank or pair by rank number, the same on every rank.
+ * sentence, the same on every rank, that names the first offending rank or pair by rank number
+ * and, for ranks without NCCL or a GPU, how many there are ("every rank" when all).
  * `scratch` holds n entries; it is passed in so that the check cannot fail on one rank alone
  * (an allocation) while the others go on into NCCL. */
 st_status nccl_place_check(const nccl_place_rank *ranks, int n, nccl_place_name *scratch,

@@ -4,9 +4,10 @@
  * only when each sets an NCCL_HOSTID distinct from the others on that GPU; equal or missing
  * ids, a repeated id across nodes on GPUs with one bus id, a CPU rank and a rank without NCCL
  * are refused with a message naming the lowest offending ranks, whatever the order of the
- * table's other entries. */
+ * table's other entries, and how many ranks lack a GPU or NCCL ("every rank" when all do). */
 #include "sharding/nccl_place.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -98,6 +99,21 @@ static const place_case cases[] = {
      0,
      0,
      "rank 1 computes on the CPU"},
+    {"every rank on the CPU",
+     3,
+     {{"n0", NULL, NULL}, {"n0", NULL, NULL}, {"n1", NULL, NULL}},
+     0,
+     0,
+     "every rank (all 3) computes on the CPU, not a GPU"},
+    {"some ranks on the CPU",
+     4,
+     {{"n0", "0000:01:00.0", NULL},
+      {"n0", NULL, NULL},
+      {"n0", "0000:02:00.0", NULL},
+      {"n0", NULL, NULL}},
+     0,
+     0,
+     "2 of the 4 ranks (the first: rank 1) compute on the CPU, not a GPU"},
 };
 
 static void run_case(const place_case *c, int has_nccl) {
@@ -111,8 +127,12 @@ static void run_case(const place_case *c, int has_nccl) {
   st_error_clear();
   const st_status s = nccl_place_check(ranks, c->n, scratch, &shares);
   if (!has_nccl) {
-    CHECK_MSG(s == ST_ERR_UNSUPPORTED && strstr(st_last_error(), "rank 0 has no NCCL"),
-              "%s without NCCL: status %d, '%s'", c->what, (int)s, st_last_error());
+    /* A build without NCCL: every rank lacks it, and the message says so. */
+    char want[64] = "rank 0 has no NCCL";
+    if (c->n > 1) snprintf(want, sizeof want, "every rank (all %d) has no NCCL", c->n);
+    CHECK_MSG(s == ST_ERR_UNSUPPORTED && strstr(st_last_error(), want),
+              "%s without NCCL: status %d, '%s', want '%s'", c->what, (int)s, st_last_error(),
+              want);
     return;
   }
   if (c->accepted) {

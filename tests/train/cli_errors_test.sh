@@ -113,9 +113,10 @@ expect_every_rank 4 2 "needs 6 ranks, world has 4" train --dp-shard 3 --tp 2 --s
 expect_every_rank 3 2 "tp 3 does not divide n_head 4" train --tp 3 --steps 0
 expect_every_rank 2 2 "device cuda requested but no usable GPU was found" \
   train --device cuda --param-dtype fp16 --zero 3 --steps 0
-# The NCCL backend where NCCL cannot join the ranks (here: no GPU, or a build without NCCL; on
-# one GPU: ranks without distinct NCCL_HOSTIDs): every rank names the first rank at fault.
-expect_every_rank 2 2 "NCCL cannot join the ranks: rank 0" selftest --device cpu --backend nccl
+# The NCCL backend where NCCL cannot join the ranks (here: CPU devices, or a build without NCCL):
+# every rank says that the fault is every rank's, not rank 0's alone.
+expect_every_rank 2 2 "NCCL cannot join the ranks: every rank (all 2)" \
+  selftest --device cpu --backend nccl
 # An empty NCCL_HOSTID, which NCCL would take for a host named "" (docs/ENVIRONMENT.md), is refused
 # wherever the NCCL backend may be chosen, and ignored by --backend mpi.
 # shellcheck disable=SC1007 # NCCL_HOSTID set to the empty string for one command, on purpose

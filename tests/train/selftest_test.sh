@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `shardtrain selftest` on 2 ranks, back to back and with `--cold-cache-mib` (each op timed
 # alone after a cache eviction): every collective of every group checks its known result on
-# every rank ("ok"), in both modes, and the cold mode says so in its header.
+# every rank ("ok"), in both modes, and the cold mode says so in its header. With
+# `--backend nccl` where NCCL cannot join the ranks, every rank reports and exits 2, promptly.
 set -uo pipefail
 shardtrain=$1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
@@ -22,4 +23,27 @@ for cold in 0 2; do
     echo "ok: selftest --cold-cache-mib $cold: $rows rows, all ok"
   fi
 done
+
+# CPU devices (or a build without NCCL): each rank prints the error, saying that it applies to
+# every rank, and each rank's own exit code is 2. A wrapper around each rank prints that code and
+# exits 0, so that mpirun lets every wrapper finish (it ends the job at the first non-zero exit;
+# cli_errors_test checks the job's code).
+out=$(timeout 60 "$(dirname "$0")/../mpirun.sh" 2 \
+  sh -c '"$0" "$@"; echo "rank $OMPI_COMM_WORLD_RANK exit $?"' \
+  "$shardtrain" selftest --device cpu --backend nccl 2>&1)
+rc=$?
+want="error: shardtrain selftest: NCCL cannot join the ranks: every rank (all 2) "
+reported=0
+for r in 0 1; do
+  grep -qF "[rank $r] $want" <<<"$out" && grep -qx "rank $r exit 2" <<<"$out" &&
+    reported=$((reported + 1))
+done
+if [ "$rc" -ne 0 ] || [ "$reported" -ne 2 ]; then
+  echo "FAIL: selftest --backend nccl on CPU ranks: wrappers exit $rc (want 0), $reported of 2 ranks"
+  echo "reported for every rank and exited 2:"
+  echo "$out"
+  fail=1
+else
+  echo "ok: selftest --backend nccl on CPU ranks: every rank reported and exited 2"
+fi
 exit $fail
