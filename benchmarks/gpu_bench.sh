@@ -137,10 +137,12 @@ python3 "$here/benchmarks/random_tokens.py" "$work/random_train.bin" > /dev/null
 runs=$work/runs.jsonl
 : > "$runs"
 
-# shardtrain_run SIZE ZERO MB NAME: one run; its exit status, 124 on timeout.
+# shardtrain_run SIZE ZERO MB NAME: one run; its exit status, 124 on timeout. Every core for the
+# host's start-up work: the initial weights are drawn on the host at about 42 ns a value and
+# thread, over a minute of d48's device time on one thread (env.sh's default is 4).
 shardtrain_run() {
   local accum=$((BATCH_TOKENS / ($3 * SEQ)))
-  timeout "$run_timeout" mpirun -np 1 --bind-to none "$st" train --model "$1" --device cuda \
+  OMP_NUM_THREADS=$(getconf _NPROCESSORS_ONLN) timeout "$run_timeout" mpirun -np 1 --bind-to none "$st" train --model "$1" --device cuda \
     --data-train "$work/random_train.bin" --seq-len "$SEQ" --micro-batch "$3" \
     --grad-accum "$accum" --steps $((warmup + steps)) --zero "$2" --param-dtype bf16 \
     --reduce-dtype bf16 --lr 6e-4 --quiet --metrics "$work/$4.jsonl" > "$work/$4.log" 2>&1

@@ -69,7 +69,13 @@ if [ -z "$st" ]; then
 fi
 work=$(mktemp -d /tmp/st-validate.XXXXXX)
 trap 'rm -rf "$work"' EXIT
+# One thread a rank: the CPU rows are calibrated per core. On the GPU only the host's start-up
+# work is threaded (drawing the initial weights: over a minute for d48 on one thread), so the
+# cuda rows share the cores among their ranks (train_threads).
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+train_threads() { # RANKS: OMP_NUM_THREADS for a measured row
+  if [ "$device" = cuda ]; then echo $((($(getconf _NPROCESSORS_ONLN) + $1 - 1) / $1)); else echo 1; fi
+}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 # predicted_ms FLAGS...: the simulator's step time in ms.
@@ -146,7 +152,7 @@ measured_table() {
       IFS='|' read -r name ranks model mesh <<<"$c"
       rm -f "$work/m.jsonl"
       # shellcheck disable=SC2086  # the wrapper, model and mesh are lists of words
-      tests/mpirun.sh "$ranks" ${LAUNCH_WRAPPER:-} "$st" train --device "$device" $model $mesh \
+      OMP_NUM_THREADS=$(train_threads "$ranks") tests/mpirun.sh "$ranks" ${LAUNCH_WRAPPER:-} "$st" train --device "$device" $model $mesh \
         --data-train "$work/data/bytes_train_*.bin" --steps "$steps" --metrics "$work/m.jsonl" \
         >"$work/train.log" 2>&1 || { echo "train failed: $name"; cat "$work/train.log"; exit 1; }
       ms=$(python3 -c 'import json,sys; print(min(json.loads(l)["step_ms"] for l in list(open(sys.argv[1]))[1:]))' "$work/m.jsonl")
