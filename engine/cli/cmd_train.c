@@ -22,6 +22,7 @@
 #include "engine/train/metrics.h"
 #include "engine/train/output_paths.h"
 #include "engine/train/run_report.h"
+#include "engine/train/stop_request.h"
 #include "engine/train/train_fit.h"
 #include "engine/train/train_options.h"
 
@@ -42,6 +43,8 @@ typedef struct train_run {
   int first_step;      /* steps already trained (those of the checkpoint resumed) */
   char saved[4200];    /* the last checkpoint written, or "" */
   int setup_failed;    /* the inputs named on the command line could not be used */
+  int stopped_by;      /* the signal that stopped the run before its last step, or 0 */
+  int stopped_after;   /* the steps trained when it stopped */
 } train_run;
 
 static double now_ms(void) {
@@ -306,12 +309,12 @@ static st_status over_ranks(step_record *rec, int world_size, mem_stats *mem) {
   return ST_OK;
 }
 
-/* Writes --ckpt-dir/step_<step + 1> when the step is due (every --ckpt-every, and the last of
- * this run). */
-static st_status maybe_save(train_run *r, int step) {
+/* Writes --ckpt-dir/step_<step + 1> when the step is due (every --ckpt-every, the last of this
+ * run, and one the run stops after). */
+static st_status maybe_save(train_run *r, int step, int stopping) {
   const train_options *o = r->o;
   const int last = step == train_options_end(o) - 1;
-  if (!o->ckpt_dir || !(last || (o->ckpt_every && (step + 1) % o->ckpt_every == 0))) {
+  if (!o->ckpt_dir || !(stopping || last || (o->ckpt_every && (step + 1) % o->ckpt_every == 0))) {
     return ST_OK;
   }
   ckpt_manifest m = {.step = step + 1,
@@ -333,13 +336,54 @@ static st_status maybe_save(train_run *r, int step) {
   return ckpt_save(r->model, &m, o->ckpt_dir, o->keep, r->saved, sizeof r->saved);
 }
 
+/* Steps first_step to end - 1, each followed by its metrics and its checkpoint when due; a stop
+ * signal any rank caught (stop_request.h) ends the run after the step, with a checkpoint. */
+static st_status train_steps(train_run *r, int end) {
+  mem_stats mem;
+  for (int step = r->first_step; step < end; step++) {
+    step_record rec;
+    ST_CHECK(run_step(r, step, &rec));
+    ST_CHECK(over_ranks(&rec, r->coords.world_size, &mem));
+    if (is_writer(r)) {
+      run_report_step(&r->report, &rec);
+      if (r->metrics && !metrics_write_json(r->metrics, &rec)) {
+        return st_error(ST_ERR_IO, "--metrics %s: write failed", r->o->metrics);
+      }
+    }
+    int signo = 0;
+    if (step + 1 < end) ST_CHECK(stop_request_agree(&signo));
+    ST_CHECK(maybe_save(r, step, signo != 0));
+    if (signo) {
+      r->stopped_by = signo;
+      r->stopped_after = step + 1;
+      return ST_OK;
+    }
+  }
+  return ST_OK;
+}
+
+/* What a stopped run says: where it stopped and how to go on. */
+static void report_stop(const train_run *r, int end) {
+  if (!is_writer(r)) return;
+  const char *signal = stop_request_signal_name(r->stopped_by);
+  const char *no_export = r->o->export_path ? "; the export was not written" : "";
+  if (r->saved[0]) {
+    st_log(ST_LOG_WARN,
+           "stopped by %s after step %d of %d: checkpoint %s; the same command with --resume "
+           "goes on from there%s",
+           signal, r->stopped_after, end, r->saved, no_export);
+  } else {
+    st_log(ST_LOG_WARN, "stopped by %s after step %d of %d, without a checkpoint (no --ckpt-dir)%s",
+           signal, r->stopped_after, end, no_export);
+  }
+}
+
 static st_status train(train_run *r) {
   st_status status = setup(r);
   if (status != ST_OK) {
     r->setup_failed = 1;
     return status;
   }
-  mem_stats mem;
   uint64_t setup_bytes[COMM_OP_COUNT]; /* --save-init's export: not part of step 0 */
   step_comm_bytes(r->mesh, setup_bytes);
   /* The steps' memory, which the planner predicts: set-up's one-off host buffers (the initial
@@ -351,17 +395,14 @@ static st_status train(train_run *r) {
     st_log(ST_LOG_INFO, "the checkpoint is at step %d: the %d steps of this run are done already",
            r->first_step, end);
   }
-  for (int step = r->first_step; step < end; step++) {
-    step_record rec;
-    ST_CHECK(run_step(r, step, &rec));
-    ST_CHECK(over_ranks(&rec, r->coords.world_size, &mem));
-    if (is_writer(r)) {
-      run_report_step(&r->report, &rec);
-      if (r->metrics && !metrics_write_json(r->metrics, &rec)) {
-        return st_error(ST_ERR_IO, "--metrics %s: write failed", r->o->metrics);
-      }
-    }
-    ST_CHECK(maybe_save(r, step));
+  stop_request_install();
+  status = train_steps(r, end);
+  stop_request_restore();
+  ST_CHECK(status);
+  if (r->stopped_by) {
+    run_report_finish(&r->report, r->saved[0] ? r->saved : NULL);
+    report_stop(r, end);
+    return ST_OK;
   }
   if (r->o->export_path) ST_CHECK(gpt_export(r->model, r->o->export_path, is_writer(r)));
   run_report_finish(&r->report, r->saved[0] ? r->saved : NULL);
@@ -392,7 +433,11 @@ int cmd_train(int argc, char **argv) {
   if (status != ST_OK) st_log(ST_LOG_ERROR, "shardtrain train: %s", st_last_error());
   /* A file named on the command line that is missing or malformed is bad input (2), like a
    * bad flag; running out of memory is not. */
-  const int code = cli_job_end(r.setup_failed && status != ST_ERR_OOM ? 2 : exit_code_for(status));
+  int code = r.setup_failed && status != ST_ERR_OOM ? 2 : exit_code_for(status);
+  /* Stopped by a signal: the shell's code for it (143 for SIGTERM, 138 for SIGUSR1), so a job
+   * script sees the run did not finish; its checkpoint is complete. */
+  if (status == ST_OK && r.stopped_by) code = 128 + r.stopped_by;
+  code = cli_job_end(code);
   teardown(&r);
   st_finalize();
   return code;

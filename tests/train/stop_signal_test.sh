@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# A run stopped by a signal between steps (engine/train/stop_request.h) checkpoints and exits
+# with the shell's code for the signal, on every rank, and goes on bit-identically:
+#   - SIGUSR1 to mpirun, which forwards it to every rank (2 ranks, ZeRO-3): exit 138, a
+#     checkpoint of the step it stopped after (the only one: --ckpt-every is past the run), a
+#     line saying so on rank 0, the metrics of every step trained, no export; --resume to two
+#     steps further equals a run that never stopped (metrics and export);
+#   - SIGTERM to rank 1 alone: both ranks stop after the same step (they agree between steps;
+#     rank 0 alone in the next step's collectives would wait out the time limit): exit 143, one
+#     complete checkpoint of both ranks' files;
+#   - SIGTERM without --ckpt-dir: exit 143 and a line saying no checkpoint was written.
+# The learning rate is constant (--lr-schedule constant), so the steps do not depend on --steps
+# and a run of 100000 steps stopped at step K continues as a run of K + 2 steps does.
+set -uo pipefail
+shardtrain=$1
+prepare=$2
+mpirun_sh=$3
+# shellcheck source=tests/train/train_runs.sh
+. "$(dirname "$0")/train_runs.sh"
+common+=(--lr-schedule constant --dp-shard 2 --zero 3 --micro-batch 4)
+fail=0
+check() { # check DESCRIPTION COMMAND...: the command must succeed
+  local what=$1
+  shift
+  if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; fail=1; fi
+}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+# stopped NAME RANKS SIGNAL TARGET ARGS...: trains NAME (metrics $work/NAME.jsonl, log
+# $work/NAME.log) on RANKS ranks for up to 100000 steps; once three steps are recorded, sends
+# SIGNAL to TARGET (mpirun, or rank N's process); sets $rc to the job's exit status.
+stopped() {
+  local name=$1 ranks=$2 signal=$3 target=$4
+  shift 4
+  timeout 60 "$mpirun_sh" "$ranks" "$shardtrain" "${common[@]}" --steps 100000 \
+    --metrics "$work/$name.jsonl" "$@" > "$work/$name.log" 2>&1 &
+  local job=$! pid=
+  for _ in $(seq 600); do
+    [ "$(cat "$work/$name.jsonl" 2>/dev/null | wc -l)" -ge 3 ] && break
+    sleep 0.1
+  done
+  if [ "$target" = mpirun ]; then
+    pid=$(pgrep -f -- "^mpirun .*--metrics $work/$name.jsonl")
+  else
+    # The rank processes are those of this run whose executable is shardtrain (mpirun and the
+    # shell carry the same arguments); take the one of rank $target.
+    for p in $(pgrep -f -- "--metrics $work/$name.jsonl"); do
+      if [ "$(cat "/proc/$p/comm" 2>/dev/null)" = shardtrain ] &&
+         tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$target"; then
+        pid=$p
+      fi
+    done
+  fi
+  if [ -z "$pid" ]; then
+    echo "FAIL: $name: no $target process to signal after three steps"
+    kill -- "$job" 2>/dev/null
+    wait "$job"
+    cat "$work/$name.log"
+    exit 1
+  fi
+  kill "-$signal" "$pid"
+  wait "$job"
+  rc=$?
+}
+listing() { (cd "$1" && find . -mindepth 1 -maxdepth 1 -printf '%f\n' | LC_ALL=C sort | tr '\n' ' '); }
+
+# SIGUSR1 through mpirun.
+stopped usr1 2 USR1 mpirun --ckpt-dir "$work/usr1" --ckpt-every 100000 \
+  --export "$work/usr1.safetensors"
+steps=$(wc -l < "$work/usr1.jsonl")
+check "SIGUSR1: exit 138 (got $rc)" test "$rc" -eq 138
+check "SIGUSR1: the checkpoint of step $steps is the directory's only entry (found: \
+$(listing "$work/usr1"))" test "$(listing "$work/usr1")" = "step_$steps "
+check "SIGUSR1: ... and complete" test -e "$work/usr1/step_$steps/DONE"
+check "SIGUSR1: rank 0 says where it stopped and how to go on" grep -qF \
+  "warn: stopped by SIGUSR1 after step $steps of 100000: checkpoint $work/usr1/step_$steps; the \
+same command with --resume goes on from there; the export was not written" "$work/usr1.log"
+check "SIGUSR1: no export" test ! -e "$work/usr1.safetensors"
+run usr1_resumed 2 --steps $((steps + 2)) --ckpt-dir "$work/usr1" --resume
+run unstopped 2 --steps $((steps + 2))
+check "SIGUSR1: the resumed run went on from step $steps" \
+  grep -qF "resumed from $work/usr1/step_$steps: step $steps" "$work/usr1_resumed.log"
+untimed() { sed -E 's/"tokens_per_s".*//' "$@"; }
+check "SIGUSR1: the steps before the stop equal the never-stopped run's" \
+  test "$(untimed "$work/usr1.jsonl")" = "$(head -n "$steps" "$work/unstopped.jsonl" | untimed)"
+check "SIGUSR1: ... and so do the two after it" \
+  test "$(untimed "$work/usr1_resumed.jsonl")" = "$(tail -n 2 "$work/unstopped.jsonl" | untimed)"
+check "SIGUSR1: ... and the export" cmp -s "$work/usr1_resumed.safetensors" \
+  "$work/unstopped.safetensors"
+
+# SIGTERM to one rank.
+stopped term1 2 TERM 1 --ckpt-dir "$work/term1" --ckpt-every 100000
+steps=$(wc -l < "$work/term1.jsonl")
+check "SIGTERM to rank 1: exit 143 (got $rc)" test "$rc" -eq 143
+check "SIGTERM to rank 1: one complete checkpoint of both ranks, step $steps (found: \
+$(listing "$work/term1") / $(listing "$work/term1/step_$steps" 2>&1))" \
+  test "$(listing "$work/term1/step_$steps")" = \
+  "DONE manifest.json rank_00000.safetensors rank_00001.safetensors "
+
+# SIGTERM without a checkpoint directory.
+stopped nodir 2 TERM 0
+check "SIGTERM without --ckpt-dir: exit 143 (got $rc)" test "$rc" -eq 143
+check "SIGTERM without --ckpt-dir: says no checkpoint was written" grep -qF \
+  "warn: stopped by SIGTERM after step $(wc -l < "$work/nodir.jsonl") of 100000, without a \
+checkpoint (no --ckpt-dir)" "$work/nodir.log"
+
+[ $fail -eq 0 ] && echo "stop_signal_test: passed" || echo "stop_signal_test: FAILED"
+exit $fail
