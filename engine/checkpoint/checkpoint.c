@@ -18,8 +18,14 @@
 #include "engine/io/file_io.h"
 #include "engine/io/job_agree.h"
 #include "engine/io/safetensors.h"
+#include "engine/plan/planner.h"
 
 #define PATH_BYTES 4200
+
+/* The memory planner, a layer below that cannot include this package, counts
+ * write_rank_file's staging as PLAN_CKPT_STAGING_BYTES. */
+_Static_assert((int64_t)sizeof(float) * CKPT_CHUNK_ELEMENTS == PLAN_CKPT_STAGING_BYTES,
+               "a save's staging is not what the memory planner counts (PLAN_CKPT_STAGING_BYTES)");
 
 static void world(int *rank, int *size) {
   int initialized = 0;

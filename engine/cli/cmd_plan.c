@@ -20,7 +20,8 @@ typedef struct plan_options {
   const char *param_dtype, *reduce_dtype, *device, *recompute, *offload;
   const char *loss_scale; /* checked as train checks it; scaling changes no memory */
   int loss_scale_window;
-  int fit; /* always 0 here: --fit runs cmd_plan_fit */
+  int ckpt; /* the run saves checkpoints (train's --ckpt-dir) */
+  int fit;  /* always 0 here: --fit runs cmd_plan_fit */
 } plan_options;
 
 static double gib(double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
@@ -112,10 +113,10 @@ static st_status run_plan(const plan_options *o) {
   }
   printf(
       "shardtrain plan: model %s (%.1f M parameters), %d ranks, micro-batch %d x %d tokens, "
-      "params %s, reduce %s, %s, prefetch %d, recompute %s, offload %s\n",
+      "params %s, reduce %s, %s, prefetch %d, recompute %s, offload %s, checkpoints %s\n",
       o->model, (double)gpt_config_num_params(&cfg) / 1e6, o->ranks, o->micro_batch, cfg.max_seq,
       dtype_name(precision.param), dtype_name(precision.reduce), o->device, o->prefetch,
-      gpt_recompute_name(recompute), offload ? "optimizer" : "none");
+      gpt_recompute_name(recompute), offload ? "optimizer" : "none", o->ckpt ? "yes" : "no");
   printf(
       "memory per rank in GiB, on the device (its total compared with --gpu-gib) and in host "
       "memory; 'states' = params + grads + optimizer wherever they are (an offloaded optimizer's "
@@ -143,7 +144,8 @@ static st_status run_plan(const plan_options *o) {
                              .compute_copies = copies,
                              .offload_optimizer = offload,
                              .device_is_host = device == ST_DEVICE_CPU,
-                             .recompute = recompute};
+                             .recompute = recompute,
+                             .checkpoints = o->ckpt};
       memory_plan mp;
       comm_plan cp;
       ST_CHECK(plan_memory(&in, &mp));
@@ -200,6 +202,8 @@ int cmd_plan(int argc, char **argv) {
       {"loss-scale", FLAG_STRING, &o.loss_scale,
        "fp16 only, as for train (checked the same way; no effect on memory)"},
       {"loss-scale-window", FLAG_INT, &o.loss_scale_window, "as for train"},
+      {"ckpt", FLAG_BOOL, &o.ckpt,
+       "the run saves checkpoints (train's --ckpt-dir): a save's 1 MiB host staging"},
       {"fit", FLAG_BOOL, &o.fit, "choose a configuration instead (plan --fit --help)"},
   };
   int nflags = (int)(sizeof flags / sizeof flags[0]), help = 0;

@@ -17,13 +17,16 @@
  *   workspace: the backward's gradient buffers, the micro-batches' tokens, the step's device
  *     scalars, the kernel backend's fixed workspace (kernel_kind_workspace_bytes: on CUDA
  *     cuBLASLt's scratch, the ops' regions and their host staging) and the largest transient
- *     of a step (the attention backward's scratch: kernel_kind_attention_scratch_bytes);
+ *     of a step (the attention backward's scratch: kernel_kind_attention_scratch_bytes) or,
+ *     when the run checkpoints, between steps, of a save (its host staging:
+ *     PLAN_CKPT_STAGING_BYTES), whichever is larger;
  *   comm: collective staging buffers (none on the CPU);
  *   optimizer_host: with the optimizer offloaded, the master, m and v instead of `optimizer`,
  *     plus, where the device has its own memory, the pinned staging of the largest unit's
  *     owned gradients and parameters during its update (sharding/unit.h).
- * Not predicted: bookkeeping of a few kilobytes (structs, layout tables, loaders) and the
- * one-off scratch of initialisation, import and export, which precede or follow the steps. */
+ * Not predicted: bookkeeping of a few kilobytes (structs, layout tables, loaders, a save's
+ * manifest and file header) and the one-off scratch of initialisation, import, a resumed
+ * checkpoint's restore and export, which precede or follow the steps. */
 #ifndef ST_ENGINE_PLAN_PLANNER_H
 #define ST_ENGINE_PLAN_PLANNER_H
 
@@ -38,6 +41,16 @@
  * front, so products of mesh sizes stay far from INT_MAX (docs/CLI.md). */
 enum { PLAN_MAX_RANKS = 1 << 20 };
 
+/* The host buffer through which a checkpoint save copies each rank's master, m and v from the
+ * device to its file, a chunk at a time (category workspace, alive only during the save, which
+ * runs between steps): CKPT_CHUNK_ELEMENTS floats (engine/checkpoint/ckpt_source.h, a layer
+ * above; checkpoint.c asserts that the two agree). Not counted: the save's bookkeeping alive
+ * beside it (the manifest, the file's layout and header: about 2 KiB per parameter tensor, 58
+ * KiB for tiny, 310 KiB for d12, a small fraction of the states they describe), and the buffers
+ * it takes once the staging is freed (the checksum's 64 KiB chunk, rank 0's table of the files,
+ * 88 bytes a rank), smaller than the staging below about 12000 ranks. */
+#define PLAN_CKPT_STAGING_BYTES ((int64_t)1 << 20)
+
 typedef struct plan_input {
   gpt_config cfg; /* finished (gpt_config_finish) */
   int R, S, T;    /* mesh */
@@ -51,11 +64,12 @@ typedef struct plan_input {
   int offload_optimizer;    /* master, m, v in host memory (--offload optimizer) */
   int device_is_host;       /* device memory is host RAM (the CPU): offload stages nothing */
   gpt_recompute recompute;  /* activations recomputed in the backward ({0}: none) */
+  int checkpoints;          /* the run saves checkpoints (--ckpt-dir): a save's host staging */
 } plan_input;
 
 /* Where the bytes live: host_bytes is what is allocated in host memory whatever the device
- * (the offloaded optimizer state and its staging, the micro-batches' tokens and the kernel
- * backend's host staging), device_bytes
+ * (the offloaded optimizer state and its staging, the micro-batches' tokens, the kernel
+ * backend's host staging and a checkpoint save's), device_bytes
  * everything else. On the CPU both are the same RAM, and a budget must count their sum; on a
  * GPU device_bytes is what its memory must hold. total = device_bytes + host_bytes is the sum
  * of the categories' peaks. */

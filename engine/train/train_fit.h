@@ -20,7 +20,8 @@
 st_status train_fit_ranks_sharing(const st_device *dev, int *sharers);
 
 /* The planner's input for this run on this rank's device (mesh, stage, batch, dtypes, offload,
- * the device's compute copies): what the check and the start-up summary both predict from. */
+ * the device's compute copies, whether it saves checkpoints): what the check and the start-up
+ * summary both predict from. */
 st_status train_fit_plan_input(const train_options *o, const gpt_config *cfg, const st_mesh *mesh,
                                plan_input *in);
 

@@ -4,7 +4,8 @@
  * state (one fp32 log-sum-exp per row, never T x T), the CUDA kernel backend's fixed workspace,
  * and `simulate --gpu h100` / `plan --fit` sizing them the same way; fp16 planned with bf16's
  * memory and simulated with loss scaling's extra finite check; bf16 parameters with fp32
- * gradients, and which param/gradient pairs each device takes (gpt_check_precision). The CUDA
+ * gradients, which param/gradient pairs each device takes (gpt_check_precision), and what a
+ * run that saves checkpoints adds (a save's host staging). The CUDA
  * answers are the CUDA backend's facts (kernels/cuda_facts.h), which every build has: this runs
  * the same in a build without the CUDA kernels (`--config=nocuda`), as a login node without CUDA
  * plans a GPU run. */
@@ -197,6 +198,47 @@ static void check_cuda_fit_suggestion(void) {
   }
 }
 
+/* Plans `in` without and with checkpoints; checks that only the workspace changes, by `extra`,
+ * and that the host bytes grow by `host_extra` (the device's by the rest). */
+static void check_saving(plan_input in, uint64_t extra, uint64_t host_extra, const char *what) {
+  memory_plan plain, saving;
+  in.checkpoints = 0;
+  CHECK_OK(plan_memory(&in, &plain));
+  in.checkpoints = 1;
+  CHECK_OK(plan_memory(&in, &saving));
+  for (int c = 0; c < MEM_CATEGORY_COUNT; c++) {
+    const uint64_t want = plain.bytes[c] + (c == MEM_WORKSPACE ? extra : 0);
+    CHECK_MSG(saving.bytes[c] == want, "%s: category %d with checkpoints %llu bytes, want %llu",
+              what, c, (unsigned long long)saving.bytes[c], (unsigned long long)want);
+  }
+  CHECK_MSG(saving.total == plain.total + extra, "%s: total %llu, want %llu", what,
+            (unsigned long long)saving.total, (unsigned long long)(plain.total + extra));
+  CHECK_MSG(saving.host_bytes == plain.host_bytes + host_extra, "%s: host %llu, want %llu", what,
+            (unsigned long long)saving.host_bytes,
+            (unsigned long long)(plain.host_bytes + host_extra));
+  CHECK_MSG(saving.device_bytes == plain.device_bytes + (extra - host_extra),
+            "%s: device %llu, want %llu", what, (unsigned long long)saving.device_bytes,
+            (unsigned long long)(plain.device_bytes + (extra - host_extra)));
+}
+
+/* A run that saves checkpoints (train's --ckpt-dir, plan's --ckpt): a save copies each rank's
+ * master, m and v to its file through one host buffer of 2^18 floats (1 MiB, category
+ * workspace), taken between steps, once the step's transients are freed. On a GPU, where the
+ * step's attention takes no scratch, the workspace and the host bytes grow by all of it and
+ * the device's bytes not at all. On the CPU it stands in for the attention backward's T x T
+ * scores: at 32 tokens (4096 bytes) the workspace grows by the difference; at 1024 tokens
+ * (4 MiB of scores, more than the staging) not at all. */
+static void check_checkpoint_plan(void) {
+  const uint64_t staging = 1048576u;
+  check_saving(small_run(ST_DEVICE_CUDA, ST_BF16), staging, staging, "cuda");
+  check_saving(small_run(ST_DEVICE_CPU, ST_FP32), staging - SEQ * SEQ * 4, staging - SEQ * SEQ * 4,
+               "cpu, 32 tokens");
+  plan_input longer = small_run(ST_DEVICE_CPU, ST_FP32);
+  longer.cfg.max_seq = longer.seq_len = 1024;
+  CHECK_OK(gpt_config_finish(&longer.cfg, 1));
+  check_saving(longer, 0, 0, "cpu, 1024 tokens");
+}
+
 /* gpt_check_precision's matrix: the CPU computes in fp32 from copies and takes every pair; a
  * GPU takes a 16-bit param dtype with its own dtype or fp32 for the gradients, fp32 params with
  * fp32 gradients, and refuses the rest with one line naming what it would take. */
@@ -233,5 +275,6 @@ int main(void) {
   check_cuda_plan();
   check_cuda_fp32_grads();
   check_cuda_fit_suggestion();
+  check_checkpoint_plan();
   return test_finish("gpu_plan_test");
 }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# `shardtrain simulate`, `shardtrain plan --fit` and plan's offload: bad input gives one error line naming the
-# problem and exit code 2 (an unknown GPU, a hardware file with a missing or negative field, a
-# mesh that does not divide the GPUs, ...); good input prints the breakdown, a CSV, a sweep and
-# the train flags of the best fit.
+# `shardtrain simulate`, `shardtrain plan --fit` and plan's offload and checkpoints: bad input
+# gives one error line naming the problem and exit code 2 (an unknown GPU, a hardware file with a
+# missing or negative field, a mesh that does not divide the GPUs, ...); good input prints the
+# breakdown, a CSV, a sweep and the train flags of the best fit.
 set -uo pipefail
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 shardtrain=$1
@@ -223,6 +223,21 @@ paste -d ' ' <(rows) <(rows --offload optimizer) | awk '
   { echo "FAIL: plan --offload optimizer does not move the optimizer and staging to the host:";
     paste -d ' ' <(rows) <(rows --offload optimizer); fail=1; }
 expect 2 "--offload 'cpu' is not optimizer or none" plan --offload cpu
+
+# plan --ckpt (a run with train's --ckpt-dir): every row's host memory grows by a save's staging,
+# 1 MiB (0.001 GiB at 3 decimals), the device's not at all (columns 10 and 11 as above); the
+# header says so. tests/sim/gpu_plan_test checks the bytes.
+rows() { "$shardtrain" plan --model tiny --ranks 4 --device cuda "$@" |
+  awk '$2 == "x" && $1 ~ /^[0-9]+$/ { print $10, $11 }'; }
+paste -d ' ' <(rows) <(rows --ckpt) | awk '
+  { n++; if ($3 != $1 || $4 - $2 < 0.0005 || $4 - $2 > 0.0015) bad++ }
+  END { exit !(n == 12 && !bad) }' ||
+  { echo "FAIL: plan --ckpt does not add a save's 1 MiB staging to the host memory:";
+    paste -d ' ' <(rows) <(rows --ckpt); fail=1; }
+"$shardtrain" plan --model tiny --ckpt | grep -q "^shardtrain plan: .*, checkpoints yes$" ||
+  { echo "FAIL: plan --ckpt's header does not say the run checkpoints"; fail=1; }
+"$shardtrain" plan --model tiny | grep -q "^shardtrain plan: .*, checkpoints no$" ||
+  { echo "FAIL: plan's header does not say the run saves no checkpoints"; fail=1; }
 
 [ $fail -eq 0 ] && echo "sim_cli_test: passed" || echo "sim_cli_test: FAILED"
 exit $fail
