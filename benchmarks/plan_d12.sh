@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Memory per rank and bytes per step for d12 (GPT-2 124M) on 8 and 64 ranks, every mesh and
 # ZeRO stage, in fp32 and in bf16 (params and reduce), from the planner alone (nothing is
-# trained), next to DESIGN.md's formulas.
+# trained), next to the formulas of docs/SHARDING.md ("ZeRO stages").
 # Usage: benchmarks/plan_d12.sh [extra flags for shardtrain plan, e.g. --micro-batch 8]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -148,13 +148,13 @@ st_status st_memory_live_bytes(uint64_t *bytes);
  *               st_unit_release, st_unit_reduce_grads
  *     st_unit_grad_sumsq (summed by the caller over the shard group), st_unit_adamw_step
  *
- * The ZeRO stage decides which buffers stay resident and which are sharded (DESIGN.md); the
- * results are the same at every stage. The order above is enforced at every stage, stage 0
- * and a NULL mesh included (a call out of order returns ST_ERR_INVALID_ARG and says which call
- * was missing), so a program that runs on one rank runs sharded unchanged. Every rank of the
- * mesh makes the same unit calls in the same order, because they communicate over the shard
- * and replicate groups. The reduction sums each gradient over the data-parallel ranks: to
- * train on the mean over a global batch, scale the loss gradient by 1 / (global batch). */
+ * The ZeRO stage decides which buffers stay resident and which are sharded (docs/SHARDING.md,
+ * "ZeRO stages"); the results are the same at every stage. The order above is enforced at every
+ * stage, stage 0 and a NULL mesh included (a call out of order returns ST_ERR_INVALID_ARG and says
+ * which call was missing), so a program that runs on one rank runs sharded unchanged. Every rank of
+ * the mesh makes the same unit calls in the same order, because they communicate over the shard and
+ * replicate groups. The reduction sums each gradient over the data-parallel ranks: to train on the
+ * mean over a global batch, scale the loss gradient by 1 / (global batch). */
 typedef struct st_unit st_unit;
 
 /* How a parameter is split over the tp group: replicated whole, by its last dimension (column:

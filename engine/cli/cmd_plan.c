@@ -1,6 +1,6 @@
 /* cmd_plan.c - `shardtrain plan`: for a model and a number of ranks, every data-parallel mesh
  * (R x S with R x S = ranks) and ZeRO stage, the memory per rank the planner predicts and the
- * bytes per step each rank sends, next to DESIGN.md's formulas, and whether it fits in the
+ * bytes per step each rank sends, next to docs/SHARDING.md's formulas, and whether it fits in the
  * given GPU memory. Computes everything from the config: nothing is allocated or run.
  * `plan --fit` chooses a configuration instead (cmd_plan_fit.c). */
 #include <stdio.h>
@@ -120,9 +120,9 @@ static st_status run_plan(const plan_options *o) {
   printf(
       "memory per rank in GiB, on the device (its total compared with --gpu-gib) and in host "
       "memory; 'states' = params + grads + optimizer wherever they are (an offloaded optimizer's "
-      "with its pinned staging), next to DESIGN.md's formula;\nbytes per step per rank in GiB: "
-      "shard group (all-gather + reduce-scatter) next to the ring formula, and the replicate "
-      "group's all-reduce\n");
+      "with its pinned staging), next to the formula of docs/SHARDING.md (\"ZeRO stages\");\n"
+      "bytes per step per rank in GiB: shard group (all-gather + reduce-scatter) next to the "
+      "ring formula, and the replicate group's all-reduce\n");
   printf("%-9s %5s %9s %9s %9s %9s %9s %9s %9s %9s %9s | %9s %9s %9s\n", "R x S", "stage", "params",
          "grads", "optim", "gathered", "activ", "device", "host", "states", "formula", "shard tx",
          "formula", "repl tx");

@@ -239,5 +239,13 @@ paste -d ' ' <(rows) <(rows --ckpt) | awk '
 "$shardtrain" plan --model tiny | grep -q "^shardtrain plan: .*, checkpoints no$" ||
   { echo "FAIL: plan's header does not say the run saves no checkpoints"; fail=1; }
 
+# plan's header cites its formulas where the repository holds them: docs/SHARDING.md, "ZeRO
+# stages" (DESIGN.md, which it once named, is not in the repository).
+header=$("$shardtrain" plan --model tiny | sed -n 2,3p)
+grep -qF 'next to the formula of docs/SHARDING.md ("ZeRO stages")' <<<"$header" &&
+  ! grep -q "DESIGN" <<<"$header" ||
+  { echo "FAIL: plan's header does not cite docs/SHARDING.md for its formulas:"; echo "$header";
+    fail=1; }
+
 [ $fail -eq 0 ] && echo "sim_cli_test: passed" || echo "sim_cli_test: FAILED"
 exit $fail
