@@ -317,7 +317,9 @@ st_status train_options_resolve(const train_options *o, int dp_size, gpt_config 
   if (!(o->clip >= 0)) return st_error(ST_ERR_INVALID_ARG, "--clip must be >= 0, got %g", o->clip);
   if (o->peak_tflops < 0) {
     return st_error(ST_ERR_INVALID_ARG,
-                    "--peak-tflops must be a positive number of TFLOP/s, got %g", o->peak_tflops);
+                    "--peak-tflops must be a number of TFLOP/s > 0, or 0 for the GPU's datasheet "
+                    "peak, got %g",
+                    o->peak_tflops);
   }
   if (o->nccl_max_ctas < 1 || o->nccl_max_ctas > ST_NCCL_MAX_CTAS_LIMIT) {
     return st_error(ST_ERR_INVALID_ARG, "--nccl-max-ctas must be in 1..%d, got %d",

@@ -73,7 +73,11 @@ expect 2 "--cold-cache-mib must be 0 to 65536, got -1" selftest --cold-cache-mib
 expect 2 "--count 2147483647 is out of range (1 to 268435456 fp32 elements)" \
   selftest --iters 1 --count 2147483647
 expect 2 "n_layer 2000: at most 1024 layers" train --n-layer 2000 --steps 0
-expect 2 "--peak-tflops must be a positive number of TFLOP/s, got -1" train --steps 0 --peak-tflops -1
+# 0 is accepted (the GPU's datasheet peak), and the refusal says so.
+peak="--peak-tflops must be a number of TFLOP/s > 0, or 0 for the GPU's datasheet peak, got -1"
+expect 2 "$peak" train --steps 0 --peak-tflops -1
+timeout 60 "$shardtrain" train --steps 0 --peak-tflops 0 >/dev/null 2>&1 ||
+  { echo "FAIL: train --peak-tflops 0 (the GPU's datasheet peak) is refused"; fail=1; }
 expect 2 "--peak-tflops: 'abc' is not a finite number" train --steps 0 --peak-tflops abc
 expect 2 "--peak-tflops: 'inf' is not a finite number" train --steps 0 --peak-tflops inf
 expect 2 "--nccl-max-ctas must be in 1..32, got 0" train --steps 0 --nccl-max-ctas 0
