@@ -49,15 +49,15 @@ st_status mesh_validate(const st_mesh_config *config, int world_size, st_mesh_co
     int64_t rt = (int64_t)R * T;
     if (rt > world_size || world_size % rt != 0) {
       return st_error(ST_ERR_INVALID_ARG,
-                      "mesh dp_replicate=%d x tp=%d = %lld does not divide the world of %d ranks",
-                      R, T, (long long)rt, world_size);
+                      "mesh dp_replicate=%d x tp=%d = %lld does not divide the world of %d rank%s",
+                      R, T, (long long)rt, world_size, world_size == 1 ? "" : "s");
     }
     S = (int)(world_size / rt);
   }
   if ((int64_t)R * S * T != world_size) {
     return st_error(ST_ERR_INVALID_ARG,
-                    "mesh dp_replicate=%d x dp_shard=%d x tp=%d needs %lld ranks, world has %d", R,
-                    S, T, (long long)R * S * T, world_size);
+                    "mesh dp_replicate=%d x dp_shard=%d x tp=%d needs %lld rank%s, world has %d", R,
+                    S, T, (long long)R * S * T, (long long)R * S * T == 1 ? "" : "s", world_size);
   }
   const int ctas = config->nccl_max_ctas;
   if (ctas < 0 || ctas > ST_NCCL_MAX_CTAS_LIMIT) {

@@ -326,8 +326,8 @@ st_status ckpt_save(gpt_model *model, const ckpt_manifest *run, const char *ckpt
   ST_CHECK_GOTO(job_agree(status), status, done);
   if (rank == 0) {
     const double seconds = seconds_now() - start;
-    st_log(ST_LOG_INFO, "checkpoint %s: %.1f MB in %d files, %.2f s (%.1f MB/s)", final,
-           (double)total / 1e6, m.n_files, seconds,
+    st_log(ST_LOG_INFO, "checkpoint %s: %.1f MB in %d file%s, %.2f s (%.1f MB/s)", final,
+           (double)total / 1e6, m.n_files, m.n_files == 1 ? "" : "s", seconds,
            (double)total / 1e6 / (seconds > 0 ? seconds : 1e-9));
   }
   if (saved) snprintf(saved, saved_size, "%s", final);

@@ -205,20 +205,24 @@ st_status ckpt_describe(const ckpt_source *src, FILE *out) {
   fprintf(out, "  dtypes      param %s, reduce %s, loss scale %g\n", dtype_name(m->param_dtype),
           dtype_name(m->reduce_dtype), m->scaler.scale);
   if (m->scaler.scale != 1.0 || m->scaler.skipped) {
-    fprintf(out, "  loss scale  %g, %lld clean steps since it last changed, %lld steps skipped\n",
-            m->scaler.scale, (long long)m->scaler.clean_steps, (long long)m->scaler.skipped);
+    fprintf(out, "  loss scale  %g, %lld clean step%s since it last changed, %lld step%s skipped\n",
+            m->scaler.scale, (long long)m->scaler.clean_steps,
+            m->scaler.clean_steps == 1 ? "" : "s", (long long)m->scaler.skipped,
+            m->scaler.skipped == 1 ? "" : "s");
   }
   fprintf(out,
-          "  optimizer   AdamW lr %g (%s, warmup %d, min %g, %d steps), betas %g %g, eps %g, "
+          "  optimizer   AdamW lr %g (%s, warmup %d, min %g, %d step%s), betas %g %g, eps %g, "
           "weight decay %g, clip %g\n",
           m->h.schedule.lr, m->h.schedule.shape == LR_COSINE ? "cosine" : "constant",
           m->h.schedule.warmup, m->h.schedule.min_lr, m->h.schedule.total_steps,
-          (double)m->h.adam.beta1, (double)m->h.adam.beta2, (double)m->h.adam.eps,
-          (double)m->h.weight_decay, (double)m->h.clip);
+          m->h.schedule.total_steps == 1 ? "" : "s", (double)m->h.adam.beta1,
+          (double)m->h.adam.beta2, (double)m->h.adam.eps, (double)m->h.weight_decay,
+          (double)m->h.clip);
   fprintf(out, "  batch       micro-batch %d x grad-accum %d, %lld tokens per step\n",
           m->micro_batch, m->h.grad_accum, (long long)m->h.global_tokens);
-  fprintf(out, "  data        next batch at shard %llu, token %llu (%d dp ranks)\n",
-          (unsigned long long)m->data[0].shard, (unsigned long long)m->data[0].offset, m->dp_size);
+  fprintf(out, "  data        next batch at shard %llu, token %llu (%d dp rank%s)\n",
+          (unsigned long long)m->data[0].shard, (unsigned long long)m->data[0].offset, m->dp_size,
+          m->dp_size == 1 ? "" : "s");
   fprintf(out, "  init seed   %llu\n", (unsigned long long)m->seed);
   fprintf(out, "  files       %d, %d pieces of %d tensors\n", m->n_files, m->n_pieces, m->n_params);
   int damaged = -1;

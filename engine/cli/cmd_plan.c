@@ -112,11 +112,12 @@ static st_status run_plan(const plan_options *o) {
                     PLAN_MAX_RANKS);
   }
   printf(
-      "shardtrain plan: model %s (%.1f M parameters), %d ranks, micro-batch %d x %d tokens, "
+      "shardtrain plan: model %s (%.1f M parameters), %d rank%s, micro-batch %d x %d tokens, "
       "params %s, reduce %s, %s, prefetch %d, recompute %s, offload %s, checkpoints %s\n",
-      o->model, (double)gpt_config_num_params(&cfg) / 1e6, o->ranks, o->micro_batch, cfg.max_seq,
-      dtype_name(precision.param), dtype_name(precision.reduce), o->device, o->prefetch,
-      gpt_recompute_name(recompute), offload ? "optimizer" : "none", o->ckpt ? "yes" : "no");
+      o->model, (double)gpt_config_num_params(&cfg) / 1e6, o->ranks, o->ranks == 1 ? "" : "s",
+      o->micro_batch, cfg.max_seq, dtype_name(precision.param), dtype_name(precision.reduce),
+      o->device, o->prefetch, gpt_recompute_name(recompute), offload ? "optimizer" : "none",
+      o->ckpt ? "yes" : "no");
   printf(
       "memory per rank in GiB, on the device (its total compared with --gpu-gib) and in host "
       "memory; 'states' = params + grads + optimizer wherever they are (an offloaded optimizer's "

@@ -130,8 +130,9 @@ static st_status run_fit(const fit_options *o) {
   if (found == 0) {
     return st_error(ST_ERR_INVALID_ARG,
                     "no configuration of %s fits in %.1f GiB per GPU on %d "
-                    "GPUs with a global batch of %lld tokens",
-                    o->model.model, req.gpu_gib, req.gpus, (long long)req.global_tokens);
+                    "GPU%s with a global batch of %lld tokens",
+                    o->model.model, req.gpu_gib, req.gpus, req.gpus == 1 ? "" : "s",
+                    (long long)req.global_tokens);
   }
   printf(
       "\nbest %d by predicted tokens/s (memory per rank on the device in GiB, from the planner):\n",

@@ -279,8 +279,9 @@ static st_status generate(sample_run *r) {
             "positions\n",
             g.generated, r->o->tokens, c->max_seq);
   }
-  fprintf(stderr, "shardtrain sample: %d tokens after a prompt of %d in %.1f ms (%.1f tokens/s)\n",
-          g.generated, r->n_prompt, ms, ms > 0 ? 1e3 * g.generated / ms : 0.0);
+  fprintf(stderr, "shardtrain sample: %d token%s after a prompt of %d in %.1f ms (%.1f tokens/s)\n",
+          g.generated, g.generated == 1 ? "" : "s", r->n_prompt, ms,
+          ms > 0 ? 1e3 * g.generated / ms : 0.0);
   return ST_OK;
 }
 

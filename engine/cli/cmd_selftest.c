@@ -165,10 +165,11 @@ static st_status run_selftest(st_mesh *mesh, const selftest_options *o, int *fai
 
   if (coords.world_rank == 0) {
     printf(
-        "shardtrain selftest: %d ranks, mesh %d x %d x %d (dp_replicate x dp_shard x tp), "
-        "backend %s, device %s, %d fp32 elements per rank, %d iterations%s\n",
-        world, coords.R, coords.S, coords.T, st_mesh_backend_name(mesh), st_mesh_device_name(mesh),
-        o->count, o->iters, b.evict ? ", each alone with cold caches" : "");
+        "shardtrain selftest: %d rank%s, mesh %d x %d x %d (dp_replicate x dp_shard x tp), "
+        "backend %s, device %s, %d fp32 element%s per rank, %d iteration%s%s\n",
+        world, world == 1 ? "" : "s", coords.R, coords.S, coords.T, st_mesh_backend_name(mesh),
+        st_mesh_device_name(mesh), o->count, o->count == 1 ? "" : "s", o->iters,
+        o->iters == 1 ? "" : "s", b.evict ? ", each alone with cold caches" : "");
     printf("%-10s %5s  %-15s %14s %12s %12s  %s\n", "group", "ranks", "op", "bytes", "time/op",
            "bus GB/s", "check");
   }

@@ -50,15 +50,16 @@ static st_status make_input(const simulate_options *o, int gpus, int stage, int 
   }
   if (R == 0 && S == 0) R = 1;
   if (R && S && R * S * T != gpus) {
-    return st_error(ST_ERR_INVALID_ARG, "mesh %dx%dx%d needs %d GPUs, the cluster has %d", R, S, T,
-                    R * S * T, gpus);
+    return st_error(ST_ERR_INVALID_ARG, "mesh %dx%dx%d needs %d GPU%s, the cluster has %d", R, S, T,
+                    R * S * T, R * S * T == 1 ? "" : "s", gpus);
   }
   const int fixed = (R ? R : 1) * (S ? S : 1) * T;
   if (gpus % fixed != 0) {
     char r[16] = "?", sh[16] = "?";
     if (R) snprintf(r, sizeof r, "%d", R);
     if (S) snprintf(sh, sizeof sh, "%d", S);
-    return st_error(ST_ERR_INVALID_ARG, "mesh %sx%sx%d does not divide %d GPUs", r, sh, T, gpus);
+    return st_error(ST_ERR_INVALID_ARG, "mesh %sx%sx%d does not divide %d GPU%s", r, sh, T, gpus,
+                    gpus == 1 ? "" : "s");
   }
   if (!R) R = gpus / fixed;
   if (!S) S = gpus / fixed;

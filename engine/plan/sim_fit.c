@@ -191,8 +191,9 @@ static st_status why_none(const fit_ctx *x, const fit_dim *tp) {
   }
   return st_error(ST_ERR_INVALID_ARG,
                   "--fit: the global batch of %lld sequences needs more than %d micro-batches of "
-                  "gradient accumulation on %d GPUs (data-parallel sizes %s)",
-                  (long long)x->sequences, x->req->max_grad_accum, x->req->gpus, sizes);
+                  "gradient accumulation on %d GPU%s (data-parallel sizes %s)",
+                  (long long)x->sequences, x->req->max_grad_accum, x->req->gpus,
+                  x->req->gpus == 1 ? "" : "s", sizes);
 }
 
 st_status sim_fit(const sim_hardware *hw, const fit_request *req, fit_candidate *best, int k,

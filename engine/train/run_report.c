@@ -103,8 +103,8 @@ static void print_run(FILE *out, const train_options *o, const gpt_config *cfg,
   loss_scaler_init_none(&scaler);
   (void)train_options_loss_scaler(o, p, &scaler); /* checked by train_options_resolve too */
   if (scaler.mode == LOSS_SCALER_DYNAMIC) {
-    fprintf(out, ", loss scale dynamic from %g (doubled every %d clean steps)", scaler.state.scale,
-            scaler.window);
+    fprintf(out, ", loss scale dynamic from %g (doubled every %d clean step%s)", scaler.state.scale,
+            scaler.window, scaler.window == 1 ? "" : "s");
   } else if (scaler.mode == LOSS_SCALER_FIXED) {
     fprintf(out, ", loss scale fixed at %g", scaler.state.scale);
   }
@@ -116,9 +116,10 @@ static void print_run(FILE *out, const train_options *o, const gpt_config *cfg,
   fprintf(
       out,
       "  batch %lld tokens per step = micro-batch %d x %d tokens x %d dp rank%s x grad-accum %d; "
-      "%d steps = %lld tokens\n",
+      "%d step%s = %lld tokens\n",
       (long long)h->global_tokens, o->micro_batch, cfg->max_seq, c->R * c->S,
-      c->R * c->S == 1 ? "" : "s", o->grad_accum, o->steps, (long long)h->global_tokens * o->steps);
+      c->R * c->S == 1 ? "" : "s", o->grad_accum, o->steps, o->steps == 1 ? "" : "s",
+      (long long)h->global_tokens * o->steps);
   const lr_schedule *s = &h->schedule;
   char shape[96];
   int used = s->warmup ? snprintf(shape, sizeof shape, "warmup %d step%s, then ", s->warmup,
@@ -265,7 +266,7 @@ void run_report_finish(const run_report *rep, const char *checkpoint_path) {
   FILE *out = rep->out;
   if (!out) return;
   const int64_t tokens = rep->step_tokens * rep->steps_run;
-  fprintf(out, "done: %d steps", rep->steps_run);
+  fprintf(out, "done: %d step%s", rep->steps_run, rep->steps_run == 1 ? "" : "s");
   if (rep->steps_run) fprintf(out, " (%d-%d)", rep->first_step + 1, rep->last_step + 1);
   fprintf(out, ", %lld tokens in %s", (long long)tokens,
           duration_text((now_ms() - rep->start_ms) / 1e3).s);
@@ -280,8 +281,8 @@ void run_report_finish(const run_report *rep, const char *checkpoint_path) {
     fputc('\n', out);
   }
   if (rep->scaled) {
-    fprintf(out, "fp16 loss scaling: %d steps skipped for overflow, last scale %g\n",
-            rep->skipped_steps, rep->last_scale);
+    fprintf(out, "fp16 loss scaling: %d step%s skipped for overflow, last scale %g\n",
+            rep->skipped_steps, rep->skipped_steps == 1 ? "" : "s", rep->last_scale);
   }
   if (rep->has_val) {
     fprintf(out, "best val loss %.6f at step %d/%d\n", rep->best_val, rep->best_val_step + 1,

@@ -84,6 +84,10 @@ else
   bad "no stop at 64 positions:"; cat "$work/full.err"
 fi
 grep -q stopped "$work/greedy.err" && bad "a run with room to spare says it stopped"
+# One token is counted as one.
+sample one --from "$work/tiny.safetensors" --prompt "Hello" --tokens 1 --temperature 0
+grep -q "^shardtrain sample: 1 token after a prompt of 5 in " "$work/one.err" &&
+  ok "--tokens 1 reports 1 token" || bad "--tokens 1: $(cat "$work/one.err")"
 # A count far beyond the positions allocates for the positions only.
 sample huge --from "$work/tiny.safetensors" --prompt "Hello" --tokens 2147483647 --temperature 0
 grep -q "stopped after 59 of 2147483647 tokens" "$work/huge.err" && ok "--tokens 2^31-1 stops at 59" \

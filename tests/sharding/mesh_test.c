@@ -38,6 +38,23 @@ static const validate_case cases[] = {
     {1, 1, 0, 1, ST_ERR_INVALID_ARG, "every extent must be >= 1", 0},
 };
 
+/* A count of 1 is "1 rank": the whole message is compared, as "1 rank" is also part of
+ * "1 ranks". */
+static void test_validate_singular(void) {
+  st_mesh_config cfg = ST_MESH_CONFIG_INIT, resolved;
+  cfg.dp_shard = 1;
+  CHECK_STATUS(mesh_validate(&cfg, 2, &resolved), ST_ERR_INVALID_ARG);
+  CHECK_MSG(strcmp(st_last_error(),
+                   "mesh dp_replicate=1 x dp_shard=1 x tp=1 needs 1 rank, world has 2") == 0,
+            "message '%s'", st_last_error());
+  cfg.dp_shard = 0;
+  cfg.dp_replicate = 2;
+  CHECK_STATUS(mesh_validate(&cfg, 1, &resolved), ST_ERR_INVALID_ARG);
+  CHECK_MSG(strcmp(st_last_error(),
+                   "mesh dp_replicate=2 x tp=1 = 2 does not divide the world of 1 rank") == 0,
+            "message '%s'", st_last_error());
+}
+
 /* nccl_max_ctas: 0 takes the default, 1..32 stay, anything else is refused naming the range. */
 static void test_validate_nccl_max_ctas(void) {
   const int given[] = {0, 1, 32, -1, 33}, want[] = {ST_NCCL_MAX_CTAS_DEFAULT, 1, 32, 0, 0};
@@ -321,6 +338,7 @@ int main(int argc, char **argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   test_validate_table();
+  test_validate_singular();
   test_validate_nccl_max_ctas();
   test_impossible_mesh_on_every_rank(world);
   test_bad_timeout_env();

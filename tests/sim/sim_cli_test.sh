@@ -66,6 +66,8 @@ expect 2 "give one of --gpu NAME or --hardware FILE" simulate
 expect 2 "give one of --gpu NAME or --hardware FILE" simulate --gpu h100 --hardware "$good"
 expect 2 "mesh 3x?x1 does not divide 8 GPUs" simulate --gpu h100 --dp-replicate 3
 expect 2 "mesh 1x3x2 needs 6 GPUs, the cluster has 8" simulate --gpu h100 --dp-shard 3 --tp 2
+expect 2 "mesh 1x1x1 needs 1 GPU, the cluster has 8" simulate --gpu h100 --dp-shard 1
+expect 2 "mesh 2x?x1 does not divide 1 GPU\$" simulate --gpu h100 --gpus-per-node 1 --dp-replicate 2
 expect 2 "mesh ?x3x1 does not divide 16 GPUs" simulate --gpu h100 --nodes 2 --dp-replicate 0 \
   --dp-shard 3
 expect 2 "tp 5 does not divide n_head 12" simulate --gpu h100 --tp 5 --gpus-per-node 5
@@ -125,6 +127,8 @@ expect 2 "--global-batch 1000 tokens is not a whole number of 1024-token sequenc
   plan --fit --gpu h100 --global-batch 1000
 expect 2 "no configuration of d48 fits in 1.0 GiB per GPU" plan --fit --gpu h100 --model d48 \
   --gpu-gib 1
+expect 2 "no configuration of d48 fits in 1.0 GiB per GPU on 1 GPU with" plan --fit --gpu h100 \
+  --model d48 --gpu-gib 1 --gpus 1
 expect 2 "--gpu-gib: the hardware 'test-node' does not say its memory" \
   plan --fit --hardware "$good"
 # A negative memory is a bad value, not "no verdict" (plan) or "the hardware's" (plan --fit).
@@ -242,6 +246,9 @@ paste -d ' ' <(rows) <(rows --ckpt) | awk '
 # plan's header cites its formulas where the repository holds them: docs/SHARDING.md, "ZeRO
 # stages" (DESIGN.md, which it once named, is not in the repository).
 header=$("$shardtrain" plan --model tiny | sed -n 2,3p)
+"$shardtrain" plan --model tiny --ranks 1 |
+  grep -q "^shardtrain plan: model tiny (0.1 M parameters), 1 rank, " ||
+  { echo "FAIL: plan --ranks 1's header does not say 1 rank"; fail=1; }
 grep -qF 'next to the formula of docs/SHARDING.md ("ZeRO stages")' <<<"$header" &&
   ! grep -q "DESIGN" <<<"$header" ||
   { echo "FAIL: plan's header does not cite docs/SHARDING.md for its formulas:"; echo "$header";

@@ -113,7 +113,7 @@ for name, world, step, first in [("inj_r2s2", 4, 4, 65536), ("inj_tp2s2", 4, 2, 
     with open(os.path.join(work, name + ".log")) as f:
         log = f.read().splitlines()
     marked = [l for l in log if l.endswith("| skipped: fp16 overflow")]
-    summary = "fp16 loss scaling: 1 steps skipped for overflow, last scale"
+    summary = "fp16 loss scaling: 1 step skipped for overflow, last scale"
     if len(marked) != 1 or f"step {step + 1:5d}/10 " not in marked[0] or \
             not any(l.startswith(summary) for l in log):
         fail.append(f"{name}: the run report marks {marked} as skipped (expected step "
@@ -149,7 +149,7 @@ if not same_export(work, "win_full", "win_res"):
     fail.append("win_res: the export differs from the never-stopped run's")
 with open(os.path.join(work, "inspect.txt")) as f:
     text = f.read()
-line = "loss scale  65536, 1 clean steps since it last changed, 1 steps skipped"
+line = "loss scale  65536, 1 clean step since it last changed, 1 step skipped"
 if line not in text:
     fail.append(f"inspect step_6 lacks '{line}':\n{text}")
 

@@ -6,7 +6,8 @@
 #   - one line per step carrying the loss of the metrics, the elapsed time and an ETA of 0 at
 #     the end;
 #   - the final summary: tokens, the mean tok/s of steps 2-10 (recomputed from the metrics),
-#     the best val loss and its step, peak memory, the export and metrics paths;
+#     the best val loss and its step, peak memory, the export and metrics paths; a count of 1
+#     in the singular (a one-step run's "1 step", one rank's checkpoint "in 1 file");
 #   - --quiet prints nothing at all and changes nothing else (same metrics, export written);
 #   - with a GPT-2-sized vocabulary (50257: set-up's host scratch for the initial values of the
 #     largest parameter, wte, and --save-init's export are a tenth of the run), the steps'
@@ -38,6 +39,7 @@ run wide 1 --steps 2 --vocab 50257 --micro-batch 2 --save-init "$work/wide_init.
 run wide_ckpt 2 --steps 2 --vocab 50257 --micro-batch 2 --dp-shard 2 --zero 3 \
   --ckpt-dir "$work/wide_ckpt" --ckpt-every 1
 run ckpt 1 --steps 4 --ckpt-dir "$work/ckpt" --ckpt-every 2
+run one_step 1 --steps 1
 
 python3 - "$work" <<'PY'
 import json, os, re, sys
@@ -171,6 +173,15 @@ check_memory("ckpt", categories=False)
 if not any(line.startswith("[rank 0] info: checkpoint ") and "step_2:" in line
            for line in log("ckpt")):
     fail.append("ckpt: no checkpoint saved after step 2, before the steps measured")
+
+# A count of 1 reads in the singular: one rank's checkpoint is 1 file, a one-step run 1 step.
+one(log("ckpt"), r"\[rank 0\] info: checkpoint \S+/step_2: [\d.]+ MB in 1 file, .*", "ckpt: 1 file")
+one(log("wide_ckpt"), r"\[rank 0\] info: checkpoint \S+/step_1: [\d.]+ MB in 2 files, .*",
+    "wide_ckpt: 2 files")
+one(log("one_step"), r"  batch 512 tokens per step = micro-batch 8 x 64 tokens x 1 dp rank x "
+    r"grad-accum 1; 1 step = 512 tokens", "one step: batch")
+one(log("one_step"), r"done: 1 step \(1-1\), 512 tokens in \S+; \d+ tok/s \(one step, warm-up "
+    r"included\)", "one step: done")
 
 # The optimizer flags reach AdamW.
 base = [r["loss"] for r in metrics("base")]

@@ -24,6 +24,18 @@ for cold in 0 2; do
   fi
 done
 
+# One rank, one element, one iteration: the header counts each in the singular.
+out=$(timeout 60 "$(dirname "$0")/../mpirun.sh" 1 "$shardtrain" selftest --count 1 --iters 1 2>&1)
+want="shardtrain selftest: 1 rank, mesh 1 x 1 x 1 (dp_replicate x dp_shard x tp), backend mpi, "
+want+="device cpu, 1 fp32 element per rank, 1 iteration"
+if ! grep -qxF "$want" <<<"$out"; then
+  echo "FAIL: selftest on 1 rank, --count 1 --iters 1: no header '$want':"
+  echo "$out"
+  fail=1
+else
+  echo "ok: selftest on 1 rank: $want"
+fi
+
 # CPU devices (or a build without NCCL): each rank prints the error, saying that it applies to
 # every rank, and each rank's own exit code is 2. A wrapper around each rank prints that code and
 # exits 0, so that mpirun lets every wrapper finish (it ends the job at the first non-zero exit;
