@@ -291,9 +291,13 @@ static st_status run_step(train_run *r, int step, step_record *rec) {
  * count the number of ranks that skipped the step. Every rank must have run the step at the
  * same loss scale and skipped it or not with all the others: a rank that did not would hold
  * other parameters from here on. */
-static st_status over_ranks(step_record *rec, int world_size, mem_stats *mem) {
+static void peaks_over_ranks(mem_stats *mem) {
   mem_stats_get(mem);
   MPI_Allreduce(MPI_IN_PLACE, mem->peak, MEM_CATEGORY_COUNT, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+}
+
+static st_status over_ranks(step_record *rec, int world_size, mem_stats *mem) {
+  peaks_over_ranks(mem);
   MPI_Allreduce(MPI_IN_PLACE, rec->comm_bytes, COMM_OP_COUNT, MPI_UINT64_T, MPI_MAX,
                 MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, &rec->comm_exposed_ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -392,13 +396,18 @@ static st_status train(train_run *r) {
   mem_reset_peak();
   const int end = train_options_end(r->o);
   if (r->first_step >= end && end > 0 && is_writer(r)) {
-    st_log(ST_LOG_INFO, "the checkpoint is at step %d: the %d steps of this run are done already",
-           r->first_step, end);
+    st_log(ST_LOG_INFO, "the checkpoint is at step %d: the %d step%s of this run %s done already",
+           r->first_step, end, end == 1 ? "" : "s", end == 1 ? "is" : "are");
   }
   stop_request_install();
   status = train_steps(r, end);
   stop_request_restore();
   ST_CHECK(status);
+  /* The peak the summary prints includes the save after the last step, which no step's record
+   * saw (the planner counts it); not the export, which it does not. */
+  mem_stats mem;
+  peaks_over_ranks(&mem);
+  if (is_writer(r) && r->report.steps_run > 0) run_report_memory(&r->report, &mem);
   if (r->stopped_by) {
     run_report_finish(&r->report, r->saved[0] ? r->saved : NULL);
     report_stop(r, end);

@@ -249,17 +249,19 @@ void run_report_step(run_report *rep, const step_record *rec) {
            "(%s), is too low for this device",
            100 * rec->mfu, rec->step + 1, rep->mfu->peak_flops / 1e12, rep->mfu->peak_source);
   }
-  if (rec->mem) {
-    uint64_t sum = 0;
-    for (int k = 0; k < MEM_CATEGORY_COUNT; k++) sum += rec->mem->peak[k];
-    if (sum > rep->peak_bytes) rep->peak_bytes = sum;
-  }
+  if (rec->mem) run_report_memory(rep, rec->mem);
   if (!rep->out) return;
   /* Time left: the wall-clock pace of the steps after the warm-up (evaluations and file
    * writes included); after the warm-up alone, its step time. */
   const int left = rep->total_steps - rec->step - 1, timed = rep->steps_run - 1;
   const double pace_ms = timed ? (now - rep->warm_ms) / timed : rep->first_step_ms;
   print_step(rep->out, rec, rep->total_steps, (now - rep->start_ms) / 1e3, left * pace_ms / 1e3);
+}
+
+void run_report_memory(run_report *rep, const mem_stats *mem) {
+  uint64_t sum = 0;
+  for (int k = 0; k < MEM_CATEGORY_COUNT; k++) sum += mem->peak[k];
+  if (sum > rep->peak_bytes) rep->peak_bytes = sum;
 }
 
 void run_report_finish(const run_report *rep, const char *checkpoint_path) {

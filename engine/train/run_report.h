@@ -63,6 +63,10 @@ st_status run_report_start(run_report *rep, const train_options *o, const gpt_co
  * misnames) is printed as it is, with one warning per run naming the peak. */
 void run_report_step(run_report *rep, const step_record *rec);
 
+/* Memory peaks per category (maximum over ranks) since the first step: the run's measured peak
+ * becomes their sum where that is higher (run_report_step does this with each step's). */
+void run_report_memory(run_report *rep, const mem_stats *mem);
+
 /* Prints the final summary after the last step and the export. checkpoint_path: the last
  * checkpoint written, or NULL when the run wrote none. */
 void run_report_finish(const run_report *rep, const char *checkpoint_path);

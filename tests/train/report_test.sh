@@ -15,7 +15,8 @@
 #     they are with checkpoints saved between the steps (2 ranks at ZeRO-3, --ckpt-every 1:
 #     the save's 1 MiB host staging is in the workspace); on the tiny vocabulary, where that
 #     staging is a tenth of the run, the peak line of a run with checkpoints is within 3% too
-#     (its measured peak includes the save after step 2, which step 3's record holds);
+#     (its measured peak includes the save after step 2, which step 3's record holds), and so
+#     is a run's whose only save follows its last step, which no step's record holds;
 #   - --beta1 0.9 --beta2 0.95 --eps 1e-8 reproduce the default run bit for bit; changing a beta
 #     leaves the losses of steps 0 and 1 as they were (AdamW's first, bias-corrected update is
 #     g / (|g| + eps), whatever the betas) and changes step 2's; changing eps changes step 1's.
@@ -39,6 +40,7 @@ run wide 1 --steps 2 --vocab 50257 --micro-batch 2 --save-init "$work/wide_init.
 run wide_ckpt 2 --steps 2 --vocab 50257 --micro-batch 2 --dp-shard 2 --zero 3 \
   --ckpt-dir "$work/wide_ckpt" --ckpt-every 1
 run ckpt 1 --steps 4 --ckpt-dir "$work/ckpt" --ckpt-every 2
+run ckpt_end 1 --steps 2 --ckpt-dir "$work/ckpt_end"
 run one_step 1 --steps 1
 
 python3 - "$work" <<'PY'
@@ -170,6 +172,7 @@ def check_memory(name, categories):
 check_memory("wide", categories=True)
 check_memory("wide_ckpt", categories=True)
 check_memory("ckpt", categories=False)
+check_memory("ckpt_end", categories=False)
 if not any(line.startswith("[rank 0] info: checkpoint ") and "step_2:" in line
            for line in log("ckpt")):
     fail.append("ckpt: no checkpoint saved after step 2, before the steps measured")
