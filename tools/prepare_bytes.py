@@ -53,6 +53,10 @@ def parse_args(argv):
     return args
 
 
+def plural(count):
+    return "" if count == 1 else "s"
+
+
 def input_files(inputs):
     for path in inputs:
         if os.path.isdir(path):
@@ -95,8 +99,8 @@ def main(argv):
     data = b"".join(read_bytes(path) for path in files)
     val_tokens = int(len(data) * args.val_fraction)
     if val_tokens == 0 or val_tokens == len(data):
-        sys.exit("prepare_bytes: %d bytes from %d files cannot be split with --val-fraction %g"
-                 % (len(data), len(files), args.val_fraction))
+        sys.exit("prepare_bytes: %d bytes from %d file%s cannot be split with --val-fraction %g"
+                 % (len(data), len(files), plural(len(files)), args.val_fraction))
     val, train = data[:val_tokens], data[val_tokens:]
 
     os.makedirs(args.out_dir, exist_ok=True)
@@ -107,7 +111,7 @@ def main(argv):
         write_shard(os.path.join(args.out_dir, name), train[start:start + args.shard_tokens])
         shard_count += 1
 
-    print("read %d files, %d bytes" % (len(files), len(data)))
+    print("read %d file%s, %d bytes" % (len(files), plural(len(files)), len(data)))
     print("train: %d tokens in %d shards" % (len(train), shard_count))
     print("val: %d tokens in 1 shard" % len(val))
     print("val unigram entropy: %.6f nats" % unigram_entropy_nats(val))
