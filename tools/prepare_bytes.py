@@ -112,7 +112,7 @@ def main(argv):
         shard_count += 1
 
     print("read %d file%s, %d bytes" % (len(files), plural(len(files)), len(data)))
-    print("train: %d tokens in %d shards" % (len(train), shard_count))
+    print("train: %d tokens in %d shard%s" % (len(train), shard_count, plural(shard_count)))
     print("val: %d tokens in 1 shard" % len(val))
     print("val unigram entropy: %.6f nats" % unigram_entropy_nats(val))
 
