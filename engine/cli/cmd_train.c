@@ -286,16 +286,16 @@ static st_status run_step(train_run *r, int step, step_record *rec) {
   return ST_OK;
 }
 
-/* The record's memory, communication and exposed communication become the maximum over all
- * ranks, and its skipped
- * count the number of ranks that skipped the step. Every rank must have run the step at the
- * same loss scale and skipped it or not with all the others: a rank that did not would hold
- * other parameters from here on. */
+/* This rank's memory peaks per category since the last reset, made the maximum over all ranks. */
 static void peaks_over_ranks(mem_stats *mem) {
   mem_stats_get(mem);
   MPI_Allreduce(MPI_IN_PLACE, mem->peak, MEM_CATEGORY_COUNT, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
 }
 
+/* The record's memory, communication and exposed communication become the maximum over all
+ * ranks, and its skipped count the number of ranks that skipped the step. Every rank must have run
+ * the step at the same loss scale and skipped it or not with all the others: a rank that did not
+ * would hold other parameters from here on. */
 static st_status over_ranks(step_record *rec, int world_size, mem_stats *mem) {
   peaks_over_ranks(mem);
   MPI_Allreduce(MPI_IN_PLACE, rec->comm_bytes, COMM_OP_COUNT, MPI_UINT64_T, MPI_MAX,
@@ -408,13 +408,12 @@ static st_status train(train_run *r) {
   mem_stats mem;
   peaks_over_ranks(&mem);
   if (is_writer(r) && r->report.steps_run > 0) run_report_memory(&r->report, &mem);
-  if (r->stopped_by) {
-    run_report_finish(&r->report, r->saved[0] ? r->saved : NULL);
-    report_stop(r, end);
-    return ST_OK;
+  /* A stopped run has not finished: the export is the finished model's. */
+  if (r->o->export_path && !r->stopped_by) {
+    ST_CHECK(gpt_export(r->model, r->o->export_path, is_writer(r)));
   }
-  if (r->o->export_path) ST_CHECK(gpt_export(r->model, r->o->export_path, is_writer(r)));
   run_report_finish(&r->report, r->saved[0] ? r->saved : NULL);
+  if (r->stopped_by) report_stop(r, end);
   return ST_OK;
 }
 
