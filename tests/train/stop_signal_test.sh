@@ -8,7 +8,8 @@
 #   - SIGTERM to rank 1 alone: both ranks stop after the same step (they agree between steps;
 #     rank 0 alone in the next step's collectives would wait out the time limit): exit 143, one
 #     complete checkpoint of both ranks' files;
-#   - SIGTERM without --ckpt-dir: exit 143 and a line saying no checkpoint was written.
+#   - SIGTERM without --ckpt-dir: exit 143 and a line saying no checkpoint was written;
+#   - a second signal while the stop's checkpoint is being written ends the process at once.
 # The learning rate is constant (--lr-schedule constant), so the steps do not depend on --steps
 # and a run of 100000 steps stopped at step K continues as a run of K + 2 steps does.
 set -uo pipefail
@@ -26,15 +27,20 @@ check() { # check DESCRIPTION COMMAND...: the command must succeed
 }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
-# stopped NAME RANKS SIGNAL TARGET ARGS...: trains NAME (metrics $work/NAME.jsonl, log
-# $work/NAME.log) on RANKS ranks for up to 100000 steps; once three steps are recorded, sends
-# SIGNAL to TARGET (mpirun, or rank N's process); sets $rc to the job's exit status.
-stopped() {
-  local name=$1 ranks=$2 signal=$3 target=$4
-  shift 4
+# start NAME RANKS ARGS...: trains NAME (metrics $work/NAME.jsonl, log $work/NAME.log) on RANKS
+# ranks for up to 100000 steps, in the background ($job).
+start() {
+  local name=$1 ranks=$2
+  shift 2
   timeout 60 "$mpirun_sh" "$ranks" "$shardtrain" "${common[@]}" --steps 100000 \
     --metrics "$work/$name.jsonl" "$@" > "$work/$name.log" 2>&1 &
-  local job=$! pid=
+  job=$!
+}
+# signal_after_steps NAME SIGNAL TARGET: once NAME has recorded three steps, sends SIGNAL to
+# TARGET (mpirun, or rank N's process), whose pid becomes $pid.
+signal_after_steps() {
+  local name=$1 signal=$2 target=$3
+  pid=
   for _ in $(seq 600); do
     [ "$(cat "$work/$name.jsonl" 2>/dev/null | wc -l)" -ge 3 ] && break
     sleep 0.1
@@ -59,6 +65,14 @@ stopped() {
     exit 1
   fi
   kill "-$signal" "$pid"
+}
+# stopped NAME RANKS SIGNAL TARGET ARGS...: start, then signal_after_steps; $rc is the job's
+# exit status.
+stopped() {
+  local name=$1 ranks=$2 signal=$3 target=$4
+  shift 4
+  start "$name" "$ranks" "$@"
+  signal_after_steps "$name" "$signal" "$target"
   wait "$job"
   rc=$?
 }
@@ -103,6 +117,24 @@ check "SIGTERM without --ckpt-dir: exit 143 (got $rc)" test "$rc" -eq 143
 check "SIGTERM without --ckpt-dir: says no checkpoint was written" grep -qF \
   "warn: stopped by SIGTERM after step $(wc -l < "$work/nodir.jsonl") of 100000, without a \
 checkpoint (no --ckpt-dir)" "$work/nodir.log"
+
+# A second signal while the stop's save runs ends the process at once: the save sleeps 30 s
+# after writing the rank files (ST_CKPT_TEST_DELAY_MS), and the second SIGUSR1 (to mpirun, like
+# the first) comes once rank 0's is there. The job ends long before the 30 s, and no checkpoint is completed.
+ST_CKPT_TEST_DELAY_MS=30000 start twice 2 --ckpt-dir "$work/twice" --ckpt-every 100000
+signal_after_steps twice USR1 mpirun
+for _ in $(seq 600); do
+  compgen -G "$work/twice/.step_*.tmp/rank_00000.safetensors" > /dev/null && break
+  sleep 0.1
+done
+SECONDS=0
+kill -USR1 "$pid"
+wait "$job"
+rc=$?
+check "a second SIGUSR1 during the save ended the job within 10 s (took $SECONDS s, exit $rc)" \
+  test "$SECONDS" -lt 10 -a "$rc" -ne 0 -a "$rc" -ne 124
+check "... with no checkpoint completed (found: $(listing "$work/twice"))" \
+  test -z "$(compgen -G "$work/twice/step_*")"
 
 [ $fail -eq 0 ] && echo "stop_signal_test: passed" || echo "stop_signal_test: FAILED"
 exit $fail
