@@ -26,6 +26,7 @@
 static int mesh_live;
 
 struct st_mesh {
+  int counted; /* in mesh_live: built whole by st_mesh_create */
   st_mesh_coords coords;
   st_device device;
   st_comm_backend backend;
@@ -254,11 +255,10 @@ static st_status create_groups(st_mesh *mesh, double timeout_s, int nccl_max_cta
 st_status st_mesh_create(st_mesh **out, const st_mesh_config *config) {
   if (!out) return st_error(ST_ERR_INVALID_ARG, "st_mesh_create: out is NULL");
   *out = NULL;
-  int initialized = 0, finalized = 0;
+  int initialized = 0;
   MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
   if (!initialized) return st_error(ST_ERR_INVALID_ARG, "st_mesh_create needs st_init first");
-  if (finalized) {
+  if (comm_mpi_finalized()) {
     return st_error(ST_ERR_INVALID_ARG,
                     "st_mesh_create: MPI is finalized (st_finalize, or the program's "
                     "MPI_Finalize)");
@@ -287,6 +287,7 @@ st_status st_mesh_create(st_mesh **out, const st_mesh_config *config) {
   ST_CHECK_GOTO(choose_device_and_backend(mesh, &resolved), status, fail);
   ST_CHECK_GOTO(create_groups(mesh, timeout_s, resolved.nccl_max_ctas), status, fail);
   *out = mesh;
+  mesh->counted = 1;
   mesh_live++;
   return ST_OK;
 fail:
@@ -297,8 +298,7 @@ fail:
 void st_mesh_destroy(st_mesh *mesh) {
   if (!mesh) return;
   for (int g = ST_GROUP_COUNT - 1; g >= 0; g--) comm_destroy(mesh->groups[g]);
-  /* A mesh that failed to build was never counted (st_mesh_create's fail path). */
-  if (mesh->groups[ST_GROUP_COUNT - 1]) mesh_live--;
+  if (mesh->counted) mesh_live--;
   mem_free(mesh);
 }
 

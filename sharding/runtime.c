@@ -15,10 +15,9 @@
 static int we_started_mpi;
 
 st_status st_init(int *argc, char ***argv) {
-  int initialized = 0, finalized = 0;
+  int initialized = 0;
   MPI_CHECK(MPI_Initialized(&initialized));
-  MPI_CHECK(MPI_Finalized(&finalized));
-  if (finalized) {
+  if (comm_mpi_finalized()) {
     /* MPI cannot be started twice in one process. */
     return st_error(ST_ERR_INVALID_ARG, "st_init: MPI is already finalized (st_finalize)");
   }

@@ -63,7 +63,7 @@ static st_status make_request(const fit_options *o, const sim_hardware *hw, fit_
     return st_error(ST_ERR_INVALID_ARG, "--gpus %d is out of range (1 to %d)", o->gpus,
                     PLAN_MAX_RANKS);
   }
-  if (o->gpus > hw->gpus_per_node && o->gpus % hw->gpus_per_node) {
+  if (!sim_hw_whole_nodes(hw, o->gpus)) {
     return st_error(ST_ERR_INVALID_ARG,
                     "--gpus %d is not a whole number of nodes of %d GPUs (--gpus-per-node)",
                     o->gpus, hw->gpus_per_node);

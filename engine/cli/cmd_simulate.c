@@ -217,8 +217,7 @@ static st_status sweep_pass(const simulate_options *o, const sim_hardware *hw, i
     char *end = NULL;
     errno = 0;
     long gpus = strtol(n, &end, 10);
-    if (*end || errno || gpus < 1 || gpus > PLAN_MAX_RANKS ||
-        (gpus > hw->gpus_per_node && gpus % hw->gpus_per_node)) {
+    if (*end || errno || gpus < 1 || gpus > PLAN_MAX_RANKS || !sim_hw_whole_nodes(hw, gpus)) {
       return st_error(ST_ERR_INVALID_ARG,
                       "--sweep: '%s' is not a GPU count of 1 to %d (whole nodes of %d above one "
                       "node)",

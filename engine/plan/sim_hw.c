@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "engine/plan/planner.h"
 
 static const char *const class_names[SIM_CLASS_COUNT] = {
     "matmul",   "attention_fwd", "attention_bwd", "norm_fwd", "norm_bwd",
@@ -188,9 +189,9 @@ st_status sim_hw_check(const sim_hardware *h) {
       ST_CHECK(sim_curve_check(&g->curve, what));
     }
   }
-  if (h->gpus_per_node < 1 || h->gpus_per_node > 1 << 20) {
+  if (h->gpus_per_node < 1 || h->gpus_per_node > PLAN_MAX_RANKS) {
     return st_error(ST_ERR_INVALID_ARG, "hardware '%s': gpus_per_node = %d must be 1 to %d",
-                    h->name, h->gpus_per_node, 1 << 20);
+                    h->name, h->gpus_per_node, PLAN_MAX_RANKS);
   }
   if (h->compute_slots < 0) {
     return st_error(ST_ERR_INVALID_ARG, "hardware '%s': compute_slots = %d must be >= 0", h->name,
@@ -201,6 +202,10 @@ st_status sim_hw_check(const sim_hardware *h) {
                     h->overlap);
   }
   return ST_OK;
+}
+
+int sim_hw_whole_nodes(const sim_hardware *hw, long long gpus) {
+  return gpus <= hw->gpus_per_node || gpus % hw->gpus_per_node == 0;
 }
 
 /* ---- the file reader --------------------------------------------------------------------- */

@@ -143,6 +143,9 @@ st_status sim_hw_load(const char *path, sim_hardware *out);
 /* Checks a description (also run by the two functions above). */
 st_status sim_hw_check(const sim_hardware *hw);
 
+/* Whether `gpus` can be a cluster of this hardware: one node or part of one, or whole nodes. */
+int sim_hw_whole_nodes(const sim_hardware *hw, long long gpus);
+
 /* The peak for the dtype a step computes in: the CPU kernels compute in fp32 whatever the
  * param dtype; fused kernels in the param dtype (bytes_per_element 4: fp32). */
 double sim_hw_peak(const sim_hardware *hw, int param_bytes);

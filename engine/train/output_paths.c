@@ -140,12 +140,22 @@ int output_same_file(const char *a, const char *b) {
   return resolve(a, ra) && resolve(b, rb) && strcmp(ra, rb) == 0;
 }
 
+/* What of `path` lies below directory `dir`, both resolved: a pointer into rp (which receives
+ * the resolved path) at the part after dir's "/", "" for dir itself, NULL when path is outside
+ * dir or either cannot be resolved. */
+static const char *below_dir(const char *path, const char *dir, char rp[PATH_MAX]) {
+  char rd[PATH_MAX];
+  if (!resolve(path, rp) || !resolve(dir, rd)) return NULL;
+  size_t n = strlen(rd);
+  if (n == 1) n = 0; /* "/": every path is below it */
+  if (strncmp(rp, rd, n) != 0) return NULL;
+  if (rp[n] == '\0') return rp + n;
+  return rp[n] == '/' ? rp + n + 1 : NULL;
+}
+
 int output_inside_dir(const char *path, const char *dir) {
-  char rp[PATH_MAX], rd[PATH_MAX];
-  if (!resolve(path, rp) || !resolve(dir, rd)) return 0;
-  const size_t n = strlen(rd);
-  if (strcmp(rd, "/") == 0) return 1;
-  return strncmp(rp, rd, n) == 0 && (rp[n] == '/' || rp[n] == '\0');
+  char rp[PATH_MAX];
+  return below_dir(path, dir, rp) != NULL;
 }
 
 st_status output_path_outside(const char *what, const char *path, const char *dir_what,
@@ -162,13 +172,9 @@ st_status output_path_outside(const char *what, const char *path, const char *di
 /* Whether `path` lies in a step directory of `ckpt_dir`: step_<N>, or the temporary
  * .step_<N>.tmp a save writes first. */
 static int in_step_dir(const char *path, const char *ckpt_dir) {
-  char rp[PATH_MAX], rd[PATH_MAX];
-  if (!resolve(path, rp) || !resolve(ckpt_dir, rd)) return 0;
-  size_t n = strlen(rd);
-  if (n == 1) n = 0; /* "/" */
-  if (strncmp(rp, rd, n) != 0 || rp[n] != '/') return 0;
-  const char *below = rp + n + 1;
-  return strchr(below, '/') &&
+  char rp[PATH_MAX];
+  const char *below = below_dir(path, ckpt_dir, rp);
+  return below && strchr(below, '/') &&
          (strncmp(below, "step_", 5) == 0 || strncmp(below, ".step_", 6) == 0);
 }
 
