@@ -15,11 +15,11 @@ extern "C" {
 
 namespace {
 
-void plan_release(cuda_matmul_plan *p) {
-  if (p->c) cublasLtMatrixLayoutDestroy(p->c);
-  if (p->b) cublasLtMatrixLayoutDestroy(p->b);
-  if (p->a) cublasLtMatrixLayoutDestroy(p->a);
-  if (p->desc) cublasLtMatmulDescDestroy(p->desc);
+void plan_release(const cuda_context *cx, cuda_matmul_plan *p) {
+  if (p->c) cx->blas->cublasLtMatrixLayoutDestroy(p->c);
+  if (p->b) cx->blas->cublasLtMatrixLayoutDestroy(p->b);
+  if (p->a) cx->blas->cublasLtMatrixLayoutDestroy(p->a);
+  if (p->desc) cx->blas->cublasLtMatmulDescDestroy(p->desc);
   memset(p, 0, sizeof *p);
 }
 
@@ -45,27 +45,27 @@ const char *epilogue_name(int64_t e) {
 // and a result counts only where its own state is success. Each "none" comes back as *found = 0,
 // so that the caller's fallbacks (any split-K scheme, then the GELU epilogue's two-step path)
 // run instead of failing the op.
-cublasStatus_t heuristic(cuda_context *cx, const cuda_matmul_plan *p,
-                         cublasLtMatmulPreference_t pref, cublasLtMatmulHeuristicResult_t *result,
-                         int *found) {
+st_status heuristic(const cuda_context *cx, const cuda_matmul_plan *p,
+                    cublasLtMatmulPreference_t pref, const char *op,
+                    cublasLtMatmulHeuristicResult_t *result, int *found) {
   *found = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(cx->lt, p->desc, p->a, p->b, p->c,
-                                                               p->c, pref, 1, result, found);
+  const cublasStatus_t status = cx->blas->cublasLtMatmulAlgoGetHeuristic(
+      cx->lt, p->desc, p->a, p->b, p->c, p->c, pref, 1, result, found);
   if (status == CUBLAS_STATUS_NOT_SUPPORTED ||
       (status == CUBLAS_STATUS_SUCCESS && *found > 0 && result->state != CUBLAS_STATUS_SUCCESS)) {
     *found = 0;
-    return CUBLAS_STATUS_SUCCESS;
+    return ST_OK;
   }
-  return status;
+  return cuda_lt_status(cx, status, op, "cublasLtMatmulAlgoGetHeuristic");
 }
 
-#define LT_TRY(call)                                      \
-  do {                                                    \
-    cublasStatus_t lt_try_status_ = (call);               \
-    if (lt_try_status_ != CUBLAS_STATUS_SUCCESS) {        \
-      status = cuda_lt_status(lt_try_status_, op, #call); \
-      goto fail;                                          \
-    }                                                     \
+#define LT_TRY(function, ...)                                        \
+  do {                                                               \
+    cublasStatus_t lt_try_status_ = cx->blas->function(__VA_ARGS__); \
+    if (lt_try_status_ != CUBLAS_STATUS_SUCCESS) {                   \
+      status = cuda_lt_status(cx, lt_try_status_, op, #function);    \
+      goto fail;                                                     \
+    }                                                                \
   } while (0)
 
 // Descriptors, layouts and the heuristic's first choice for `key`, into *p.
@@ -79,71 +79,71 @@ st_status plan_make(cuda_context *cx, const cuda_matmul_key *key, const void *bi
   const cublasOperation_t ta = (cublasOperation_t)key->transa, tb = (cublasOperation_t)key->transb;
   const cublasLtEpilogue_t epilogue = (cublasLtEpilogue_t)key->epilogue;
   // fp32 stays fp32 (no TF32): the CPU reference and the fp32 tests expect fp32 rounding.
-  LT_TRY(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-  LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-  LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
-                                        sizeof epilogue));
+  LT_TRY(cublasLtMatmulDescCreate, &p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  LT_TRY(cublasLtMatmulDescSetAttribute, p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+  LT_TRY(cublasLtMatmulDescSetAttribute, p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+  LT_TRY(cublasLtMatmulDescSetAttribute, p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+         sizeof epilogue);
   if (epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
     // The bias has D's type, cuBLASLt's default (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE unset).
-    LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                          sizeof bias));
+    LT_TRY(cublasLtMatmulDescSetAttribute, p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+           sizeof bias);
   }
   if (epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
     const int64_t ld = key->aux_ld;
-    LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
-                                          sizeof ld));
-    LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
-                                          sizeof aux));
+    LT_TRY(cublasLtMatmulDescSetAttribute, p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
+           sizeof ld);
+    LT_TRY(cublasLtMatmulDescSetAttribute, p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
+           sizeof aux);
   }
   // The stored shapes: op(A) is m x k, so A is m x k (N) or k x m (T); likewise B.
-  LT_TRY(cublasLtMatrixLayoutCreate(&p->a, type, ta == CUBLAS_OP_N ? key->m : key->k,
-                                    ta == CUBLAS_OP_N ? key->k : key->m, key->lda));
-  LT_TRY(cublasLtMatrixLayoutCreate(&p->b, type, tb == CUBLAS_OP_N ? key->k : key->n,
-                                    tb == CUBLAS_OP_N ? key->n : key->k, key->ldb));
+  LT_TRY(cublasLtMatrixLayoutCreate, &p->a, type, ta == CUBLAS_OP_N ? key->m : key->k,
+         ta == CUBLAS_OP_N ? key->k : key->m, key->lda);
+  LT_TRY(cublasLtMatrixLayoutCreate, &p->b, type, tb == CUBLAS_OP_N ? key->k : key->n,
+         tb == CUBLAS_OP_N ? key->n : key->k, key->ldb);
   // C and D may be fp32 beside 16-bit A and B (CUBLAS_COMPUTE_32F with an fp32 scale takes
   // CUDA_R_16BF or CUDA_R_16F inputs with a CUDA_R_32F output): a weight's gradient accumulated
   // into fp32 (beta = 1), never rounded to 16 bits.
-  LT_TRY(cublasLtMatrixLayoutCreate(&p->c, cuda_type(key->d_dtype), key->m, key->n, key->ldc));
+  LT_TRY(cublasLtMatrixLayoutCreate, &p->c, cuda_type(key->d_dtype), key->m, key->n, key->ldc);
 
   {
-    LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
+    LT_TRY(cublasLtMatmulPreferenceCreate, &pref);
     const size_t ws = CUDA_LT_WORKSPACE_BYTES;
-    LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                                sizeof ws));
+    LT_TRY(cublasLtMatmulPreferenceSetAttribute, pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+           &ws, sizeof ws);
     // Split-K partial sums only in fp32 (never added up in bf16): the output type's precision
     // would be lost for long k.
     const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-    LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                                                &schemes, sizeof schemes));
+    LT_TRY(cublasLtMatmulPreferenceSetAttribute, pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+           &schemes, sizeof schemes);
     const cublasLtMatmulPreferenceAttributes_t aligns[3] = {
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES};
     for (int i = 0; i < 3; i++) {
       const uint32_t a = (uint32_t)key->align[i];
-      LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, aligns[i], &a, sizeof a));
+      LT_TRY(cublasLtMatmulPreferenceSetAttribute, pref, aligns[i], &a, sizeof a);
     }
     const uint32_t d_align = (uint32_t)key->align[2];
-    LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                                &d_align, sizeof d_align));
+    LT_TRY(cublasLtMatmulPreferenceSetAttribute, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+           &d_align, sizeof d_align);
     cublasLtMatmulHeuristicResult_t result;
     int found = 0;
-    LT_TRY(heuristic(cx, p, pref, &result, &found));
+    ST_CHECK_GOTO(heuristic(cx, p, pref, op, &result, &found), status, fail);
     if (found < 1) {
       // The fp32-only split-K preference is one of precision, not correctness (every scheme is
       // deterministic): without an algorithm under it, any scheme will do.
       const uint32_t any = CUBLASLT_REDUCTION_SCHEME_MASK;
-      LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                                                  &any, sizeof any));
-      LT_TRY(heuristic(cx, p, pref, &result, &found));
+      LT_TRY(cublasLtMatmulPreferenceSetAttribute, pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+             &any, sizeof any);
+      ST_CHECK_GOTO(heuristic(cx, p, pref, op, &result, &found), status, fail);
     }
     if (found < 1) {
       // Remembered, so the heuristic is asked once and the warning printed once per key.
       char text[256];
       key_text(text, sizeof text, key);
       st_log(ST_LOG_WARN, "%s: cuBLASLt has no algorithm for %s", op, text);
-      cublasLtMatmulPreferenceDestroy(pref);
-      plan_release(p);
+      cx->blas->cublasLtMatmulPreferenceDestroy(pref);
+      plan_release(cx, p);
       p->key = *key;
       p->used = 1;
       p->missing = 1;
@@ -151,17 +151,13 @@ st_status plan_make(cuda_context *cx, const cuda_matmul_key *key, const void *bi
     }
     p->algo = result.algo;
   }
-  cublasLtMatmulPreferenceDestroy(pref);
+  cx->blas->cublasLtMatmulPreferenceDestroy(pref);
   p->used = 1;
   return ST_OK;
 
 fail:
-  if (pref) cublasLtMatmulPreferenceDestroy(pref);
-  if (p->c) cublasLtMatrixLayoutDestroy(p->c);
-  if (p->b) cublasLtMatrixLayoutDestroy(p->b);
-  if (p->a) cublasLtMatrixLayoutDestroy(p->a);
-  if (p->desc) cublasLtMatmulDescDestroy(p->desc);
-  memset(p, 0, sizeof *p);
+  if (pref) cx->blas->cublasLtMatmulPreferenceDestroy(pref);
+  plan_release(cx, p);
   return status;
 }
 
@@ -179,10 +175,12 @@ void key_text(char *buf, size_t size, const cuda_matmul_key *key) {
 
 }  // namespace
 
-extern "C" st_status cuda_lt_status(cublasStatus_t status, const char *op, const char *call) {
+extern "C" st_status cuda_lt_status(const cuda_context *cx, cublasStatus_t status, const char *op,
+                                    const char *call) {
   if (status == CUBLAS_STATUS_SUCCESS) return ST_OK;
-  return st_error(ST_ERR_CUDA, "%s: %s failed: %s (%s)", op, call, cublasLtGetStatusName(status),
-                  cublasLtGetStatusString(status));
+  return st_error(ST_ERR_CUDA, "%s: %s failed: %s (%s)", op, call,
+                  cx->blas->cublasLtGetStatusName(status),
+                  cx->blas->cublasLtGetStatusString(status));
 }
 
 extern "C" st_status cuda_matmul_plan_get(cuda_context *cx, const cuda_matmul_key *key,
@@ -208,7 +206,7 @@ extern "C" st_status cuda_matmul_plan_get(cuda_context *cx, const cuda_matmul_ke
   if (!slot) {
     slot = &cx->plans[cx->next_victim];
     cx->next_victim = (cx->next_victim + 1) % CUDA_MATMUL_PLANS;
-    plan_release(slot);
+    plan_release(cx, slot);
   }
   ST_CHECK(plan_make(cx, key, bias, aux, op, slot));
   *out = slot;
@@ -219,8 +217,10 @@ extern "C" void cuda_context_destroy(void *ctx) {
   cuda_context *cx = static_cast<cuda_context *>(ctx);
   if (!cx) return;
   cuda_cudnn_attention_destroy(cx->cudnn);
-  for (int i = 0; i < CUDA_MATMUL_PLANS; i++) plan_release(&cx->plans[i]);
-  if (cx->lt) cublasLtDestroy(cx->lt);
+  if (cx->blas) {
+    for (int i = 0; i < CUDA_MATMUL_PLANS; i++) plan_release(cx, &cx->plans[i]);
+    if (cx->lt) cx->blas->cublasLtDestroy(cx->lt);
+  }
   mem_free(cx->segments_host);
   mem_free(cx->workspace);
   mem_free(cx);
@@ -268,11 +268,12 @@ extern "C" st_status cuda_context_create(const st_device *dev, void **ctx) {
     cx->cudnn_region =
         layout.bytes[CUDA_REGION_CUDNN] ? base + layout.offset[CUDA_REGION_CUDNN] : NULL;
   }
+  ST_CHECK_GOTO(cublaslt_library_open(&cx->blas), status, fail);
   {
-    cublasStatus_t lt = cublasLtCreate(&cx->lt);
+    cublasStatus_t lt = cx->blas->cublasLtCreate(&cx->lt);
     if (lt != CUBLAS_STATUS_SUCCESS) {
       cx->lt = NULL;
-      status = cuda_lt_status(lt, "cuda_context_create", "cublasLtCreate");
+      status = cuda_lt_status(cx, lt, "cuda_context_create", "cublasLtCreate");
       goto fail;
     }
   }

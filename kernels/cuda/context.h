@@ -1,8 +1,9 @@
 /* context.h - the CUDA kernel backend's context: what one backend object owns on its GPU.
  *
- * - The cuBLASLt handle and the matmul plans (operation descriptor, matrix layouts and the
- *   heuristic's algorithm) cached per (shape, dtype, epilogue, transposes, leading dimensions,
- *   pointer alignments), so a training step asks cuBLASLt's heuristic once per distinct matmul.
+ * - cuBLASLt's functions (opened at run time: cublaslt_library.h), its handle and the matmul plans
+ * (operation descriptor, matrix layouts and the heuristic's algorithm) cached per (shape, dtype,
+ * epilogue, transposes, leading dimensions, pointer alignments), so a training step asks cuBLASLt's
+ * heuristic once per distinct matmul.
  * - One device workspace (allocator category MEM_WORKSPACE), carved into fixed regions, one per
  *   family of ops, exactly as kernels/cuda_facts.h lays them out (the sizes the memory planner
  *   counts, in every build), so that no op allocates (cudaMalloc synchronises the device) and ops
@@ -21,11 +22,11 @@
 #ifndef ST_KERNELS_CUDA_CONTEXT_H
 #define ST_KERNELS_CUDA_CONTEXT_H
 
-#include <cublasLt.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/device.h"
+#include "kernels/cuda/cublaslt_library.h"
 #include "kernels/cuda/cudnn_attention.h"
 #include "kernels/cuda_facts.h"
 #include "shardtrain.h"
@@ -61,6 +62,7 @@ typedef struct cuda_matmul_plan {
 typedef struct cuda_context {
   st_device device;
   int sm_count;
+  const cublaslt_api *blas; /* cuBLASLt's functions */
   cublasLtHandle_t lt;
   void *workspace; /* one allocation, carved below */
   void *lt_workspace;
@@ -88,7 +90,8 @@ st_status cuda_matmul_plan_get(cuda_context *cx, const cuda_matmul_key *key, con
                                void *aux, const char *op, cuda_matmul_plan **out);
 
 /* ST_ERR_CUDA naming the op, the cuBLASLt call and its status when status is not success. */
-st_status cuda_lt_status(cublasStatus_t status, const char *op, const char *call);
+st_status cuda_lt_status(const cuda_context *cx, cublasStatus_t status, const char *op,
+                         const char *call);
 
 #ifdef __cplusplus
 }

@@ -89,21 +89,24 @@ st_status run_gemm(cuda_context *cx, const char *op, st_dtype dtype, st_dtype d_
   ST_CHECK(cuda_matmul_plan_get(cx, &key, g.bias, g.aux, op, &plan));
   if (g.bias) {
     ST_CHECK(
-        cuda_lt_status(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                      &g.bias, sizeof g.bias),
+        cuda_lt_status(cx,
+                       cx->blas->cublasLtMatmulDescSetAttribute(
+                           plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias),
                        op, "setting the bias pointer"));
   }
   if (g.aux) {
     ST_CHECK(cuda_lt_status(
-        cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
-                                       &g.aux, sizeof g.aux),
+        cx,
+        cx->blas->cublasLtMatmulDescSetAttribute(
+            plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux, sizeof g.aux),
         op, "setting the pre-GELU pointer"));
   }
   const float alpha = 1.0f;
   return cuda_lt_status(
-      cublasLtMatmul(cx->lt, plan->desc, &alpha, g.a, plan->a, g.b, plan->b, &g.beta, g.d, plan->c,
-                     g.d, plan->c, &plan->algo, cx->lt_workspace, CUDA_LT_WORKSPACE_BYTES,
-                     stk::stream_of(stream)),
+      cx,
+      cx->blas->cublasLtMatmul(cx->lt, plan->desc, &alpha, g.a, plan->a, g.b, plan->b, &g.beta, g.d,
+                               plan->c, g.d, plan->c, &plan->algo, cx->lt_workspace,
+                               CUDA_LT_WORKSPACE_BYTES, stk::stream_of(stream)),
       op, "cublasLtMatmul");
 }
 

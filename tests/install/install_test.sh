@@ -3,6 +3,7 @@
 # does, from the files of this build), then uses only that copy, as a project outside Bazel:
 #   - the shared library exports exactly the functions declared in shardtrain.h, and the static
 #     archive defines no other strong global symbol (its internal names are local);
+#   - neither links cuBLASLt or cuDNN (the CUDA backend opens them when it makes a context);
 #   - CMake (tests/install/CMakeLists.txt, find_package(shardtrain)) builds mlp_consumer.cc
 #     against shardtrain::shardtrain and against shardtrain::shardtrain_static, and the C
 #     program c_consumer.c, which defines names the library uses internally, against the latter;
@@ -47,6 +48,15 @@ defined=$(nm --defined-only "$prefix/lib/libshardtrain.a" | awk 'NF == 3 {print 
 for name in "${own[@]}"; do
   grep -qx "$name" <<< "$defined" || fail "libshardtrain.a has no $name: pick another name in c_consumer.c"
 done
+
+# cuBLASLt and cuDNN are opened when a CUDA context is made, never linked: loading cuBLASLt
+# costs every process a tenth of a second (kernels/cuda/cublaslt_library.h). The .pc file names
+# what the archive's users link.
+needed=$(readelf -d "$prefix/lib/libshardtrain.so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+if grep -E 'libcublas|libcudnn' <<< "$needed"; then fail "libshardtrain.so links the above"; fi
+if grep -E 'cublas|cudnn' "$prefix/lib/pkgconfig/shardtrain.pc"; then
+  fail "shardtrain.pc links the above"
+fi
 
 sanitize=()
 undefined=$(nm -D --undefined-only "$prefix/lib/libshardtrain.so")

@@ -76,7 +76,7 @@ cc_import(
 
 cc_library(
     name = "cudart",
-    linkopts = ["-ldl", "-lrt", "-lpthread"],
+    linkopts = ["-ldl", "-lrt", "-lpthread"%{emulation_linkopts}],
     deps = [":cuda_headers", ":cudart_static"],
 )
 
@@ -103,7 +103,18 @@ def _cuda_configure_impl(rctx):
         return
     rctx.symlink(root + "/include", "include")
     rctx.symlink(root + "/lib64", "lib64")
-    rctx.file("BUILD", _CUDA_BUILD.replace("%{root}", root))
+    # The CUDA emulation (tools/cuda_emu): its libcublasLt.so, which the backend opens at run
+    # time, queues work on the streams of the emulated runtime linked into the program, so the
+    # program exports that one function to it: cuda_emu_on_stream(cudaStream_t, const char *,
+    # std::function<void()>, const char *), by its C++ name (gold takes no patterns).
+    emulation_linkopts = ""
+    if rctx.path(root + "/include/cuda_emu_device.h").exists:
+        emulation_linkopts = ', "-Wl,--export-dynamic-symbol=' + \
+                             '_Z18cuda_emu_on_streamP11CUstream_stPKcSt8functionIFvvEES2_"'
+    rctx.file("BUILD", _CUDA_BUILD.replace("%{root}", root).replace(
+        "%{emulation_linkopts}",
+        emulation_linkopts,
+    ))
     has_cudnn = rctx.path(root + "/include/cudnn.h").exists and \
                 rctx.path(root + "/include/cudnn_version.h").exists
     rctx.file("defs.bzl", "CUDA_ENABLED = True\nCUDNN_HEADERS = %s\nNVCC = \"%s/bin/nvcc\"\nCUDA_ROOT = \"%s\"\n" % (has_cudnn, root, root))

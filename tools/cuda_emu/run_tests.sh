@@ -8,7 +8,9 @@
 # a device buffer faults where the GPU would need compute-sanitizer to see it. CUDA_EMU_ASYNC=1
 # (and CUDA_EMU_SEED) pass through to the tests: streams run asynchronously, each on a worker
 # thread, so a missing stream wait or a host read before a sync shows. What a pass means,
-# and what only a GPU can check: docs/BUILD.md, "The CUDA emulation".
+# and what only a GPU can check: docs/BUILD.md, "The CUDA emulation". The backend opens cuBLASLt
+# by its soname (kernels/cuda/cublaslt_library.h): LD_LIBRARY_PATH puts the emulated one before
+# a real toolkit's that the loader's cache may name.
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
@@ -30,4 +32,5 @@ if [ "${CUDA_EMU_ASAN:-0}" = 1 ]; then
 fi
 bazel "${build[@]}" test --repo_env=ST_CUDA_PATH="$toolkit" --symlink_prefix=/ \
   --test_output=errors --test_timeout=3600 --test_env=OPS_VOCAB_EMULATED=1 \
+  --test_env=LD_LIBRARY_PATH="$toolkit/lib64" \
   --test_env=CUDA_EMU_ASYNC --test_env=CUDA_EMU_SEED "${flags[@]}" "${targets[@]}"

@@ -20,6 +20,9 @@
 extern "C" {
 #endif
 
+/* The library's major version, which names it: libcublasLt.so.13. */
+#define CUBLAS_VER_MAJOR 13
+
 typedef enum {
   CUBLAS_STATUS_SUCCESS = 0,
   CUBLAS_STATUS_NOT_INITIALIZED = 1,
