@@ -1,7 +1,8 @@
 /* cuBLASLt is opened at run time, never linked (kernels/cuda/cublaslt_library.h): this program,
- * linked with the CUDA backend, has no libcublasLt mapped until cublaslt_library_open, which then
- * finds every function the backend calls (each a callable entry: the status names answer without
- * a GPU) and gives the same table on a second call. CUDA builds only; it needs no GPU. */
+ * linked with the whole kernel backend, CUDA's included, has no libcublasLt mapped until
+ * cublaslt_library_open, which then finds every function the backend calls (each a callable
+ * entry: the status names answer without a GPU) and gives the same table on a second call.
+ * CUDA builds only; it needs no GPU. */
 #include "kernels/cuda/cublaslt_library.h"
 
 #include <stdio.h>
@@ -23,7 +24,8 @@ static int cublaslt_mapped(void) {
 int main(void) {
   CHECK_EQ_INT(cublaslt_mapped(), 0);
   const cublaslt_api *api = NULL;
-  CHECK_EQ_INT(cublaslt_library_open(&api), ST_OK);
+  const st_status status = cublaslt_library_open(&api);
+  CHECK_MSG(status == ST_OK, "cublaslt_library_open: %s", st_last_error());
   if (!api) return test_finish("cublaslt_library_test");
   CHECK_EQ_INT(cublaslt_mapped(), 1);
 #define CHECK_FOUND(name) CHECK_MSG(api->name != NULL, "%s not found", #name);
