@@ -218,8 +218,10 @@ static cJSON *run_json(const ckpt_manifest *m) {
   cJSON_AddNumberToObject(o, "micro_batch", m->micro_batch);
   cJSON_AddNumberToObject(o, "grad_accum", m->h.grad_accum);
   cJSON_AddItemToObject(o, "global_tokens", exact_integer(m->h.global_tokens));
-  cJSON_AddStringToObject(o, "lr_schedule",
-                          m->h.schedule.shape == LR_COSINE ? "cosine" : "constant");
+  cJSON_AddStringToObject(o, "lr_schedule", lr_shape_name(m->h.schedule.shape));
+  if (m->h.schedule.shape == LR_WSD) {
+    cJSON_AddNumberToObject(o, "decay_steps", m->h.schedule.decay_steps);
+  }
   cJSON_AddNumberToObject(o, "lr", m->h.schedule.lr);
   cJSON_AddNumberToObject(o, "min_lr", m->h.schedule.min_lr);
   cJSON_AddNumberToObject(o, "warmup", m->h.schedule.warmup);
@@ -438,6 +440,8 @@ static st_status read_run(const reader *r, const cJSON *root, ckpt_manifest *m) 
   ST_CHECK(number(r, o, "min_lr", 0, 1e9, &min_lr));
   ST_CHECK(int_field(r, o, "warmup", 0, &m->h.schedule.warmup));
   ST_CHECK(int_field(r, o, "total_steps", 1, &m->h.schedule.total_steps));
+  int64_t decay_steps; /* wsd's alone: absent for the other shapes */
+  ST_CHECK(optional_integer(r, o, "decay_steps", &decay_steps));
   ST_CHECK(number(r, o, "beta1", 0, 1, &beta1));
   ST_CHECK(number(r, o, "beta2", 0, 1, &beta2));
   ST_CHECK(number(r, o, "eps", 0, 1, &eps));
@@ -446,6 +450,7 @@ static st_status read_run(const reader *r, const cJSON *root, ckpt_manifest *m) 
   const int parsed = lr_shape_parse(shape);
   if (parsed < 0) return st_error(ST_ERR_FORMAT, "%s: unknown lr_schedule '%s'", r->path, shape);
   m->h.schedule.shape = (lr_shape)parsed;
+  m->h.schedule.decay_steps = (int)decay_steps;
   m->h.schedule.lr = lr;
   m->h.schedule.min_lr = min_lr;
   m->h.global_tokens = tokens;

@@ -210,11 +210,12 @@ st_status ckpt_describe(const ckpt_source *src, FILE *out) {
             m->scaler.clean_steps == 1 ? "" : "s", (long long)m->scaler.skipped,
             m->scaler.skipped == 1 ? "" : "s");
   }
+  char schedule[128];
+  lr_schedule_describe(&m->h.schedule, schedule, sizeof schedule);
   fprintf(out,
-          "  optimizer   AdamW lr %g (%s, warmup %d, min %g, %d step%s), betas %g %g, eps %g, "
+          "  optimizer   AdamW lr %g (%s; %d step%s), betas %g %g, eps %g, "
           "weight decay %g, clip %g\n",
-          m->h.schedule.lr, m->h.schedule.shape == LR_COSINE ? "cosine" : "constant",
-          m->h.schedule.warmup, m->h.schedule.min_lr, m->h.schedule.total_steps,
+          m->h.schedule.lr, schedule, m->h.schedule.total_steps,
           m->h.schedule.total_steps == 1 ? "" : "s", (double)m->h.adam.beta1,
           (double)m->h.adam.beta2, (double)m->h.adam.eps, (double)m->h.weight_decay,
           (double)m->h.clip);

@@ -121,15 +121,8 @@ static void print_run(FILE *out, const train_options *o, const gpt_config *cfg,
       c->R * c->S == 1 ? "" : "s", o->grad_accum, o->steps, o->steps == 1 ? "" : "s",
       (long long)h->global_tokens * o->steps);
   const lr_schedule *s = &h->schedule;
-  char shape[96];
-  int used = s->warmup ? snprintf(shape, sizeof shape, "warmup %d step%s, then ", s->warmup,
-                                  s->warmup == 1 ? "" : "s")
-                       : 0;
-  if (s->shape == LR_COSINE) {
-    snprintf(shape + used, sizeof shape - (size_t)used, "cosine to %g", s->min_lr);
-  } else {
-    snprintf(shape + used, sizeof shape - (size_t)used, "constant");
-  }
+  char shape[128];
+  lr_schedule_describe(s, shape, sizeof shape);
   fprintf(out, "  AdamW: lr %g (%s), beta1 %g, beta2 %g, eps %g, weight decay %g, clip %g\n", s->lr,
           shape, (double)h->adam.beta1, (double)h->adam.beta2, (double)h->adam.eps,
           (double)h->weight_decay, (double)h->clip);

@@ -57,9 +57,13 @@ int train_options_flags(train_options *o, cli_flag f[TRAIN_MAX_FLAGS]) {
       {"grad-accum", FLAG_INT, &o->grad_accum, "micro-batches per optimizer step"},
       {"steps", FLAG_INT, &o->steps, "optimizer steps"},
       {"lr", FLAG_DOUBLE, &o->lr, "peak learning rate"},
-      {"min-lr", FLAG_DOUBLE, &o->min_lr, "learning rate at the last step (cosine)"},
+      {"min-lr", FLAG_DOUBLE, &o->min_lr, "learning rate at the last step (cosine, linear, wsd)"},
       {"warmup", FLAG_INT, &o->warmup, "linear warmup steps"},
-      {"lr-schedule", FLAG_STRING, &o->lr_schedule, "after warmup: cosine or constant"},
+      {"lr-schedule", FLAG_STRING, &o->lr_schedule,
+       "after warmup: cosine, linear or constant; or wsd (constant, then a 1-sqrt decay over the "
+       "last --decay-steps)"},
+      {"decay-steps", FLAG_INT, &o->decay_steps,
+       "wsd: steps of the final decay to --min-lr (0: a fifth of --steps)"},
       {"weight-decay", FLAG_DOUBLE, &o->weight_decay, "AdamW decay on tensors of rank >= 2"},
       {"clip", FLAG_DOUBLE, &o->clip, "max global gradient norm (0: no clipping)"},
       {"beta1", FLAG_DOUBLE, &o->beta1, "AdamW decay of the first moment, in [0, 1)"},
@@ -196,6 +200,30 @@ static st_status require_beta(const char *flag, double value) {
   return ST_OK;
 }
 
+/* wsd's decay: --decay-steps, which must fit after the warmup, or where it is 0 a fifth of
+ * --steps (at least 1; where the warmup overlaps it, the decay starts after the warmup). The
+ * other shapes take no --decay-steps. */
+static st_status resolve_decay_steps(const train_options *o, lr_shape shape, int *out) {
+  *out = 0;
+  if (shape != LR_WSD) {
+    if (o->decay_steps == 0) return ST_OK;
+    return st_error(ST_ERR_INVALID_ARG, "--decay-steps is for --lr-schedule wsd, not %s",
+                    lr_shape_name(shape));
+  }
+  const int steps = o->steps > 0 ? o->steps : 1;
+  if (o->decay_steps < 0) {
+    return st_error(ST_ERR_INVALID_ARG, "--decay-steps must be >= 0, got %d", o->decay_steps);
+  }
+  if (o->decay_steps > steps - o->warmup) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "--decay-steps %d is more than the %d step%s after --warmup %d of --steps %d",
+                    o->decay_steps, steps - o->warmup, steps - o->warmup == 1 ? "" : "s", o->warmup,
+                    steps);
+  }
+  *out = o->decay_steps ? o->decay_steps : steps / 5 > 1 ? steps / 5 : 1;
+  return ST_OK;
+}
+
 static st_status resolve_adam(const train_options *o, adamw_hparams *adam) {
   ST_CHECK(require_beta("beta1", o->beta1));
   ST_CHECK(require_beta("beta2", o->beta2));
@@ -300,9 +328,11 @@ st_status train_options_resolve(const train_options *o, int dp_size, gpt_config 
   }
   int shape = lr_shape_parse(o->lr_schedule);
   if (shape < 0) {
-    return st_error(ST_ERR_INVALID_ARG, "--lr-schedule '%s' is not cosine or constant",
+    return st_error(ST_ERR_INVALID_ARG, "--lr-schedule '%s' is not cosine, linear, constant or wsd",
                     o->lr_schedule);
   }
+  int decay_steps = 0;
+  ST_CHECK(resolve_decay_steps(o, (lr_shape)shape, &decay_steps));
   /* optim's check names no flag: the learning rates are checked here first. */
   if (!(o->lr > 0) || !isfinite(o->lr)) {
     return st_error(ST_ERR_INVALID_ARG, "--lr must be a finite number > 0, got %g", o->lr);
@@ -329,7 +359,8 @@ st_status train_options_resolve(const train_options *o, int dp_size, gpt_config 
   adamw_hparams adam;
   ST_CHECK(resolve_adam(o, &adam));
   *h = (train_hparams){
-      .schedule = {(lr_shape)shape, o->lr, o->min_lr, o->warmup, o->steps > 0 ? o->steps : 1},
+      .schedule = {(lr_shape)shape, o->lr, o->min_lr, o->warmup, o->steps > 0 ? o->steps : 1,
+                   decay_steps},
       .adam = adam,
       .weight_decay = (float)o->weight_decay,
       .clip = (float)o->clip,

@@ -20,6 +20,7 @@ typedef struct train_options {
   double lr, min_lr;
   int warmup;
   const char *lr_schedule;
+  int decay_steps; /* wsd: steps of the final decay; 0: a fifth of --steps */
   double weight_decay, clip;
   double beta1, beta2, eps; /* AdamW (optim/adamw.h) */
   int seed;

@@ -207,7 +207,7 @@ static void fill_run(ckpt_manifest *m) {
   m->reduce_dtype = ST_FP32;
   m->scaler = (loss_scaler_state){1024.0, 1999, 9007199254740991}; /* 2^53 - 1 steps skipped */
   m->micro_batch = 3;
-  m->h = (train_hparams){.schedule = {LR_COSINE, 3e-3, 3e-4, 7, 1000},
+  m->h = (train_hparams){.schedule = {LR_COSINE, 3e-3, 3e-4, 7, 1000, 0},
                          .adam = {0.9f, 0.95f, 1e-8f},
                          .weight_decay = 0.1f,
                          .clip = 1.0f,

@@ -121,7 +121,7 @@ int main(int argc, char **argv) {
   gpt_destroy(chunked);
 
   /* Five steps on the same batch with the reference's hyperparameters. */
-  train_hparams h = {.schedule = {LR_COSINE, 1e-3, 1e-4, 2, STEPS},
+  train_hparams h = {.schedule = {LR_COSINE, 1e-3, 1e-4, 2, STEPS, 0},
                      .adam = ADAMW_HPARAMS_DEFAULT,
                      .weight_decay = 0.1f,
                      .clip = 0.5f,

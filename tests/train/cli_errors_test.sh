@@ -56,7 +56,12 @@ expect 2 "--steps -3000000000 is out of range (at least -2147483648)" train --st
 expect 2 "--micro-batch must be >= 1, got 0" train --micro-batch 0
 expect 2 "model 'huge' is not one of" train --model huge
 expect 2 "n_embd 64 is not divisible by n_head 5" train --n-head 5
-expect 2 "--lr-schedule 'linear' is not cosine or constant" train --steps 0 --lr-schedule linear
+expect 2 "--lr-schedule 'exponential' is not cosine, linear, constant or wsd" \
+  train --steps 0 --lr-schedule exponential
+expect 2 "--decay-steps is for --lr-schedule wsd, not cosine" train --steps 0 --decay-steps 5
+expect 2 "--decay-steps must be >= 0, got -1" train --steps 0 --lr-schedule wsd --decay-steps -1
+expect 2 "--decay-steps 9 is more than the 8 steps after --warmup 2 of --steps 10" \
+  train --data-train "$work/bad.bin" --steps 10 --warmup 2 --lr-schedule wsd --decay-steps 9
 expect 2 "--data-train is required" train --steps 3
 expect 2 "needs a value" train --data-train
 expect 2 "$work/nothing" train --data-train "$work/nothing*.bin" --steps 1
@@ -263,10 +268,10 @@ expect_untouched "--save-init in a missing directory, 2 ranks"
 # --help documents every flag the parser accepts.
 help=$("$shardtrain" train --help)
 for f in model n-layer n-head n-embd vocab seq-len data-train data-val micro-batch grad-accum \
-         steps lr warmup lr-schedule weight-decay clip beta1 beta2 eps seed init-from save-init \
-         export metrics quiet eval-every eval-batches device zero dp-replicate dp-shard tp prefetch \
-         reshard-after-forward param-dtype reduce-dtype offload no-fit-check ckpt-dir ckpt-every keep \
-         resume resume-from stop-at; do
+         steps lr warmup lr-schedule decay-steps weight-decay clip beta1 beta2 eps seed init-from \
+         save-init export metrics quiet eval-every eval-batches device zero dp-replicate dp-shard \
+         tp prefetch reshard-after-forward param-dtype reduce-dtype offload no-fit-check ckpt-dir \
+         ckpt-every keep resume resume-from stop-at; do
   grep -q -- "--$f " <<<"$help" || { echo "FAIL: train --help lacks --$f"; fail=1; }
 done
 
