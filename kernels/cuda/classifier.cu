@@ -27,9 +27,9 @@ __device__ float block_max(float v, float *scratch) {
 }
 
 template <stk::Dt D>
-__global__ void classifier_kernel(float *losses, void *dlogits, const void *logits,
-                                  const int32_t *targets, int64_t vocab, int64_t padded,
-                                  float dloss_scale) {
+__global__ void __launch_bounds__(kThreads)
+    classifier_kernel(float *losses, void *dlogits, const void *logits, const int32_t *targets,
+                      int64_t vocab, int64_t padded, float dloss_scale) {
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x, base = row * padded;
   const int32_t target = targets[row];

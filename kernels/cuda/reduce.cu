@@ -34,7 +34,7 @@ __global__ void reduce_partial(double *partials, const void *x, int64_t n) {
   if (threadIdx.x == 0) partials[blockIdx.x] = sum;
 }
 
-__global__ void reduce_finish(float *out, const double *partials) {
+__global__ void __launch_bounds__(kBlocks) reduce_finish(float *out, const double *partials) {
   __shared__ double scratch[32];
   const double total = stk::block_sum(partials[threadIdx.x], scratch);
   if (threadIdx.x == 0) *out += (float)total;
