@@ -21,7 +21,6 @@ prepare=$2
 mpirun_sh=$3
 # shellcheck source=tests/train/train_runs.sh
 . "$(dirname "$0")/train_runs.sh"
-fail() { echo "FAIL: $*"; exit 1; }
 
 ck=$work/ck
 run src 2 --micro-batch 4 --zero 3 --ckpt-dir "$ck" --ckpt-every 5

@@ -15,7 +15,6 @@ prepare=$2
 mpirun_sh=$3
 # shellcheck source=tests/train/train_runs.sh
 . "$(dirname "$0")/train_runs.sh"
-fail() { echo "FAIL: $*"; exit 1; }
 
 run linear 1 --lr-schedule linear
 run wsd 1 --lr-schedule wsd --decay-steps 4 --ckpt-dir "$work/wsd_ck"

@@ -4,7 +4,8 @@
 #   run NAME RANKS ARGS...
 # which trains the tiny GPT 10 steps (the flags in $common, then ARGS) on RANKS ranks and
 # writes $work/NAME.jsonl (metrics), $work/NAME.safetensors (export) and $work/NAME.log; a
-# run that exits non-zero fails the test, printing its log.
+# run that exits non-zero fails the test, printing its log. And fail MESSAGE: prints
+# "FAIL: MESSAGE" and ends the test with exit 1.
 work=${TEST_TMPDIR:-$(mktemp -d)}
 python3 "$prepare" --out-dir "$work/data" > /dev/null || exit 1
 common=(train --model tiny --data-train "$work/data/bytes_train_*.bin" --steps 10 --lr 3e-3
@@ -20,3 +21,5 @@ run() {
     echo "FAIL: $name exited non-zero"; cat "$work/$name.log"; exit 1
   fi
 }
+
+fail() { echo "FAIL: $*"; exit 1; }
