@@ -198,6 +198,7 @@ st_status run_report_start(run_report *rep, const train_options *o, const gpt_co
   const int writer = c.world_rank == 0;
   *rep = (run_report){.out = writer && !o->quiet ? stdout : NULL,
                       .total_steps = train_options_end(o),
+                      .log_every = o->log_every,
                       .step_tokens = h->global_tokens,
                       .start_ms = now_ms(),
                       .export_path = o->export_path,
@@ -243,7 +244,9 @@ void run_report_step(run_report *rep, const step_record *rec) {
            100 * rec->mfu, rec->step + 1, rep->mfu->peak_flops / 1e12, rep->mfu->peak_source);
   }
   if (rec->mem) run_report_memory(rep, rec->mem);
-  if (!rep->out) return;
+  const int logged =
+      (rec->step + 1) % rep->log_every == 0 || rec->has_val || rec->step == rep->total_steps - 1;
+  if (!rep->out || !logged) return;
   /* Time left: the wall-clock pace of the steps after the warm-up (evaluations and file
    * writes included); after the warm-up alone, its step time. */
   const int left = rep->total_steps - rec->step - 1, timed = rep->steps_run - 1;

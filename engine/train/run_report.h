@@ -3,7 +3,8 @@
  *   a start-up summary: model and parameter count, mesh and ZeRO stage, dtypes, tokens per
  *     step, optimizer, and the planner's memory per rank by category next to the device's;
  *   the basis of the MFU: FLOPs per token and the peak it divides by, or why there is none;
- *   one line per step with its MFU (when a peak is known), the time its compute stream waited on
+ *   one line per step (or every --log-every steps, and at each evaluation and the last step)
+ *     with its MFU (when a peak is known), the time its compute stream waited on
  *     communication, the time since start-up and an estimate of the time left;
  *   a final summary: tokens trained, mean throughput, best validation loss, peak memory, and
  *     where the export, the metrics and the last checkpoint were written.
@@ -30,6 +31,7 @@
 typedef struct run_report {
   FILE *out; /* stdout on the printing rank; NULL on the others and with --quiet */
   int total_steps;
+  int log_every;             /* --log-every: which steps get a line */
   int64_t step_tokens;       /* the global batch */
   double start_ms;           /* when run_report_start ran */
   double warm_ms;            /* when the first step was reported: the time-left origin */

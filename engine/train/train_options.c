@@ -24,6 +24,7 @@ void train_options_defaults(train_options *o) {
                        .beta2 = adam.beta2,
                        .eps = adam.eps,
                        .seed = 1337,
+                       .log_every = 1,
                        .eval_every = 0,
                        .eval_batches = 8,
                        .device = NULL,
@@ -77,6 +78,9 @@ int train_options_flags(train_options *o, cli_flag f[TRAIN_MAX_FLAGS]) {
       {"quiet", FLAG_BOOL, &o->quiet,
        "nothing on stdout (no step lines, no summary); info, warnings and errors still go to "
        "stderr, --metrics is still written"},
+      {"log-every", FLAG_INT, &o->log_every,
+       "a step line every N steps, and at each evaluation and the last step (--metrics keeps "
+       "every step)"},
       {"eval-every", FLAG_INT, &o->eval_every, "validation every N steps and at the end (0: end)"},
       {"eval-batches", FLAG_INT, &o->eval_batches, "validation batches per evaluation"},
       {"device", FLAG_STRING, &o->device, "cpu, cuda or auto (default: $ST_DEVICE, else auto)"},
@@ -310,6 +314,7 @@ st_status train_options_resolve(const train_options *o, int dp_size, gpt_config 
   ST_CHECK(require_non_negative("steps", o->steps));
   ST_CHECK(require_non_negative("warmup", o->warmup));
   ST_CHECK(require_non_negative("eval-every", o->eval_every));
+  ST_CHECK(require_positive("log-every", o->log_every));
   ST_CHECK(require_positive("eval-batches", o->eval_batches));
   if (o->zero < 0 || o->zero > 3) {
     return st_error(ST_ERR_INVALID_ARG, "--zero %d is not 0, 1, 2 or 3", o->zero);

@@ -25,7 +25,8 @@ typedef struct train_options {
   double beta1, beta2, eps; /* AdamW (optim/adamw.h) */
   int seed;
   const char *init_from, *save_init, *export_path, *metrics;
-  int quiet; /* nothing on stdout: no summaries, no step lines */
+  int quiet;     /* nothing on stdout: no summaries, no step lines */
+  int log_every; /* a step line every N steps (and at evaluations and the last step) */
   int eval_every, eval_batches;
   const char *device;
   int zero, dp_replicate, dp_shard, tp, prefetch, reshard_after_forward;

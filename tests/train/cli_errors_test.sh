@@ -54,6 +54,7 @@ expect 2 "--steps 9223372036854775807 is out of range (at most 2147483647)" \
 expect 2 "--tokens 99999999999 is out of range (at most 2147483647)" sample --tokens 99999999999
 expect 2 "--steps -3000000000 is out of range (at least -2147483648)" train --steps -3000000000
 expect 2 "--micro-batch must be >= 1, got 0" train --micro-batch 0
+expect 2 "--log-every must be >= 1, got 0" train --steps 0 --log-every 0
 expect 2 "model 'huge' is not one of" train --model huge
 expect 2 "n_embd 64 is not divisible by n_head 5" train --n-head 5
 expect 2 "--lr-schedule 'exponential' is not cosine, linear, constant or wsd" \
@@ -269,9 +270,9 @@ expect_untouched "--save-init in a missing directory, 2 ranks"
 help=$("$shardtrain" train --help)
 for f in model n-layer n-head n-embd vocab seq-len data-train data-val micro-batch grad-accum \
          steps lr warmup lr-schedule decay-steps weight-decay clip beta1 beta2 eps seed init-from \
-         save-init export metrics quiet eval-every eval-batches device zero dp-replicate dp-shard \
-         tp prefetch reshard-after-forward param-dtype reduce-dtype offload no-fit-check ckpt-dir \
-         ckpt-every keep resume resume-from stop-at; do
+         save-init export metrics quiet log-every eval-every eval-batches device zero dp-replicate \
+         dp-shard tp prefetch reshard-after-forward param-dtype reduce-dtype offload no-fit-check \
+         ckpt-dir ckpt-every keep resume resume-from stop-at; do
   grep -q -- "--$f " <<<"$help" || { echo "FAIL: train --help lacks --$f"; fail=1; }
 done
 

@@ -9,6 +9,8 @@
 #     the best val loss and its step, peak memory, the export and metrics paths; a count of 1
 #     in the singular (a one-step run's "1 step", one rank's checkpoint "in 1 file");
 #   - --quiet prints nothing at all and changes nothing else (same metrics, export written);
+#   - --log-every 3 prints the lines of steps 3, 6 and 9, of the evaluations' steps (4, 8) and of
+#     the last (10), the same lines as without it; the metrics keep every step;
 #   - with a GPT-2-sized vocabulary (50257: set-up's host scratch for the initial values of the
 #     largest parameter, wte, and --save-init's export are a tenth of the run), the steps'
 #     peak per memory category and the peak line are the start-up prediction within 3%, and so
@@ -30,6 +32,7 @@ mpirun_sh=$3
 val=(--data-val "$work/data/bytes_val_*.bin" --eval-every 4 --eval-batches 2)
 run plain 1 "${val[@]}"
 run quiet 1 "${val[@]}" --quiet
+run logged 1 "${val[@]}" --log-every 3
 run two 2 --dp-shard 2 --zero 3 --micro-batch 4
 run base 1
 run defaults 1 --beta1 0.9 --beta2 0.95 --eps 1e-8
@@ -133,6 +136,16 @@ if [r["loss"] for r in metrics("quiet")] != [r["loss"] for r in recs]:
     fail.append("--quiet changed the losses")
 if not os.path.getsize(os.path.join(work, "quiet.safetensors")):
     fail.append("--quiet wrote no export")
+
+# --log-every 3: the lines of steps 3, 6, 9, the evaluations' 4 and 8, and the last; the same
+# losses as every step's.
+logged = [m for m in (re.fullmatch(step_re, line) for line in log("logged")) if m]
+if [int(m.group(1)) for m in logged] != [3, 4, 6, 8, 9, 10]:
+    fail.append(f"--log-every 3: step lines {[m.group(1) for m in logged]}, want 3 4 6 8 9 10")
+elif [m.group(2) for m in logged] != [steps[i - 1].group(2) for i in (3, 4, 6, 8, 9, 10)]:
+    fail.append("--log-every 3: other losses than the run with every line")
+if [r["step"] for r in metrics("logged")] != list(range(10)):
+    fail.append("--log-every 3: the metrics do not hold every step")
 
 # Two ranks: rank 0 alone prints, and says who shares the host's memory.
 lines = log("two")
