@@ -58,10 +58,15 @@ void lr_schedule_describe(const lr_schedule *s, char *buf, size_t size) {
 double lr_at(const lr_schedule *s, int step) {
   if (step < s->warmup) return s->lr * (step + 1) / s->warmup;
   if (s->shape == LR_CONSTANT) return s->lr;
-  /* The decay runs over the steps after `from` up to the last one. */
+  /* The decay runs over the steps after `from` up to the last one: cosine's and linear's from
+   * the first after the warmup (which keeps lr), wsd's last decay_steps, at most every step
+   * after the warmup (whose last step reached lr). */
   const int last = s->total_steps - 1;
   int from = s->warmup;
-  if (s->shape == LR_WSD && last - s->decay_steps > from) from = last - s->decay_steps;
+  if (s->shape == LR_WSD) {
+    from = last - s->decay_steps;
+    if (from < s->warmup - 1) from = s->warmup - 1;
+  }
   if (last <= from || (s->shape == LR_WSD && step <= from)) return s->lr;
   double progress = (double)(step - from) / (last - from);
   if (progress > 1) progress = 1;

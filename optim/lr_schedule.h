@@ -6,10 +6,12 @@
  *   wsd       warmup-stable-decay: lr until the last `decay_steps` steps, over which it falls to
  *             min_lr at the last step along 1 - sqrt(progress), the cooldown Hagele et al.
  *             (2024) found to match cosine at any length (where the warmup overlaps those
- *             steps, the decay starts after it). A run resumed from a step of the stable phase
- *             with another total_steps branches a cooldown of its own, as scaling studies do.
- * A decay's progress is 0 at its first step, which keeps lr (the first after the warmup, or
- * wsd's last stable step, total_steps - 1 - decay_steps), and 1 at the last step. */
+ *             steps, the decay takes the steps after it). A run resumed from a step of the
+ *             stable phase with another total_steps branches a cooldown of its own, as scaling
+ *             studies do.
+ * A decay's progress is 0 at the step before it, which has lr (cosine's and linear's first
+ * after the warmup; wsd's last stable step, total_steps - 1 - decay_steps, or the warmup's last),
+ * and 1 at the last step. */
 #ifndef ST_OPTIM_LR_SCHEDULE_H
 #define ST_OPTIM_LR_SCHEDULE_H
 

@@ -440,8 +440,6 @@ static st_status read_run(const reader *r, const cJSON *root, ckpt_manifest *m) 
   ST_CHECK(number(r, o, "min_lr", 0, 1e9, &min_lr));
   ST_CHECK(int_field(r, o, "warmup", 0, &m->h.schedule.warmup));
   ST_CHECK(int_field(r, o, "total_steps", 1, &m->h.schedule.total_steps));
-  int64_t decay_steps; /* wsd's alone: absent for the other shapes */
-  ST_CHECK(optional_integer(r, o, "decay_steps", &decay_steps));
   ST_CHECK(number(r, o, "beta1", 0, 1, &beta1));
   ST_CHECK(number(r, o, "beta2", 0, 1, &beta2));
   ST_CHECK(number(r, o, "eps", 0, 1, &eps));
@@ -450,7 +448,13 @@ static st_status read_run(const reader *r, const cJSON *root, ckpt_manifest *m) 
   const int parsed = lr_shape_parse(shape);
   if (parsed < 0) return st_error(ST_ERR_FORMAT, "%s: unknown lr_schedule '%s'", r->path, shape);
   m->h.schedule.shape = (lr_shape)parsed;
-  m->h.schedule.decay_steps = (int)decay_steps;
+  m->h.schedule.decay_steps = 0;
+  if (parsed == LR_WSD) {
+    ST_CHECK(int_field(r, o, "decay_steps", 1, &m->h.schedule.decay_steps));
+  } else if (cJSON_GetObjectItemCaseSensitive(o, "decay_steps")) {
+    return st_error(ST_ERR_FORMAT, "%s: decay_steps is for lr_schedule wsd, not %s", r->path,
+                    shape);
+  }
   m->h.schedule.lr = lr;
   m->h.schedule.min_lr = min_lr;
   m->h.global_tokens = tokens;

@@ -358,6 +358,7 @@ static st_status train_steps(train_run *r, int end) {
     if (step + 1 < end) ST_CHECK(stop_request_agree(&signo));
     ST_CHECK(maybe_save(r, step, signo != 0));
     if (signo) {
+      if (is_writer(r)) run_report_show_last(&r->report);
       r->stopped_by = signo;
       r->stopped_after = step + 1;
       return ST_OK;

@@ -244,14 +244,24 @@ void run_report_step(run_report *rep, const step_record *rec) {
            100 * rec->mfu, rec->step + 1, rep->mfu->peak_flops / 1e12, rep->mfu->peak_source);
   }
   if (rec->mem) run_report_memory(rep, rec->mem);
-  const int logged =
-      (rec->step + 1) % rep->log_every == 0 || rec->has_val || rec->step == rep->total_steps - 1;
-  if (!rep->out || !logged) return;
   /* Time left: the wall-clock pace of the steps after the warm-up (evaluations and file
    * writes included); after the warm-up alone, its step time. */
   const int left = rep->total_steps - rec->step - 1, timed = rep->steps_run - 1;
   const double pace_ms = timed ? (now - rep->warm_ms) / timed : rep->first_step_ms;
-  print_step(rep->out, rec, rep->total_steps, (now - rep->start_ms) / 1e3, left * pace_ms / 1e3);
+  rep->last = *rec;
+  rep->last.mem = NULL;
+  rep->last_elapsed_s = (now - rep->start_ms) / 1e3;
+  rep->last_left_s = left * pace_ms / 1e3;
+  rep->last_shown = 0;
+  const int logged = (rec->step + 1) % rep->log_every == 0 || rec->has_val || rec->skipped ||
+                     rec->step == rep->total_steps - 1;
+  if (logged) run_report_show_last(rep);
+}
+
+void run_report_show_last(run_report *rep) {
+  if (!rep->out || rep->last_shown || rep->steps_run == 0) return;
+  rep->last_shown = 1;
+  print_step(rep->out, &rep->last, rep->total_steps, rep->last_elapsed_s, rep->last_left_s);
 }
 
 void run_report_memory(run_report *rep, const mem_stats *mem) {

@@ -3,8 +3,8 @@
  *   a start-up summary: model and parameter count, mesh and ZeRO stage, dtypes, tokens per
  *     step, optimizer, and the planner's memory per rank by category next to the device's;
  *   the basis of the MFU: FLOPs per token and the peak it divides by, or why there is none;
- *   one line per step (or every --log-every steps, and at each evaluation and the last step)
- *     with its MFU (when a peak is known), the time its compute stream waited on
+ *   one line per step (or every --log-every steps, and at evaluations, fp16 skips, the end and
+ *     a stop) with its MFU (when a peak is known), the time its compute stream waited on
  *     communication, the time since start-up and an estimate of the time left;
  *   a final summary: tokens trained, mean throughput, best validation loss, peak memory, and
  *     where the export, the metrics and the last checkpoint were written.
@@ -31,7 +31,10 @@
 typedef struct run_report {
   FILE *out; /* stdout on the printing rank; NULL on the others and with --quiet */
   int total_steps;
-  int log_every;             /* --log-every: which steps get a line */
+  int log_every;    /* --log-every: which steps get a line */
+  step_record last; /* the last step reported (its mem left unread) */
+  double last_elapsed_s, last_left_s;
+  int last_shown;            /* its line was printed */
   int64_t step_tokens;       /* the global batch */
   double start_ms;           /* when run_report_start ran */
   double warm_ms;            /* when the first step was reported: the time-left origin */
@@ -67,6 +70,10 @@ void run_report_step(run_report *rep, const step_record *rec);
 
 /* Memory peaks per category (maximum over ranks) since the first step: the run's measured peak
  * becomes their sum where that is higher (run_report_step does this with each step's). */
+/* Prints the last reported step's line where --log-every left it out: a run stopped by a signal
+ * ends on the line of the step it stopped after. */
+void run_report_show_last(run_report *rep);
+
 void run_report_memory(run_report *rep, const mem_stats *mem);
 
 /* Prints the final summary after the last step and the export. checkpoint_path: the last

@@ -79,8 +79,8 @@ int train_options_flags(train_options *o, cli_flag f[TRAIN_MAX_FLAGS]) {
        "nothing on stdout (no step lines, no summary); info, warnings and errors still go to "
        "stderr, --metrics is still written"},
       {"log-every", FLAG_INT, &o->log_every,
-       "a step line every N steps, and at each evaluation and the last step (--metrics keeps "
-       "every step)"},
+       "a step line every N steps, and for steps that evaluate, skip (fp16), end or stop the run "
+       "(--metrics keeps every step)"},
       {"eval-every", FLAG_INT, &o->eval_every, "validation every N steps and at the end (0: end)"},
       {"eval-batches", FLAG_INT, &o->eval_batches, "validation batches per evaluation"},
       {"device", FLAG_STRING, &o->device, "cpu, cuda or auto (default: $ST_DEVICE, else auto)"},
@@ -204,9 +204,9 @@ static st_status require_beta(const char *flag, double value) {
   return ST_OK;
 }
 
-/* wsd's decay: --decay-steps, which must fit after the warmup, or where it is 0 a fifth of
- * --steps (at least 1; where the warmup overlaps it, the decay starts after the warmup). The
- * other shapes take no --decay-steps. */
+/* wsd's decay: --decay-steps, which must fit in the steps after the warmup, or where it is 0 a
+ * fifth of --steps (at least 1, at most those steps). A run of --steps 0 trains nothing: 1.
+ * The other shapes take no --decay-steps. */
 static st_status resolve_decay_steps(const train_options *o, lr_shape shape, int *out) {
   *out = 0;
   if (shape != LR_WSD) {
@@ -214,17 +214,25 @@ static st_status resolve_decay_steps(const train_options *o, lr_shape shape, int
     return st_error(ST_ERR_INVALID_ARG, "--decay-steps is for --lr-schedule wsd, not %s",
                     lr_shape_name(shape));
   }
-  const int steps = o->steps > 0 ? o->steps : 1;
   if (o->decay_steps < 0) {
     return st_error(ST_ERR_INVALID_ARG, "--decay-steps must be >= 0, got %d", o->decay_steps);
   }
-  if (o->decay_steps > steps - o->warmup) {
+  *out = 1;
+  if (o->steps == 0) return ST_OK;
+  const int after = o->steps - o->warmup;
+  if (after < 1) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "--lr-schedule wsd has no step left to decay in: --warmup %d takes all of "
+                    "--steps %d",
+                    o->warmup, o->steps);
+  }
+  if (o->decay_steps > after) {
     return st_error(ST_ERR_INVALID_ARG,
                     "--decay-steps %d is more than the %d step%s after --warmup %d of --steps %d",
-                    o->decay_steps, steps - o->warmup, steps - o->warmup == 1 ? "" : "s", o->warmup,
-                    steps);
+                    o->decay_steps, after, after == 1 ? "" : "s", o->warmup, o->steps);
   }
-  *out = o->decay_steps ? o->decay_steps : steps / 5 > 1 ? steps / 5 : 1;
+  const int fifth = o->steps / 5 > 1 ? o->steps / 5 : 1;
+  *out = o->decay_steps ? o->decay_steps : fifth < after ? fifth : after;
   return ST_OK;
 }
 

@@ -26,7 +26,7 @@ typedef struct train_options {
   int seed;
   const char *init_from, *save_init, *export_path, *metrics;
   int quiet;     /* nothing on stdout: no summaries, no step lines */
-  int log_every; /* a step line every N steps (and at evaluations and the last step) */
+  int log_every; /* a step line every N steps (and at evaluations, skips, the end and a stop) */
   int eval_every, eval_batches;
   const char *device;
   int zero, dp_replicate, dp_shard, tp, prefetch, reshard_after_forward;

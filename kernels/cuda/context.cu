@@ -246,8 +246,12 @@ extern "C" st_status cuda_context_create(const st_device *dev, void **ctx) {
     return st_error(ST_ERR_INVALID_ARG, "ST_CUDA_ATTENTION '%s' is not simple, flash or cudnn",
                     env_get_string(ENV_CUDA_ATTENTION));
   }
+  // The library first: without it nothing below is worth allocating.
+  const cuda_cublaslt_api *blas = NULL;
+  ST_CHECK(cuda_cublaslt_open(&blas));
   cuda_context *cx = NULL;
   ST_CHECK(mem_alloc_zeroed((void **)&cx, sizeof *cx, MEM_HOST, MEM_WORKSPACE, NULL));
+  cx->blas = blas;
   cx->device = *dev;
   cx->sm_count = sms;
   cx->attention = (cuda_attention_kind)attention;
@@ -268,7 +272,6 @@ extern "C" st_status cuda_context_create(const st_device *dev, void **ctx) {
     cx->cudnn_region =
         layout.bytes[CUDA_REGION_CUDNN] ? base + layout.offset[CUDA_REGION_CUDNN] : NULL;
   }
-  ST_CHECK_GOTO(cublaslt_library_open(&cx->blas), status, fail);
   {
     cublasStatus_t lt = cx->blas->cublasLtCreate(&cx->lt);
     if (lt != CUBLAS_STATUS_SUCCESS) {

@@ -62,7 +62,7 @@ typedef struct cuda_matmul_plan {
 typedef struct cuda_context {
   st_device device;
   int sm_count;
-  const cublaslt_api *blas; /* cuBLASLt's functions */
+  const cuda_cublaslt_api *blas; /* cuBLASLt's functions */
   cublasLtHandle_t lt;
   void *workspace; /* one allocation, carved below */
   void *lt_workspace;

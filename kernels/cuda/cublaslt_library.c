@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "core/error.h"
 
@@ -12,9 +13,10 @@
 #define CUBLASLT_XSTR(x) CUBLASLT_STR(x)
 #define CUBLASLT_SONAME "libcublasLt.so." CUBLASLT_XSTR(CUBLAS_VER_MAJOR)
 
+/* Process-wide, as the loaded library is: written once, under `once`, read-only afterwards. */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static cublaslt_api api;
-static char failure[512]; /* empty when api is complete */
+static cuda_cublaslt_api api;
+static char failure[768]; /* empty when api is complete */
 
 static void *open_library(void) {
   void *handle = dlopen(CUBLASLT_SONAME, RTLD_NOW | RTLD_LOCAL);
@@ -23,7 +25,14 @@ static void *open_library(void) {
   snprintf(failure, sizeof failure, "%s", why ? why : "dlopen failed");
 #ifdef ST_CUDA_LIB64
   handle = dlopen(ST_CUDA_LIB64 "/" CUBLASLT_SONAME, RTLD_NOW | RTLD_LOCAL);
-  if (handle) failure[0] = '\0';
+  if (handle) {
+    failure[0] = '\0';
+  } else {
+    /* Both reasons: the second may be the telling one (a library found but unusable). */
+    why = dlerror();
+    const size_t used = strlen(failure);
+    snprintf(failure + used, sizeof failure - used, "; nor %s", why ? why : "dlopen failed");
+  }
 #endif
   return handle;
 }
@@ -44,7 +53,7 @@ static void load(void) {
 #undef CUBLASLT_FIND
 }
 
-st_status cublaslt_library_open(const cublaslt_api **out) {
+st_status cuda_cublaslt_open(const cuda_cublaslt_api **out) {
   *out = NULL;
   pthread_once(&once, load);
   if (failure[0]) {

@@ -238,7 +238,8 @@ static void check_same(const ckpt_manifest *a, const ckpt_manifest *b) {
   const train_hparams *x = &a->h, *y = &b->h;
   CHECK(x->schedule.shape == y->schedule.shape && x->schedule.lr == y->schedule.lr &&
         x->schedule.min_lr == y->schedule.min_lr && x->schedule.warmup == y->schedule.warmup &&
-        x->schedule.total_steps == y->schedule.total_steps);
+        x->schedule.total_steps == y->schedule.total_steps &&
+        x->schedule.decay_steps == y->schedule.decay_steps);
   CHECK(x->adam.beta1 == y->adam.beta1 && x->adam.beta2 == y->adam.beta2 &&
         x->adam.eps == y->adam.eps);
   CHECK(x->weight_decay == y->weight_decay && x->clip == y->clip &&
@@ -265,11 +266,12 @@ static void check_same(const ckpt_manifest *a, const ckpt_manifest *b) {
         memcmp(a->pieces, b->pieces, (size_t)a->n_pieces * sizeof *a->pieces) == 0);
 }
 
-static void test_round_trip(int S, int T) {
+static void test_round_trip(int S, int T, lr_schedule schedule) {
   ckpt_manifest m, back;
   init_manifest(&m, S, T);
   CHECK_OK(ckpt_manifest_plan(&m));
   fill_run(&m);
+  m.h.schedule = schedule;
   char path[4096];
   test_tmp_path(path, sizeof path, "manifest_round_trip.json");
   CHECK_OK(ckpt_manifest_write(&m, path));
@@ -340,6 +342,13 @@ static void drop_sha256(cJSON *r) { remove_key(cJSON_GetArrayItem(obj(r, "files"
 static void drop_bytes(cJSON *r) { remove_key(cJSON_GetArrayItem(obj(r, "files"), 1), "bytes"); }
 static void edit_clean_fraction(cJSON *r) { set_number(r, "loss_scale_clean_steps", 0.5); }
 static void edit_skipped_negative(cJSON *r) { set_number(r, "skipped_steps", -1); }
+static void edit_decay_on_cosine(cJSON *r) {
+  cJSON_AddNumberToObject(obj(r, "optimizer"), "decay_steps", 3);
+}
+static void edit_wsd_without_decay(cJSON *r) {
+  cJSON_ReplaceItemInObjectCaseSensitive(obj(r, "optimizer"), "lr_schedule",
+                                         cJSON_CreateString("wsd"));
+}
 static void drop_scaler_counters(cJSON *r) {
   remove_key(r, "loss_scale_clean_steps");
   remove_key(r, "skipped_steps");
@@ -391,6 +400,8 @@ static void test_refused(void) {
       {"no files[1].bytes", drop_bytes, "field 'bytes' is missing"},
       {"half a clean step", edit_clean_fraction, "'loss_scale_clean_steps' is not a whole number"},
       {"-1 skipped steps", edit_skipped_negative, "'skipped_steps' is not a number in [0"},
+      {"decay steps on a cosine", edit_decay_on_cosine, "decay_steps is for lr_schedule wsd"},
+      {"wsd without decay steps", edit_wsd_without_decay, "field 'decay_steps' is missing"},
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     cJSON *root = cJSON_Parse((const char *)text);
@@ -433,8 +444,10 @@ int main(void) {
   const int meshes[4][2] = {{1, 1}, {2, 1}, {3, 2}, {2, 4}};
   for (int i = 0; i < 4; i++) {
     test_plan(meshes[i][0], meshes[i][1]);
-    test_round_trip(meshes[i][0], meshes[i][1]);
+    test_round_trip(meshes[i][0], meshes[i][1], (lr_schedule){LR_COSINE, 3e-3, 3e-4, 7, 1000, 0});
   }
+  test_round_trip(2, 1, (lr_schedule){LR_WSD, 3e-3, 3e-4, 7, 1000, 200});
+  test_round_trip(2, 1, (lr_schedule){LR_LINEAR, 3e-3, 0, 0, 1000, 0});
   test_refused();
   CHECK_EQ_INT(test_live_blocks(), 0);
   return test_finish("ckpt_manifest_test");

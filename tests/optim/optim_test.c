@@ -53,12 +53,20 @@ static void test_wsd(void) {
   lr_schedule longer = {LR_WSD, 1e-3, 1e-4, 10, 211, 20};
   for (int step = 0; step <= 90; step++) CHECK(lr_at(&longer, step) == lr_at(&s, step));
   CHECK_NEAR(lr_at(&longer, 195), 1e-4 + 0.5 * 9e-4, 1e-12);
-  /* A warmup overlapping the decay: the decay starts after it, over the 3 steps left. */
+  /* Every step after the warmup decaying (decay_steps = total - warmup): the first of them is
+   * already below the peak, which the warmup's last step reached. */
+  lr_schedule all = {LR_WSD, 1e-3, 0, 2, 10, 8};
+  CHECK_NEAR(lr_at(&all, 1), 1e-3, 1e-12);
+  CHECK_NEAR(lr_at(&all, 2), (1 - sqrt(1.0 / 8)) * 1e-3, 1e-12);
+  CHECK_NEAR(lr_at(&all, 9), 0, 1e-12);
+  all.decay_steps = 7; /* one fewer: step 2 keeps the peak */
+  CHECK(lr_at(&all, 2) == 1e-3);
+  CHECK_NEAR(lr_at(&all, 3), (1 - sqrt(1.0 / 7)) * 1e-3, 1e-12);
+  /* A warmup overlapping the decay: the decay takes the 4 steps after it. */
   lr_schedule overlap = {LR_WSD, 1e-3, 0, 8, 12, 6};
   CHECK_OK(lr_schedule_check(&overlap));
   CHECK_NEAR(lr_at(&overlap, 7), 1e-3, 1e-12);
-  CHECK(lr_at(&overlap, 8) == 1e-3);
-  CHECK_NEAR(lr_at(&overlap, 9), (1 - sqrt(1.0 / 3)) * 1e-3, 1e-12);
+  CHECK_NEAR(lr_at(&overlap, 8), 0.5e-3, 1e-12); /* progress 1/4 */
   CHECK_NEAR(lr_at(&overlap, 11), 0, 1e-12);
   CHECK_EQ_INT(lr_shape_parse("wsd"), LR_WSD);
   lr_schedule bad = s;

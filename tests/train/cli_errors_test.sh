@@ -61,6 +61,8 @@ expect 2 "--lr-schedule 'exponential' is not cosine, linear, constant or wsd" \
   train --steps 0 --lr-schedule exponential
 expect 2 "--decay-steps is for --lr-schedule wsd, not cosine" train --steps 0 --decay-steps 5
 expect 2 "--decay-steps must be >= 0, got -1" train --steps 0 --lr-schedule wsd --decay-steps -1
+expect 2 "--lr-schedule wsd has no step left to decay in: --warmup 9 takes all of --steps 9" \
+  train --data-train "$work/bad.bin" --steps 9 --warmup 9 --lr-schedule wsd
 expect 2 "--decay-steps 9 is more than the 8 steps after --warmup 2 of --steps 10" \
   train --data-train "$work/bad.bin" --steps 10 --warmup 2 --lr-schedule wsd --decay-steps 9
 expect 2 "--data-train is required" train --steps 3

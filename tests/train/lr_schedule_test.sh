@@ -40,7 +40,8 @@ def expected(shape, step, decay=0):
     if step < WARMUP:
         return PEAK * (step + 1) / WARMUP
     last = STEPS - 1
-    start = WARMUP if shape == "linear" else max(WARMUP, last - decay)
+    # wsd's decay takes at most every step after the warmup, whose last one reached the peak
+    start = WARMUP if shape == "linear" else max(WARMUP - 1, last - decay)
     if step <= start:
         return PEAK
     progress = (step - start) / (last - start)

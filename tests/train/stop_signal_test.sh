@@ -8,7 +8,8 @@
 #   - SIGTERM to rank 1 alone: both ranks stop after the same step (they agree between steps;
 #     rank 0 alone in the next step's collectives would wait out the time limit): exit 143, one
 #     complete checkpoint of both ranks' files;
-#   - SIGTERM without --ckpt-dir: exit 143 and a line saying no checkpoint was written;
+#   - SIGTERM without --ckpt-dir: exit 143 and a line saying no checkpoint was written; with
+#     --log-every 1000 the step line of the step it stopped after is printed all the same;
 #   - a second signal while the stop's checkpoint is being written ends the process at once.
 # The learning rate is constant (--lr-schedule constant), so the steps do not depend on --steps
 # and a run of 100000 steps stopped at step K continues as a run of K + 2 steps does.
@@ -111,12 +112,17 @@ $(listing "$work/term1") / $(listing "$work/term1/step_$steps" 2>&1))" \
   test "$(listing "$work/term1/step_$steps")" = \
   "DONE manifest.json rank_00000.safetensors rank_00001.safetensors "
 
-# SIGTERM without a checkpoint directory.
-stopped nodir 2 TERM 0
+# SIGTERM without a checkpoint directory, with step lines every 1000 steps: the run's last line
+# is still the step it stopped after.
+stopped nodir 2 TERM 0 --log-every 1000
+steps=$(wc -l < "$work/nodir.jsonl")
 check "SIGTERM without --ckpt-dir: exit 143 (got $rc)" test "$rc" -eq 143
 check "SIGTERM without --ckpt-dir: says no checkpoint was written" grep -qF \
-  "warn: stopped by SIGTERM after step $(wc -l < "$work/nodir.jsonl") of 100000, without a \
-checkpoint (no --ckpt-dir)" "$work/nodir.log"
+  "warn: stopped by SIGTERM after step $steps of 100000, without a checkpoint (no --ckpt-dir)" \
+  "$work/nodir.log"
+check "--log-every 1000: the one step line is the stopped step's, $steps (found: \
+$(grep '^step ' "$work/nodir.log" | cut -c1-18 | tr '\n' ' '))" \
+  test "$(grep '^step ' "$work/nodir.log" | cut -d'|' -f1 | tr -s ' ')" = "step $steps/100000 "
 
 # A second signal while the stop's save runs ends the process at once: the save sleeps 30 s
 # after writing the rank files (ST_CKPT_TEST_DELAY_MS), and the second SIGUSR1 (to mpirun, like
