@@ -12,7 +12,8 @@
 #     differed), and the run report marks that step and counts it: on a hybrid mesh (r2 x s2, the flag crossing the replicate group) and on
 #     tp 2 x s2 with the overflow on a tp rank other than 0 (where the norm leaves the
 #     replicated embedding out, so only the flag can see it); a fixed --loss-scale skips the
-#     same way but never changes;
+#     same way but never changes (that run prints a line every 100 steps: the skipped step's
+#     line is printed all the same);
 #   - --loss-scale-window 3: the scale doubles after every 3 clean steps, an overflow halves it
 #     and restarts the count, against the sequence worked out by hand;
 #   - that run stopped at step 6 and resumed (--resume) continues bit-identically: the same
@@ -41,7 +42,7 @@ ST_TEST_INJECT_OVERFLOW=4:3 run inj_r2s2 4 --steps 10 --dp-replicate 2 --dp-shar
 ST_TEST_INJECT_OVERFLOW=2:1 run inj_tp2s2 4 --steps 10 --tp 2 --dp-shard 2 --zero 3 \
   --micro-batch 4 --param-dtype fp16
 ST_TEST_INJECT_OVERFLOW=3:0 run inj_fixed 2 --steps 10 "${s2[@]}" --param-dtype fp16 \
-  --loss-scale 1024
+  --loss-scale 1024 --log-every 100
 
 win=(--steps 10 "${s2[@]}" --param-dtype fp16 --loss-scale-window 3)
 ST_TEST_INJECT_OVERFLOW=4:1 run win_full 2 "${win[@]}"
