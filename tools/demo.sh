@@ -4,7 +4,8 @@
 #      dp_shard x tp): every collective on every group, checked, with time and bandwidth;
 #   2. training the tiny GPT on the byte-level fortunes corpus (prepared into data/fortunes) on
 #      that 4-rank mesh: tensor parallelism 2 x ZeRO-3 over a shard group of 2, bf16 parameters
-#      and gradient reductions, evaluating every 100 steps and writing a checkpoint every 100;
+#      and gradient reductions, evaluating every 100 steps and writing a checkpoint every 100
+#      (a step line every 25 steps; the metrics files hold every step);
 #   3. "losing a node": resuming the step-300 checkpoint on 2 ranks without tensor parallelism
 #      at ZeRO-2 (the checkpoint is resharded on load) for the last 100 steps;
 #   4. inspecting the final checkpoint, exporting it for Hugging Face, drawing the loss curves
@@ -27,7 +28,8 @@ rm -rf "$out"
 mkdir -p "$out"
 common=(--model tiny --data-train 'data/fortunes/bytes_train_*.bin'
         --data-val 'data/fortunes/bytes_val_*.bin' --steps 400 --micro-batch 8 --lr 3e-3
-        --warmup 20 --min-lr 3e-4 --eval-every 100 --ckpt-dir "$out/ckpt" --ckpt-every 100)
+        --warmup 20 --min-lr 3e-4 --eval-every 100 --ckpt-dir "$out/ckpt" --ckpt-every 100
+        --log-every 25)
 
 echo "== training the tiny GPT: 4 ranks, tp 2 x dp-shard 2, ZeRO-3, bf16; this run stops at step 300"
 "${mpirun[@]}" -np 4 "$st" train "${common[@]}" --tp 2 --dp-shard 2 --zero 3 \
