@@ -227,7 +227,6 @@ void run_report_step(run_report *rep, const step_record *rec) {
   } else {
     rep->timed_ms += rec->step_ms;
   }
-  rep->last_step = rec->step;
   rep->scaled |= rec->loss_scale != 1.0;
   rep->skipped_steps += rec->skipped != 0;
   rep->last_scale = rec->loss_scale;
@@ -275,13 +274,13 @@ void run_report_finish(const run_report *rep, const char *checkpoint_path) {
   if (!out) return;
   const int64_t tokens = rep->step_tokens * rep->steps_run;
   fprintf(out, "done: %d step%s", rep->steps_run, rep->steps_run == 1 ? "" : "s");
-  if (rep->steps_run) fprintf(out, " (%d-%d)", rep->first_step + 1, rep->last_step + 1);
+  if (rep->steps_run) fprintf(out, " (%d-%d)", rep->first_step + 1, rep->last.step + 1);
   fprintf(out, ", %lld tokens in %s", (long long)tokens,
           duration_text((now_ms() - rep->start_ms) / 1e3).s);
   if (rep->steps_run > 1) {
     fprintf(out, "; %.0f tok/s mean over steps %d-%d (step %d, the warm-up, left out)\n",
             (double)(tokens - rep->step_tokens) / (rep->timed_ms / 1e3), rep->first_step + 2,
-            rep->last_step + 1, rep->first_step + 1);
+            rep->last.step + 1, rep->first_step + 1);
   } else if (rep->steps_run == 1) {
     fprintf(out, "; %.0f tok/s (one step, warm-up included)\n",
             (double)tokens / (rep->first_step_ms / 1e3));

@@ -34,11 +34,11 @@ typedef struct run_report {
   int log_every;    /* --log-every: which steps get a line */
   step_record last; /* the last step reported (its mem left unread) */
   double last_elapsed_s, last_left_s;
-  int last_shown;            /* its line was printed */
-  int64_t step_tokens;       /* the global batch */
-  double start_ms;           /* when run_report_start ran */
-  double warm_ms;            /* when the first step was reported: the time-left origin */
-  int first_step, last_step; /* of this process (a resumed run starts past 0); from 0 */
+  int last_shown;      /* its line was printed */
+  int64_t step_tokens; /* the global batch */
+  double start_ms;     /* when run_report_start ran */
+  double warm_ms;      /* when the first step was reported: the time-left origin */
+  int first_step;      /* of this process (a resumed run starts past 0); from 0 */
   int steps_run;
   double first_step_ms; /* the warm-up's step time: the throughput of a one-step run */
   double timed_ms;      /* step time of the steps after the warm-up */
