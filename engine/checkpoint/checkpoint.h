@@ -8,6 +8,7 @@
  * leaves every earlier checkpoint as it was and at worst a .tmp directory, which the next save
  * removes and which a resume never reads. Only then are older checkpoints beyond `keep`
  * deleted. The checkpoint directory must be visible to every rank (a shared file system).
+ * ckpt_writer.h runs the same save in the background, from a host snapshot of the states.
  *
  * Restoring: every rank reads only the pieces that intersect its owned range on its own mesh
  * and stage, whatever mesh and stage wrote them; the parameters are the master rounded to the

@@ -20,8 +20,9 @@ typedef struct plan_options {
   const char *param_dtype, *reduce_dtype, *device, *recompute, *offload;
   const char *loss_scale; /* checked as train checks it; scaling changes no memory */
   int loss_scale_window;
-  int ckpt; /* the run saves checkpoints (train's --ckpt-dir) */
-  int fit;  /* always 0 here: --fit runs cmd_plan_fit */
+  int ckpt;       /* the run saves checkpoints (train's --ckpt-dir) */
+  int ckpt_async; /* ... in the background (train's --ckpt-async) */
+  int fit;        /* always 0 here: --fit runs cmd_plan_fit */
 } plan_options;
 
 static double gib(double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
@@ -117,7 +118,9 @@ static st_status run_plan(const plan_options *o) {
       o->model, (double)gpt_config_num_params(&cfg) / 1e6, o->ranks, o->ranks == 1 ? "" : "s",
       o->micro_batch, cfg.max_seq, dtype_name(precision.param), dtype_name(precision.reduce),
       o->device, o->prefetch, gpt_recompute_name(recompute), offload ? "optimizer" : "none",
-      o->ckpt ? "yes" : "no");
+      o->ckpt_async ? "in the background"
+      : o->ckpt     ? "yes"
+                    : "no");
   printf(
       "memory per rank in GiB, on the device (its total compared with --gpu-gib) and in host "
       "memory; 'states' = params + grads + optimizer wherever they are (an offloaded optimizer's "
@@ -146,7 +149,8 @@ static st_status run_plan(const plan_options *o) {
                              .offload_optimizer = offload,
                              .device_is_host = device == ST_DEVICE_CPU,
                              .recompute = recompute,
-                             .checkpoints = o->ckpt};
+                             .checkpoints = o->ckpt || o->ckpt_async,
+                             .checkpoints_async = o->ckpt_async};
       memory_plan mp;
       comm_plan cp;
       ST_CHECK(plan_memory(&in, &mp));
@@ -205,6 +209,9 @@ int cmd_plan(int argc, char **argv) {
       {"loss-scale-window", FLAG_INT, &o.loss_scale_window, "as for train"},
       {"ckpt", FLAG_BOOL, &o.ckpt,
        "the run saves checkpoints (train's --ckpt-dir): a save's 1 MiB host staging"},
+      {"ckpt-async", FLAG_BOOL, &o.ckpt_async,
+       "the run saves them in the background (train's --ckpt-async): a host snapshot of the "
+       "optimizer state"},
       {"fit", FLAG_BOOL, &o.fit, "choose a configuration instead (plan --fit --help)"},
   };
   int nflags = (int)(sizeof flags / sizeof flags[0]), help = 0;

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/ckpt_writer.h"
 #include "engine/cli/cli_job.h"
 #include "engine/cli/commands.h"
 #include "engine/io/job_agree.h"
@@ -41,7 +42,7 @@ typedef struct train_run {
   step_mfu mfu;        /* the basis of the steps' MFU */
   ckpt_source *resume; /* the checkpoint to continue from, or NULL */
   int first_step;      /* steps already trained (those of the checkpoint resumed) */
-  char saved[4200];    /* the last checkpoint written, or "" */
+  ckpt_writer *ckpt;   /* with --ckpt-dir: the run's saves */
   int setup_failed;    /* the inputs named on the command line could not be used */
   int stopped_by;      /* the signal that stopped the run before its last step, or 0 */
   int stopped_after;   /* the steps trained when it stopped */
@@ -189,11 +190,13 @@ static st_status setup(train_run *r) {
   ST_CHECK(run_report_start(&r->report, r->o, &r->cfg, &r->h, r->mesh, &r->mfu));
   ST_CHECK(job_agree(setup_local(r)));
   if (r->resume) ST_CHECK(resume(r));
+  if (r->o->ckpt_dir) ST_CHECK(job_agree(ckpt_writer_create(&r->ckpt, r->model, r->o->ckpt_async)));
   if (r->o->save_init) ST_CHECK(gpt_export(r->model, r->o->save_init, is_writer(r)));
   return ST_OK;
 }
 
 static void teardown(train_run *r) {
+  ckpt_writer_destroy(r->ckpt);
   ckpt_source_close(r->resume);
   if (r->metrics) fclose(r->metrics);
   mem_free(r->tokens);
@@ -337,7 +340,7 @@ static st_status maybe_save(train_run *r, int step, int stopping) {
   token_position at = token_loader_tell(r->train);
   m.dp_size = r->coords.R * r->coords.S;
   m.data = &at; /* every dp rank's: see ckpt_save */
-  return ckpt_save(r->model, &m, o->ckpt_dir, o->keep, r->saved, sizeof r->saved);
+  return ckpt_writer_save(r->ckpt, &m, o->ckpt_dir, o->keep);
 }
 
 /* Steps first_step to end - 1, each followed by its metrics and its checkpoint when due; a stop
@@ -354,6 +357,7 @@ static st_status train_steps(train_run *r, int end) {
         return st_error(ST_ERR_IO, "--metrics %s: write failed", r->o->metrics);
       }
     }
+    if (r->ckpt) ST_CHECK(ckpt_writer_poll(r->ckpt, 0, step + 1));
     int signo = 0;
     if (step + 1 < end) ST_CHECK(stop_request_agree(&signo));
     ST_CHECK(maybe_save(r, step, signo != 0));
@@ -367,16 +371,21 @@ static st_status train_steps(train_run *r, int end) {
   return ST_OK;
 }
 
+/* The last checkpoint committed, or NULL. */
+static const char *saved_checkpoint(const train_run *r) {
+  return r->ckpt && ckpt_writer_saved(r->ckpt)[0] ? ckpt_writer_saved(r->ckpt) : NULL;
+}
+
 /* What a stopped run says: where it stopped and how to go on. */
 static void report_stop(const train_run *r, int end) {
   if (!is_writer(r)) return;
   const char *signal = stop_request_signal_name(r->stopped_by);
   const char *no_export = r->o->export_path ? "; the export was not written" : "";
-  if (r->saved[0]) {
+  if (saved_checkpoint(r)) {
     st_log(ST_LOG_WARN,
            "stopped by %s after step %d of %d: checkpoint %s; the same command with --resume "
            "goes on from there%s",
-           signal, r->stopped_after, end, r->saved, no_export);
+           signal, r->stopped_after, end, saved_checkpoint(r), no_export);
   } else {
     st_log(ST_LOG_WARN, "stopped by %s after step %d of %d, without a checkpoint (no --ckpt-dir)%s",
            signal, r->stopped_after, end, no_export);
@@ -404,6 +413,8 @@ static st_status train(train_run *r) {
   status = train_steps(r, end);
   stop_request_restore();
   ST_CHECK(status);
+  /* A save still in the background is committed before the export and the summaries. */
+  if (r->ckpt) ST_CHECK(ckpt_writer_poll(r->ckpt, 1, r->stopped_by ? r->stopped_after : end));
   /* The peak the summary prints includes the save after the last step, which no step's record
    * saw (the planner counts it); not the export, which it does not. */
   mem_stats mem;
@@ -413,7 +424,7 @@ static st_status train(train_run *r) {
   if (r->o->export_path && !r->stopped_by) {
     ST_CHECK(gpt_export(r->model, r->o->export_path, is_writer(r)));
   }
-  run_report_finish(&r->report, r->saved[0] ? r->saved : NULL);
+  run_report_finish(&r->report, saved_checkpoint(r));
   if (r->stopped_by) report_stop(r, end);
   return ST_OK;
 }

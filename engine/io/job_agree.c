@@ -12,3 +12,13 @@ st_status job_agree(st_status mine) {
   if (!initialized || finalized) return mine;
   return mpi_agree_share(MPI_COMM_WORLD, mine);
 }
+
+void job_world(int *rank, int *size) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  *rank = 0;
+  *size = 1;
+  if (!initialized) return;
+  MPI_Comm_rank(MPI_COMM_WORLD, rank);
+  MPI_Comm_size(MPI_COMM_WORLD, size);
+}

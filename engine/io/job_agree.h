@@ -11,4 +11,8 @@
  * the error text (st_last_error) of the lowest rank that failed. */
 st_status job_agree(st_status mine);
 
+/* This process's rank in MPI_COMM_WORLD and the world's size (0 and 1 where MPI is not
+ * initialised). */
+void job_world(int *rank, int *size);
+
 #endif /* ST_ENGINE_IO_JOB_AGREE_H */

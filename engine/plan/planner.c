@@ -173,21 +173,24 @@ static int64_t kernel_host_bytes(const plan_input *in) {
   return (int64_t)kernel_kind_workspace_bytes(in->device, MEM_HOST);
 }
 
-/* What a checkpoint save adds to the workspace's peak, when the run saves any: its host
- * staging, less the step's transient that it stands in for (the attention's scratch, freed by
- * the end of the step, before the save). */
-static int64_t save_extra_bytes(const plan_input *in) {
+/* What checkpoint saves add to the workspace's peak, in host memory: a blocking save's staging,
+ * less the step's transient that it stands in for (the attention's scratch, freed by the end of
+ * the step, before the save); a background save's snapshot of the owned master, m and v
+ * (`optimizer` bytes), which stays alive through the steps. */
+static int64_t save_extra_bytes(const plan_input *in, int64_t optimizer) {
+  if (!in->checkpoints) return 0;
+  if (in->checkpoints_async) return optimizer;
   const int64_t attention = (int64_t)kernel_kind_attention_scratch_bytes(in->device, in->seq_len);
-  const int64_t save = in->checkpoints ? PLAN_CKPT_STAGING_BYTES : 0;
-  return save > attention ? save - attention : 0;
+  return PLAN_CKPT_STAGING_BYTES > attention ? PLAN_CKPT_STAGING_BYTES - attention : 0;
 }
 
 /* Workspace of a step: the head's chunk of logits, the backward's gradient buffers, token
  * copies and step scalars (gpt_acts), the host tokens of every micro-batch, the kernel backend's
  * fixed workspace (on CUDA cuBLASLt's scratch and the ops' regions, and their host staging), and
  * the largest transient: the attention backward's own scratch (the CPU's T x T scores; none on
- * CUDA), or a save's staging, which is taken between steps, when the attention's is freed. */
-static int64_t workspace_bytes(const plan_input *in) {
+ * CUDA), or a save's staging, which is taken between steps, when the attention's is freed;
+ * saving in the background, the snapshot of the owned states (`optimizer` bytes) instead. */
+static int64_t workspace_bytes(const plan_input *in, int64_t optimizer) {
   int64_t acts = 0, scratch = 0;
   gpt_activation_bytes(&in->cfg, in->device, in->precision.param, in->micro_batch, in->seq_len,
                        in->T, in->recompute, &acts, &scratch);
@@ -195,7 +198,7 @@ static int64_t workspace_bytes(const plan_input *in) {
   const int64_t kernels =
       (int64_t)kernel_kind_workspace_bytes(in->device, MEM_DEVICE) + kernel_host_bytes(in);
   const int64_t attention = (int64_t)kernel_kind_attention_scratch_bytes(in->device, in->seq_len);
-  return scratch + tokens + kernels + attention + save_extra_bytes(in);
+  return scratch + tokens + kernels + attention + save_extra_bytes(in, optimizer);
 }
 
 st_status plan_memory(const plan_input *in, memory_plan *out) {
@@ -235,16 +238,17 @@ st_status plan_memory(const plan_input *in, memory_plan *out) {
   gpt_activation_bytes(&in->cfg, in->device, in->precision.param, in->micro_batch, in->seq_len,
                        in->T, in->recompute, &acts, &scratch);
   out->bytes[MEM_ACTIVATIONS] = (uint64_t)acts;
-  out->bytes[MEM_WORKSPACE] = (uint64_t)workspace_bytes(in);
+  out->bytes[MEM_WORKSPACE] = (uint64_t)workspace_bytes(in, (int64_t)optimizer);
   out->bytes[MEM_COMM] = 0;
   out->model_states = out->bytes[MEM_PARAMS] + out->bytes[MEM_GRADS] + out->bytes[MEM_OPTIMIZER] +
                       out->bytes[MEM_OPTIMIZER_HOST];
   for (int c = 0; c < MEM_CATEGORY_COUNT; c++) out->total += out->bytes[c];
-  /* A save's staging is host memory: what it adds to the workspace's peak is host bytes, and
-   * the device's peak keeps the attention's scratch (none on a GPU, where the staging is then
-   * host bytes in full). */
+  /* A save's staging or snapshot is host memory: what it adds to the workspace's peak is host
+   * bytes, and the device's peak keeps the attention's scratch (none on a GPU, where the
+   * staging is then host bytes in full). */
   out->host_bytes = out->bytes[MEM_OPTIMIZER_HOST] + (uint64_t)host_token_bytes(in) +
-                    (uint64_t)kernel_host_bytes(in) + (uint64_t)save_extra_bytes(in);
+                    (uint64_t)kernel_host_bytes(in) +
+                    (uint64_t)save_extra_bytes(in, (int64_t)optimizer);
   out->device_bytes = out->total - out->host_bytes;
   return ST_OK;
 }

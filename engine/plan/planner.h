@@ -19,7 +19,9 @@
  *     cuBLASLt's scratch, the ops' regions and their host staging) and the largest transient
  *     of a step (the attention backward's scratch: kernel_kind_attention_scratch_bytes) or,
  *     when the run checkpoints, between steps, of a save (its host staging:
- *     PLAN_CKPT_STAGING_BYTES), whichever is larger;
+ *     PLAN_CKPT_STAGING_BYTES), whichever is larger; saving in the background, instead of that
+ *     staging, the host snapshot of the owned master, m and v, kept from the first save on
+ *     (engine/checkpoint/ckpt_writer.h);
  *   comm: collective staging buffers (none on the CPU);
  *   optimizer_host: with the optimizer offloaded, the master, m and v instead of `optimizer`,
  *     plus, where the device has its own memory, the pinned staging of the largest unit's
@@ -65,11 +67,12 @@ typedef struct plan_input {
   int device_is_host;       /* device memory is host RAM (the CPU): offload stages nothing */
   gpt_recompute recompute;  /* activations recomputed in the backward ({0}: none) */
   int checkpoints;          /* the run saves checkpoints (--ckpt-dir): a save's host staging */
+  int checkpoints_async;    /* ... in the background (--ckpt-async): the states' snapshot */
 } plan_input;
 
 /* Where the bytes live: host_bytes is what is allocated in host memory whatever the device
  * (the offloaded optimizer state and its staging, the micro-batches' tokens, the kernel
- * backend's host staging and a checkpoint save's), device_bytes
+ * backend's host staging and a checkpoint save's staging or snapshot), device_bytes
  * everything else. On the CPU both are the same RAM, and a budget must count their sum; on a
  * GPU device_bytes is what its memory must hold. total = device_bytes + host_bytes is the sum
  * of the categories' peaks. */

@@ -77,7 +77,8 @@ st_status train_fit_plan_input(const train_options *o, const gpt_config *cfg, co
                      .reshard_after_forward = o->reshard_after_forward,
                      .device = dev->backend->kind,
                      .device_is_host = dev->backend->device_memory_is_host,
-                     .checkpoints = o->ckpt_dir != NULL};
+                     .checkpoints = o->ckpt_dir != NULL,
+                     .checkpoints_async = o->ckpt_async};
   ST_CHECK(train_options_precision(o, &in->precision));
   in->compute_copies = plan_compute_copies(in->device, in->precision);
   ST_CHECK(train_options_recompute(o, &in->recompute));

@@ -104,6 +104,9 @@ int train_options_flags(train_options *o, cli_flag f[TRAIN_MAX_FLAGS]) {
        "write checkpoints to DIR/step_<N> (every --ckpt-every steps and at the last step)"},
       {"ckpt-every", FLAG_INT, &o->ckpt_every, "steps between checkpoints (0: the last step only)"},
       {"keep", FLAG_INT, &o->keep, "complete checkpoints kept in --ckpt-dir (0: all)"},
+      {"ckpt-async", FLAG_BOOL, &o->ckpt_async,
+       "write each checkpoint in the background from a host copy of the optimizer state, "
+       "while training goes on (complete some steps later)"},
       {"resume", FLAG_BOOL, &o->resume,
        "continue from the newest complete checkpoint in --ckpt-dir (none there: start anew)"},
       {"stop-at", FLAG_INT, &o->stop_at,
@@ -185,8 +188,8 @@ static st_status check_checkpoint_flags(const train_options *o) {
   if (o->resume && !o->ckpt_dir) {
     return st_error(ST_ERR_INVALID_ARG, "--resume needs --ckpt-dir (where the checkpoints are)");
   }
-  if ((o->ckpt_every || o->keep) && !o->ckpt_dir) {
-    return st_error(ST_ERR_INVALID_ARG, "--ckpt-every and --keep need --ckpt-dir");
+  if ((o->ckpt_every || o->keep || o->ckpt_async) && !o->ckpt_dir) {
+    return st_error(ST_ERR_INVALID_ARG, "--ckpt-every, --keep and --ckpt-async need --ckpt-dir");
   }
   return ST_OK;
 }

@@ -33,6 +33,7 @@ typedef struct train_options {
   const char *param_dtype, *reduce_dtype;
   const char *ckpt_dir, *resume_from;
   int ckpt_every, keep, resume;
+  int ckpt_async;         /* saves written in the background (engine/checkpoint/ckpt_writer.h) */
   int stop_at;            /* 0: --steps */
   const char *offload;    /* "none" or "optimizer" */
   const char *recompute;  /* "none", "gelu" or "block" (engine/model/gpt_recompute.h) */

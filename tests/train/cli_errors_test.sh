@@ -60,6 +60,7 @@ expect 2 "n_embd 64 is not divisible by n_head 5" train --n-head 5
 expect 2 "--lr-schedule 'exponential' is not cosine, linear, constant or wsd" \
   train --steps 0 --lr-schedule exponential
 expect 2 "--decay-steps is for --lr-schedule wsd, not cosine" train --steps 0 --decay-steps 5
+expect 2 "--ckpt-every, --keep and --ckpt-async need --ckpt-dir" train --steps 0 --ckpt-async
 expect 2 "--decay-steps must be >= 0, got -1" train --steps 0 --lr-schedule wsd --decay-steps -1
 expect 2 "--lr-schedule wsd has no step left to decay in: --warmup 9 takes all of --steps 9" \
   train --data-train "$work/bad.bin" --steps 9 --warmup 9 --lr-schedule wsd
@@ -274,7 +275,7 @@ for f in model n-layer n-head n-embd vocab seq-len data-train data-val micro-bat
          steps lr warmup lr-schedule decay-steps weight-decay clip beta1 beta2 eps seed init-from \
          save-init export metrics quiet log-every eval-every eval-batches device zero dp-replicate \
          dp-shard tp prefetch reshard-after-forward param-dtype reduce-dtype offload no-fit-check \
-         ckpt-dir ckpt-every keep resume resume-from stop-at; do
+         ckpt-dir ckpt-every keep ckpt-async resume resume-from stop-at; do
   grep -q -- "--$f " <<<"$help" || { echo "FAIL: train --help lacks --$f"; fail=1; }
 done
 

@@ -8,19 +8,22 @@
  * gradient norms bit for bit at every step, the same master weights and Adam moments at the end,
  * the same exported file, checkpoint manifest (every file's SHA-256) and (tp 1) generation
  * logits, a resume from the checkpoint that repeats the last steps bit for bit, and that the lazy
- * run really deferred copies. The cases cover what the GPU path does that the CPU device's does
- * not: token uploads and scalar read-backs through stream copies, ZeRO stages 0-3 with prefetch and
+ * run really deferred copies. The lazy runs of even k (latest, random seed 2) save in the
+ * background (ckpt_writer.h): the steps after the save go on while its files are written (each
+ * write held back 50 ms, so the steps' polls find it unfinished), and the files must still hold the
+ * states of the step saved. The cases cover what the GPU path does that the CPU device's does not:
+ * token uploads and scalar read-backs through stream copies, ZeRO stages 0-3 with prefetch and
  * without resharding, bf16 and fp16 parameters with their compute copies and fp32 gradients, a
  * dynamic loss scale with a skipped step, the offloaded optimizer's staged chunk pipeline (copies
  * down, host AdamW, copies up; at stages 0-3 and tp 2, through partial chunks and a unit shorter
- * than one), activation recompute, gradient accumulation, tp 2 and replicas
- * (hybrid sharding). */
+ * than one), activation recompute, gradient accumulation, tp 2 and replicas (hybrid sharding). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/ckpt_writer.h"
 #include "engine/model/gpt_io.h"
 #include "engine/model/gpt_kv.h"
 #include "sharding/mesh.h"
@@ -163,10 +166,10 @@ static void step_on(gpt_model *m, const train_hparams *h, loss_scaler *scaler, i
   }
 }
 
-/* Writes the checkpoint of `step` steps (its files staged through device copies); rank 0 keeps
- * its manifest, which holds every file's SHA-256. */
-static void save(gpt_model *m, const step_case *c, const train_hparams *h, const loss_scaler *s,
-                 const st_mesh_coords *at, int step, run_result *r) {
+/* Begins the checkpoint of `step` steps (blocking: its files staged through device copies;
+ * in the background: from a snapshot, written while the next steps run). */
+static void save(ckpt_writer *w, gpt_model *m, const step_case *c, const train_hparams *h,
+                 const loss_scaler *s, const st_mesh_coords *at, int step) {
   ckpt_manifest run = {.step = step,
                        .cfg = m->cfg,
                        .R = at->R,
@@ -183,20 +186,33 @@ static void save(gpt_model *m, const step_case *c, const train_hparams *h, const
   snprintf(run.model, sizeof run.model, "lazy");
   token_position data = {0};
   run.data = &data;
-  char dir[512], saved[512], manifest[600];
+  char dir[512];
   test_make_dir(dir, sizeof dir, "lazy_step_ckpt");
-  CHECK_OK(ckpt_save(m, &run, dir, 1, saved, sizeof saved));
-  snprintf(r->ckpt, sizeof r->ckpt, "%s", saved);
-  if (at->world_rank == 0) {
-    snprintf(manifest, sizeof manifest, "%s/manifest.json", saved);
+  CHECK_OK(ckpt_writer_save(w, &run, dir, 1));
+}
+
+/* Once the save is committed: rank 0 keeps its manifest, which holds every file's SHA-256. */
+static void keep_manifest(ckpt_writer *w, int world_rank, const step_case *c, run_result *r) {
+  CHECK_OK(ckpt_writer_poll(w, 1, STEPS));
+  snprintf(r->ckpt, sizeof r->ckpt, "%s", ckpt_writer_saved(w));
+  if (world_rank == 0) {
+    char manifest[600];
+    snprintf(manifest, sizeof manifest, "%s/manifest.json", r->ckpt);
     r->manifest = test_read_file(manifest, &r->manifest_size);
     CHECK_MSG(r->manifest && r->manifest_size > 0, "%s: %s written", c->name, manifest);
   }
 }
 
-static void train(const st_device *dev, const st_mesh *mesh, const step_case *c, run_result *r) {
+static void train(const st_device *dev, const st_mesh *mesh, const step_case *c, int background,
+                  run_result *r) {
   gpt_model *m = open_model(dev, mesh, c);
   if (!m) return;
+  ckpt_writer *w = NULL;
+  CHECK_OK(ckpt_writer_create(&w, m, background));
+  if (!w) {
+    gpt_destroy(m);
+    return;
+  }
   CHECK_OK(gpt_init_params(m, 7));
   CHECK_OK(train_state_reset(m));
   loss_scaler scaler;
@@ -219,12 +235,15 @@ static void train(const st_device *dev, const st_mesh *mesh, const step_case *c,
   loss_scaler scaler_saved = scaler;
   for (int step = 0; step < STEPS; step++) {
     if (step == SAVED_AT) {
-      save(m, c, &h, &scaler, &at, step, r);
+      save(w, m, c, &h, &scaler, &at, step);
       scaler_saved = scaler;
       b_saved = b;
     }
     step_on(m, &h, &scaler, step, &b, &r->stats[step]);
+    CHECK_OK(ckpt_writer_poll(w, 0, step + 1));
   }
+  keep_manifest(w, at.world_rank, c, r);
+  ckpt_writer_destroy(w);
   read_state(m, r);
   /* The export gathers the masters through device buffers (a staged one when offloaded). */
   char path[512];
@@ -273,6 +292,10 @@ static void check_same(const step_case *c, const char *how, const run_result *wa
       got->exported_size == want->exported_size &&
           (!want->exported || memcmp(got->exported, want->exported, want->exported_size) == 0),
       "%s, %s: the exported file", c->name, how);
+  CHECK_MSG(
+      got->manifest_size == want->manifest_size &&
+          (!want->manifest || memcmp(got->manifest, want->manifest, want->manifest_size) == 0),
+      "%s, %s: the checkpoint's manifest (its files' SHA-256)", c->name, how);
 }
 
 /* The case's mesh; with `lazy` given, every group's communicator is wrapped in a lazy_comm on
@@ -298,7 +321,7 @@ static void check_case(const step_case *c, int world) {
   run_result want = {0};
   st_mesh *mesh = open_mesh(c, world, NULL);
   if (!mesh) return;
-  train(&cpu, mesh, c, &want);
+  train(&cpu, mesh, c, 0, &want);
   st_mesh_destroy(mesh);
   if (c->skip_step >= 0) {
     CHECK_MSG(want.stats[c->skip_step].skipped, "%s: the injected step was skipped", c->name);
@@ -311,7 +334,7 @@ static void check_case(const step_case *c, int world) {
     run_result got = {0};
     mesh = open_mesh(c, world, &lazy);
     if (!mesh) break;
-    train(&lazy, mesh, c, &got);
+    train(&lazy, mesh, c, k % 2 == 0, &got);
     st_mesh_destroy(mesh);
     CHECK_OK(deferred_ops_status());
     const lazy_counts n = lazy_device_counts();
@@ -329,6 +352,7 @@ static void check_case(const step_case *c, int world) {
 
 int main(int argc, char **argv) {
   CHECK_OK(st_init(&argc, &argv));
+  CHECK(setenv("ST_CKPT_TEST_DELAY_MS", "50", 1) == 0);
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   const step_case cases[] = {

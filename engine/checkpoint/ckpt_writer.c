@@ -1,0 +1,155 @@
+/* ckpt_writer.c - see ckpt_writer.h. */
+#include "engine/checkpoint/ckpt_writer.h"
+
+#include <mpi.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/ckpt_save.h"
+#include "engine/io/job_agree.h"
+
+struct ckpt_writer {
+  gpt_model *model;
+  int background;
+  float *snapshot;    /* background: every unit's owned master, m and v (ckpt_save_write) */
+  ckpt_save_job *job; /* the save in flight, or NULL */
+  pthread_t thread;
+  int threaded;       /* job's write runs in `thread` (else it ran inline) */
+  atomic_int written; /* job's write has finished */
+  double held_s;      /* what the save in flight has held the steps up */
+  char saved[CKPT_PATH_BYTES];
+};
+
+st_status ckpt_writer_create(ckpt_writer **out, gpt_model *model, int background) {
+  ST_CHECK(mem_alloc_zeroed((void **)out, sizeof **out, MEM_HOST, MEM_WORKSPACE, NULL));
+  (*out)->model = model;
+  (*out)->background = background;
+  return ST_OK;
+}
+
+const char *ckpt_writer_saved(const ckpt_writer *w) { return w->saved; }
+
+static void *write_in_background(void *arg) {
+  ckpt_writer *w = arg;
+  ckpt_save_write(w->job, w->model, w->snapshot);
+  atomic_store(&w->written, 1);
+  return NULL;
+}
+
+/* Starts the write in a thread that leaves the run's stop signals (stop_request.h) to the
+ * main thread; where no thread can be started, writes inline. */
+static void start_write(ckpt_writer *w) {
+  atomic_store(&w->written, 0);
+  sigset_t stop, previous;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &stop, &previous);
+  w->threaded = pthread_create(&w->thread, NULL, write_in_background, w) == 0;
+  pthread_sigmask(SIG_SETMASK, &previous, NULL);
+  if (!w->threaded) write_in_background(w);
+}
+
+static int64_t snapshot_numel(const gpt_model *m) {
+  int64_t n = 0;
+  for (int u = 0; u < m->n_units; u++) n += CKPT_STATE_COUNT * m->units[u].owned_numel;
+  return n;
+}
+
+/* Copies every unit's owned master, m and v into the snapshot (allocated on first use), on the
+ * compute stream: the step has ended (gpt_step_end), so no stream of the model still writes them.
+ */
+static st_status take_snapshot(ckpt_writer *w) {
+  gpt_model *m = w->model;
+  const size_t bytes = (size_t)snapshot_numel(m) * sizeof(float);
+  if (!w->snapshot) {
+    ST_CHECK(mem_alloc((void **)&w->snapshot, bytes, MEM_PINNED, MEM_WORKSPACE, m->dev));
+  }
+  float *at = w->snapshot;
+  for (int u = 0; u < m->n_units; u++) {
+    const unit *un = &m->units[u];
+    const float *own[CKPT_STATE_COUNT] = {un->master, un->adam_m, un->adam_v};
+    for (int st = 0; st < CKPT_STATE_COUNT; st++, at += un->owned_numel) {
+      ST_CHECK(stream_memcpy(&m->stream, at, own[st], (size_t)un->owned_numel * sizeof(float)));
+    }
+  }
+  return stream_sync(&m->stream);
+}
+
+/* Every rank's write has finished (collective: one rank's verdict is not enough). */
+static int every_write_done(ckpt_writer *w) {
+  int done = atomic_load(&w->written), rank, size;
+  job_world(&rank, &size);
+  if (size > 1) MPI_Allreduce(MPI_IN_PLACE, &done, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return done;
+}
+
+static void drop_job(ckpt_writer *w) {
+  mem_free(w->job);
+  w->job = NULL;
+}
+
+st_status ckpt_writer_poll(ckpt_writer *w, int wait, long long steps_done) {
+  if (!w->job || (!wait && !every_write_done(w))) return ST_OK;
+  const double start = ckpt_seconds_now();
+  if (w->threaded) pthread_join(w->thread, NULL);
+  w->threaded = 0;
+  w->held_s += ckpt_seconds_now() - start;
+  ckpt_save_job *job = w->job;
+  uint64_t total = 0;
+  const st_status status = ckpt_save_commit(job, &total);
+  if (status == ST_OK) {
+    snprintf(w->saved, sizeof w->saved, "%s", job->final);
+    int rank, size;
+    job_world(&rank, &size);
+    const double seconds = ckpt_seconds_now() - job->start;
+    if (rank == 0) {
+      st_log(ST_LOG_INFO,
+             "checkpoint %s: %.1f MB in %d file%s, written in the background in %.2f s "
+             "(%.1f MB/s), committed after step %lld; the steps waited %.2f s for it",
+             job->final, (double)total / 1e6, job->m.n_files, job->m.n_files == 1 ? "" : "s",
+             seconds, (double)total / 1e6 / (seconds > 0 ? seconds : 1e-9), steps_done, w->held_s);
+    }
+  }
+  drop_job(w);
+  return status;
+}
+
+st_status ckpt_writer_save(ckpt_writer *w, const ckpt_manifest *run, const char *ckpt_dir,
+                           int keep) {
+  ST_CHECK(ckpt_writer_poll(w, 1, (long long)run->step));
+  if (!w->background) {
+    return ckpt_save(w->model, run, ckpt_dir, keep, w->saved, sizeof w->saved);
+  }
+  ST_CHECK(mem_alloc((void **)&w->job, sizeof *w->job, MEM_HOST, MEM_WORKSPACE, NULL));
+  st_status status = ckpt_save_begin(w->job, w->model, run, ckpt_dir, keep);
+  if (status != ST_OK) {
+    drop_job(w);
+    return status;
+  }
+  w->job->report = 0; /* the thread's lines would land among the steps' */
+  status = job_agree(take_snapshot(w));
+  if (status != ST_OK) {
+    ckpt_manifest_free(&w->job->m);
+    drop_job(w);
+    return status;
+  }
+  w->held_s = ckpt_seconds_now() - w->job->start;
+  start_write(w);
+  return ST_OK;
+}
+
+void ckpt_writer_destroy(ckpt_writer *w) {
+  if (!w) return;
+  if (w->threaded) pthread_join(w->thread, NULL);
+  if (w->job) ckpt_manifest_free(&w->job->m);
+  mem_free(w->job);
+  mem_free(w->snapshot);
+  mem_free(w);
+}

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Checkpoints saved in the background (--ckpt-async, engine/checkpoint/ckpt_writer.h) are the
+# blocking saves' checkpoints, byte for byte, and training goes on while they are written:
+#   - on 1 rank and on 4 (2 replicas x tp 2, ZeRO-1, whose replicas write nothing), with
+#     --ckpt-every 3 and --keep 2: the checkpoint directory, the metrics and the export equal
+#     those of the same run saving blocking;
+#   - with each write held back 1.5 s (ST_CKPT_TEST_DELAY_MS), step_5 is committed only after
+#     later steps ran (its line says after which), step_10 after the last, and rank 0's step
+#     lines of steps 6-10 exist; a run resumed from that step_5 ends with the export of the run
+#     that never stopped;
+#   - SIGUSR1 while a write is in flight: the run stops after the step, commits the save in
+#     flight and the stop's own (both complete), exits 138 and says where to go on from;
+#   - a save that cannot be committed (its .step_2.tmp removed while it is in flight): every
+#     rank exits non-zero within the time limit with one error line naming the directory.
+set -uo pipefail
+shardtrain=$1
+prepare=$2
+mpirun_sh=$3
+# shellcheck source=tests/train/train_runs.sh
+. "$(dirname "$0")/train_runs.sh"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fail=0
+check() { # check DESCRIPTION COMMAND...: the command must succeed
+  local what=$1
+  shift
+  if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; fail=1; fi
+}
+untimed() { sed -E 's/"tokens_per_s".*//' "$@"; }
+same_run() { # same_run A B: the checkpoints, metrics and export of runs A and B are the same
+  check "$1 and $2: the same checkpoint directories" diff -r "$work/$1" "$work/$2"
+  check "$1 and $2: the same metrics" test "$(untimed "$work/$1.jsonl")" = \
+    "$(untimed "$work/$2.jsonl")"
+  check "$1 and $2: the same export" cmp -s "$work/$1.safetensors" "$work/$2.safetensors"
+}
+
+saves=(--ckpt-every 3 --keep 2)
+run blocking1 1 "${saves[@]}" --ckpt-dir "$work/blocking1"
+run async1 1 "${saves[@]}" --ckpt-dir "$work/async1" --ckpt-async
+same_run blocking1 async1
+mesh=(--dp-replicate 2 --tp 2 --zero 1 --micro-batch 4)
+run blocking4 4 "${mesh[@]}" "${saves[@]}" --ckpt-dir "$work/blocking4"
+run async4 4 "${mesh[@]}" "${saves[@]}" --ckpt-dir "$work/async4" --ckpt-async
+same_run blocking4 async4
+check "async4: --keep 2 left step_9 and step_10 (found: $(ls "$work/async4" | tr '\n' ' '))" \
+  test "$(ls "$work/async4" | tr '\n' ' ')" = "step_10 step_9 "
+
+# Training goes on while a save is written.
+ST_CKPT_TEST_DELAY_MS=1500 run slow 1 --ckpt-every 5 --ckpt-dir "$work/slow" --ckpt-async
+after=$(sed -nE 's|.*checkpoint .*/slow/step_5: .* committed after step ([0-9]+);.*|\1|p' \
+  "$work/slow.log")
+check "slow: step_5 was committed after later steps ran (after step '$after')" \
+  test "${after:-0}" -gt 5
+check "slow: step_10 was committed after the last step" \
+  grep -qE "checkpoint .*/slow/step_10: .* committed after step 10;" "$work/slow.log"
+check "slow: the step lines of steps 6-10" \
+  test "$(grep -cE '^step +([6-9]|10)/10 ' "$work/slow.log")" -eq 5
+run resumed 1 --ckpt-dir "$work/slow" --resume-from "$work/slow/step_5" \
+  --ckpt-every 5 --ckpt-async
+check "resumed from the background save of step 5: the export of the run that never stopped" \
+  cmp -s "$work/resumed.safetensors" "$work/slow.safetensors"
+
+# SIGUSR1 while step_2's write is held back: both saves complete, exit 138.
+ST_CKPT_TEST_DELAY_MS=2000 timeout 60 "$mpirun_sh" 2 "$shardtrain" "${common[@]}" \
+  --steps 100000 --lr-schedule constant --dp-shard 2 --zero 3 --micro-batch 4 --ckpt-async \
+  --ckpt-every 2 --ckpt-dir "$work/usr1" > "$work/usr1.log" 2>&1 &
+job=$!
+for _ in $(seq 600); do
+  compgen -G "$work/usr1/.step_2.tmp/rank_00001.safetensors" > /dev/null && break
+  sleep 0.1
+done
+kill -USR1 "$(pgrep -f -- "^mpirun .*--ckpt-dir $work/usr1")"
+wait "$job"
+rc=$?
+stopped=$(sed -nE 's/.*warn: stopped by SIGUSR1 after step ([0-9]+) of 100000: checkpoint .*/\1/p' \
+  "$work/usr1.log")
+check "SIGUSR1 during a background write: exit 138 (got $rc)" test "$rc" -eq 138
+check "... after step '$stopped', at or past step 2" test "${stopped:-0}" -ge 2
+check "... step_2 and the stop's step_$stopped complete" \
+  test -e "$work/usr1/step_2/DONE" -a -e "$work/usr1/step_$stopped/DONE"
+
+# A save whose temporary directory vanishes while it is in flight cannot be committed.
+ST_CKPT_TEST_DELAY_MS=3000 timeout 60 "$mpirun_sh" 2 "$shardtrain" "${common[@]}" \
+  --dp-shard 2 --zero 3 --micro-batch 4 --ckpt-async --ckpt-every 2 --ckpt-dir "$work/gone" \
+  > "$work/gone.log" 2>&1 &
+job=$!
+for _ in $(seq 600); do
+  compgen -G "$work/gone/.step_2.tmp/rank_00001.safetensors" > /dev/null && break
+  sleep 0.1
+done
+rm -rf "$work/gone/.step_2.tmp"
+wait "$job"
+rc=$?
+check "a save that cannot be committed: a non-zero exit other than the time limit's (got $rc)" \
+  test "$rc" -ne 0 -a "$rc" -ne 124
+check "... one error line on each rank, naming the directory (found: \
+$(grep -c 'error:' "$work/gone.log"))" \
+  test "$(grep -c "error: shardtrain train: .*$work/gone/.step_2.tmp" "$work/gone.log")" -eq 2
+check "... and no step_2" test ! -e "$work/gone/step_2"
+
+[ $fail -eq 0 ] && echo "checkpoint_async_test: passed" || echo "checkpoint_async_test: FAILED"
+exit $fail
