@@ -198,13 +198,16 @@ static void check_cuda_fit_suggestion(void) {
   }
 }
 
-/* Plans `in` without and with checkpoints; checks that only the workspace changes, by `extra`,
- * and that the host bytes grow by `host_extra` (the device's by the rest). */
-static void check_saving(plan_input in, uint64_t extra, uint64_t host_extra, const char *what) {
+/* Plans `in` without and with checkpoints (in the background when `async`); checks that only
+ * the workspace changes, by `extra`, and that the host bytes grow by `host_extra` (the device's
+ * by the rest). */
+static void check_saving(plan_input in, int async, uint64_t extra, uint64_t host_extra,
+                         const char *what) {
   memory_plan plain, saving;
   in.checkpoints = 0;
   CHECK_OK(plan_memory(&in, &plain));
   in.checkpoints = 1;
+  in.checkpoints_async = async;
   CHECK_OK(plan_memory(&in, &saving));
   for (int c = 0; c < MEM_CATEGORY_COUNT; c++) {
     const uint64_t want = plain.bytes[c] + (c == MEM_WORKSPACE ? extra : 0);
@@ -230,13 +233,28 @@ static void check_saving(plan_input in, uint64_t extra, uint64_t host_extra, con
  * (4 MiB of scores, more than the staging) not at all. */
 static void check_checkpoint_plan(void) {
   const uint64_t staging = 1048576u;
-  check_saving(small_run(ST_DEVICE_CUDA, ST_BF16), staging, staging, "cuda");
-  check_saving(small_run(ST_DEVICE_CPU, ST_FP32), staging - SEQ * SEQ * 4, staging - SEQ * SEQ * 4,
-               "cpu, 32 tokens");
+  check_saving(small_run(ST_DEVICE_CUDA, ST_BF16), 0, staging, staging, "cuda");
+  check_saving(small_run(ST_DEVICE_CPU, ST_FP32), 0, staging - SEQ * SEQ * 4,
+               staging - SEQ * SEQ * 4, "cpu, 32 tokens");
   plan_input longer = small_run(ST_DEVICE_CPU, ST_FP32);
   longer.cfg.max_seq = longer.seq_len = 1024;
   CHECK_OK(gpt_config_finish(&longer.cfg, 1));
-  check_saving(longer, 0, 0, "cpu, 1024 tokens");
+  check_saving(longer, 0, 0, 0, "cpu, 1024 tokens");
+}
+
+/* Saving in the background (train's --ckpt-async): no staging, but a host snapshot of the owned
+ * master, m and v, alive through the steps: the optimizer's bytes, which the step's attention
+ * scratch does not stand in for, in host memory on both devices. */
+static void check_background_checkpoint_plan(void) {
+  const st_device_kind kinds[2] = {ST_DEVICE_CUDA, ST_DEVICE_CPU};
+  for (int k = 0; k < 2; k++) {
+    const plan_input in = small_run(kinds[k], kinds[k] == ST_DEVICE_CUDA ? ST_BF16 : ST_FP32);
+    memory_plan plain;
+    CHECK_OK(plan_memory(&in, &plain));
+    CHECK(plain.bytes[MEM_OPTIMIZER] > 0);
+    check_saving(in, 1, plain.bytes[MEM_OPTIMIZER], plain.bytes[MEM_OPTIMIZER],
+                 kinds[k] == ST_DEVICE_CUDA ? "cuda, in the background" : "cpu, in the background");
+  }
 }
 
 /* gpt_check_precision's matrix: the CPU computes in fp32 from copies and takes every pair; a
@@ -276,5 +294,6 @@ int main(void) {
   check_cuda_fp32_grads();
   check_cuda_fit_suggestion();
   check_checkpoint_plan();
+  check_background_checkpoint_plan();
   return test_finish("gpu_plan_test");
 }

@@ -240,6 +240,9 @@ paste -d ' ' <(rows) <(rows --ckpt) | awk '
     paste -d ' ' <(rows) <(rows --ckpt); fail=1; }
 "$shardtrain" plan --model tiny --ckpt | grep -q "^shardtrain plan: .*, checkpoints yes$" ||
   { echo "FAIL: plan --ckpt's header does not say the run checkpoints"; fail=1; }
+"$shardtrain" plan --model tiny --ckpt-async |
+  grep -q "^shardtrain plan: .*, checkpoints in the background$" ||
+  { echo "FAIL: plan --ckpt-async's header does not say the run saves in the background"; fail=1; }
 "$shardtrain" plan --model tiny | grep -q "^shardtrain plan: .*, checkpoints no$" ||
   { echo "FAIL: plan's header does not say the run saves no checkpoints"; fail=1; }
 
