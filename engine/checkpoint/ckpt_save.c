@@ -165,12 +165,13 @@ st_status ckpt_save_begin(ckpt_save_job *job, const gpt_model *model, const ckpt
 void ckpt_save_write(ckpt_save_job *job, gpt_model *model, const float *snapshot) {
   state_source src = {.model = model, .snapshot = snapshot};
   st_status status = ST_OK;
+  const int delay_ms = atoi(env_get_string(ENV_CKPT_TEST_DELAY_MS));
+  if (delay_ms > 0 && job->delay_first) usleep((useconds_t)delay_ms * 1000);
   if (job->mine.file >= 0) {
     status = write_rank_file(&src, &job->m, job->mine.file, job->path, job->report);
     if (status == ST_OK) status = sha256_file(job->path, job->mine.sha256, &job->mine.bytes);
   }
-  const int delay_ms = atoi(env_get_string(ENV_CKPT_TEST_DELAY_MS));
-  if (delay_ms > 0 && status == ST_OK) usleep((useconds_t)delay_ms * 1000);
+  if (delay_ms > 0 && !job->delay_first && status == ST_OK) usleep((useconds_t)delay_ms * 1000);
   job->written = status;
   snprintf(job->written_error, sizeof job->written_error, "%s",
            status == ST_OK ? "" : st_last_error());
@@ -230,7 +231,7 @@ done:
 st_status ckpt_save(gpt_model *model, const ckpt_manifest *run, const char *ckpt_dir, int keep,
                     char *saved, size_t saved_size) {
   ckpt_save_job *job = NULL; /* paths of 4 KiB each: not on the stack */
-  ST_CHECK(mem_alloc((void **)&job, sizeof *job, MEM_HOST, MEM_WORKSPACE, NULL));
+  ST_CHECK(job_agree(mem_alloc((void **)&job, sizeof *job, MEM_HOST, MEM_WORKSPACE, NULL)));
   st_status status = ckpt_save_begin(job, model, run, ckpt_dir, keep);
   uint64_t total = 0;
   if (status == ST_OK) {

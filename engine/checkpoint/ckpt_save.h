@@ -28,9 +28,11 @@ typedef struct ckpt_save_job {
   char dir[CKPT_PATH_BYTES], temp[CKPT_PATH_BYTES], final[CKPT_PATH_BYTES];
   char path[CKPT_PATH_BYTES + 64]; /* this rank's file */
   int keep;
-  int report;               /* log the write's progress (begin: on rank 0) */
-  ckpt_file_record mine;    /* file -1: a replica's rank, which writes none */
-  st_status written;        /* the write's verdict */
+  int report;            /* log the write's progress (begin: on rank 0) */
+  int delay_first;       /* ST_CKPT_TEST_DELAY_MS before the write, not after: a background save's,
+                          * so that the steps after it run before it reads its snapshot */
+  ckpt_file_record mine; /* file -1: a replica's rank, which writes none */
+  st_status written;     /* the write's verdict */
   char written_error[1024]; /* and its st_last_error(), for the thread that commits */
   double start;             /* when the save began (seconds_now) */
 } ckpt_save_job;

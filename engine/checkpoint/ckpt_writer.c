@@ -17,13 +17,13 @@
 struct ckpt_writer {
   gpt_model *model;
   int background;
-  float *snapshot;    /* background: every unit's owned master, m and v (ckpt_save_write) */
+  float *snapshot;    /* background, on a writer rank: every unit's owned master, m and v */
   ckpt_save_job *job; /* the save in flight, or NULL */
   pthread_t thread;
   int threaded;       /* job's write runs in `thread` (else it ran inline) */
   atomic_int written; /* job's write has finished */
-  double snapshot_s;  /* what the save in flight held the steps up for its snapshot */
-  double held_s;      /* ... in all */
+  double begin_s;     /* what the save in flight held the steps up to begin, snapshot included */
+  double write_s;     /* how long this rank's write took */
   char saved[CKPT_PATH_BYTES];
 };
 
@@ -38,13 +38,15 @@ st_status ckpt_writer_create(ckpt_writer **out, gpt_model *model, int background
   ST_CHECK(mem_alloc_zeroed((void **)&w, sizeof *w, MEM_HOST, MEM_WORKSPACE, NULL));
   w->model = model;
   w->background = background;
-  /* Zeroed, so that its pages are in place before the first save needs them (on the CPU,
-   * faulting in a d12's 1.5 GB took that save 3 s; copying into them then takes 0.3 s). */
-  const st_status status =
-      background
-          ? mem_alloc_zeroed((void **)&w->snapshot, (size_t)snapshot_numel(model) * sizeof(float),
-                             MEM_PINNED, MEM_WORKSPACE, model->dev)
-          : ST_OK;
+  /* Only the first replica's ranks write files (checkpoint.h). The snapshot is zeroed, so that
+   * its pages are in place before the first save needs them (on the CPU, faulting in a d12's
+   * 1.5 GB took that save 3 s; copying into them then takes 0.3 s). */
+  st_mesh_coords c = {.r = 0};
+  st_status status = model->par.mesh ? st_mesh_get_coords(model->par.mesh, &c) : ST_OK;
+  if (status == ST_OK && background && c.r == 0) {
+    const size_t bytes = (size_t)snapshot_numel(model) * sizeof(float);
+    status = mem_alloc_zeroed((void **)&w->snapshot, bytes, MEM_PINNED, MEM_WORKSPACE, model->dev);
+  }
   if (status != ST_OK) {
     mem_free(w);
     return status;
@@ -57,7 +59,9 @@ const char *ckpt_writer_saved(const ckpt_writer *w) { return w->saved; }
 
 static void *write_in_background(void *arg) {
   ckpt_writer *w = arg;
+  const double start = ckpt_seconds_now();
   ckpt_save_write(w->job, w->model, w->snapshot);
+  w->write_s = ckpt_seconds_now() - start;
   atomic_store(&w->written, 1);
   return NULL;
 }
@@ -76,11 +80,12 @@ static void start_write(ckpt_writer *w) {
   if (!w->threaded) write_in_background(w);
 }
 
-/* Copies every unit's owned master, m and v into the snapshot, on the compute stream: the step
- * has ended (gpt_step_end), so no stream of the model still writes them. */
+/* Copies every unit's owned master, m and v into the snapshot (a writer rank's), on the compute
+ * stream: the step has ended (gpt_step_end), so no stream of the model still writes them. */
 static st_status take_snapshot(ckpt_writer *w) {
   gpt_model *m = w->model;
   float *at = w->snapshot;
+  if (!at) return ST_OK;
   for (int u = 0; u < m->n_units; u++) {
     const unit *un = &m->units[u];
     const float *own[CKPT_STATE_COUNT] = {un->master, un->adam_m, un->adam_v};
@@ -109,24 +114,21 @@ st_status ckpt_writer_poll(ckpt_writer *w, int wait, long long steps_done) {
   const double start = ckpt_seconds_now();
   if (w->threaded) pthread_join(w->thread, NULL);
   w->threaded = 0;
-  w->held_s += ckpt_seconds_now() - start;
   ckpt_save_job *job = w->job;
   uint64_t total = 0;
   const st_status status = ckpt_save_commit(job, &total);
-  if (status == ST_OK) {
-    snprintf(w->saved, sizeof w->saved, "%s", job->final);
-    int rank, size;
-    job_world(&rank, &size);
-    const double seconds = ckpt_seconds_now() - job->start;
-    if (rank == 0) {
-      st_log(ST_LOG_INFO,
-             "checkpoint %s: %.1f MB in %d file%s, written in the background in %.2f s "
-             "(%.1f MB/s), committed after step %lld; the steps waited %.2f s for it (%.2f s "
-             "for the snapshot)",
-             job->final, (double)total / 1e6, job->m.n_files, job->m.n_files == 1 ? "" : "s",
-             seconds, (double)total / 1e6 / (seconds > 0 ? seconds : 1e-9), steps_done, w->held_s,
-             w->snapshot_s);
-    }
+  const double held = w->begin_s + ckpt_seconds_now() - start;
+  int rank, size;
+  job_world(&rank, &size);
+  if (status == ST_OK) snprintf(w->saved, sizeof w->saved, "%s", job->final);
+  if (status == ST_OK && rank == 0) {
+    const double mb = (double)job->mine.bytes / 1e6;
+    st_log(ST_LOG_INFO,
+           "checkpoint %s: %.1f MB in %d file%s, written in the background (rank 0's %.1f MB in "
+           "%.2f s, %.1f MB/s), committed after step %lld; the steps waited %.2f s for it (%.2f "
+           "s to begin it with the snapshot)",
+           job->final, (double)total / 1e6, job->m.n_files, job->m.n_files == 1 ? "" : "s", mb,
+           w->write_s, mb / (w->write_s > 0 ? w->write_s : 1e-9), steps_done, held, w->begin_s);
   }
   drop_job(w);
   return status;
@@ -138,21 +140,21 @@ st_status ckpt_writer_save(ckpt_writer *w, const ckpt_manifest *run, const char 
   if (!w->background) {
     return ckpt_save(w->model, run, ckpt_dir, keep, w->saved, sizeof w->saved);
   }
-  ST_CHECK(mem_alloc((void **)&w->job, sizeof *w->job, MEM_HOST, MEM_WORKSPACE, NULL));
+  ST_CHECK(job_agree(mem_alloc((void **)&w->job, sizeof *w->job, MEM_HOST, MEM_WORKSPACE, NULL)));
   st_status status = ckpt_save_begin(w->job, w->model, run, ckpt_dir, keep);
   if (status != ST_OK) {
     drop_job(w);
     return status;
   }
   w->job->report = 0; /* the thread's lines would land among the steps' */
+  w->job->delay_first = 1;
   status = job_agree(take_snapshot(w));
   if (status != ST_OK) {
     ckpt_manifest_free(&w->job->m);
     drop_job(w);
     return status;
   }
-  w->snapshot_s = ckpt_seconds_now() - w->job->start;
-  w->held_s = w->snapshot_s;
+  w->begin_s = ckpt_seconds_now() - w->job->start;
   start_write(w);
   return ST_OK;
 }

@@ -1,15 +1,17 @@
 /* ckpt_writer.h - a training run's checkpoint saves (checkpoint.h), blocking or in the
  * background (--ckpt-async).
  *
- * In the background, a save holds the steps up only while each writer rank copies its owned
- * master, m and v into a host snapshot; a thread then writes and checksums the rank's file from
- * the snapshot (file I/O only, no MPI) while training goes on. The save is committed (manifest,
- * DONE, rename into place, --keep's deletions) at the first step boundary where every rank's
- * file is written, which the ranks agree on with one small all-reduce per step while a save is
- * in flight; the next save and the end of the run first wait for it. Until committed, a
- * checkpoint is a .step_<N>.tmp directory that --resume never reads, so a crash in between
- * leaves the earlier checkpoints as they were. The snapshot (host memory, pinned on a GPU;
- * the planner counts it in the workspace) is taken at the first save and kept for the run. */
+ * In the background, a save holds the steps up while it begins (the temporary directory) and
+ * each writer rank (of the first replica) copies its owned master, m and v into a host
+ * snapshot; a thread then writes and checksums the rank's file from the snapshot (file I/O
+ * only, no MPI) while training goes on. The save is committed (manifest, DONE, rename into
+ * place, --keep's deletions: rank 0's file system work, which the steps wait for) at the first
+ * step boundary where every rank's file is written, which the ranks agree on with one small
+ * all-reduce per step while a save is in flight; the next save and the end of the run first
+ * wait for it. Until committed, a checkpoint is a .step_<N>.tmp directory that --resume never
+ * reads, so a crash, or a failed step, in between leaves it there and the earlier checkpoints
+ * as they were. The snapshot (host memory, pinned on a GPU; the planner counts it in the
+ * workspace) is allocated with the writer and kept for the run. */
 #ifndef ST_ENGINE_CHECKPOINT_CKPT_WRITER_H
 #define ST_ENGINE_CHECKPOINT_CKPT_WRITER_H
 
@@ -20,7 +22,8 @@
 
 typedef struct ckpt_writer ckpt_writer;
 
-/* A writer of `model`'s checkpoints; background 0 saves blocking (ckpt_save). */
+/* A writer of `model`'s checkpoints; background 0 saves blocking (ckpt_save). In the background,
+ * a writer rank's snapshot is allocated here: create it before the steps whose memory counts. */
 st_status ckpt_writer_create(ckpt_writer **out, gpt_model *model, int background);
 
 /* Collective. Saves the run at run->step, as ckpt_save does, once the save in flight, if any,

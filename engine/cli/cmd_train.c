@@ -411,10 +411,13 @@ static st_status train(train_run *r) {
   }
   stop_request_install();
   status = train_steps(r, end);
+  /* A save still in the background is committed before the export and the summaries, and
+   * while a stop signal is still caught: a scheduler's SIGTERM must not end its write. */
+  if (status == ST_OK && r->ckpt) {
+    status = ckpt_writer_poll(r->ckpt, 1, r->stopped_by ? r->stopped_after : end);
+  }
   stop_request_restore();
   ST_CHECK(status);
-  /* A save still in the background is committed before the export and the summaries. */
-  if (r->ckpt) ST_CHECK(ckpt_writer_poll(r->ckpt, 1, r->stopped_by ? r->stopped_after : end));
   /* The peak the summary prints includes the save after the last step, which no step's record
    * saw (the planner counts it); not the export, which it does not. */
   mem_stats mem;

@@ -20,8 +20,8 @@
  *     of a step (the attention backward's scratch: kernel_kind_attention_scratch_bytes) or,
  *     when the run checkpoints, between steps, of a save (its host staging:
  *     PLAN_CKPT_STAGING_BYTES), whichever is larger; saving in the background, instead of that
- *     staging, the host snapshot of the owned master, m and v, kept from the first save on
- *     (engine/checkpoint/ckpt_writer.h);
+ *     staging, the host snapshot of the owned master, m and v, allocated at start-up on the
+ *     first replica's ranks, which write the files (engine/checkpoint/ckpt_writer.h);
  *   comm: collective staging buffers (none on the CPU);
  *   optimizer_host: with the optimizer offloaded, the master, m and v instead of `optimizer`,
  *     plus, where the device has its own memory, the pinned staging of the largest unit's

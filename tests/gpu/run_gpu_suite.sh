@@ -8,7 +8,9 @@
 #                the CPU backend; ops_vocab_test walks the whole vocabulary), the cast, the
 #                offloaded optimizer and the device's streams, events and memory query
 #   train        tests/gpu/train_gpu_test.sh: tiny fp32 GPU vs CPU per step, bf16/fp16 and bf16
-#                params with fp32 gradients vs fp32
+#                params with fp32 gradients vs fp32; then tests/train/checkpoint_async_test.sh
+#                with its training runs on the GPU (4 ranks share it through nccl-hostid):
+#                background saves, from a pinned snapshot, equal to blocking ones byte for byte
 #   streams      the collectives on device buffers and a unit's stream-ordered gather, publish
 #                and reduction (duplicate NCCL communicators, events between streams) on 1 and 2
 #                ranks sharing the GPU through nccl-hostid; then an NCCL set-up that one rank
@@ -80,7 +82,13 @@ section_ops() {
 }
 
 section_train() {
-  bash "$here/tests/gpu/train_gpu_test.sh" "$st" "$here/tools/prepare_bytes.py" "$mpirun_sh"
+  local fail=0
+  bash "$here/tests/gpu/train_gpu_test.sh" "$st" "$here/tools/prepare_bytes.py" "$mpirun_sh" ||
+    fail=1
+  TRAIN_RUN_FLAGS="--device cuda" TRAIN_RUN_WRAPPER="$bin/nccl-hostid" \
+    bash "$here/tests/train/checkpoint_async_test.sh" "$st" "$here/tools/prepare_bytes.py" \
+    "$mpirun_sh" || fail=1
+  return $fail
 }
 
 # An NCCL set-up that rank 1 cannot join must end the job, not hang it (see the top).

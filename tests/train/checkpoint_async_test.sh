@@ -4,14 +4,18 @@
 #   - on 1 rank and on 4 (2 replicas x tp 2, ZeRO-1, whose replicas write nothing), with
 #     --ckpt-every 3 and --keep 2: the checkpoint directory, the metrics and the export equal
 #     those of the same run saving blocking;
-#   - with each write held back 1.5 s (ST_CKPT_TEST_DELAY_MS), step_5 is committed only after
-#     later steps ran (its line says after which), step_10 after the last, and rank 0's step
-#     lines of steps 6-10 exist; a run resumed from that step_5 ends with the export of the run
-#     that never stopped;
+#   - with each write held back 1.5 s before it starts (ST_CKPT_TEST_DELAY_MS), step_5 is
+#     committed after step 8 or later (a save committed at the first step boundary after it
+#     would say step 6), step_10 after the last, and rank 0's step lines of steps 6-10 exist;
+#     the snapshot is what was written: a run resumed from that step_5 ends with the export of
+#     the run that never stopped;
 #   - SIGUSR1 while a write is in flight: the run stops after the step, commits the save in
 #     flight and the stop's own (both complete), exits 138 and says where to go on from;
-#   - a save that cannot be committed (its .step_2.tmp removed while it is in flight): every
-#     rank exits non-zero within the time limit with one error line naming the directory.
+#   - SIGUSR1 while the last step's save is in flight: caught, not fatal: the run finishes
+#     (exit 0) with that checkpoint complete;
+#   - a write that fails in the background (its .step_2.tmp removed before the files are
+#     written): every rank exits non-zero within the time limit with one error line naming the
+#     directory, and no step_2 appears.
 set -uo pipefail
 shardtrain=$1
 prepare=$2
@@ -49,7 +53,7 @@ ST_CKPT_TEST_DELAY_MS=1500 run slow 1 --ckpt-every 5 --ckpt-dir "$work/slow" --c
 after=$(sed -nE 's|.*checkpoint .*/slow/step_5: .* committed after step ([0-9]+);.*|\1|p' \
   "$work/slow.log")
 check "slow: step_5 was committed after later steps ran (after step '$after')" \
-  test "${after:-0}" -gt 5
+  test "${after:-0}" -ge 8
 check "slow: step_10 was committed after the last step" \
   grep -qE "checkpoint .*/slow/step_10: .* committed after step 10;" "$work/slow.log"
 check "slow: the step lines of steps 6-10" \
@@ -65,7 +69,7 @@ ST_CKPT_TEST_DELAY_MS=2000 timeout 60 "$mpirun_sh" 2 "$shardtrain" "${common[@]}
   --ckpt-every 2 --ckpt-dir "$work/usr1" > "$work/usr1.log" 2>&1 &
 job=$!
 for _ in $(seq 600); do
-  compgen -G "$work/usr1/.step_2.tmp/rank_00001.safetensors" > /dev/null && break
+  [ -d "$work/usr1/.step_2.tmp" ] && break
   sleep 0.1
 done
 kill -USR1 "$(pgrep -f -- "^mpirun .*--ckpt-dir $work/usr1")"
@@ -78,16 +82,32 @@ check "... after step '$stopped', at or past step 2" test "${stopped:-0}" -ge 2
 check "... step_2 and the stop's step_$stopped complete" \
   test -e "$work/usr1/step_2/DONE" -a -e "$work/usr1/step_$stopped/DONE"
 
-# A save whose temporary directory vanishes while it is in flight cannot be committed.
+# SIGUSR1 while the save after the last step is written: the run ends as it would have.
+ST_CKPT_TEST_DELAY_MS=2000 timeout 60 "$mpirun_sh" 2 "$shardtrain" "${common[@]}" \
+  --steps 3 --dp-shard 2 --zero 3 --micro-batch 4 --ckpt-async --ckpt-dir "$work/last" \
+  > "$work/last.log" 2>&1 &
+job=$!
+for _ in $(seq 600); do
+  [ -d "$work/last/.step_3.tmp" ] && break
+  sleep 0.1
+done
+kill -USR1 "$(pgrep -f -- "^mpirun .*--ckpt-dir $work/last")"
+wait "$job"
+rc=$?
+check "SIGUSR1 during the last save's write: exit 0 (got $rc)" test "$rc" -eq 0
+check "... and step_3 complete" test -e "$work/last/step_3/DONE"
+
+# A write that fails in the background: its directory is gone before the files are written.
 ST_CKPT_TEST_DELAY_MS=3000 timeout 60 "$mpirun_sh" 2 "$shardtrain" "${common[@]}" \
   --dp-shard 2 --zero 3 --micro-batch 4 --ckpt-async --ckpt-every 2 --ckpt-dir "$work/gone" \
   > "$work/gone.log" 2>&1 &
 job=$!
 for _ in $(seq 600); do
-  compgen -G "$work/gone/.step_2.tmp/rank_00001.safetensors" > /dev/null && break
+  [ -d "$work/gone/.step_2.tmp" ] && break
   sleep 0.1
 done
-rm -rf "$work/gone/.step_2.tmp"
+check "the background save's directory could be removed while its write waited" \
+  rmdir "$work/gone/.step_2.tmp"
 wait "$job"
 rc=$?
 check "a save that cannot be committed: a non-zero exit other than the time limit's (got $rc)" \

@@ -8,15 +8,16 @@
  * gradient norms bit for bit at every step, the same master weights and Adam moments at the end,
  * the same exported file, checkpoint manifest (every file's SHA-256) and (tp 1) generation
  * logits, a resume from the checkpoint that repeats the last steps bit for bit, and that the lazy
- * run really deferred copies. The lazy runs of even k (latest, random seed 2) save in the
- * background (ckpt_writer.h): the steps after the save go on while its files are written (each
- * write held back 50 ms, so the steps' polls find it unfinished), and the files must still hold the
- * states of the step saved. The cases cover what the GPU path does that the CPU device's does not:
- * token uploads and scalar read-backs through stream copies, ZeRO stages 0-3 with prefetch and
- * without resharding, bf16 and fp16 parameters with their compute copies and fp32 gradients, a
- * dynamic loss scale with a skipped step, the offloaded optimizer's staged chunk pipeline (copies
- * down, host AdamW, copies up; at stages 0-3 and tp 2, through partial chunks and a unit shorter
- * than one), activation recompute, gradient accumulation, tp 2 and replicas (hybrid sharding). */
+ * run really deferred copies. Two of the lazy runs (the latest policy's, random seed 2's) save
+ * in the background (ckpt_writer.h): the steps after the save go on while its files are written
+ * (each write held back 50 ms before it starts, so the steps after the save have changed the states
+ * before it reads its snapshot), and the files must still hold the states of the step saved. The
+ * cases cover what the GPU path does that the CPU device's does not: token uploads and scalar
+ * read-backs through stream copies, ZeRO stages 0-3 with prefetch and without resharding, bf16 and
+ * fp16 parameters with their compute copies and fp32 gradients, a dynamic loss scale with a skipped
+ * step, the offloaded optimizer's staged chunk pipeline (copies down, host AdamW, copies up; at
+ * stages 0-3 and tp 2, through partial chunks and a unit shorter than one), activation recompute,
+ * gradient accumulation, tp 2 and replicas (hybrid sharding). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
