@@ -31,8 +31,8 @@ typedef enum st_status {
   ST_ERR_NCCL = 8,        /* NCCL failed */
   ST_ERR_MPI = 9,         /* MPI failed */
   ST_ERR_TIMEOUT = 10,    /* reserved, never returned: a collective past comm_timeout_s reports
-                          * which one and ends the whole job (exit code 3), since its peers
-                          * cannot be recovered (docs/API.md) */
+                           * which one and ends the whole job (exit code 3), since its peers
+                           * cannot be recovered (docs/API.md) */
   ST_ERR_INTERNAL = 11    /* a broken invariant: a bug in shardtrain */
 } st_status;
 
@@ -259,6 +259,40 @@ typedef struct st_adamw_config {
  * ST_ERR_INVALID_ARG. */
 st_status st_unit_adamw_step(st_unit *unit, const st_adamw_config *config, int step, float lr,
                              float grad_scale);
+
+/* Checkpointing a unit. Its optimizer state, the fp32 master weights and Adam's moments, is
+ * kept by the ranks that own it: of each parameter, a contiguous part of the rank's tp slice
+ * per rank of the shard group (the whole slice at stage 0). A program saves every rank's owned
+ * parts (st_unit_read_state) in files of its own, with the step count it passes to
+ * st_unit_adamw_step; to resume on the same mesh, stage and parameters, it writes them back
+ * (st_unit_write_state on each parameter), then publishes them (st_unit_publish_state), and
+ * the training that follows is bit-identical to one that never stopped. */
+typedef enum st_optimizer_state {
+  ST_STATE_MASTER = 0, /* the fp32 master weights */
+  ST_STATE_ADAM_M = 1, /* Adam's first moment */
+  ST_STATE_ADAM_V = 2  /* Adam's second moment */
+} st_optimizer_state;
+
+/* The part of parameter `index`'s tp slice (row-major) whose optimizer state this rank owns:
+ * elements [*first, *first + *count); *count 0 where it owns none of it. */
+st_status st_unit_owned_range(const st_unit *unit, int index, int64_t *first, int64_t *count);
+
+/* Copies state `state` of this rank's owned part of parameter `index` (*count floats of
+ * st_unit_owned_range) into host memory `out` (NULL allowed when *count is 0). Needs the
+ * optimizer state ready, as st_unit_adamw_step does. No communication. */
+st_status st_unit_read_state(st_unit *unit, int index, st_optimizer_state state, float *out);
+
+/* Sets this rank's owned part of parameter `index` from host memory: its master weights and
+ * Adam's m and v, *count floats each (NULL allowed when *count is 0). Needs the unit released.
+ * Until st_unit_publish_state, no AdamW step is taken. No communication. */
+st_status st_unit_write_state(st_unit *unit, int index, const float *master, const float *adam_m,
+                              const float *adam_v);
+
+/* After st_unit_write_state: every rank's parameters become the masters rounded to the param
+ * dtype (all-gathered where the stage keeps full parameters), and the unit takes AdamW steps
+ * again. Collective over the shard group: every rank of it calls it, with its own parts
+ * written. */
+st_status st_unit_publish_state(st_unit *unit);
 
 #ifdef __cplusplus
 }

@@ -55,15 +55,23 @@ st_status unit_handle_check(const st_unit *h, const char *caller, unsigned needs
   if ((needs & UNIT_NEEDS_REDUCED) && h->grads != UNIT_GRADS_REDUCED) {
     return refuse(h, caller, "has no reduced gradients; call st_unit_reduce_grads first");
   }
-  if ((needs & UNIT_NEEDS_OPTIMIZER) && !h->optimizer_ready) {
+  if ((needs & UNIT_NEEDS_OPTIMIZER) && h->optimizer == UNIT_OPTIMIZER_STALE) {
     return refuse(h, caller,
                   "has parameters set after its optimizer state; call st_unit_optimizer_reset "
                   "first");
   }
+  if ((needs & UNIT_NEEDS_OPTIMIZER) && h->optimizer == UNIT_OPTIMIZER_RESTORING) {
+    return refuse(h, caller,
+                  "has optimizer state written but not published; call st_unit_publish_state "
+                  "first");
+  }
+  if ((needs & UNIT_NEEDS_RESTORING) && h->optimizer != UNIT_OPTIMIZER_RESTORING) {
+    return refuse(h, caller, "has no optimizer state written; call st_unit_write_state first");
+  }
   return ST_OK;
 }
 
-static st_status check_index(const st_unit *h, const char *caller, int index) {
+st_status unit_handle_check_index(const st_unit *h, const char *caller, int index) {
   if (index < 0 || index >= h->u.layout.count) {
     return st_error(ST_ERR_INVALID_ARG, "%s: unit '%s' has %d parameters; there is no index %d",
                     caller, h->u.name, h->u.layout.count, index);
@@ -71,7 +79,7 @@ static st_status check_index(const st_unit *h, const char *caller, int index) {
   return ST_OK;
 }
 
-static st_status check_pointer(const void *p, const char *caller, const char *what) {
+st_status unit_handle_check_pointer(const void *p, const char *caller, const char *what) {
   if (!p) return st_error(ST_ERR_INVALID_ARG, "%s: %s is NULL", caller, what);
   return ST_OK;
 }
@@ -110,9 +118,9 @@ static const buffer_access grads = {UNIT_NEEDS_FINALIZED | UNIT_NEEDS_BACKWARD, 
  * kernels compute in, or its fp32 compute copy. */
 static st_status describe_data(const st_unit *h, const char *caller, int index, void **data,
                                st_dtype *dtype, st_tensor (*describe)(const unit *, int)) {
-  ST_CHECK(check_index(h, caller, index));
-  ST_CHECK(check_pointer(data, caller, "data"));
-  ST_CHECK(check_pointer(dtype, caller, "dtype"));
+  ST_CHECK(unit_handle_check_index(h, caller, index));
+  ST_CHECK(unit_handle_check_pointer(data, caller, "data"));
+  ST_CHECK(unit_handle_check_pointer(dtype, caller, "dtype"));
   const st_tensor t = describe(&h->u, index);
   if (t.ndim == 0) { /* the descriptor could not be made (unit.c's view); st_last_error says why */
     return st_error(ST_ERR_INTERNAL, "%s: unit '%s': %s", caller, h->u.name, st_last_error());
@@ -135,7 +143,7 @@ static st_status typed_data(const st_unit *h, const char *caller, const buffer_a
 static st_status fp32_data(const st_unit *h, const char *caller, const buffer_access *buffer,
                            int index, float **data) {
   ST_CHECK(unit_handle_check(h, caller, buffer->needs));
-  ST_CHECK(check_pointer(data, caller, "data"));
+  ST_CHECK(unit_handle_check_pointer(data, caller, "data"));
   void *typed = NULL;
   st_dtype dtype = ST_FP32;
   ST_CHECK(describe_data(h, caller, index, &typed, &dtype, buffer->describe));
@@ -151,9 +159,9 @@ static st_status fp32_data(const st_unit *h, const char *caller, const buffer_ac
 
 st_status st_unit_create(st_unit **out, const st_mesh *mesh, const char *name,
                          const st_unit_config *config) {
-  ST_CHECK(check_pointer(out, __func__, "out"));
+  ST_CHECK(unit_handle_check_pointer(out, __func__, "out"));
   *out = NULL;
-  ST_CHECK(check_pointer(name, __func__, "name"));
+  ST_CHECK(unit_handle_check_pointer(name, __func__, "name"));
   if (strlen(name) > ST_UNIT_NAME_MAX) {
     return st_error(ST_ERR_INVALID_ARG,
                     "%s: name '%.20s...' has %zu characters, more than the limit of %d "
@@ -196,8 +204,8 @@ void st_unit_destroy(st_unit *unit) {
 st_status st_unit_add_param(st_unit *unit, const char *name, int ndim, const int64_t *shape,
                             st_tp_split split, int *index) {
   ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_DECLARING));
-  ST_CHECK(check_pointer(name, __func__, "name"));
-  ST_CHECK(check_pointer(shape, __func__, "shape"));
+  ST_CHECK(unit_handle_check_pointer(name, __func__, "name"));
+  ST_CHECK(unit_handle_check_pointer(shape, __func__, "shape"));
   /* unit_layout_add refuses a split that is none of the three. */
   return unit_declare(&unit->u, name, ndim, shape, (tp_split)split, 1, index);
 }
@@ -214,19 +222,19 @@ st_status st_unit_finalize(st_unit *unit) {
 
 st_status st_unit_param_numel(const st_unit *unit, int index, int64_t *numel) {
   ST_CHECK(unit_handle_check(unit, __func__, 0));
-  ST_CHECK(check_index(unit, __func__, index));
-  ST_CHECK(check_pointer(numel, __func__, "numel"));
+  ST_CHECK(unit_handle_check_index(unit, __func__, index));
+  ST_CHECK(unit_handle_check_pointer(numel, __func__, "numel"));
   *numel = unit->u.layout.params[index].numel;
   return ST_OK;
 }
 
 st_status st_unit_set_param(st_unit *unit, int index, const float *values) {
   ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED));
-  ST_CHECK(check_index(unit, __func__, index));
-  ST_CHECK(check_pointer(values, __func__, "values"));
+  ST_CHECK(unit_handle_check_index(unit, __func__, index));
+  ST_CHECK(unit_handle_check_pointer(values, __func__, "values"));
   const unit_param *p = &unit->u.layout.params[index];
   ST_CHECK(unit_set_params(&unit->u, p->offset, values, p->numel));
-  unit->optimizer_ready = 0;
+  unit->optimizer = UNIT_OPTIMIZER_STALE;
   return ST_OK;
 }
 
@@ -289,6 +297,6 @@ st_status st_unit_reduce_grads(st_unit *unit) {
 st_status st_unit_optimizer_reset(st_unit *unit) {
   ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED));
   ST_CHECK(unit_optimizer_reset(&unit->u));
-  unit->optimizer_ready = 1;
+  unit->optimizer = UNIT_OPTIMIZER_READY;
   return ST_OK;
 }

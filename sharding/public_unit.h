@@ -16,6 +16,12 @@ typedef enum unit_phase {
   UNIT_BROKEN = 2     /* st_unit_finalize failed and freed the unit: only destroy remains */
 } unit_phase;
 
+typedef enum unit_optimizer_phase {
+  UNIT_OPTIMIZER_STALE = 0,    /* parameters set after the optimizer state (or never reset) */
+  UNIT_OPTIMIZER_READY = 1,    /* st_unit_optimizer_reset or st_unit_publish_state since */
+  UNIT_OPTIMIZER_RESTORING = 2 /* st_unit_write_state since, not yet published */
+} unit_optimizer_phase;
+
 typedef enum unit_grad_state {
   UNIT_GRADS_ZERO = 0,     /* after finalize or st_unit_zero_grads */
   UNIT_GRADS_BACKWARD = 1, /* between st_unit_begin_backward and st_unit_reduce_grads */
@@ -29,8 +35,8 @@ struct st_unit {
   unit_phase phase;
   int gathered; /* between st_unit_gather and st_unit_release, at every stage */
   unit_grad_state grads;
-  int optimizer_ready; /* master weights reset since the parameters were last set */
-  int on_mesh;         /* counted in mesh_live_handles (it holds MPI objects) */
+  unit_optimizer_phase optimizer;
+  int on_mesh; /* counted in mesh_live_handles (it holds MPI objects) */
 };
 
 /* What a call needs of the handle (bits of `needs` in unit_handle_check). */
@@ -42,11 +48,17 @@ enum {
   UNIT_NEEDS_BACKWARD = 1 << 4,    /* gradients being accumulated */
   UNIT_NEEDS_NOT_REDUCED = 1 << 5, /* no reduce since the last st_unit_zero_grads */
   UNIT_NEEDS_REDUCED = 1 << 6,
-  UNIT_NEEDS_OPTIMIZER = 1 << 7 /* st_unit_optimizer_reset since the last st_unit_set_param */
+  UNIT_NEEDS_OPTIMIZER = 1 << 7, /* the optimizer state ready (UNIT_OPTIMIZER_READY) */
+  UNIT_NEEDS_RESTORING = 1 << 8  /* optimizer state written, to publish */
 };
 
 /* ST_OK when `handle` is not NULL and its state meets every bit of `needs`; otherwise
  * ST_ERR_INVALID_ARG with a message that names `caller`, the unit and the call missing. */
 st_status unit_handle_check(const st_unit *handle, const char *caller, unsigned needs);
+
+/* ST_OK when `index` names one of the handle's parameters / `p` is not NULL; otherwise
+ * ST_ERR_INVALID_ARG naming `caller` and the parameter count / `what`. */
+st_status unit_handle_check_index(const st_unit *handle, const char *caller, int index);
+st_status unit_handle_check_pointer(const void *p, const char *caller, const char *what);
 
 #endif /* ST_SHARDING_PUBLIC_UNIT_H */

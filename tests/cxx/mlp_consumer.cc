@@ -8,7 +8,11 @@
 // data-parallel rank on its slice of the same global batch. What it proves, on every rank: the
 // sharded losses and gradient norms of 20 AdamW steps, and the final parameters (in the L2
 // norm), match the rank's own single-rank run to 1e-5 relative; with bf16 parameters and gradients
-// (stage 3), to 2e-2; the loss falls; nothing is left allocated.
+// (stage 3), to 2e-2; the loss falls; nothing is left allocated. And each run, alone, sharded
+// and in bf16, is repeated with a checkpoint after step 10: every rank reads its units' owned
+// optimizer state (st_unit_read_state), new units with other initial values take it
+// (st_unit_write_state, st_unit_publish_state) and train on: the losses, norms and final
+// parameters equal the uninterrupted run's bit for bit.
 //
 // It is built by Bazel (tests/cxx/BUILD) and, against an installed libshardtrain, by CMake and
 // by a plain compiler command with pkg-config (tests/install), so it says here, not in a build
@@ -30,7 +34,7 @@
 namespace {
 
 constexpr int kBatch = 8, kIn = 16, kHidden = 32, kOut = 4;
-constexpr int kSteps = 20;
+constexpr int kSteps = 20, kCheckpointAfter = 10;
 constexpr float kLr = 0.02f;
 constexpr double kClip = 0.25;  // below the first steps' norms: clipping is exercised
 constexpr double kTolerance = 1e-5, kBf16Tolerance = 2e-2;
@@ -178,6 +182,32 @@ class Dense {
     return dx;
   }
 
+  // This rank's owned optimizer state: per parameter, the master weights, m and v.
+  using State = std::vector<std::vector<float>>;
+  State save() const {
+    State state;
+    for (int index : {w_, b_}) {
+      int64_t first = 0, count = 0;
+      MUST(st_unit_owned_range(unit(), index, &first, &count));
+      for (st_optimizer_state which : {ST_STATE_MASTER, ST_STATE_ADAM_M, ST_STATE_ADAM_V}) {
+        state.emplace_back(static_cast<size_t>(count));
+        MUST(st_unit_read_state(unit(), index, which, state.back().data()));
+      }
+    }
+    return state;
+  }
+
+  // Takes the state save() gave on this rank, in place of this unit's own.
+  void restore(const State &state) const {
+    int k = 0;
+    for (int index : {w_, b_}) {
+      MUST(st_unit_write_state(unit(), index, state[k].data(), state[k + 1].data(),
+                               state[k + 2].data()));
+      k += 3;
+    }
+    MUST(st_unit_publish_state(unit()));
+  }
+
   // The full parameters, weight then bias (gathered for the copy).
   std::vector<float> parameters() const {
     MUST(st_unit_gather(unit()));
@@ -214,20 +244,21 @@ struct History {
 };
 
 // Trains the MLP on rows [first, first + rows) of the global batch, its parameters and
-// gradients in `dtype`.
+// gradients in `dtype`. With `checkpoint_after` > 0, the units are saved after that step and
+// replaced by new ones, initialised otherwise, that take the saved state.
 History train(const st_mesh *mesh, int stage, st_dtype dtype, const Batch &batch, int first,
-              int rows) {
-  Dense fc1(mesh, stage, dtype, "fc1", kIn, kHidden, 1);
-  Dense fc2(mesh, stage, dtype, "fc2", kHidden, kOut, 2);
+              int rows, int checkpoint_after = 0) {
+  auto fc1 = std::make_unique<Dense>(mesh, stage, dtype, "fc1", kIn, kHidden, 1);
+  auto fc2 = std::make_unique<Dense>(mesh, stage, dtype, "fc2", kHidden, kOut, 2);
   const float *x = batch.x.data() + first * kIn, *target = batch.y.data() + first * kOut;
   st_adamw_config adamw = ST_ADAMW_CONFIG_INIT;
   History history;
   for (int step = 1; step <= kSteps; step++) {
-    MUST(st_unit_zero_grads(fc1.unit()));
-    MUST(st_unit_zero_grads(fc2.unit()));
-    std::vector<float> h = fc1.forward(x, rows);
+    MUST(st_unit_zero_grads(fc1->unit()));
+    MUST(st_unit_zero_grads(fc2->unit()));
+    std::vector<float> h = fc1->forward(x, rows);
     for (float &v : h) v = std::tanh(v);
-    std::vector<float> y = fc2.forward(h.data(), rows);
+    std::vector<float> y = fc2->forward(h.data(), rows);
 
     // Loss: the mean over every output of the global batch, so each rank's gradient is already
     // divided by the global count and the reduction's sum completes it.
@@ -241,25 +272,45 @@ History train(const st_mesh *mesh, int stage, st_dtype dtype, const Batch &batch
     }
     history.loss.push_back(sum_over_ranks(sq, mesh) / count);
 
-    std::vector<float> dh = fc2.backward(h.data(), dy.data(), rows, true);
+    std::vector<float> dh = fc2->backward(h.data(), dy.data(), rows, true);
     for (size_t k = 0; k < dh.size(); k++) dh[k] *= 1.0f - h[k] * h[k];
-    fc1.backward(x, dh.data(), rows, false);
+    fc1->backward(x, dh.data(), rows, false);
 
     double local = 0, part = 0;
-    MUST(st_unit_grad_sumsq(fc1.unit(), &part));
+    MUST(st_unit_grad_sumsq(fc1->unit(), &part));
     local += part;
-    MUST(st_unit_grad_sumsq(fc2.unit(), &part));
+    MUST(st_unit_grad_sumsq(fc2->unit(), &part));
     local += part;
     const double norm = std::sqrt(sum_over_ranks(local, mesh));
     history.grad_norm.push_back(norm);
     const float scale = static_cast<float>(std::min(1.0, kClip / (norm + 1e-6)));
-    MUST(st_unit_adamw_step(fc1.unit(), &adamw, step, kLr, scale));
-    MUST(st_unit_adamw_step(fc2.unit(), &adamw, step, kLr, scale));
+    MUST(st_unit_adamw_step(fc1->unit(), &adamw, step, kLr, scale));
+    MUST(st_unit_adamw_step(fc2->unit(), &adamw, step, kLr, scale));
+    if (step == checkpoint_after) {
+      const Dense::State s1 = fc1->save(), s2 = fc2->save();
+      fc1 = std::make_unique<Dense>(mesh, stage, dtype, "fc1", kIn, kHidden, 3);
+      fc2 = std::make_unique<Dense>(mesh, stage, dtype, "fc2", kHidden, kOut, 4);
+      fc1->restore(s1);
+      fc2->restore(s2);
+    }
   }
-  history.params = fc1.parameters();
-  std::vector<float> p2 = fc2.parameters();
+  history.params = fc1->parameters();
+  std::vector<float> p2 = fc2->parameters();
   history.params.insert(history.params.end(), p2.begin(), p2.end());
   return history;
+}
+
+// A run resumed from a checkpoint against the same run uninterrupted: equal bit for bit.
+void compare_resumed(const History &resumed, const History &whole, const char *what) {
+  if (resumed.loss == whole.loss && resumed.grad_norm == whole.grad_norm &&
+      resumed.params == whole.params) {
+    return;
+  }
+  std::fprintf(stderr,
+               "FAIL rank %d: %s resumed after step %d differs from the run that never "
+               "stopped\n",
+               world_rank, what, kCheckpointAfter);
+  failures++;
 }
 
 void compare(const History &sharded, const History &single, int stage, double tolerance) {
@@ -290,6 +341,8 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   const Batch batch = make_batch();
   const History single = train(nullptr, 0, ST_FP32, batch, 0, kBatch);
+  compare_resumed(train(nullptr, 0, ST_FP32, batch, 0, kBatch, kCheckpointAfter), single,
+                  "the single-rank run");
   if (!(single.loss.back() < 0.5 * single.loss.front())) {
     std::fprintf(stderr, "FAIL rank %d: the loss went from %g to %g\n", world_rank,
                  single.loss.front(), single.loss.back());
@@ -309,10 +362,18 @@ int main(int argc, char **argv) {
     failures++;
   } else {
     const int rows = kBatch / dp_size;
+    char what[64];
     for (int stage = 0; stage <= 3; stage++) {
-      compare(train(mesh, stage, ST_FP32, batch, dp_rank * rows, rows), single, stage, kTolerance);
+      const History sharded = train(mesh, stage, ST_FP32, batch, dp_rank * rows, rows);
+      compare(sharded, single, stage, kTolerance);
+      std::snprintf(what, sizeof what, "the stage %d run", stage);
+      compare_resumed(train(mesh, stage, ST_FP32, batch, dp_rank * rows, rows, kCheckpointAfter),
+                      sharded, what);
     }
-    compare(train(mesh, 3, ST_BF16, batch, dp_rank * rows, rows), single, 3, kBf16Tolerance);
+    const History bf16 = train(mesh, 3, ST_BF16, batch, dp_rank * rows, rows);
+    compare(bf16, single, 3, kBf16Tolerance);
+    compare_resumed(train(mesh, 3, ST_BF16, batch, dp_rank * rows, rows, kCheckpointAfter), bf16,
+                    "the stage 3 bf16 run");
   }
   st_mesh_destroy(mesh);
 
@@ -326,8 +387,10 @@ int main(int argc, char **argv) {
   long total = 0;
   MPI_Allreduce(&failures, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
   if (world_rank == 0) {
-    std::printf("mlp_consumer: %d ranks, %d steps at ZeRO stages 0-3, %ld failures\n", c.world_size,
-                kSteps, total);
+    std::printf(
+        "mlp_consumer: %d ranks, %d steps at ZeRO stages 0-3, each also resumed from a "
+        "checkpoint, %ld failures\n",
+        c.world_size, kSteps, total);
   }
   MUST(st_finalize());
   return total == 0 ? 0 : 1;

@@ -3,7 +3,9 @@
  * missing; a correct sequence gives the parameters, gradients, norm and AdamW step computed
  * here by hand, in fp32 and with bf16 parameters and gradients (rounded where the unit holds
  * them, the master exact); a dtype the CPU cannot train with is refused; an allocation
- * failure anywhere comes back as ST_ERR_OOM with nothing leaked.
+ * failure anywhere comes back as ST_ERR_OOM with nothing leaked; the optimizer state calls
+ * (checkpointing) refuse what is out of order and round-trip what they are given, the
+ * parameters taking the master as the unit holds it.
  * (The order is enforced identically at every stage, so one rank covers it; the sharded
  * results are tests/cxx/mlp_consumer's.) */
 #include <math.h>
@@ -57,6 +59,12 @@ static void test_null_handle(void) {
   CHECK_REFUSED(st_unit_optimizer_reset(NULL), "st_unit_optimizer_reset", "NULL");
   CHECK_REFUSED(st_unit_adamw_step(NULL, NULL, 1, 0.1f, 1.0f), "st_unit_adamw_step", "NULL");
   CHECK_REFUSED(st_memory_live_bytes(NULL), "st_memory_live_bytes", "NULL");
+  int64_t first = 0;
+  CHECK_REFUSED(st_unit_owned_range(NULL, 0, &first, &numel), "st_unit_owned_range", "NULL");
+  CHECK_REFUSED(st_unit_read_state(NULL, 0, ST_STATE_MASTER, &value), "st_unit_read_state", "NULL");
+  CHECK_REFUSED(st_unit_write_state(NULL, 0, &value, &value, &value), "st_unit_write_state",
+                "NULL");
+  CHECK_REFUSED(st_unit_publish_state(NULL), "st_unit_publish_state", "NULL");
   st_unit_destroy(NULL);
 }
 
@@ -300,6 +308,68 @@ static void test_correct_sequence(st_dtype dtype) {
   st_unit_destroy(u);
 }
 
+/* The optimizer state of a unit on one rank (it owns every element): refused out of order or
+ * with bad arguments; written values read back exactly, the parameters the master as the unit
+ * holds it (bf16: rounded), and AdamW steps only after the state is published. */
+static void test_optimizer_state(st_dtype dtype) {
+  st_unit_config config = ST_UNIT_CONFIG_INIT;
+  config.param_dtype = config.reduce_dtype = dtype;
+  st_unit *u = declared_unit(&config);
+  int64_t first = -1, count = -1;
+  float out[6] = {0};
+  CHECK_REFUSED(st_unit_owned_range(u, 0, &first, &count), "'layer'", "st_unit_finalize first");
+  CHECK_OK(st_unit_finalize(u));
+  CHECK_OK(st_unit_owned_range(u, 0, &first, &count));
+  CHECK(first == 0 && count == 6);
+  CHECK_REFUSED(st_unit_owned_range(u, 2, &first, &count), "st_unit_owned_range", "no index 2");
+  CHECK_REFUSED(st_unit_owned_range(u, 0, NULL, &count), "st_unit_owned_range", "first is NULL");
+  CHECK_REFUSED(st_unit_read_state(u, 0, ST_STATE_MASTER, out), "st_unit_read_state",
+                "st_unit_optimizer_reset first");
+  CHECK_REFUSED(st_unit_publish_state(u), "st_unit_publish_state", "st_unit_write_state first");
+  CHECK_OK(st_unit_optimizer_reset(u));
+  CHECK_REFUSED(st_unit_read_state(u, 0, (st_optimizer_state)3, out), "st_unit_read_state",
+                "state 3 is not");
+  CHECK_REFUSED(st_unit_read_state(u, 0, ST_STATE_MASTER, NULL), "st_unit_read_state",
+                "out is NULL");
+
+  const float master[6] = {1.003f, -2.5f, 3.25f, 0.1f, -0.7f, 5e-3f};
+  const float m[6] = {0.01f, 0.02f, 0.03f, 0.04f, 0.05f, 0.06f}, v[6] = {1, 2, 3, 4, 5, 6};
+  const float bias[3] = {0.5f, 0.25f, -1.1f}, zero[3] = {0, 0, 0};
+  CHECK_OK(st_unit_gather(u));
+  CHECK_REFUSED(st_unit_write_state(u, 0, master, m, v), "st_unit_write_state",
+                "st_unit_release first");
+  CHECK_OK(st_unit_release(u));
+  CHECK_REFUSED(st_unit_write_state(u, 0, master, NULL, v), "st_unit_write_state",
+                "adam_m is NULL");
+  CHECK_OK(st_unit_write_state(u, 0, master, m, v));
+  CHECK_OK(st_unit_write_state(u, 1, bias, zero, zero));
+  CHECK_OK(st_unit_zero_grads(u));
+  CHECK_OK(st_unit_begin_backward(u));
+  CHECK_OK(st_unit_reduce_grads(u));
+  CHECK_REFUSED(st_unit_adamw_step(u, NULL, 1, 0.1f, 1.0f), "st_unit_adamw_step",
+                "st_unit_publish_state first");
+  CHECK_REFUSED(st_unit_read_state(u, 0, ST_STATE_MASTER, out), "st_unit_read_state",
+                "st_unit_publish_state first");
+  CHECK_OK(st_unit_publish_state(u));
+
+  const float *want[3] = {master, m, v};
+  for (int st = 0; st < 3; st++) {
+    CHECK_OK(st_unit_read_state(u, 0, (st_optimizer_state)st, out));
+    CHECK_MSG(memcmp(out, want[st], sizeof out) == 0, "%s: state %d read back as written",
+              dtype_name(dtype), st);
+  }
+  float *w = NULL;
+  CHECK_OK(st_unit_gather(u));
+  CHECK_OK(st_unit_param_data(u, 0, &w));
+  for (int i = 0; w && i < 6; i++) {
+    CHECK_MSG(w[i] == (float)held(dtype, master[i]), "%s: weight %d is %.9g, master %.9g",
+              dtype_name(dtype), i, w[i], master[i]);
+  }
+  CHECK_OK(st_unit_release(u));
+  CHECK_OK(st_unit_adamw_step(u, NULL, 1, 0.1f, 1.0f));
+  st_unit_destroy(u);
+}
+
 /* Fails the n-th allocation of a whole unit life, for every n until one succeeds. */
 static void test_allocation_failures(void) {
   uint64_t before = 0, after = 0;
@@ -334,6 +404,8 @@ int main(void) {
   test_size_overflow();
   test_correct_sequence(ST_FP32);
   test_correct_sequence(ST_BF16);
+  test_optimizer_state(ST_FP32);
+  test_optimizer_state(ST_BF16);
   test_allocation_failures();
   uint64_t live = 1;
   CHECK_OK(st_memory_live_bytes(&live));
