@@ -31,9 +31,10 @@ common=(--model tiny --data-train 'data/fortunes/bytes_train_*.bin'
         --warmup 20 --min-lr 3e-4 --eval-every 100 --ckpt-dir "$out/ckpt" --ckpt-every 100
         --log-every 25)
 
-echo "== training the tiny GPT: 4 ranks, tp 2 x dp-shard 2, ZeRO-3, bf16; this run stops at step 300"
+echo "== training the tiny GPT: 4 ranks, tp 2 x dp-shard 2, ZeRO-3, bf16, checkpoints written in"
+echo "   the background; this run stops at step 300"
 "${mpirun[@]}" -np 4 "$st" train "${common[@]}" --tp 2 --dp-shard 2 --zero 3 \
-  --param-dtype bf16 --reduce-dtype bf16 --stop-at 300 --metrics "$out/first.jsonl" "$@"
+  --param-dtype bf16 --reduce-dtype bf16 --stop-at 300 --ckpt-async --metrics "$out/first.jsonl" "$@"
 
 echo "== resuming step 300 on 2 ranks: dp-shard 2, ZeRO-2, bf16 (the checkpoint reshards on load)"
 "${mpirun[@]}" -np 2 "$st" train "${common[@]}" --dp-shard 2 --zero 2 \

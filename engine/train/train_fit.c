@@ -85,6 +85,27 @@ st_status train_fit_plan_input(const train_options *o, const gpt_config *cfg, co
   return train_options_offload(o, &in->offload_optimizer);
 }
 
+/* With --ckpt-async refused: "; or saving blocking, ..." when the run fits without the
+ * background saves' snapshot, else "". */
+static st_status blocking_alternative(const plan_input *in, uint64_t limit, char *out,
+                                      size_t size) {
+  out[0] = '\0';
+  if (!in->checkpoints_async) return ST_OK;
+  plan_input blocking = *in;
+  blocking.checkpoints_async = 0;
+  memory_plan plan;
+  ST_CHECK(plan_memory(&blocking, &plan));
+  const uint64_t need = fit_need(&blocking, &plan);
+  if (need > limit) return ST_OK;
+  char need_text[32];
+  fit_format_bytes(need, need_text, sizeof need_text);
+  snprintf(out, size,
+           "; or saving blocking, without --ckpt-async and its snapshot of the optimizer state "
+           "(predicted %s)",
+           need_text);
+  return ST_OK;
+}
+
 st_status train_fit_check(const train_options *o, const gpt_config *cfg, const st_mesh *mesh) {
   if (o->no_fit_check) return ST_OK;
   const st_device *dev = mesh_device(mesh);
@@ -123,14 +144,15 @@ st_status train_fit_check(const train_options *o, const gpt_config *cfg, const s
                              device_check_param_dtype(dev, ST_BF16) == ST_OK};
   fit_suggestion s;
   ST_CHECK(fit_suggest(&in, limit, &bounds, &s));
-  char change[320];
+  char change[320], blocking[160];
   fit_describe(&in, &s, &bounds, change, sizeof change);
+  ST_CHECK(blocking_alternative(&in, limit, blocking, sizeof blocking));
   fit_format_bytes(plan.model_states, states, sizeof states);
   fit_format_bytes(plan.bytes[MEM_ACTIVATIONS], acts, sizeof acts);
   return st_error(ST_ERR_UNSUPPORTED,
                   "does not fit: predicted %s per rank (model states %s, activations %s) > "
                   "limit %s (%s shared by %d rank%s on this node); cheapest change that fits: "
-                  "%s; --no-fit-check starts anyway",
+                  "%s%s; --no-fit-check starts anyway",
                   need_text, states, acts, limit_text, source, sharers, sharers == 1 ? "" : "s",
-                  change);
+                  change, blocking);
 }

@@ -14,6 +14,9 @@
 #     (the GELU recompute already on), recomputing whole blocks (at micro-batch 1, which cannot
 #     shrink); a higher ZeRO stage on 2 ranks (whose limit is half of ST_MEMORY_LIMIT_BYTES:
 #     they share the host's RAM);
+#   - saving in the background (--ckpt-async) counts its snapshot of the optimizer state: at a
+#     limit between the predictions with and without it, the run is refused, the line adding
+#     that it fits saving blocking, and the same run without --ckpt-async starts;
 #   - a malformed ST_MEMORY_LIMIT_BYTES is refused with exit 2.
 set -uo pipefail
 shardtrain=$1
@@ -134,6 +137,14 @@ per_rank=$(limit_between "$(predicted 2 "${small[@]}")" "$(predicted 2 "${big[@]
 ST_MEMORY_LIMIT_BYTES=$((2 * per_rank)) expect_refused 2 "--zero 1 (predicted" "${big[@]}"
 ST_MEMORY_LIMIT_BYTES=$((2 * per_rank)) expect_starts 2 "${small[@]}"
 ST_MEMORY_LIMIT_BYTES=$((2 * per_rank)) expect_starts 2 "${big[@]}" --no-fit-check
+
+# 1 rank saving in the background: the snapshot of the optimizer state is what does not fit.
+saving=(--model tiny --n-embd 256 --seq-len 16 --micro-batch 1 --ckpt-dir "$work/ck")
+limit=$(limit_between "$(predicted 1 "${saving[@]}")" "$(predicted 1 "${saving[@]}" --ckpt-async)")
+ST_MEMORY_LIMIT_BYTES=$limit expect_refused 1 \
+  ".*; or saving blocking, without --ckpt-async and its snapshot of the optimizer state (predicted" \
+  "${saving[@]}" --ckpt-async
+ST_MEMORY_LIMIT_BYTES=$limit expect_starts 1 "${saving[@]}"
 
 # A malformed limit.
 ST_MEMORY_LIMIT_BYTES=lots launch 1 --model tiny
