@@ -261,9 +261,9 @@ st_status st_unit_adamw_step(st_unit *unit, const st_adamw_config *config, int s
                              float grad_scale);
 
 /* Checkpointing a unit. Its optimizer state, the fp32 master weights and Adam's moments, is
- * kept by the ranks that own it: of each parameter, a contiguous part of the rank's tp slice
- * per rank of the shard group (the whole slice at stage 0). A program saves every rank's owned
- * parts (st_unit_read_state) in files of its own, with the step count it passes to
+ * kept by the ranks that own it: of each parameter, a contiguous part of the rank's tp slice,
+ * possibly empty, per rank of the shard group (the whole slice at stage 0). A program saves every
+ * rank's owned parts (st_unit_read_state) in files of its own, with the step count it passes to
  * st_unit_adamw_step; to resume on the same mesh, stage and parameters, it writes them back
  * (st_unit_write_state on each parameter), then publishes them (st_unit_publish_state), and
  * the training that follows is bit-identical to one that never stopped. */
@@ -283,15 +283,17 @@ st_status st_unit_owned_range(const st_unit *unit, int index, int64_t *first, in
 st_status st_unit_read_state(st_unit *unit, int index, st_optimizer_state state, float *out);
 
 /* Sets this rank's owned part of parameter `index` from host memory: its master weights and
- * Adam's m and v, *count floats each (NULL allowed when *count is 0). Needs the unit released.
- * Until st_unit_publish_state, no AdamW step is taken. No communication. */
+ * Adam's m and v, *count floats each (NULL allowed when *count is 0). Needs the unit released
+ * and no gradients of a step in progress (a new unit, or st_unit_zero_grads since the last
+ * reduce). Until st_unit_publish_state the unit is neither gathered nor stepped, nor its
+ * parameters set or its optimizer reset. No communication. */
 st_status st_unit_write_state(st_unit *unit, int index, const float *master, const float *adam_m,
                               const float *adam_v);
 
 /* After st_unit_write_state: every rank's parameters become the masters rounded to the param
  * dtype (all-gathered where the stage keeps full parameters), and the unit takes AdamW steps
- * again. Collective over the shard group: every rank of it calls it, with its own parts
- * written. */
+ * again. Collective over the shard group: every rank of it calls it, a rank that owns none of
+ * the parameters (st_unit_owned_range's counts all 0) whether or not it wrote them. */
 st_status st_unit_publish_state(st_unit *unit);
 
 #ifdef __cplusplus

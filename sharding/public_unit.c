@@ -60,13 +60,19 @@ st_status unit_handle_check(const st_unit *h, const char *caller, unsigned needs
                   "has parameters set after its optimizer state; call st_unit_optimizer_reset "
                   "first");
   }
-  if ((needs & UNIT_NEEDS_OPTIMIZER) && h->optimizer == UNIT_OPTIMIZER_RESTORING) {
+  if ((needs & (UNIT_NEEDS_OPTIMIZER | UNIT_NEEDS_NOT_RESTORING)) &&
+      h->optimizer == UNIT_OPTIMIZER_RESTORING) {
     return refuse(h, caller,
                   "has optimizer state written but not published; call st_unit_publish_state "
                   "first");
   }
-  if ((needs & UNIT_NEEDS_RESTORING) && h->optimizer != UNIT_OPTIMIZER_RESTORING) {
-    return refuse(h, caller, "has no optimizer state written; call st_unit_write_state first");
+  if ((needs & UNIT_NEEDS_STATE_SET) && h->optimizer == UNIT_OPTIMIZER_STALE) {
+    return refuse(h, caller,
+                  "has parameters set after its optimizer state; call st_unit_write_state or "
+                  "st_unit_optimizer_reset first");
+  }
+  if ((needs & UNIT_NEEDS_GRADS_ZERO) && h->grads != UNIT_GRADS_ZERO) {
+    return refuse(h, caller, "has gradients of a step in progress; call st_unit_zero_grads first");
   }
   return ST_OK;
 }
@@ -229,7 +235,7 @@ st_status st_unit_param_numel(const st_unit *unit, int index, int64_t *numel) {
 }
 
 st_status st_unit_set_param(st_unit *unit, int index, const float *values) {
-  ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED));
+  ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED | UNIT_NEEDS_NOT_RESTORING));
   ST_CHECK(unit_handle_check_index(unit, __func__, index));
   ST_CHECK(unit_handle_check_pointer(values, __func__, "values"));
   const unit_param *p = &unit->u.layout.params[index];
@@ -239,7 +245,7 @@ st_status st_unit_set_param(st_unit *unit, int index, const float *values) {
 }
 
 st_status st_unit_gather(st_unit *unit) {
-  ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED));
+  ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED | UNIT_NEEDS_NOT_RESTORING));
   ST_CHECK(unit_gather_wait(&unit->u));
   ST_CHECK(unit_host_wait(&unit->u));
   unit->gathered = 1;
@@ -295,7 +301,7 @@ st_status st_unit_reduce_grads(st_unit *unit) {
 }
 
 st_status st_unit_optimizer_reset(st_unit *unit) {
-  ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED));
+  ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED | UNIT_NEEDS_NOT_RESTORING));
   ST_CHECK(unit_optimizer_reset(&unit->u));
   unit->optimizer = UNIT_OPTIMIZER_READY;
   return ST_OK;

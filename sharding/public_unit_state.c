@@ -50,7 +50,8 @@ st_status st_unit_read_state(st_unit *h, int index, st_optimizer_state state, fl
 
 st_status st_unit_write_state(st_unit *unit, int index, const float *master, const float *adam_m,
                               const float *adam_v) {
-  ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED | UNIT_NEEDS_RELEASED));
+  ST_CHECK(unit_handle_check(unit, __func__,
+                             UNIT_NEEDS_FINALIZED | UNIT_NEEDS_RELEASED | UNIT_NEEDS_GRADS_ZERO));
   ST_CHECK(unit_handle_check_index(unit, __func__, index));
   int64_t lo, hi;
   owned_part(&unit->u, index, &lo, &hi);
@@ -66,7 +67,7 @@ st_status st_unit_write_state(st_unit *unit, int index, const float *master, con
 
 st_status st_unit_publish_state(st_unit *unit) {
   ST_CHECK(unit_handle_check(unit, __func__,
-                             UNIT_NEEDS_FINALIZED | UNIT_NEEDS_RELEASED | UNIT_NEEDS_RESTORING));
+                             UNIT_NEEDS_FINALIZED | UNIT_NEEDS_RELEASED | UNIT_NEEDS_STATE_SET));
   ST_CHECK(unit_publish(&unit->u));
   ST_CHECK(unit_host_wait(&unit->u));
   unit->optimizer = UNIT_OPTIMIZER_READY;

@@ -309,8 +309,9 @@ static void test_correct_sequence(st_dtype dtype) {
 }
 
 /* The optimizer state of a unit on one rank (it owns every element): refused out of order or
- * with bad arguments; written values read back exactly, the parameters the master as the unit
- * holds it (bf16: rounded), and AdamW steps only after the state is published. */
+ * with bad arguments (between a write and its publish: no gather, set, reset, read or step; no
+ * write with gradients in progress); written values read back exactly, the parameters the
+ * master as the unit holds it (bf16: rounded). */
 static void test_optimizer_state(st_dtype dtype) {
   st_unit_config config = ST_UNIT_CONFIG_INIT;
   config.param_dtype = config.reduce_dtype = dtype;
@@ -325,7 +326,8 @@ static void test_optimizer_state(st_dtype dtype) {
   CHECK_REFUSED(st_unit_owned_range(u, 0, NULL, &count), "st_unit_owned_range", "first is NULL");
   CHECK_REFUSED(st_unit_read_state(u, 0, ST_STATE_MASTER, out), "st_unit_read_state",
                 "st_unit_optimizer_reset first");
-  CHECK_REFUSED(st_unit_publish_state(u), "st_unit_publish_state", "st_unit_write_state first");
+  CHECK_REFUSED(st_unit_publish_state(u), "st_unit_publish_state",
+                "call st_unit_write_state or st_unit_optimizer_reset first");
   CHECK_OK(st_unit_optimizer_reset(u));
   CHECK_REFUSED(st_unit_read_state(u, 0, (st_optimizer_state)3, out), "st_unit_read_state",
                 "state 3 is not");
@@ -343,6 +345,10 @@ static void test_optimizer_state(st_dtype dtype) {
                 "adam_m is NULL");
   CHECK_OK(st_unit_write_state(u, 0, master, m, v));
   CHECK_OK(st_unit_write_state(u, 1, bias, zero, zero));
+  CHECK_REFUSED(st_unit_gather(u), "st_unit_gather", "st_unit_publish_state first");
+  CHECK_REFUSED(st_unit_set_param(u, 1, bias), "st_unit_set_param", "st_unit_publish_state first");
+  CHECK_REFUSED(st_unit_optimizer_reset(u), "st_unit_optimizer_reset",
+                "st_unit_publish_state first");
   CHECK_OK(st_unit_zero_grads(u));
   CHECK_OK(st_unit_begin_backward(u));
   CHECK_OK(st_unit_reduce_grads(u));
@@ -367,6 +373,10 @@ static void test_optimizer_state(st_dtype dtype) {
   }
   CHECK_OK(st_unit_release(u));
   CHECK_OK(st_unit_adamw_step(u, NULL, 1, 0.1f, 1.0f));
+  CHECK_REFUSED(st_unit_write_state(u, 0, master, m, v), "st_unit_write_state",
+                "st_unit_zero_grads first");
+  /* Published again without a new write (a rank that owns none of the parameters may). */
+  CHECK_OK(st_unit_publish_state(u));
   st_unit_destroy(u);
 }
 
