@@ -63,18 +63,32 @@ run resumed 1 --ckpt-dir "$work/slow" --resume-from "$work/slow/step_5" \
 check "resumed from the background save of step 5: the export of the run that never stopped" \
   cmp -s "$work/resumed.safetensors" "$work/slow.safetensors"
 
+# held NAME STEP DELAY_MS ARGS...: trains NAME on 2 ranks (ZeRO-3) saving in the background to
+# $work/NAME, each write held back DELAY_MS ms; returns once the save of STEP has begun, the
+# job running in the background ($job, log $work/NAME.log).
+held() {
+  local name=$1 step=$2 delay=$3
+  shift 3
+  ST_CKPT_TEST_DELAY_MS=$delay timeout 60 "$mpirun_sh" 2 "$shardtrain" "${common[@]}" \
+    --dp-shard 2 --zero 3 --micro-batch 4 --ckpt-async --ckpt-dir "$work/$name" "$@" \
+    > "$work/$name.log" 2>&1 &
+  job=$!
+  for _ in $(seq 600); do
+    [ -d "$work/$name/.step_$step.tmp" ] && break
+    sleep 0.1
+  done
+}
+# ended: waits for $job; its exit status becomes $rc.
+ended() {
+  wait "$job"
+  rc=$?
+}
+usr1() { kill -USR1 "$(pgrep -f -- "^mpirun .*--ckpt-dir $work/$1")"; } # usr1 NAME: to mpirun
+
 # SIGUSR1 while step_2's write is held back: both saves complete, exit 138.
-ST_CKPT_TEST_DELAY_MS=2000 timeout 60 "$mpirun_sh" 2 "$shardtrain" "${common[@]}" \
-  --steps 100000 --lr-schedule constant --dp-shard 2 --zero 3 --micro-batch 4 --ckpt-async \
-  --ckpt-every 2 --ckpt-dir "$work/usr1" > "$work/usr1.log" 2>&1 &
-job=$!
-for _ in $(seq 600); do
-  [ -d "$work/usr1/.step_2.tmp" ] && break
-  sleep 0.1
-done
-kill -USR1 "$(pgrep -f -- "^mpirun .*--ckpt-dir $work/usr1")"
-wait "$job"
-rc=$?
+held usr1 2 1000 --steps 100000 --lr-schedule constant --ckpt-every 2
+usr1 usr1
+ended
 stopped=$(sed -nE 's/.*warn: stopped by SIGUSR1 after step ([0-9]+) of 100000: checkpoint .*/\1/p' \
   "$work/usr1.log")
 check "SIGUSR1 during a background write: exit 138 (got $rc)" test "$rc" -eq 138
@@ -83,33 +97,17 @@ check "... step_2 and the stop's step_$stopped complete" \
   test -e "$work/usr1/step_2/DONE" -a -e "$work/usr1/step_$stopped/DONE"
 
 # SIGUSR1 while the save after the last step is written: the run ends as it would have.
-ST_CKPT_TEST_DELAY_MS=2000 timeout 60 "$mpirun_sh" 2 "$shardtrain" "${common[@]}" \
-  --steps 3 --dp-shard 2 --zero 3 --micro-batch 4 --ckpt-async --ckpt-dir "$work/last" \
-  > "$work/last.log" 2>&1 &
-job=$!
-for _ in $(seq 600); do
-  [ -d "$work/last/.step_3.tmp" ] && break
-  sleep 0.1
-done
-kill -USR1 "$(pgrep -f -- "^mpirun .*--ckpt-dir $work/last")"
-wait "$job"
-rc=$?
+held last 3 1000 --steps 3
+usr1 last
+ended
 check "SIGUSR1 during the last save's write: exit 0 (got $rc)" test "$rc" -eq 0
 check "... and step_3 complete" test -e "$work/last/step_3/DONE"
 
 # A write that fails in the background: its directory is gone before the files are written.
-ST_CKPT_TEST_DELAY_MS=3000 timeout 60 "$mpirun_sh" 2 "$shardtrain" "${common[@]}" \
-  --dp-shard 2 --zero 3 --micro-batch 4 --ckpt-async --ckpt-every 2 --ckpt-dir "$work/gone" \
-  > "$work/gone.log" 2>&1 &
-job=$!
-for _ in $(seq 600); do
-  [ -d "$work/gone/.step_2.tmp" ] && break
-  sleep 0.1
-done
+held gone 2 1000 --ckpt-every 2
 check "the background save's directory could be removed while its write waited" \
   rmdir "$work/gone/.step_2.tmp"
-wait "$job"
-rc=$?
+ended
 check "a save that cannot be committed: a non-zero exit other than the time limit's (got $rc)" \
   test "$rc" -ne 0 -a "$rc" -ne 124
 check "... one error line on each rank, naming the directory (found: \

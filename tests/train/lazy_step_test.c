@@ -10,7 +10,7 @@
  * logits, a resume from the checkpoint that repeats the last steps bit for bit, and that the lazy
  * run really deferred copies. Two of the lazy runs (the latest policy's, random seed 2's) save
  * in the background (ckpt_writer.h): the steps after the save go on while its files are written
- * (each write held back 50 ms before it starts, so the steps after the save have changed the states
+ * (each write held back 20 ms before it starts, so the steps after the save have changed the states
  * before it reads its snapshot), and the files must still hold the states of the step saved. The
  * cases cover what the GPU path does that the CPU device's does not: token uploads and scalar
  * read-backs through stream copies, ZeRO stages 0-3 with prefetch and without resharding, bf16 and
@@ -353,7 +353,7 @@ static void check_case(const step_case *c, int world) {
 
 int main(int argc, char **argv) {
   CHECK_OK(st_init(&argc, &argv));
-  CHECK(setenv("ST_CKPT_TEST_DELAY_MS", "50", 1) == 0);
+  CHECK(setenv("ST_CKPT_TEST_DELAY_MS", "20", 1) == 0);
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   const step_case cases[] = {
