@@ -34,7 +34,7 @@ typedef struct ckpt_save_job {
   ckpt_file_record mine; /* file -1: a replica's rank, which writes none */
   st_status written;     /* the write's verdict */
   char written_error[1024]; /* and its st_last_error(), for the thread that commits */
-  double start;             /* when the save began (seconds_now) */
+  double start;             /* when the save began (ckpt_seconds_now) */
 } ckpt_save_job;
 
 /* Seconds of CLOCK_MONOTONIC. */
