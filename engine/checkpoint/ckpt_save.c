@@ -231,8 +231,9 @@ done:
 st_status ckpt_save(gpt_model *model, const ckpt_manifest *run, const char *ckpt_dir, int keep,
                     char *saved, size_t saved_size) {
   ckpt_save_job *job = NULL; /* paths of 4 KiB each: not on the stack */
-  ST_CHECK(job_agree(mem_alloc((void **)&job, sizeof *job, MEM_HOST, MEM_WORKSPACE, NULL)));
-  st_status status = ckpt_save_begin(job, model, run, ckpt_dir, keep);
+  st_status status =
+      job_agree(mem_alloc((void **)&job, sizeof *job, MEM_HOST, MEM_WORKSPACE, NULL));
+  if (status == ST_OK) status = ckpt_save_begin(job, model, run, ckpt_dir, keep);
   uint64_t total = 0;
   if (status == ST_OK) {
     ckpt_save_write(job, model, NULL);

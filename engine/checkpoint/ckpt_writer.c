@@ -140,8 +140,9 @@ st_status ckpt_writer_save(ckpt_writer *w, const ckpt_manifest *run, const char 
   if (!w->background) {
     return ckpt_save(w->model, run, ckpt_dir, keep, w->saved, sizeof w->saved);
   }
-  ST_CHECK(job_agree(mem_alloc((void **)&w->job, sizeof *w->job, MEM_HOST, MEM_WORKSPACE, NULL)));
-  st_status status = ckpt_save_begin(w->job, w->model, run, ckpt_dir, keep);
+  st_status status =
+      job_agree(mem_alloc((void **)&w->job, sizeof *w->job, MEM_HOST, MEM_WORKSPACE, NULL));
+  if (status == ST_OK) status = ckpt_save_begin(w->job, w->model, run, ckpt_dir, keep);
   if (status != ST_OK) {
     drop_job(w);
     return status;

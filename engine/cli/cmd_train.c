@@ -170,16 +170,21 @@ static st_status resume(train_run *r) {
    * mesh, so any entry serves. */
   if (r->train) ST_CHECK(job_agree(token_loader_seek(r->train, m->data[0])));
   r->first_step = (int)m->step;
-  /* A dynamic scale continues where the checkpoint left it (a fixed one is the flag's, and a
-   * checkpoint without loss scaling has no scale to give); the skipped steps always carry on,
-   * as AdamW's step count leaves them out whatever the dtype. */
-  if (r->scaler.mode == LOSS_SCALER_DYNAMIC && m->scaler.scale != 1.0) r->scaler.state = m->scaler;
+  /* A dynamic scale continues where the checkpoint left it, even at its floor of 1 (a fixed one
+   * is the flag's, and a checkpoint of a run without fp16 has no scale to give); the skipped
+   * steps always carry on, as AdamW's step count leaves them out whatever the dtype. */
+  const int scaled = m->param_dtype == ST_FP16 || m->reduce_dtype == ST_FP16;
+  if (r->scaler.mode == LOSS_SCALER_DYNAMIC && scaled) r->scaler.state = m->scaler;
   r->scaler.state.skipped = m->scaler.skipped;
   if (is_writer(r)) {
     st_log(ST_LOG_INFO, "resumed from %s: step %lld, saved on mesh %dx%dx%d at ZeRO-%d in %s",
            ckpt_source_dir(r->resume), (long long)m->step, m->R, m->S, m->T, m->zero,
            dtype_name(m->param_dtype));
   }
+  /* Closed now, not at the end: --keep may delete the directory, whose open files would hold
+   * its space (and on NFS leave .nfs files that keep it from being removed). */
+  ckpt_source_close(r->resume);
+  r->resume = NULL;
   return ST_OK;
 }
 
@@ -191,7 +196,7 @@ static st_status setup(train_run *r) {
   ST_CHECK(job_agree(setup_local(r)));
   if (r->resume) ST_CHECK(resume(r));
   if (r->o->ckpt_dir) ST_CHECK(job_agree(ckpt_writer_create(&r->ckpt, r->model, r->o->ckpt_async)));
-  if (r->o->save_init) ST_CHECK(gpt_export(r->model, r->o->save_init, is_writer(r)));
+  if (r->o->save_init) ST_CHECK(job_agree(gpt_export(r->model, r->o->save_init, is_writer(r))));
   return ST_OK;
 }
 
@@ -285,6 +290,8 @@ static st_status run_step(train_run *r, int step, step_record *rec) {
   if (r->val && (last || (o->eval_every && (step + 1) % o->eval_every == 0))) {
     ST_CHECK(evaluate(r, &rec->val_loss));
     rec->has_val = 1;
+    uint64_t evaluation[COMM_OP_COUNT]; /* not the next step's */
+    step_comm_bytes(r->mesh, evaluation);
   }
   return ST_OK;
 }
@@ -351,12 +358,14 @@ static st_status train_steps(train_run *r, int end) {
     step_record rec;
     ST_CHECK(run_step(r, step, &rec));
     ST_CHECK(over_ranks(&rec, r->coords.world_size, &mem));
+    st_status written = ST_OK; /* rank 0's: the others must not wait for it in a collective */
     if (is_writer(r)) {
       run_report_step(&r->report, &rec);
       if (r->metrics && !metrics_write_json(r->metrics, &rec)) {
-        return st_error(ST_ERR_IO, "--metrics %s: write failed", r->o->metrics);
+        written = st_error(ST_ERR_IO, "--metrics %s: write failed", r->o->metrics);
       }
     }
+    ST_CHECK(job_agree(written));
     if (r->ckpt) ST_CHECK(ckpt_writer_poll(r->ckpt, 0, step + 1));
     int signo = 0;
     if (step + 1 < end) ST_CHECK(stop_request_agree(&signo));
@@ -425,9 +434,9 @@ static st_status train(train_run *r) {
   if (is_writer(r) && r->report.steps_run > 0) run_report_memory(&r->report, &mem);
   /* A stopped run has not finished: the export is the finished model's. */
   if (r->o->export_path && !r->stopped_by) {
-    ST_CHECK(gpt_export(r->model, r->o->export_path, is_writer(r)));
+    ST_CHECK(job_agree(gpt_export(r->model, r->o->export_path, is_writer(r))));
   }
-  run_report_finish(&r->report, saved_checkpoint(r));
+  run_report_finish(&r->report, r->stopped_by ? NULL : r->o->export_path, saved_checkpoint(r));
   if (r->stopped_by) report_stop(r, end);
   return ST_OK;
 }

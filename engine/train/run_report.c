@@ -201,7 +201,6 @@ st_status run_report_start(run_report *rep, const train_options *o, const gpt_co
                       .log_every = o->log_every,
                       .step_tokens = h->global_tokens,
                       .start_ms = now_ms(),
-                      .export_path = o->export_path,
                       .metrics_path = o->metrics,
                       .mfu = mfu};
   int sharing = 1;
@@ -269,7 +268,8 @@ void run_report_memory(run_report *rep, const mem_stats *mem) {
   if (sum > rep->peak_bytes) rep->peak_bytes = sum;
 }
 
-void run_report_finish(const run_report *rep, const char *checkpoint_path) {
+void run_report_finish(const run_report *rep, const char *export_path,
+                       const char *checkpoint_path) {
   FILE *out = rep->out;
   if (!out) return;
   const int64_t tokens = rep->step_tokens * rep->steps_run;
@@ -300,7 +300,7 @@ void run_report_finish(const run_report *rep, const char *checkpoint_path) {
     if (rep->predicted_bytes) fprintf(out, " (predicted %s)", bytes_text(rep->predicted_bytes).s);
     fputc('\n', out);
   }
-  if (rep->export_path) fprintf(out, "export: %s\n", rep->export_path);
+  if (export_path) fprintf(out, "export: %s\n", export_path);
   if (rep->metrics_path) fprintf(out, "metrics: %s\n", rep->metrics_path);
   if (checkpoint_path) fprintf(out, "checkpoint: %s\n", checkpoint_path);
   fflush(out);

@@ -52,7 +52,7 @@ typedef struct run_report {
   double last_scale;        /* the loss scale of the last step reported */
   const step_mfu *mfu;      /* the MFU's basis (not owned) */
   int warned_mfu;           /* an MFU above 100% was warned about */
-  const char *export_path, *metrics_path;
+  const char *metrics_path;
 } run_report;
 
 /* Starts the report once the mesh exists and before the model is built (so that a run that
@@ -76,8 +76,8 @@ void run_report_show_last(run_report *rep);
 
 void run_report_memory(run_report *rep, const mem_stats *mem);
 
-/* Prints the final summary after the last step and the export. checkpoint_path: the last
- * checkpoint written, or NULL when the run wrote none. */
-void run_report_finish(const run_report *rep, const char *checkpoint_path);
+/* Prints the final summary after the last step and the export. export_path, checkpoint_path:
+ * the export and the last checkpoint written, or NULL where the run wrote none. */
+void run_report_finish(const run_report *rep, const char *export_path, const char *checkpoint_path);
 
 #endif /* ST_ENGINE_TRAIN_RUN_REPORT_H */

@@ -21,7 +21,8 @@
 #     the clean-step count and the skipped steps, which AdamW's step count leaves out), and
 #     `shardtrain inspect` shows the scaler's state; resumed in fp32 instead, the run starts from
 #     the fp16 run's masters byte for byte and never scales, and an fp32 checkpoint resumed in
-#     fp16 starts the dynamic scale afresh at 65536.
+#     fp16 starts the dynamic scale afresh at 65536, while an fp16 checkpoint at scale 1 (a
+#     dynamic scale's floor; saved here at a fixed 1) resumed dynamically goes on at 1.
 set -uo pipefail
 shardtrain=$1
 prepare=$2
@@ -54,6 +55,9 @@ run win_to_fp32 2 --steps 10 "${s2[@]}" --resume-from "$work/ck_win/step_6" \
   --save-init "$work/win_to_fp32.init.safetensors"
 run fp32_part 2 --steps 10 "${s2[@]}" --stop-at 6 --ckpt-dir "$work/ck_fp32"
 run fp32_to_fp16 2 --steps 10 "${s2[@]}" --param-dtype fp16 --resume-from "$work/ck_fp32/step_6"
+run floor_part 2 --steps 10 "${s2[@]}" --param-dtype fp16 --loss-scale 1 --stop-at 6 \
+  --ckpt-dir "$work/ck_floor"
+run floor_res 2 --steps 10 "${s2[@]}" --param-dtype fp16 --resume-from "$work/ck_floor/step_6"
 
 PYTHONPATH="$(dirname "$0")" python3 - "$work" <<'PY'
 import filecmp, os, sys
@@ -164,6 +168,8 @@ if [(r["step"], r["loss_scale"], r["skipped"]) for r in metrics(work, "win_to_fp
     fail.append("win_to_fp32: steps 6..9 should run unscaled, none skipped")
 if [r["loss_scale"] for r in metrics(work, "fp32_to_fp16")] != [65536] * 4:
     fail.append("fp32_to_fp16: the dynamic scale should start at 65536 for steps 6..9")
+if metrics(work, "floor_res")[0]["loss_scale"] != 1:
+    fail.append("floor_res: a checkpoint at scale 1 resumed dynamically should go on at 1")
 
 for f in fail: print("FAIL:", f)
 print("fp16_test:", "FAILED" if fail else "passed")

@@ -5,7 +5,10 @@
 #     every step line says "exposed comm 0.0 ms"; on the CPU without --peak-tflops there is no
 #     MFU (null in the metrics, absent from the lines; the start-up summary says why);
 #   - two ranks at dp_shard 2, ZeRO-3 wait on their gathers and reductions: comm_exposed_ms > 0
-#     at every step (the maximum over ranks; every rank's own is train/comm_exposed_test's);
+#     at every step (the maximum over ranks; every rank's own is train/comm_exposed_test's); every
+#     step records the same bytes per collective, but for the steps after an evaluation (every 4
+#     steps): its forwards' gathers are not theirs (they record at most the others' bytes, less
+#     where the evaluation left the embedding and final units gathered for them);
 #   - with --peak-tflops P the recorded MFU is (tokens/s / 2 ranks) x F / P with F = 772608
 #     FLOPs per token computed by hand for the tiny model (6 x 120576 parameters + 6 x 2 layers x
 #     64 wide x 64 tokens), within the metrics' 9 digits; each line's MFU is the record's to its
@@ -19,7 +22,8 @@ mpirun_sh=$3
 
 run one 1 --zero 0
 # A peak this low puts the MFU above 100% at any speed this machine has (over 2.6 tok/s).
-run two 2 --dp-shard 2 --zero 3 --micro-batch 4 --peak-tflops 1e-6
+run two 2 --dp-shard 2 --zero 3 --micro-batch 4 --peak-tflops 1e-6 \
+  --data-val "$work/data/bytes_val_*.bin" --eval-every 4 --eval-batches 2
 
 python3 - "$work" <<'PY'
 import json, os, re, sys
@@ -59,6 +63,12 @@ recs, log = metrics("two"), lines("two")
 exposed = [r["comm_exposed_ms"] for r in recs]
 if len(exposed) != 10 or not all(e > 0 for e in exposed):
     fail.append(f"two ranks at ZeRO-3: comm_exposed_ms {exposed}, want > 0 at every step")
+sent = [r["comm_bytes"] for r in recs]
+plain = [b for i, b in enumerate(sent) if i not in (4, 8)]
+if any(b != plain[0] for b in plain) or \
+        any(sent[i][op] > plain[0][op] for i in (4, 8) for op in plain[0]):
+    fail.append(f"two ranks at ZeRO-3: the bytes per step vary, or a step after an evaluation "
+                f"counts its traffic: {sent}")
 steps = [m for m in map(step_re.fullmatch, log) if m]
 if len(steps) != 10:
     fail.append(f"two ranks: {len(steps)} step lines")

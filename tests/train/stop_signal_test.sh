@@ -3,7 +3,8 @@
 # with the shell's code for the signal, on every rank, and goes on bit-identically:
 #   - SIGUSR1 to mpirun, which forwards it to every rank (2 ranks, ZeRO-3): exit 138, a
 #     checkpoint of the step it stopped after (the only one: --ckpt-every is past the run), a
-#     line saying so on rank 0, the metrics of every step trained, no export; --resume to two
+#     line saying so on rank 0, the metrics of every step trained, no export (nor a summary line
+#     naming one); --resume to two
 #     steps further equals a run that never stopped (metrics and export);
 #   - SIGTERM to rank 1 alone: both ranks stop after the same step (they agree between steps;
 #     rank 0 alone in the next step's collectives would wait out the time limit): exit 143, one
@@ -91,6 +92,7 @@ check "SIGUSR1: rank 0 says where it stopped and how to go on" grep -qF \
   "warn: stopped by SIGUSR1 after step $steps of 100000: checkpoint $work/usr1/step_$steps; the \
 same command with --resume goes on from there; the export was not written" "$work/usr1.log"
 check "SIGUSR1: no export" test ! -e "$work/usr1.safetensors"
+check "SIGUSR1: ... and the summary names none" test -z "$(grep '^export: ' "$work/usr1.log")"
 run usr1_resumed 2 --steps $((steps + 2)) --ckpt-dir "$work/usr1" --resume
 run unstopped 2 --steps $((steps + 2))
 check "SIGUSR1: the resumed run went on from step $steps" \
