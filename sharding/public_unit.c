@@ -55,13 +55,7 @@ st_status unit_handle_check(const st_unit *h, const char *caller, unsigned needs
   if ((needs & UNIT_NEEDS_REDUCED) && h->grads != UNIT_GRADS_REDUCED) {
     return refuse(h, caller, "has no reduced gradients; call st_unit_reduce_grads first");
   }
-  if ((needs & UNIT_NEEDS_OPTIMIZER) && h->optimizer == UNIT_OPTIMIZER_STALE) {
-    return refuse(h, caller,
-                  "has parameters set after its optimizer state; call st_unit_optimizer_reset "
-                  "first");
-  }
-  if ((needs & (UNIT_NEEDS_OPTIMIZER | UNIT_NEEDS_NOT_RESTORING)) &&
-      h->optimizer == UNIT_OPTIMIZER_RESTORING) {
+  if ((needs & UNIT_NEEDS_NOT_RESTORING) && h->optimizer == UNIT_OPTIMIZER_RESTORING) {
     return refuse(h, caller,
                   "has optimizer state written but not published; call st_unit_publish_state "
                   "first");

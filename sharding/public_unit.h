@@ -48,10 +48,11 @@ enum {
   UNIT_NEEDS_BACKWARD = 1 << 4,    /* gradients being accumulated */
   UNIT_NEEDS_NOT_REDUCED = 1 << 5, /* no reduce since the last st_unit_zero_grads */
   UNIT_NEEDS_REDUCED = 1 << 6,
-  UNIT_NEEDS_OPTIMIZER = 1 << 7,     /* the optimizer state ready (UNIT_OPTIMIZER_READY) */
-  UNIT_NEEDS_NOT_RESTORING = 1 << 8, /* no optimizer state written and not yet published */
-  UNIT_NEEDS_STATE_SET = 1 << 9,     /* optimizer state reset or written since set_param */
-  UNIT_NEEDS_GRADS_ZERO = 1 << 10    /* no gradients of a step in progress */
+  UNIT_NEEDS_NOT_RESTORING = 1 << 7, /* no optimizer state written and not yet published */
+  UNIT_NEEDS_STATE_SET = 1 << 8,     /* optimizer state reset or written since set_param */
+  UNIT_NEEDS_GRADS_ZERO = 1 << 9,    /* no gradients of a step in progress */
+  /* the optimizer state ready (UNIT_OPTIMIZER_READY) */
+  UNIT_NEEDS_OPTIMIZER = UNIT_NEEDS_STATE_SET | UNIT_NEEDS_NOT_RESTORING
 };
 
 /* ST_OK when `handle` is not NULL and its state meets every bit of `needs`; otherwise

@@ -8,22 +8,13 @@
 _Static_assert(ST_STATE_MASTER == 0 && ST_STATE_ADAM_M == 1 && ST_STATE_ADAM_V == 2,
                "st_optimizer_state indexes the master, m and v in that order");
 
-/* Parameter `index`'s elements of the owned range, as flat indices [*lo, *hi). */
-static void owned_part(const unit *u, int index, int64_t *lo, int64_t *hi) {
-  const unit_param *p = &u->layout.params[index];
-  const int64_t owned_end = u->owned_begin + u->owned_numel;
-  *lo = p->offset > u->owned_begin ? p->offset : u->owned_begin;
-  *hi = p->offset + p->numel < owned_end ? p->offset + p->numel : owned_end;
-  if (*hi < *lo) *hi = *lo;
-}
-
 st_status st_unit_owned_range(const st_unit *unit, int index, int64_t *first, int64_t *count) {
   ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED));
   ST_CHECK(unit_handle_check_index(unit, __func__, index));
   ST_CHECK(unit_handle_check_pointer(first, __func__, "first"));
   ST_CHECK(unit_handle_check_pointer(count, __func__, "count"));
   int64_t lo, hi;
-  owned_part(&unit->u, index, &lo, &hi);
+  unit_owned_part(&unit->u, index, &lo, &hi);
   *first = lo - unit->u.layout.params[index].offset;
   *count = hi - lo;
   return ST_OK;
@@ -39,7 +30,7 @@ st_status st_unit_read_state(st_unit *h, int index, st_optimizer_state state, fl
   }
   unit *u = &h->u;
   int64_t lo, hi;
-  owned_part(u, index, &lo, &hi);
+  unit_owned_part(u, index, &lo, &hi);
   if (hi == lo) return ST_OK;
   ST_CHECK(unit_handle_check_pointer(out, __func__, "out"));
   const float *states[3] = {u->master, u->adam_m, u->adam_v};
@@ -54,7 +45,7 @@ st_status st_unit_write_state(st_unit *unit, int index, const float *master, con
                              UNIT_NEEDS_FINALIZED | UNIT_NEEDS_RELEASED | UNIT_NEEDS_GRADS_ZERO));
   ST_CHECK(unit_handle_check_index(unit, __func__, index));
   int64_t lo, hi;
-  owned_part(&unit->u, index, &lo, &hi);
+  unit_owned_part(&unit->u, index, &lo, &hi);
   if (hi > lo) {
     ST_CHECK(unit_handle_check_pointer(master, __func__, "master"));
     ST_CHECK(unit_handle_check_pointer(adam_m, __func__, "adam_m"));

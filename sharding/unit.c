@@ -451,6 +451,14 @@ st_status unit_optimizer_reset(unit *u) {
   return stream_sync(&u->stream);
 }
 
+void unit_owned_part(const unit *u, int k, int64_t *lo, int64_t *hi) {
+  const unit_param *p = &u->layout.params[k];
+  const int64_t owned_end = u->owned_begin + u->owned_numel;
+  *lo = p->offset > u->owned_begin ? p->offset : u->owned_begin;
+  *hi = p->offset + p->numel < owned_end ? p->offset + p->numel : owned_end;
+  if (*hi < *lo) *hi = *lo;
+}
+
 st_status unit_restore_owned(unit *u, int64_t first, int64_t count, const float *master,
                              const float *adam_m, const float *adam_v) {
   const int64_t at = first - u->owned_begin;

@@ -20,11 +20,10 @@ static st_status verify_share(const ckpt_source *src) {
 static st_status restore_unit(gpt_model *m, int u, ckpt_source *src, float *buf[3]) {
   unit *un = &m->units[u];
   const unit_layout *l = &un->layout;
-  const int64_t owned_end = un->owned_begin + un->owned_numel;
   for (int k = 0; k < l->count; k++) {
     const unit_param *p = &l->params[k];
-    const int64_t lo = p->offset > un->owned_begin ? p->offset : un->owned_begin;
-    const int64_t hi = p->offset + p->numel < owned_end ? p->offset + p->numel : owned_end;
+    int64_t lo, hi;
+    unit_owned_part(un, k, &lo, &hi);
     char name[CKPT_NAME_MAX];
     snprintf(name, sizeof name, "%s%s", m->prefixes[u], p->name);
     for (int64_t at = lo; at < hi; at += CKPT_CHUNK_ELEMENTS) {

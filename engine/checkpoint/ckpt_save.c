@@ -54,20 +54,16 @@ static void progress_add(save_progress *p, size_t bytes) {
  * `staging` on the model's stream. */
 typedef struct state_source {
   gpt_model *model;
-  const float *snapshot;
+  const ckpt_unit_snapshot *snapshot;
   float *staging;
 } state_source;
 
 /* Unit u's owned state `st` in the source. */
 static const float *owned_state(const state_source *src, int u, int st) {
+  if (src->snapshot) return src->snapshot[u].state[st];
   const unit *un = &src->model->units[u];
-  if (!src->snapshot) {
-    const float *own[CKPT_STATE_COUNT] = {un->master, un->adam_m, un->adam_v};
-    return own[st];
-  }
-  const float *at = src->snapshot;
-  for (int v = 0; v < u; v++) at += CKPT_STATE_COUNT * src->model->units[v].owned_numel;
-  return at + st * un->owned_numel;
+  const float *own[CKPT_STATE_COUNT] = {un->master, un->adam_m, un->adam_v};
+  return own[st];
 }
 
 /* Streams `count` floats from `from` into tensor `index`, chunk by chunk. */
@@ -162,7 +158,7 @@ st_status ckpt_save_begin(ckpt_save_job *job, const gpt_model *model, const ckpt
   return ST_OK;
 }
 
-void ckpt_save_write(ckpt_save_job *job, gpt_model *model, const float *snapshot) {
+void ckpt_save_write(ckpt_save_job *job, gpt_model *model, const ckpt_unit_snapshot *snapshot) {
   state_source src = {.model = model, .snapshot = snapshot};
   st_status status = ST_OK;
   const int delay_ms = atoi(env_get_string(ENV_CKPT_TEST_DELAY_MS));

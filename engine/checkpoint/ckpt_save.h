@@ -37,6 +37,11 @@ typedef struct ckpt_save_job {
   double start;             /* when the save began (ckpt_seconds_now) */
 } ckpt_save_job;
 
+/* Where a unit's owned master, m and v are copied to: a host snapshot of them. */
+typedef struct ckpt_unit_snapshot {
+  float *state[CKPT_STATE_COUNT];
+} ckpt_unit_snapshot;
+
 /* Seconds of CLOCK_MONOTONIC. */
 double ckpt_seconds_now(void);
 
@@ -46,10 +51,9 @@ st_status ckpt_save_begin(ckpt_save_job *job, const gpt_model *model, const ckpt
                           const char *ckpt_dir, int keep);
 
 /* Writes this rank's file and sets job->written (with job->written_error). The states are read
- * from `snapshot` when given (host memory: each unit's owned master, m and v in turn, owned_numel
- * floats each, the units in order), else from the units' own buffers through a host staging
- * chunk on the model's stream. */
-void ckpt_save_write(ckpt_save_job *job, gpt_model *model, const float *snapshot);
+ * from `snapshot` when given (one entry per unit), else from the units' own buffers through a
+ * host staging chunk on the model's stream. */
+void ckpt_save_write(ckpt_save_job *job, gpt_model *model, const ckpt_unit_snapshot *snapshot);
 
 /* Collective: completes the save whose every rank has written (or returns, on every rank, the
  * first failing rank's error, leaving the .tmp directory). *total receives the bytes of every

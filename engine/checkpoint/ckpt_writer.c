@@ -17,8 +17,10 @@
 struct ckpt_writer {
   gpt_model *model;
   int background;
-  float *snapshot;    /* background, on a writer rank: every unit's owned master, m and v */
-  ckpt_save_job *job; /* the save in flight, or NULL */
+  /* Background, on a writer rank: every unit's owned master, m and v, in one buffer. */
+  float *snapshot_data;
+  ckpt_unit_snapshot *snapshot; /* per unit, its three arrays in snapshot_data */
+  ckpt_save_job *job;           /* the save in flight, or NULL */
   pthread_t thread;
   int threaded;       /* job's write runs in `thread` (else it ran inline) */
   atomic_int written; /* job's write has finished */
@@ -27,10 +29,24 @@ struct ckpt_writer {
   char saved[CKPT_PATH_BYTES];
 };
 
-static int64_t snapshot_numel(const gpt_model *m) {
-  int64_t n = 0;
-  for (int u = 0; u < m->n_units; u++) n += CKPT_STATE_COUNT * m->units[u].owned_numel;
-  return n;
+/* Allocates the snapshot: each unit's master, m and v in turn, owned_numel floats each. Zeroed,
+ * so that its pages are in place before the first save needs them (on the CPU, faulting in a
+ * d12's 1.5 GB took that save 3 s; copying into them then takes 0.3 s). */
+static st_status allocate_snapshot(ckpt_writer *w) {
+  const gpt_model *m = w->model;
+  int64_t numel = 0;
+  for (int u = 0; u < m->n_units; u++) numel += CKPT_STATE_COUNT * m->units[u].owned_numel;
+  ST_CHECK(mem_alloc((void **)&w->snapshot, (size_t)m->n_units * sizeof *w->snapshot, MEM_HOST,
+                     MEM_WORKSPACE, NULL));
+  ST_CHECK(mem_alloc_zeroed((void **)&w->snapshot_data, (size_t)numel * sizeof(float), MEM_PINNED,
+                            MEM_WORKSPACE, m->dev));
+  float *at = w->snapshot_data;
+  for (int u = 0; u < m->n_units; u++) {
+    for (int st = 0; st < CKPT_STATE_COUNT; st++, at += m->units[u].owned_numel) {
+      w->snapshot[u].state[st] = at;
+    }
+  }
+  return ST_OK;
 }
 
 st_status ckpt_writer_create(ckpt_writer **out, gpt_model *model, int background) {
@@ -38,17 +54,12 @@ st_status ckpt_writer_create(ckpt_writer **out, gpt_model *model, int background
   ST_CHECK(mem_alloc_zeroed((void **)&w, sizeof *w, MEM_HOST, MEM_WORKSPACE, NULL));
   w->model = model;
   w->background = background;
-  /* Only the first replica's ranks write files (checkpoint.h). The snapshot is zeroed, so that
-   * its pages are in place before the first save needs them (on the CPU, faulting in a d12's
-   * 1.5 GB took that save 3 s; copying into them then takes 0.3 s). */
+  /* Only the first replica's ranks write files (checkpoint.h). */
   st_mesh_coords c = {.r = 0};
   st_status status = model->par.mesh ? st_mesh_get_coords(model->par.mesh, &c) : ST_OK;
-  if (status == ST_OK && background && c.r == 0) {
-    const size_t bytes = (size_t)snapshot_numel(model) * sizeof(float);
-    status = mem_alloc_zeroed((void **)&w->snapshot, bytes, MEM_PINNED, MEM_WORKSPACE, model->dev);
-  }
+  if (status == ST_OK && background && c.r == 0) status = allocate_snapshot(w);
   if (status != ST_OK) {
-    mem_free(w);
+    ckpt_writer_destroy(w);
     return status;
   }
   *out = w;
@@ -84,13 +95,13 @@ static void start_write(ckpt_writer *w) {
  * stream: the step has ended (gpt_step_end), so no stream of the model still writes them. */
 static st_status take_snapshot(ckpt_writer *w) {
   gpt_model *m = w->model;
-  float *at = w->snapshot;
-  if (!at) return ST_OK;
+  if (!w->snapshot) return ST_OK;
   for (int u = 0; u < m->n_units; u++) {
     const unit *un = &m->units[u];
     const float *own[CKPT_STATE_COUNT] = {un->master, un->adam_m, un->adam_v};
-    for (int st = 0; st < CKPT_STATE_COUNT; st++, at += un->owned_numel) {
-      ST_CHECK(stream_memcpy(&m->stream, at, own[st], (size_t)un->owned_numel * sizeof(float)));
+    for (int st = 0; st < CKPT_STATE_COUNT; st++) {
+      ST_CHECK(stream_memcpy(&m->stream, w->snapshot[u].state[st], own[st],
+                             (size_t)un->owned_numel * sizeof(float)));
     }
   }
   return stream_sync(&m->stream);
@@ -165,6 +176,7 @@ void ckpt_writer_destroy(ckpt_writer *w) {
   if (w->threaded) pthread_join(w->thread, NULL);
   if (w->job) ckpt_manifest_free(&w->job->m);
   mem_free(w->job);
+  mem_free(w->snapshot_data);
   mem_free(w->snapshot);
   mem_free(w);
 }
