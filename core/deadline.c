@@ -28,14 +28,22 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Per kind: the variable that sets the limit, and what passing it means. */
+static const struct {
+  const char *variable, *meaning;
+} kinds[] = {
+    [DEADLINE_COLLECTIVE] = {"ST_COMM_TIMEOUT",
+                             "a rank failed inside it or cannot reach the others"},
+    [DEADLINE_FILE_WORK] = {"ST_IO_TIMEOUT", "a rank, or its file system, is stuck"},
+};
+
 /* Writes the one error line with write(2) (no stdio lock the interrupted call might hold) and
  * ends the process. */
 static void overrun(const deadline *d) {
-  char line[320];
-  const int n = snprintf(line, sizeof line,
-                         "shardtrain: error: %s did not finish within %g s (ST_COMM_TIMEOUT): a "
-                         "rank failed inside it or cannot reach the others\n",
-                         d->what, d->seconds);
+  char line[sizeof d->what + 256];
+  const int n =
+      snprintf(line, sizeof line, "shardtrain: error: %s did not finish within %g s (%s): %s\n",
+               d->what, d->seconds, kinds[d->kind].variable, kinds[d->kind].meaning);
   if (n > 0) {
     const size_t len = (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
     if (write(STDERR_FILENO, line, len) < 0) {
@@ -93,8 +101,9 @@ static st_status start_watchdog(void) {
   return ST_OK;
 }
 
-st_status deadline_arm(deadline *d, double seconds, const char *what) {
+st_status deadline_arm(deadline *d, deadline_kind kind, double seconds, const char *what) {
   memset(d, 0, sizeof *d);
+  d->kind = kind;
   if (!isfinite(seconds) || seconds <= 0) {
     return st_error(ST_ERR_INVALID_ARG, "deadline for %s: %g s must be > 0", what, seconds);
   }

@@ -20,7 +20,8 @@ typedef enum env_var {
   ENV_OMPI_WORLD_SIZE = 8,      /* OMPI_COMM_WORLD_SIZE (set by Open MPI's mpirun) */
   ENV_PMI_SIZE = 9,             /* PMI_SIZE (set by MPICH's and Slurm's PMI launchers) */
   ENV_PMIX_RANK = 10,           /* PMIX_RANK (set by PMIx launchers: prterun, srun --mpi=pmix) */
-  ENV_VAR_COUNT = 11
+  ENV_IO_TIMEOUT = 11,          /* ST_IO_TIMEOUT */
+  ENV_VAR_COUNT = 12
 } env_var;
 
 typedef struct env_entry {

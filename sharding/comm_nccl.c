@@ -112,7 +112,7 @@ static st_status enqueue(nccl_ctx *ctx, nccl_call call, const nccl_args *args,
   nccl_work *w = (nccl_work *)work->backend_state;
   ST_CHECK(event_create(&ctx->dev, &w->done));
   deadline d;
-  st_status status = deadline_arm(&d, ctx->timeout_s, what);
+  st_status status = deadline_arm(&d, DEADLINE_COLLECTIVE, ctx->timeout_s, what);
   if (status == ST_OK) {
     const ncclResult_t rc = call_nccl(ctx, call, args, cuda_of(stream));
     deadline_disarm(&d);
@@ -195,7 +195,7 @@ static void nccl_abort(void *vctx) {
   char what[96];
   snprintf(what, sizeof what, "ncclCommAbort of group %s", ctx->group_name);
   deadline d;
-  const int armed = deadline_arm(&d, ctx->timeout_s, what) == ST_OK;
+  const int armed = deadline_arm(&d, DEADLINE_COLLECTIVE, ctx->timeout_s, what) == ST_OK;
   ncclCommAbort(ctx->comm);
   if (armed) deadline_disarm(&d);
   ctx->comm = NULL;
@@ -295,7 +295,7 @@ static st_status init_common(nccl_ctx *ctx, MPI_Comm mpi_comm, const char *group
 static st_status arm_setup_deadline(const nccl_ctx *ctx, const char *call, deadline *d) {
   char what[128];
   snprintf(what, sizeof what, "NCCL set-up (%s) of group %s", call, ctx->group_name);
-  return deadline_arm(d, ctx->timeout_s, what);
+  return deadline_arm(d, DEADLINE_COLLECTIVE, ctx->timeout_s, what);
 }
 
 /* What a rank did alone before set-up call `call` (`mine`), then the call's deadline armed,

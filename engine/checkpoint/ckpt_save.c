@@ -160,14 +160,24 @@ st_status ckpt_save_begin(ckpt_save_job *job, const gpt_model *model, const ckpt
 
 void ckpt_save_write(ckpt_save_job *job, gpt_model *model, const ckpt_unit_snapshot *snapshot) {
   state_source src = {.model = model, .snapshot = snapshot};
-  st_status status = ST_OK;
-  const int delay_ms = atoi(env_get_string(ENV_CKPT_TEST_DELAY_MS));
-  if (delay_ms > 0 && job->delay_first) usleep((useconds_t)delay_ms * 1000);
+  char what[CKPT_PATH_BYTES + 96];
   if (job->mine.file >= 0) {
+    snprintf(what, sizeof what, "writing the checkpoint file %s", job->path);
+  } else {
+    snprintf(what, sizeof what, "this rank's part of the checkpoint of step %lld",
+             (long long)job->m.step);
+  }
+  deadline d; /* a hung file system ends the rank, and so the job, instead of holding both */
+  st_status status = job_file_deadline_arm(&d, what);
+  const int armed = status == ST_OK;
+  const int delay_ms = atoi(env_get_string(ENV_CKPT_TEST_DELAY_MS));
+  if (armed && delay_ms > 0 && job->delay_first) usleep((useconds_t)delay_ms * 1000);
+  if (armed && job->mine.file >= 0) {
     status = write_rank_file(&src, &job->m, job->mine.file, job->path, job->report);
     if (status == ST_OK) status = sha256_file(job->path, job->mine.sha256, &job->mine.bytes);
   }
   if (delay_ms > 0 && !job->delay_first && status == ST_OK) usleep((useconds_t)delay_ms * 1000);
+  if (armed) deadline_disarm(&d);
   job->written = status;
   snprintf(job->written_error, sizeof job->written_error, "%s",
            status == ST_OK ? "" : st_last_error());
@@ -215,7 +225,14 @@ st_status ckpt_save_commit(ckpt_save_job *job, uint64_t *total) {
       f->bytes = records[i].bytes;
       *total += f->bytes;
     }
-    status = finish_save(job);
+    char what[CKPT_PATH_BYTES + 32];
+    snprintf(what, sizeof what, "completing the checkpoint %s", job->final);
+    deadline d;
+    status = job_file_deadline_arm(&d, what);
+    if (status == ST_OK) {
+      status = finish_save(job);
+      deadline_disarm(&d);
+    }
   }
   status = job_agree(status);
 done:

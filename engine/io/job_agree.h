@@ -1,15 +1,26 @@
 /* job_agree.h - one verdict for the whole job. A step that each rank does on its own (reading
  * its files, verifying its share of the checksums) must end the same way on every rank, or the
- * ranks that succeeded wait forever in the next collective for the ones that stopped. */
+ * ranks that succeeded wait forever in the next collective for the ones that stopped.
+ *
+ * A rank that never arrives (stuck in a write to a hung file system) would hold the others in
+ * the agreement for ever, as it would hold itself: the agreement's wait, and a rank's own long
+ * file work (a checkpoint's write), run under a deadline of ST_IO_TIMEOUT (core/deadline.h),
+ * which ends a rank still inside after that long with one error line and exit code 3. */
 #ifndef ST_ENGINE_IO_JOB_AGREE_H
 #define ST_ENGINE_IO_JOB_AGREE_H
 
+#include "core/deadline.h"
 #include "shardtrain.h"
 
 /* Collective over MPI_COMM_WORLD (a no-op returning `mine` where MPI is not initialised).
  * Returns ST_OK when every rank's `mine` is ST_OK; otherwise, on every rank, the status and
  * the error text (st_last_error) of the lowest rank that failed. */
 st_status job_agree(st_status mine);
+
+/* Arms `d` with ST_IO_TIMEOUT's limit for `what` (a phrase: "writing the checkpoint file P"), to
+ * be disarmed when it is done. ST_ERR_INVALID_ARG, naming the variable, when its value is not a
+ * positive number of seconds (nothing is armed then). */
+st_status job_file_deadline_arm(deadline *d, const char *what);
 
 /* This process's rank in MPI_COMM_WORLD and the world's size (0 and 1 where MPI is not
  * initialised). */

@@ -2,8 +2,9 @@
  * process running and silent past the limit (armed and disarmed many times); one that overruns ends
  * the process with DEADLINE_EXIT_CODE and one stderr line naming it and the limit, soon after the
  * limit and long before the call would have returned, also with a second deadline armed and
- * disarmed inside it (checked in forked children, their stderr through a pipe, after the parent's
- * own watchdog started: a child starts its own); a limit that is not a positive number is refused.
+ * disarmed inside it (that line names the outer deadline's kind's variable) (checked in forked
+ * children, their stderr through a pipe, after the parent's own watchdog started: a child starts
+ * its own); a limit that is not a positive number is refused.
  */
 #include "core/deadline.h"
 
@@ -64,7 +65,8 @@ static child_result run_child(void (*body)(double, double), double seconds, doub
 /* A blocking call of `call_s` seconds under a deadline of `seconds`. */
 static void guarded_call(double seconds, double call_s) {
   deadline d;
-  if (deadline_arm(&d, seconds, "the test's blocking call") != ST_OK) _exit(90);
+  if (deadline_arm(&d, DEADLINE_COLLECTIVE, seconds, "the test's blocking call") != ST_OK)
+    _exit(90);
   sleep_s(call_s);
   deadline_disarm(&d);
 }
@@ -83,8 +85,9 @@ static void check_overrun(void) {
 /* Two deadlines armed, the inner (longer) one disarmed: the outer still ends the call. */
 static void nested_call(double seconds, double call_s) {
   deadline outer, inner;
-  if (deadline_arm(&outer, seconds, "the outer call") != ST_OK) _exit(90);
-  if (deadline_arm(&inner, 100 * seconds, "the inner call") != ST_OK) _exit(91);
+  if (deadline_arm(&outer, DEADLINE_FILE_WORK, seconds, "the outer call") != ST_OK) _exit(90);
+  if (deadline_arm(&inner, DEADLINE_COLLECTIVE, 100 * seconds, "the inner call") != ST_OK)
+    _exit(91);
   deadline_disarm(&inner);
   sleep_s(call_s);
   deadline_disarm(&outer);
@@ -93,8 +96,10 @@ static void nested_call(double seconds, double call_s) {
 static void check_nested(void) {
   const child_result r = run_child(nested_call, 0.2, 30.0);
   CHECK_MSG(r.exited && r.code == DEADLINE_EXIT_CODE, "exited %d with code %d", r.exited, r.code);
-  CHECK_MSG(strstr(r.stderr, "the outer call did not finish within 0.2 s") != NULL, "stderr: '%s'",
-            r.stderr);
+  CHECK_MSG(strcmp(r.stderr,
+                   "shardtrain: error: the outer call did not finish within 0.2 s (ST_IO_TIMEOUT): "
+                   "a rank, or its file system, is stuck\n") == 0,
+            "stderr: '%s'", r.stderr);
 }
 
 /* A call of `call_s` seconds under a limit of `seconds`, then 100 more, each disarmed in time;
@@ -102,11 +107,12 @@ static void check_nested(void) {
  * its own place (a deadline re-armed in place while still armed would link to itself). */
 static void calls_in_time(double seconds, double call_s) {
   deadline first, quick[100];
-  if (deadline_arm(&first, seconds, "the test's blocking call") != ST_OK) _exit(90);
+  if (deadline_arm(&first, DEADLINE_COLLECTIVE, seconds, "the test's blocking call") != ST_OK)
+    _exit(90);
   sleep_s(call_s);
   deadline_disarm(&first);
   for (int i = 0; i < 100; i++) {
-    if (deadline_arm(&quick[i], seconds, "a quick call") != ST_OK) _exit(90);
+    if (deadline_arm(&quick[i], DEADLINE_COLLECTIVE, seconds, "a quick call") != ST_OK) _exit(90);
     deadline_disarm(&quick[i]);
   }
   sleep_s(2 * seconds);
@@ -124,7 +130,7 @@ static void check_refusals(void) {
   const double bad[] = {0.0, -1.0, NAN, INFINITY};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     deadline d;
-    CHECK_STATUS(deadline_arm(&d, bad[i], "a call"), ST_ERR_INVALID_ARG);
+    CHECK_STATUS(deadline_arm(&d, DEADLINE_COLLECTIVE, bad[i], "a call"), ST_ERR_INVALID_ARG);
     CHECK(strstr(st_last_error(), "deadline for a call:") != NULL);
   }
 }

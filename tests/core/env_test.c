@@ -27,6 +27,7 @@ static void test_table(void) {
       [ENV_OMPI_WORLD_SIZE] = "OMPI_COMM_WORLD_SIZE",
       [ENV_PMI_SIZE] = "PMI_SIZE",
       [ENV_PMIX_RANK] = "PMIX_RANK",
+      [ENV_IO_TIMEOUT] = "ST_IO_TIMEOUT",
   };
   const env_entry *table = env_table();
   for (int v = 0; v < ENV_VAR_COUNT; v++) {
@@ -41,6 +42,7 @@ static void test_defaults_when_unset(void) {
   unset_all();
   CHECK(strcmp(env_get_string(ENV_LOG_LEVEL), "info") == 0);
   CHECK(strcmp(env_get_string(ENV_COMM_TIMEOUT), "300") == 0);
+  CHECK(strcmp(env_get_string(ENV_IO_TIMEOUT), "1800") == 0);
   CHECK(strcmp(env_get_string(ENV_DEVICE), "auto") == 0);
   CHECK(strcmp(env_get_string(ENV_MEMORY_LIMIT_BYTES), "none") == 0);
   CHECK(strcmp(env_get_string(ENV_TEST_INJECT_OVERFLOW), "none") == 0);

@@ -6,7 +6,12 @@
 # - a bad token in its slice of the data at step 3: every rank reports it and exits 1, at once;
 # - an environment only it rejects (ST_COMM_TIMEOUT=abc), found while the others wait in the
 #   mesh's first collective: the job still ends, with rank 1's exit code 2, within the wait
-#   for the others (10 s) and well before the collectives' own timeout (ST_COMM_TIMEOUT, 300 s).
+#   for the others (10 s) and well before the collectives' own timeout (ST_COMM_TIMEOUT, 300 s);
+# - a checkpoint write stuck on its own (ST_CKPT_TEST_DELAY_MS stands in for a hung file system):
+#   the job ends with exit code 3 once ST_IO_TIMEOUT has passed, not at the delay's end, blocking
+#   (rank 1's deadline on its write, with the lower limit, says so) and in the background (rank
+#   0's deadline on the agreement that waits for rank 1's write at the end says so); a value of
+#   ST_IO_TIMEOUT only rank 1 rejects is reported by every rank, exit code 2.
 set -uo pipefail
 shardtrain=$1
 mpirun_sh="$(dirname "$0")/../mpirun.sh"
@@ -32,11 +37,12 @@ with open(sys.argv[1], "wb") as f:
     f.write(tokens.tobytes())
 PY
 
-# Rank 1 alone runs with $R1_ARGS appended and $R1_ENV exported.
+# Rank 1 alone runs with $R1_ARGS appended and the assignments of $R1_ENV exported.
 cat > "$work/rank1.sh" <<'SH'
 #!/usr/bin/env bash
 if [ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ]; then
-  [ -n "${R1_ENV:-}" ] && export "${R1_ENV?}"
+  # shellcheck disable=SC2086 # the assignments are words
+  [ -n "${R1_ENV:-}" ] && export ${R1_ENV?}
   # shellcheck disable=SC2086 # the extra arguments are words
   exec "$@" ${R1_ARGS:-}
 fi
@@ -75,6 +81,16 @@ check "a bad token in rank 1's slice at step 3" 1 30 2 \
   --data-train "$work/oov.bin"
 R1_ENV="ST_COMM_TIMEOUT=abc" check "an environment only rank 1 rejects" 2 60 1 \
   "ST_COMM_TIMEOUT='abc' is not a positive number of seconds" --data-train "$work/good.bin"
+
+stuck="ST_CKPT_TEST_DELAY_MS=600000"
+ST_IO_TIMEOUT=60 R1_ENV="$stuck ST_IO_TIMEOUT=2" check "rank 1's blocking checkpoint write stuck" \
+  3 30 1 "writing the checkpoint file .*/\.step_3\.tmp/.* did not finish within 2 s (ST_IO_TIMEOUT)" \
+  --data-train "$work/good.bin" --ckpt-every 3 --ckpt-dir "$work/ckpt_blocking"
+ST_IO_TIMEOUT=2 R1_ENV="$stuck ST_IO_TIMEOUT=60" check "rank 1's background checkpoint write stuck" \
+  3 30 1 "a job-wide agreement .* did not finish within 2 s (ST_IO_TIMEOUT)" \
+  --data-train "$work/good.bin" --ckpt-every 3 --ckpt-dir "$work/ckpt_async" --ckpt-async
+R1_ENV="ST_IO_TIMEOUT=abc" check "ST_IO_TIMEOUT only rank 1 rejects" 2 30 2 \
+  "ST_IO_TIMEOUT='abc' is not a positive number of seconds" --data-train "$work/good.bin"
 
 # The control: the same job untouched trains.
 check "no rank touched" 0 60 0 "error" --data-train "$work/good.bin"
