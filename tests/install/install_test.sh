@@ -2,7 +2,8 @@
 # Installs libshardtrain into a temporary prefix with install/layout.sh (as tools/install.sh
 # does, from the files of this build), then uses only that copy, as a project outside Bazel:
 #   - the shared library exports exactly the functions declared in shardtrain.h, and the static
-#     archive defines no other strong global symbol (its internal names are local);
+#     archive defines no other strong global symbol (its internal names are local), nor a weak
+#     one under the cuDNN frontend's namespace;
 #   - neither links cuBLASLt or cuDNN (the CUDA backend opens them when it makes a context);
 #   - CMake (tests/install/CMakeLists.txt, find_package(shardtrain)) builds mlp_consumer.cc
 #     against shardtrain::shardtrain and against shardtrain::shardtrain_static, and the C
@@ -39,6 +40,13 @@ strong=$(nm --defined-only --extern-only "$prefix/lib/libshardtrain.a" |
   awk 'NF == 3 && $2 ~ /^[A-TX-Z]$/ {print $3}' | sort)
 [ "$want" = "$strong" ] ||
   fail "the archive's global definitions differ from shardtrain.h: $(diff <(echo "$want") <(echo "$strong"))"
+# The cuDNN frontend's templates are instantiated in the archive as weak definitions, under a
+# namespace of our own (kernels/cuda/BUILD): a program using another version of the frontend
+# keeps its own copies: none may be left under the frontend's name (nm -C: in a type or a
+# function's scope alike).
+stray=$(nm -C --defined-only "$prefix/lib/libshardtrain.a" | awk '$2 ~ /^[uVW]$/' |
+  grep -E '(^|[^_])cudnn_frontend::' | head -3 || true)
+[ -z "$stray" ] || fail "the archive defines the cuDNN frontend's own names: $stray"
 # c_consumer.c's own definitions under internal names, which the archive must have for the
 # program to test anything.
 mapfile -t own < <(sed -n '/^\/\* The program.s own/,/^$/p' tests/install/c_consumer.c |
