@@ -196,6 +196,8 @@ struct cuda_cudnn_attention {
   cudnnHandle_t handle;
   char *workspace;
   size_t workspace_bytes;
+  // One per shape and direction, never evicted: a model calls attention at its one shape (its
+  // micro-batch and sequence; sampling's cached attention is another op), so a run holds two.
   std::map<PlanKey, Plan> plans;
 };
 
