@@ -152,8 +152,9 @@ static st_status parse_ids(sample_run *r, const char *text, int vocab) {
     char *end = NULL;
     errno = 0;
     long id = strtol(p, &end, 10);
+    const int no_digits = end == p; /* before the spaces after it: " " alone is no id */
     while (*end == ' ') end++;
-    if (end == p || (*end != ',' && *end) || errno || id < 0) {
+    if (no_digits || (*end != ',' && *end) || errno || id < 0) {
       return st_error(ST_ERR_INVALID_ARG, "--prompt-ids '%s': item %d is not a token id", text,
                       i + 1);
     }

@@ -157,6 +157,8 @@ expect "--prompt-ids: token 256 (item 2) is outside the model's vocabulary [0, 2
   --from "$tiny" --prompt-ids 1,256
 expect "--prompt-ids '1,x': item 2 is not a token id" --from "$tiny" --prompt-ids 1,x
 expect "--prompt-ids '-1': item 1 is not a token id" --from "$tiny" --prompt-ids=-1
+expect "--prompt-ids '1, ,2': item 2 is not a token id" --from "$tiny" --prompt-ids "1, ,2"
+expect "--prompt-ids ' ': item 1 is not a token id" --from "$tiny" --prompt-ids " "
 expect "--prompt has 65 tokens, the model has only 64 positions" --from "$tiny" --prompt "$long"
 expect "--tokens must be >= 1, got 0" --from "$tiny" --prompt hi --tokens 0
 expect "--temperature must be >= 0, got -1" --from "$tiny" --prompt hi --temperature -1
