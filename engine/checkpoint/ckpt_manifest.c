@@ -86,6 +86,25 @@ static st_status plan_walk(ckpt_manifest *m, int *n_params, int *n_pieces) {
   return ST_OK;
 }
 
+st_status ckpt_mesh_check(const gpt_config *cfg, int R, int S, int T, int zero) {
+  const int64_t world = (int64_t)R * S * T, files = (int64_t)S * T;
+  if (R < 1 || S < 1 || T < 1 || zero < 0 || zero > 3) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "mesh %dx%dx%d at ZeRO-%d: extents must be >= 1, stage 0..3", R, S, T, zero);
+  }
+  if (world > CKPT_MAX_WORLD || files > CKPT_MAX_FILES) {
+    return st_error(
+        ST_ERR_INVALID_ARG,
+        "mesh %dx%dx%d: %lld ranks and %lld files; a checkpoint holds at most %d and %d", R, S, T,
+        (long long)world, (long long)files, CKPT_MAX_WORLD, CKPT_MAX_FILES);
+  }
+  gpt_config split = *cfg;
+  if (gpt_config_finish(&split, T) != ST_OK) {
+    return st_error(ST_ERR_INVALID_ARG, "mesh %dx%dx%d: %s", R, S, T, st_last_error());
+  }
+  return ST_OK;
+}
+
 st_status ckpt_manifest_plan(ckpt_manifest *m) {
   int n_params, n_pieces;
   ST_CHECK(plan_walk(m, &n_params, &n_pieces));
@@ -402,13 +421,14 @@ static st_status read_model(const reader *r, const cJSON *root, ckpt_manifest *m
   const cJSON *mesh;
   int64_t rst[3];
   ST_CHECK(field(r, root, "mesh", &mesh));
-  ST_CHECK(int_list(r, mesh, "'mesh'", 3, 1, 1 << 20, rst, NULL));
+  ST_CHECK(int_list(r, mesh, "'mesh'", 3, 1, CKPT_MAX_WORLD, rst, NULL));
   m->R = (int)rst[0];
   m->S = (int)rst[1];
   m->T = (int)rst[2];
   ST_CHECK(int_field(r, root, "zero", 0, &m->zero));
   if (m->zero > 3) return st_error(ST_ERR_FORMAT, "%s: 'zero' %d is not 0..3", r->path, m->zero);
-  st_status status = gpt_config_finish(&m->cfg, m->T);
+  st_status status = ckpt_mesh_check(&m->cfg, m->R, m->S, m->T, m->zero);
+  if (status == ST_OK) status = gpt_config_finish(&m->cfg, m->T);
   if (status != ST_OK) return st_error(ST_ERR_FORMAT, "%s: %s", r->path, st_last_error());
   const cJSON *dtypes;
   char param[16], reduce[16];
@@ -420,7 +440,7 @@ static st_status read_model(const reader *r, const cJSON *root, ckpt_manifest *m
     return st_error(ST_ERR_FORMAT, "%s: unknown dtypes %s, %s", r->path, param, reduce);
   m->param_dtype = (st_dtype)p;
   m->reduce_dtype = (st_dtype)g;
-  ST_CHECK(number(r, root, "loss_scale", 0, 1e38, &m->scaler.scale));
+  ST_CHECK(number(r, root, "loss_scale", 1e-38, 1e38, &m->scaler.scale)); /* > 0 */
   /* The loss scaler's counters came with fp16: a manifest without them had no loss scaling. */
   ST_CHECK(optional_integer(r, root, "loss_scale_clean_steps", &m->scaler.clean_steps));
   return optional_integer(r, root, "skipped_steps", &m->scaler.skipped);
@@ -481,7 +501,9 @@ static st_status read_run(const reader *r, const cJSON *root, ckpt_manifest *m) 
 /* The params, files and pieces must be those the mesh's plan gives: a manifest that disagrees
  * was edited or damaged, and its pieces cannot be trusted. */
 static st_status check_plan(const reader *r, const cJSON *root, ckpt_manifest *m) {
-  ST_CHECK(ckpt_manifest_plan(m));
+  if (ckpt_manifest_plan(m) != ST_OK) {
+    return st_error(ST_ERR_FORMAT, "%s: %s", r->path, st_last_error()); /* a damaged model */
+  }
   const cJSON *params, *files, *pieces;
   ST_CHECK(field(r, root, "params", &params));
   ST_CHECK(field(r, root, "files", &files));
@@ -537,6 +559,10 @@ static st_status read_text(const char *path, char **out) {
   if (status == ST_OK) {
     status = file_read_at(fd, path, *out, (size_t)size, 0);
     (*out)[size] = '\0';
+    if (status != ST_OK) {
+      mem_free(*out);
+      *out = NULL;
+    }
   }
   close(fd);
   return status;

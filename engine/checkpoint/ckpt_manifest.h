@@ -76,6 +76,17 @@ typedef struct ckpt_manifest {
  * Returns 0 when there are none. */
 int ckpt_piece_range(const unit_layout *l, int k, int s, int64_t *begin, int64_t *end);
 
+/* The largest mesh a checkpoint is planned for: R x S x T ranks, of which S x T write a file
+ * each. Far beyond any run, and small enough that the piece table of a mesh that passes is held
+ * in memory: a manifest of a few bytes must not make a reader allocate gigabytes. */
+#define CKPT_MAX_WORLD (1 << 20)
+#define CKPT_MAX_FILES (1 << 17)
+
+/* ST_ERR_INVALID_ARG naming the problem unless `cfg`'s checkpoint can be planned for the mesh
+ * R x S x T at ZeRO stage `zero`: extents >= 1 within the limits above, a stage 0..3, and T
+ * splitting the model (gpt_config_finish, which it runs on a copy). */
+st_status ckpt_mesh_check(const gpt_config *cfg, int R, int S, int T, int zero);
+
 /* Fills params, files (names) and pieces for m->cfg, m->S and m->T; the other fields are the
  * caller's. m->params etc. must be NULL. */
 st_status ckpt_manifest_plan(ckpt_manifest *m);

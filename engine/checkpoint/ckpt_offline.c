@@ -80,10 +80,7 @@ static st_status target_manifest(const ckpt_manifest *from, int R, int S, int T,
   to->S = S;
   to->T = T;
   to->zero = zero;
-  st_status status = gpt_config_finish(&to->cfg, T);
-  if (status != ST_OK) {
-    return st_error(ST_ERR_INVALID_ARG, "mesh %dx%dx%d: %s", R, S, T, st_last_error());
-  }
+  ST_CHECK(gpt_config_finish(&to->cfg, T)); /* ckpt_reshard_check passed it */
   ST_CHECK(ckpt_manifest_set_data(to, R * S, from->data[0]));
   return ckpt_manifest_plan(to);
 }
@@ -110,11 +107,34 @@ static st_status reshard_into(ckpt_source *src, ckpt_manifest *m, const char *te
   return file_sync_directory(temp, temp);
 }
 
-st_status ckpt_reshard(ckpt_source *src, const char *dst, int R, int S, int T, int zero) {
-  if (R < 1 || S < 1 || T < 1 || zero < 0 || zero > 3) {
+/* "step_<N>" -> N; -1 for another name. */
+static long long step_of_name(const char *dir) {
+  size_t len = strlen(dir);
+  while (len > 1 && dir[len - 1] == '/') len--;
+  size_t at = len;
+  while (at > 0 && dir[at - 1] != '/') at--;
+  long long step = -1;
+  int used = 0;
+  if (sscanf(dir + at, "step_%lld%n", &step, &used) != 1 || at + (size_t)used != len) return -1;
+  return step;
+}
+
+st_status ckpt_reshard_check(const ckpt_source *src, const char *dst, int R, int S, int T,
+                             int zero) {
+  const ckpt_manifest *m = ckpt_source_manifest(src);
+  ST_CHECK(ckpt_mesh_check(&m->cfg, R, S, T, zero));
+  const long long named = step_of_name(dst);
+  if (named >= 0 && named != (long long)m->step) {
     return st_error(ST_ERR_INVALID_ARG,
-                    "mesh %dx%dx%d at ZeRO-%d: extents must be >= 1, stage 0..3", R, S, T, zero);
+                    "DST %s is named for step %lld, the checkpoint is of step %lld: --resume "
+                    "would take it for the other step",
+                    dst, named, (long long)m->step);
   }
+  return ST_OK;
+}
+
+st_status ckpt_reshard(ckpt_source *src, const char *dst, int R, int S, int T, int zero) {
+  ST_CHECK(ckpt_reshard_check(src, dst, R, S, T, zero));
   struct stat st;
   if (stat(dst, &st) == 0) {
     return st_error(ST_ERR_INVALID_ARG, "%s exists: reshard writes a new directory", dst);

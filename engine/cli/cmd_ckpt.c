@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "engine/checkpoint/ckpt_offline.h"
@@ -67,31 +68,43 @@ typedef struct reshard_target {
 } reshard_target;
 
 /* DST's parent directory, created (one level, as train creates --ckpt-dir) when missing, so
- * that `reshard ckpt/step_N ckpt8/step_N` makes ckpt8 as train would. */
-static st_status make_parent(const char *dst) {
-  char parent[4096];
+ * that `reshard ckpt/step_N ckpt8/step_N` makes ckpt8 as train would; `created` receives its
+ * path when this made it, else "". */
+static st_status make_parent(const char *dst, char *created, size_t size) {
+  created[0] = '\0';
   size_t len = strlen(dst);
   while (len > 1 && dst[len - 1] == '/') len--;
   while (len > 0 && dst[len - 1] != '/') len--;
   while (len > 1 && dst[len - 1] == '/') len--;
-  if (len == 0 || len >= sizeof parent) return ST_OK; /* in "." or "/", or output_dir_check's */
+  if (len == 0 || len >= size) return ST_OK; /* in "." or "/", or output_dir_check's */
+  char parent[4096];
   snprintf(parent, sizeof parent, "%.*s", (int)len, dst);
   struct stat st;
   if (stat(parent, &st) == 0 || errno != ENOENT) return ST_OK; /* output_dir_check judges it */
   /* Its own parent missing too (ENOENT): output_dir_check names the directory that is not. */
-  if (mkdir(parent, 0777) != 0 && errno != ENOENT) {
+  if (mkdir(parent, 0777) == 0) {
+    snprintf(created, size, "%s", parent);
+  } else if (errno != ENOENT) {
     return st_error(ST_ERR_INVALID_ARG, "DST %s: cannot create directory %s: %s", dst, parent,
                     strerror(errno));
   }
   return ST_OK;
 }
 
+/* Everything that can be refused is checked before DST's parent is made, and a parent made
+ * for a reshard that failed is removed again: a refused command leaves no trace. */
 static st_status reshard(ckpt_source *src, char **argv, void *ctx) {
   const reshard_target *t = ctx;
   ST_CHECK(output_path_outside("DST", argv[3], "SRC", argv[2]));
-  ST_CHECK(make_parent(argv[3]));
-  ST_CHECK(output_dir_check("DST", argv[3]));
-  ST_CHECK(ckpt_reshard(src, argv[3], t->R, t->S, t->T, t->zero));
+  ST_CHECK(ckpt_reshard_check(src, argv[3], t->R, t->S, t->T, t->zero));
+  char created[4096];
+  ST_CHECK(make_parent(argv[3], created, sizeof created));
+  st_status status = output_dir_check("DST", argv[3]);
+  if (status == ST_OK) status = ckpt_reshard(src, argv[3], t->R, t->S, t->T, t->zero);
+  if (status != ST_OK) {
+    if (created[0]) rmdir(created);
+    return status;
+  }
   printf("resharded %s -> %s (mesh %dx%dx%d, ZeRO-%d)\n", argv[2], argv[3], t->R, t->S, t->T,
          t->zero);
   return ST_OK;

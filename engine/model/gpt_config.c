@@ -1,6 +1,7 @@
 /* gpt_config.c - named configs and validation. */
 #include "engine/model/gpt_config.h"
 
+#include <limits.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -58,8 +59,15 @@ st_status gpt_config_finish(gpt_config *cfg, int tp) {
   if (tp < 1 || cfg->n_head % tp != 0) {
     return st_error(ST_ERR_INVALID_ARG, "tp %d does not divide n_head %d", tp, cfg->n_head);
   }
-  int multiple = 128 * tp;
-  cfg->vocab_padded = (cfg->vocab + multiple - 1) / multiple * multiple;
+  const int64_t multiple = 128 * (int64_t)tp;
+  const int64_t padded = (cfg->vocab + multiple - 1) / multiple * multiple;
+  if (padded > INT_MAX) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "vocab %d padded to a multiple of 128 x tp %d is %lld rows: more than an int "
+                    "counts",
+                    cfg->vocab, tp, (long long)padded);
+  }
+  cfg->vocab_padded = (int)padded;
   return ST_OK;
 }
 

@@ -11,10 +11,12 @@
 #   - sample: greedy text from the model trained on 1 rank, on dp-shard 2 at ZeRO-3 and on
 #     tp 2 x dp-shard 2 at ZeRO-1 is the same, read from checkpoints and from exports (and
 #     --stop-at ends a run with a checkpoint at that step);
-#   - bad input: resharding into an existing directory or for a tp that does not divide the
-#     heads, missing paths, a directory that is not a checkpoint, an output that cannot be
+#   - bad input: resharding into an existing directory, for a tp that does not divide the heads
+#     or a mesh beyond the limits, or into a step_<N> of another step (no parent directory is
+#     left, nor after a reshard that failed reading), missing paths, a directory that is not a checkpoint, an output that cannot be
 #     written (a missing directory, a name too long, a directory for a file): one error line,
-#     exit 2, before any work.
+#     exit 2, before any work; a damaged manifest (a mesh beyond the limits, a vocabulary that
+#     overflows, a loss scale of 0): one line naming it, exit 1, at once.
 set -uo pipefail
 shardtrain=$1
 prepare=$2
@@ -126,8 +128,18 @@ expect_bad() {
   grep -q -- "$pattern" "$work/bad.log" || { cat "$work/bad.log"; fail "'$*' does not say '$pattern'"; }
 }
 expect_bad "exists" reshard "$ck/step_5" "$work/rs" --tp 2
-expect_bad "tp 3 does not divide n_head 4" reshard "$ck/step_5" "$work/rs3" --tp 3
-[ ! -e "$work/rs3" ] || fail "a refused reshard left $work/rs3"
+# refused before any file is read or directory made: no new parent is left behind
+expect_bad "tp 3 does not divide n_head 4" reshard "$ck/step_5" "$work/np/rs3" --tp 3
+expect_bad "mesh 1x2000000x1: 2000000 ranks and 2000000 files; a checkpoint holds at most" \
+  reshard "$ck/step_5" "$work/np/rs" --dp-shard 2000000
+expect_bad "DST $work/np/step_8 is named for step 8, the checkpoint is of step 5" \
+  reshard "$ck/step_5" "$work/np/step_8" --dp-shard 2
+[ ! -e "$work/np" ] || fail "a refused reshard left $work/np"
+# a reshard that fails while reading (a damaged SRC: exit 1) removes the parent it made
+"$shardtrain" reshard "$work/damaged" "$work/np/step_10" --dp-shard 2 > "$work/bad.log" 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q "SHA-256" "$work/bad.log" || { cat "$work/bad.log"; fail "reshard of a damaged SRC exited $rc, expected 1"; }
+[ ! -e "$work/np" ] || fail "a failed reshard left $work/np"
 expect_bad "expected SRC and DST" reshard "$ck/step_5"
 expect_bad "expected CKPT and OUT" export --help-me
 expect_bad "not a checkpoint directory" inspect "$work/nowhere"
@@ -159,6 +171,26 @@ expect_bad "OUT $ck/step_10/rank_00000.safetensors is in the checkpoint" \
 expect_bad "DST $ck/step_10/sub is in the checkpoint SRC $ck/step_10" \
   reshard "$ck/step_10" "$ck/step_10/sub" --dp-shard 2
 [ "$(sha256sum "$ck/step_10"/*)" = "$sums" ] || fail "a refused command changed $ck/step_10"
+# damaged manifests: one error line naming the file, exit 1, at once (timeout 20 s), without
+# planning what they describe (a mesh of 2^26 files took 35 s and 7 GB before it was limited)
+edited() {
+  local name=$1 edit=$2 pattern=$3
+  rm -rf "$work/edited_$name" && cp -r "$ck/step_10" "$work/edited_$name"
+  python3 - "$work/edited_$name/manifest.json" "$edit" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+exec(sys.argv[2])
+json.dump(m, open(sys.argv[1], "w"))
+PY
+  timeout 20 "$shardtrain" inspect "$work/edited_$name" > "$work/bad.log" 2>&1
+  local rc=$?
+  [ $rc = 1 ] && [ "$(wc -l < "$work/bad.log")" = 1 ] &&
+    grep -q -- "edited_$name/manifest.json: .*$pattern" "$work/bad.log" ||
+    { cat "$work/bad.log"; fail "inspect of a manifest with $name: exit $rc, expected 1 and one line saying '$pattern'"; }
+}
+edited mesh 'm["mesh"] = [1, 1048576, 64]' "67108864 files; a checkpoint holds at most"
+edited vocab 'm["model"]["vocab"] = 2147483647' "vocab 2147483647 padded"
+edited scale 'm["loss_scale"] = 0' "'loss_scale' is not a number in"
 # sample: --n-head against the checkpoint's 4 heads
 expect_bad "$ck/step_10/manifest.json records n_head 4 and --n-head is 2" \
   sample --from "$ck/step_10" --prompt hi --n-head 2
