@@ -56,13 +56,18 @@ static double now_ms(void) {
 
 static int is_writer(const train_run *r) { return r->coords.world_rank == 0; }
 
-static st_status open_loader(const train_run *r, const char *pattern, token_loader **out) {
+/* A loader whose global batch is `micro_batches` micro-batches: the step's (--grad-accum) for the
+ * training data, one for the validation data, whose batches are evaluated one at a time. */
+static st_status open_loader(const train_run *r, const char *pattern, int micro_batches,
+                             token_loader **out) {
   token_loader_config c = {.pattern = pattern,
                            .batch_size = r->o->micro_batch,
                            .seq_len = r->cfg.max_seq,
                            .dp_rank = r->coords.r * r->coords.S + r->coords.s,
                            .dp_size = r->coords.R * r->coords.S,
-                           .vocab_size = r->cfg.vocab};
+                           .vocab_size = r->cfg.vocab,
+                           .micro_batches = micro_batches,
+                           .report = is_writer(r)};
   return token_loader_open(out, &c);
 }
 
@@ -149,8 +154,8 @@ static st_status setup_local(train_run *r) {
     ST_CHECK(gpt_init_params(r->model, (uint64_t)o->seed));
   }
   ST_CHECK(train_state_reset(r->model));
-  if (o->data_train) ST_CHECK(open_loader(r, o->data_train, &r->train));
-  if (o->data_val) ST_CHECK(open_loader(r, o->data_val, &r->val));
+  if (o->data_train) ST_CHECK(open_loader(r, o->data_train, o->grad_accum, &r->train));
+  if (o->data_val) ST_CHECK(open_loader(r, o->data_val, 1, &r->val));
   size_t per_batch = (size_t)o->micro_batch * r->cfg.max_seq;
   ST_CHECK(mem_alloc((void **)&r->tokens, 2 * per_batch * (size_t)o->grad_accum * sizeof(int32_t),
                      MEM_HOST, MEM_WORKSPACE, NULL));

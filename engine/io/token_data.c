@@ -1,8 +1,8 @@
 /* token_data.c - the token shard reader and batch loader (see token_data.h).
  *
  * Ownership: the loader owns the shard table, one string pool with the shard paths, the window
- * of B*T+1 tokens a batch is read into (all MEM_WORKSPACE), and a descriptor on the shard it is
- * reading. Shards are only read, never mapped: a rank touches B*T+1 tokens per step.
+ * of B*T+1 tokens a micro-batch is read into (all MEM_WORKSPACE), and a descriptor on the shard it
+ * is reading. Shards are only read, never mapped: a rank touches B*T+1 tokens per step.
  */
 #include "engine/io/token_data.h"
 
@@ -26,15 +26,16 @@ typedef struct token_shard {
 } token_shard;
 
 struct token_loader {
-  int dp_rank, vocab_size;
-  uint64_t local_tokens;  /* B*T: one rank's slice of a global batch */
-  uint64_t global_tokens; /* dp_size*B*T */
+  int dp_rank, dp_size, vocab_size, micro_batches, report;
+  uint64_t local_tokens;  /* B*T: one rank's slice of a micro-batch */
+  uint64_t global_tokens; /* micro_batches*dp_size*B*T */
   size_t shard_count;
   token_shard *shards; /* sorted by path */
   char *paths;
   uint16_t *window; /* local_tokens + 1 */
   token_position position;
-  int fd; /* descriptor of shards[fd_shard], or -1 */
+  int micro; /* the next micro-batch of the global batch at `position` */
+  int fd;    /* descriptor of shards[fd_shard], or -1 */
   uint64_t fd_shard;
 };
 
@@ -48,6 +49,10 @@ static st_status check_config(const token_loader_config *c, uint64_t *local, uin
     return st_error(ST_ERR_INVALID_ARG, "token loader: dp rank %d is not in [0, dp size %d)",
                     c->dp_rank, c->dp_size);
   }
+  if (c->micro_batches < 1) {
+    return st_error(ST_ERR_INVALID_ARG, "token loader: %d micro-batches per global batch",
+                    c->micro_batches);
+  }
   if (c->vocab_size < 1 || c->vocab_size > 65536) {
     return st_error(ST_ERR_INVALID_ARG,
                     "token loader: vocabulary size %d is not in [1, 65536], "
@@ -56,10 +61,13 @@ static st_status check_config(const token_loader_config *c, uint64_t *local, uin
   }
   *local = (uint64_t)c->batch_size * (uint64_t)c->seq_len;
   /* The margin keeps every later sum of offsets, counts and byte sizes far from overflowing. */
-  if (__builtin_mul_overflow(*local, (uint64_t)c->dp_size, global) || *global > UINT64_MAX / 4) {
+  uint64_t micro = 0;
+  if (__builtin_mul_overflow(*local, (uint64_t)c->dp_size, &micro) ||
+      __builtin_mul_overflow(micro, (uint64_t)c->micro_batches, global) ||
+      *global > UINT64_MAX / 4) {
     return st_error(ST_ERR_INVALID_ARG,
-                    "token loader: a global batch of %d x %d x %d tokens is too large", c->dp_size,
-                    c->batch_size, c->seq_len);
+                    "token loader: a global batch of %d x %d x %d x %d tokens is too large",
+                    c->micro_batches, c->dp_size, c->batch_size, c->seq_len);
   }
   return ST_OK;
 }
@@ -160,13 +168,13 @@ static st_status check_some_shard_holds_a_batch(const token_loader *loader) {
   if (!holds_batch(loader, largest, 0)) {
     return st_error(ST_ERR_FORMAT,
                     "no shard holds the %llu tokens one global batch reads "
-                    "(dp size x B x T + 1): the largest, %s, has %llu",
+                    "(grad-accum x dp size x B x T + 1): the largest, %s, has %llu",
                     (unsigned long long)(loader->global_tokens + 1), largest->path,
                     (unsigned long long)largest->tokens);
   }
   for (size_t i = 0; i < loader->shard_count; i++) {
     const token_shard *shard = &loader->shards[i];
-    if (!holds_batch(loader, shard, 0) && loader->dp_rank == 0) {
+    if (!holds_batch(loader, shard, 0) && loader->report) {
       st_log(ST_LOG_WARN, "%s: %llu tokens, fewer than one global batch reads: skipped",
              shard->path, (unsigned long long)shard->tokens);
     }
@@ -181,7 +189,10 @@ st_status token_loader_open(token_loader **out, const token_loader_config *confi
   token_loader *loader = NULL;
   ST_CHECK(mem_alloc_zeroed((void **)&loader, sizeof *loader, MEM_HOST, MEM_WORKSPACE, NULL));
   loader->dp_rank = config->dp_rank;
+  loader->dp_size = config->dp_size;
   loader->vocab_size = config->vocab_size;
+  loader->micro_batches = config->micro_batches;
+  loader->report = config->report;
   loader->local_tokens = local;
   loader->global_tokens = global;
   loader->fd = -1;
@@ -221,15 +232,19 @@ static st_status open_shard(token_loader *loader, uint64_t shard) {
   return ST_OK;
 }
 
+/* The global batch's shard is chosen at its first micro-batch, for all of them: whether it
+ * fits depends on the whole global batch, not on the micro-batch, so that every mesh with the
+ * same global batch reads the same tokens. */
 st_status token_loader_next(token_loader *loader, int32_t *inputs, int32_t *targets) {
   token_position at = loader->position;
-  while (!holds_batch(loader, &loader->shards[at.shard], at.offset)) {
+  while (loader->micro == 0 && !holds_batch(loader, &loader->shards[at.shard], at.offset)) {
     /* On to the next shard that holds a global batch (open made sure one does). */
     at.shard = (at.shard + 1) % loader->shard_count;
     at.offset = 0;
   }
   const token_shard *shard = &loader->shards[at.shard];
-  uint64_t first = at.offset + (uint64_t)loader->dp_rank * loader->local_tokens;
+  const uint64_t slice = (uint64_t)loader->micro * loader->dp_size + loader->dp_rank;
+  uint64_t first = at.offset + slice * loader->local_tokens;
   size_t count = (size_t)loader->local_tokens + 1;
   ST_CHECK(open_shard(loader, at.shard));
   ST_CHECK(file_read_at(loader->fd, shard->path, loader->window, count * sizeof(uint16_t),
@@ -245,7 +260,10 @@ st_status token_loader_next(token_loader *loader, int32_t *inputs, int32_t *targ
     inputs[i] = loader->window[i];
     targets[i] = loader->window[i + 1];
   }
-  at.offset += loader->global_tokens;
+  if (++loader->micro == loader->micro_batches) {
+    loader->micro = 0;
+    at.offset += loader->global_tokens;
+  }
   loader->position = at;
   return ST_OK;
 }
@@ -262,5 +280,6 @@ st_status token_loader_seek(token_loader *loader, token_position position) {
                     loader->shard_count);
   }
   loader->position = position;
+  loader->micro = 0;
   return ST_OK;
 }

@@ -3,13 +3,15 @@
  * A shard is a header of 256 little-endian int32 ([0] = 20240520, [1] = 1, [2] = the token
  * count n) followed by n little-endian uint16 tokens, so llm.c's data preparation scripts work
  * unchanged. The loader reads the shards matching a glob pattern, sorted by name, and cuts each
- * into global batches of dp_size * B * T tokens, as llm.c does: data-parallel rank d reads
- * B * T + 1 tokens from d * B * T into the global batch, giving B sequences of T inputs whose
- * targets are the next token (the extra token is the last target). A global batch never
- * straddles two shards: when the rest of a shard cannot hold one (plus that extra token), the
- * loader moves to the next shard, and after the last one back to the first; a shard too short
- * for any global batch is skipped (with a warning at open). Every rank derives
- * the same positions from the same files, so the ranks stay in step without communicating.
+ * into global batches, one per optimizer step, of G = micro_batches * dp_size * B * T tokens, as
+ * llm.c does: micro-batch k of data-parallel rank d reads B * T + 1 tokens from
+ * (k * dp_size + d) * B * T into the global batch, giving B sequences of T inputs whose targets
+ * are the next token (the extra token is the last target). A global batch never straddles two
+ * shards: when the rest of a shard cannot hold one (plus that extra token), the loader moves to
+ * the next shard, and after the last one back to the first; a shard too short for any global
+ * batch is skipped (with a warning at open). Every rank derives the same positions from the
+ * same files, so the ranks stay in step without communicating, and meshes with the same global
+ * batch (dp 2 without accumulation, dp 1 accumulating 2 micro-batches) read the same tokens.
  */
 #ifndef ST_ENGINE_IO_TOKEN_DATA_H
 #define ST_ENGINE_IO_TOKEN_DATA_H
@@ -28,7 +30,9 @@ typedef struct token_loader_config {
   int seq_len;         /* T: tokens per sequence */
   int dp_rank;         /* this rank's slice of each global batch, in [0, dp_size) */
   int dp_size;
-  int vocab_size; /* every token read must be below it (at most 65536) */
+  int vocab_size;    /* every token read must be below it (at most 65536) */
+  int micro_batches; /* per global batch: the gradient accumulation, >= 1 */
+  int report;        /* whether this rank warns of the shards skipped (one rank of the job) */
 } token_loader_config;
 
 /* Where the next global batch starts: a shard (index in name order) and a token offset in it.
@@ -46,17 +50,17 @@ typedef struct token_loader token_loader;
 st_status token_loader_open(token_loader **out, const token_loader_config *config);
 void token_loader_close(token_loader *loader);
 
-/* Reads this rank's slice of the next global batch: for b < B, t < T, inputs[b*T + t] is a
- * token and targets[b*T + t] the one after it; each array holds B*T. A token not below the
- * vocabulary size is ST_ERR_FORMAT naming the file and the token's index in it, and leaves the
- * position where it was. */
+/* Reads this rank's slice of the next micro-batch, the global batch's micro_batches of them in
+ * turn: for b < B, t < T, inputs[b*T + t] is a token and targets[b*T + t] the one after it;
+ * each array holds B*T. A token not below the vocabulary size is ST_ERR_FORMAT naming the file
+ * and the token's index in it, and leaves the position where it was. */
 st_status token_loader_next(token_loader *loader, int32_t *inputs, int32_t *targets);
 
-/* The position of the next global batch (for a checkpoint). */
+/* The position of the next global batch (for a checkpoint, between global batches). */
 token_position token_loader_tell(const token_loader *loader);
 
-/* Continues from a position that token_loader_tell returned; outside the data it is
- * ST_ERR_INVALID_ARG. */
+/* Continues from a position that token_loader_tell returned, at its global batch's first
+ * micro-batch; outside the data it is ST_ERR_INVALID_ARG. */
 st_status token_loader_seek(token_loader *loader, token_position position);
 
 #endif /* ST_ENGINE_IO_TOKEN_DATA_H */

@@ -53,7 +53,7 @@ static double entropy_nats(const unsigned char *bytes, size_t n) {
  * `expected` from k * shard_tokens on), then checks that the next batch starts over. */
 static void check_stream(const char *pattern, const char *expected, size_t shard_tokens,
                          int batches) {
-  token_loader_config config = {pattern, 1, T, 0, 1, 256};
+  token_loader_config config = {pattern, 1, T, 0, 1, 256, 1, 0};
   token_loader *loader = NULL;
   CHECK_OK(token_loader_open(&loader, &config));
   if (!loader) return;

@@ -26,7 +26,7 @@ static char dir[512];
 /* Opening with B = 2, T = 8 on one rank (17 tokens per global batch) must fail cleanly. */
 static void check_refused(const char *pattern, st_status expected, const char *message) {
   uint64_t live = test_live_blocks();
-  token_loader_config config = {pattern, B, T, 0, 1, VOCAB};
+  token_loader_config config = {pattern, B, T, 0, 1, VOCAB, 1, 0};
   token_loader *loader = NULL;
   CHECK_STATUS(token_loader_open(&loader, &config), expected);
   CHECK(loader == NULL);
@@ -77,10 +77,11 @@ static void check_bad_shards(void) {
 
 static void check_bad_config(void) {
   static const token_loader_config bad[] = {
-      {"x", 0, 8, 0, 1, VOCAB}, {"x", 2, -1, 0, 1, VOCAB},
-      {"x", 2, 8, 2, 2, VOCAB}, {"x", 2, 8, -1, 2, VOCAB},
-      {"x", 2, 8, 0, 0, VOCAB}, {"x", 2, 8, 0, 1, 0},
-      {"x", 2, 8, 0, 1, 65537}, {"x", 2147483647, 2147483647, 0, 2147483647, VOCAB},
+      {"x", 0, 8, 0, 1, VOCAB, 1, 0}, {"x", 2, -1, 0, 1, VOCAB, 1, 0},
+      {"x", 2, 8, 2, 2, VOCAB, 1, 0}, {"x", 2, 8, -1, 2, VOCAB, 1, 0},
+      {"x", 2, 8, 0, 0, VOCAB, 1, 0}, {"x", 2, 8, 0, 1, 0, 1, 0},
+      {"x", 2, 8, 0, 1, 65537, 1, 0}, {"x", 2147483647, 2147483647, 0, 2147483647, VOCAB, 1, 0},
+      {"x", 2, 8, 0, 1, VOCAB, 0, 0}, {"x", 65536, 65536, 0, 65536, VOCAB, 65536, 0},
   };
   static const char *const messages[] = {"batch size 0 and sequence length 8 must be positive",
                                          "batch size 2 and sequence length -1",
@@ -89,8 +90,11 @@ static void check_bad_config(void) {
                                          "dp rank 0 is not in [0, dp size 0)",
                                          "vocabulary size 0 is not in [1, 65536]",
                                          "vocabulary size 65537",
-                                         "a global batch of 2147483647 x 2147483647 x 2147483647 "
-                                         "tokens is too large"};
+                                         "a global batch of 1 x 2147483647 x 2147483647 x "
+                                         "2147483647 tokens is too large",
+                                         "0 micro-batches per global batch",
+                                         "a global batch of 65536 x 65536 x 65536 x 65536 tokens "
+                                         "is too large"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     token_loader *loader = NULL;
     CHECK_STATUS(token_loader_open(&loader, &bad[i]), ST_ERR_INVALID_ARG);
@@ -106,7 +110,7 @@ static void check_token_outside_vocabulary(void) {
   tokens[37] = VOCAB; /* in the third batch: 17 tokens read at offsets 0, 16, 32 */
   snprintf(path, sizeof path, "%s/vocab.bin", dir);
   test_write_token_shard(path, TOKEN_SHARD_MAGIC, 1, 100, tokens, 100);
-  token_loader_config config = {path, B, T, 0, 1, VOCAB};
+  token_loader_config config = {path, B, T, 0, 1, VOCAB, 1, 0};
   token_loader *loader = NULL;
   CHECK_OK(token_loader_open(&loader, &config));
   if (!loader) return;
@@ -140,7 +144,7 @@ static size_t write_valid_shard(const char *path, unsigned char *file, size_t ca
 /* Opens `path` and reads two passes of batches; every failure must be a refusal of the data. */
 static int open_and_read_all(const char *path) {
   uint64_t live = test_live_blocks();
-  token_loader_config config = {path, B, T, 0, 1, VOCAB};
+  token_loader_config config = {path, B, T, 0, 1, VOCAB, 1, 0};
   token_loader *loader = NULL;
   st_status status = token_loader_open(&loader, &config);
   if (status != ST_OK) {
@@ -203,7 +207,7 @@ static void check_out_of_memory(void) {
   unsigned char file[2048];
   snprintf(path, sizeof path, "%s/oom.bin", dir);
   write_valid_shard(path, file, sizeof file);
-  token_loader_config config = {path, B, T, 0, 1, VOCAB};
+  token_loader_config config = {path, B, T, 0, 1, VOCAB, 1, 0};
   /* The loader, its paths, its shard table and its window. */
   CHECK_EQ_INT(test_fail_each_allocation("open", open_and_close, &config), 4);
 }

@@ -7,7 +7,9 @@
  * loader wraps from the last shard back to the first and skips a shard too short for a global
  * batch; the dp ranks' slices tile each global
  * batch exactly once; a saved position restores the same stream, in the same loader, a new one,
- * and on a different mesh with the same global batch; positions outside the data are refused.
+ * and on a different mesh with the same global batch; with gradient accumulation the global batch
+ * (all micro-batches) decides where it starts, so accumulating and data-parallel meshes with the
+ * same global batch read the same tokens; positions outside the data are refused.
  * (token_data_bad_input_test covers malformed data.)
  */
 #include "engine/io/token_data.h"
@@ -60,8 +62,15 @@ static int batch_starts(uint64_t global, batch_start *out) {
   return n;
 }
 
+static token_loader *open_accumulating(int batch, int seq, int rank, int size, int micro) {
+  token_loader_config config = {pattern, batch, seq, rank, size, VOCAB, micro, 0};
+  token_loader *loader = NULL;
+  CHECK_OK(token_loader_open(&loader, &config));
+  return loader;
+}
+
 static token_loader *open_loader(int batch, int seq, int rank, int size) {
-  token_loader_config config = {pattern, batch, seq, rank, size, VOCAB};
+  token_loader_config config = {pattern, batch, seq, rank, size, VOCAB, 1, 0};
   token_loader *loader = NULL;
   CHECK_OK(token_loader_open(&loader, &config));
   return loader;
@@ -184,6 +193,32 @@ static void check_resume_on_another_mesh(void) {
   }
 }
 
+/* A global batch of GA micro-batches on DP ranks: micro-batch k of rank r is the slice
+ * k * DP + r of the global batch, whose start follows llm.c's rule for the whole global batch
+ * (G = GA x DP x B x T), never one micro-batch's. With T = 8 the third shard (80 tokens) holds 9
+ * micro-batches of one sequence: deciding per micro-batch, 1 rank accumulating 2 would read a
+ * fifth global batch there (its second half from the next shard) that 2 ranks skip. */
+static void check_accumulation(int DP, int GA) {
+  enum { B = 1, T = 8 };
+  batch_start starts[64];
+  const int per_pass = batch_starts((uint64_t)GA * DP * B * T, starts);
+  for (int r = 0; r < DP; r++) {
+    token_loader *loader = open_accumulating(B, T, r, DP, GA);
+    if (!loader) return;
+    for (int i = 0; i < per_pass * 3 / 2; i++) {
+      for (int k = 0; k < GA; k++) {
+        batch_start want = starts[i % per_pass];
+        want.offset += (uint64_t)k * DP * B * T;
+        CHECK_MSG(next_matches(loader, want, B, T, r),
+                  "dp %d x %d micro-batches: rank %d batch %d "
+                  "micro-batch %d",
+                  DP, GA, r, i, k);
+      }
+    }
+    token_loader_close(loader);
+  }
+}
+
 int main(void) {
   uint64_t live = test_live_blocks();
   make_dataset();
@@ -192,6 +227,9 @@ int main(void) {
   check_data_parallel_slices();
   check_save_and_restore();
   check_resume_on_another_mesh();
+  check_accumulation(1, 2);
+  check_accumulation(2, 2);
+  check_accumulation(2, 1);
   CHECK_EQ_INT(test_live_blocks(), live);
   return test_finish("token_data_test");
 }
