@@ -86,6 +86,15 @@ static st_status import_param(gpt_model *m, int u, int k, const safetensors_read
   return unit_set_params(un, p->offset, slice, p->numel);
 }
 
+/* Buffers some GPT-2 files carry beside the parameters (the causal mask) and the output head
+ * tied to wte: not parameters, so their presence says nothing about the model's shape. */
+static int is_buffer(const char *name) {
+  const char *dot = strrchr(name, '.');
+  return strcmp(name, "lm_head.weight") == 0 ||
+         (dot && (strcmp(dot, ".bias") == 0 || strcmp(dot, ".masked_bias") == 0) &&
+          strncmp(name, "h.", 2) == 0 && dot - name >= 5 && strncmp(dot - 5, ".attn", 5) == 0);
+}
+
 /* A 2-D tensor the config is read from. */
 static st_status config_tensor(const safetensors_reader *r, const char *path, const char *name,
                                const safetensors_entry **out) {
@@ -169,6 +178,34 @@ static st_status config_heads(const safetensors_reader *r, const char *path, int
       path, GPT_META_N_HEAD, c->n_layer, c->n_embd);
 }
 
+/* The model a file's names and shapes describe is allocated before its tensors are read one by
+ * one: the tensors must hold at least its parameters, else a file of a few bytes (an empty
+ * "h.47.x", a wide wte of one row) could describe gigabytes. */
+static st_status check_holds_model(const safetensors_reader *r, const char *path,
+                                   const gpt_config *c, const safetensors_entry *wte,
+                                   const safetensors_entry *wpe) {
+  if (wpe->shape[1] != wte->shape[1]) {
+    return st_error(ST_ERR_FORMAT,
+                    "%s: wpe.weight has %lld columns and wte.weight %lld: both are n_embd wide",
+                    path, (long long)wpe->shape[1], (long long)wte->shape[1]);
+  }
+  uint64_t held = 0;
+  for (size_t i = 0; i < safetensors_reader_count(r); i++) {
+    const safetensors_entry *e = safetensors_reader_entry(r, i);
+    if (!is_buffer(e->name)) held += e->numel;
+  }
+  const int64_t needed = gpt_config_trained_params(c);
+  if (held < (uint64_t)needed) {
+    return st_error(ST_ERR_FORMAT,
+                    "%s: its tensors hold %llu values, fewer than the %lld parameters of the model "
+                    "its names and shapes describe (n_layer %d, n_embd %d, vocab %d, %d "
+                    "positions): tensors are missing",
+                    path, (unsigned long long)held, (long long)needed, c->n_layer, c->n_embd,
+                    c->vocab, c->max_seq);
+  }
+  return ST_OK;
+}
+
 st_status gpt_config_from_file(const char *path, int n_head, gpt_config *out) {
   safetensors_reader *r = NULL;
   ST_CHECK(safetensors_reader_open(&r, path));
@@ -188,19 +225,11 @@ st_status gpt_config_from_file(const char *path, int n_head, gpt_config *out) {
   ST_CHECK_GOTO(config_heads(r, path, n_head, &c), status, done);
   status = gpt_config_finish(&c, 1);
   if (status != ST_OK) status = st_error(status, "%s: %s", path, st_last_error());
+  if (status == ST_OK) status = check_holds_model(r, path, &c, wte, wpe);
 done:
   safetensors_reader_close(r);
   if (status == ST_OK) *out = c;
   return status;
-}
-
-/* Buffers some GPT-2 files carry beside the parameters (the causal mask) and the output head
- * tied to wte: not parameters, so their presence says nothing about the model's shape. */
-static int is_buffer(const char *name) {
-  const char *dot = strrchr(name, '.');
-  return strcmp(name, "lm_head.weight") == 0 ||
-         (dot && (strcmp(dot, ".bias") == 0 || strcmp(dot, ".masked_bias") == 0) &&
-          strncmp(name, "h.", 2) == 0 && dot - name >= 5 && strncmp(dot - 5, ".attn", 5) == 0);
 }
 
 /* Every tensor of the file under `prefix` is one of the model's parameters: a file with more

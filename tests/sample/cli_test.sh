@@ -3,7 +3,8 @@
 # and seeded runs repeat; top-k 1 is greedy; generation stops at the model's last position and
 # says so; n_head comes from the export's metadata, else the named config of the file's shape,
 # else --n-head; ids print as ids, or as text through an llm.c tokenizer file. Then bad input:
-# each case exits 2 with exactly one error line naming the flag or file and the problem.
+# each case exits 2 with exactly one error line naming the flag or file and the problem (a file
+# describing a model larger than its tensors before anything is allocated).
 set -uo pipefail
 shardtrain=$1
 work=${TEST_TMPDIR:-$(mktemp -d)}
@@ -137,6 +138,26 @@ expect() {
 }
 
 printf 'not safetensors' >"$work/bad.safetensors"
+# Files whose names and shapes describe a model far larger than their tensors: a 32 KB file of
+# an empty "h.47.x" and one-row tables 4096 wide (a model of 9.7e9 parameters), and a wpe
+# without columns. Refused before the model is built, not after allocating it.
+python3 - "$work" <<'PY'
+import json, struct, sys
+def write(path, tensors):
+    header, data = {"__metadata__": {"shardtrain.n_head": "1"}}, b""
+    for name, shape in tensors:
+        size = 4
+        for d in shape: size *= d
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [len(data), len(data) + size]}
+        data += bytes(size)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(text)) + text + data)
+write(sys.argv[1] + "/hollow.safetensors",
+      [("wte.weight", [1, 4096]), ("wpe.weight", [1, 4096]), ("h.47.x", [0])])
+write(sys.argv[1] + "/narrow_wpe.safetensors",
+      [("wte.weight", [256, 64]), ("wpe.weight", [20000000, 0]), ("h.0.x", [0])])
+PY
 write_tokenizer "$work/bad_magic.bin" 300 12345
 write_tokenizer "$work/tok256.bin" 256
 mkdir -p "$work/ckpt/step_10"
@@ -149,6 +170,10 @@ expect "--from $work/missing.safetensors: cannot read: No such file" \
 expect "--from $work/ckpt/step_10 holds no checkpoint files" --from "$work/ckpt/step_10" --prompt hi
 expect "--from $work/ckpt holds no checkpoint files" --from "$work/ckpt" --prompt hi
 expect "--from $work/bad.safetensors" --from "$work/bad.safetensors" --prompt hi
+expect "hollow.safetensors: its tensors hold 8192 values, fewer than the 9666248704 parameters" \
+  --from "$work/hollow.safetensors" --prompt-ids 1
+expect "narrow_wpe.safetensors: wpe.weight has 0 columns and wte.weight 64" \
+  --from "$work/narrow_wpe.safetensors" --prompt-ids 1
 expect "--prompt is empty" --from "$tiny" --prompt ""
 expect "--prompt-ids is empty" --from "$tiny" --prompt-ids ""
 expect "a prompt is required" --from "$tiny"
