@@ -85,19 +85,74 @@ static st_status read_header_length(const safetensors_reader *reader, uint64_t f
   return ST_OK;
 }
 
-/* `text` holds `bytes` characters and a terminating NUL. */
+/* The length of the UTF-8 sequence at s (at most n bytes), or 0 where it is not one: overlong
+ * forms, surrogates and code points above U+10FFFF are not. */
+static size_t utf8_sequence(const unsigned char *s, size_t n) {
+  if (s[0] < 0x80) return 1;
+  const size_t len = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+  if (len == 0 || len > n || s[0] > 0xf4) return 0;
+  uint32_t cp = s[0] & (0x7f >> len);
+  for (size_t i = 1; i < len; i++) {
+    if ((s[i] & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (s[i] & 0x3f);
+  }
+  const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < least[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  return len;
+}
+
+/* Where the header is not UTF-8 text, the byte at which it stops being; else `bytes`. */
+static size_t utf8_end(const char *text, size_t bytes) {
+  const unsigned char *s = (const unsigned char *)text;
+  for (size_t at = 0, len; at < bytes; at += len) {
+    if ((len = utf8_sequence(s + at, bytes - at)) == 0) return at;
+  }
+  return bytes;
+}
+
+/* Whether a string of the header escapes a NUL (a backslash, then u0000), which would end the
+ * name cJSON decodes there and make it another tensor's: a backslash escapes after an even run
+ * only. */
+static int escapes_nul(const char *text) {
+  for (const char *at = strstr(text, "\\u0000"); at; at = strstr(at + 1, "\\u0000")) {
+    const char *run = at; /* the backslashes before this one */
+    while (run > text && run[-1] == '\\') run--;
+    if ((at - run) % 2 == 0) return 1;
+  }
+  return 0;
+}
+
+/* `text` holds `bytes` characters and a terminating NUL. As the reference reads it: UTF-8 text
+ * of one JSON object from the first byte, then spaces only (the padding to a multiple of 8). */
 static st_status parse_json(const char *path, const char *text, size_t bytes, cJSON **out) {
+  *out = NULL;
+  const size_t utf8 = utf8_end(text, bytes);
+  if (utf8 < bytes) {
+    return st_error(ST_ERR_FORMAT, "%s: header is not UTF-8 text (at byte %zu of %zu)", path, utf8,
+                    bytes);
+  }
+  if (bytes == 0 || text[0] != '{') {
+    return st_error(ST_ERR_FORMAT, "%s: header is not a JSON object (it must begin with '{')",
+                    path);
+  }
   const char *end = NULL;
-  /* Requiring the NUL at text[bytes] rejects anything but padding after the JSON value (cJSON
-   * counts every byte up to 0x20 as padding, NUL included, so a header cut short by a NUL
-   * fails here too). */
-  *out = cJSON_ParseWithLengthOpts(text, bytes + 1, &end, 1);
+  *out = cJSON_ParseWithLengthOpts(text, bytes, &end, 0);
+  size_t at = end ? (size_t)(end - text) : 0;
   if (!*out) {
     return st_error(ST_ERR_FORMAT, "%s: header is not valid JSON (error near byte %zu of %zu)",
-                    path, end ? (size_t)(end - text) : (size_t)0, bytes);
+                    path, at, bytes);
+  }
+  while (at < bytes && text[at] == ' ') at++;
+  if (at < bytes) {
+    return st_error(ST_ERR_FORMAT,
+                    "%s: header has more than spaces after its JSON object (byte %zu of %zu)", path,
+                    at, bytes);
   }
   if (!cJSON_IsObject(*out)) {
     return st_error(ST_ERR_FORMAT, "%s: header is not a JSON object", path);
+  }
+  if (escapes_nul(text)) {
+    return st_error(ST_ERR_FORMAT, "%s: header holds a string with a NUL (\\u0000)", path);
   }
   return ST_OK;
 }

@@ -127,12 +127,22 @@ static void check_bad_headers(void) {
        2, ST_ERR_FORMAT, "tensor 'a' appears twice"},
       {"{\"a\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,1]}}", 1,
        ST_ERR_UNSUPPORTED, "tensor 'a' has 9 dimensions; at most 8 are supported"},
-      {"", 0, ST_ERR_FORMAT, "header is not valid JSON"},
-      {"not json at all", 0, ST_ERR_FORMAT, "header is not valid JSON"},
+      {"", 0, ST_ERR_FORMAT, "header is not a JSON object (it must begin with '{')"},
+      {"not json at all", 0, ST_ERR_FORMAT, "header is not a JSON object (it must begin"},
       {"{\"a\":", 0, ST_ERR_FORMAT, "header is not valid JSON"},
-      {"{} {}", 0, ST_ERR_FORMAT, "header is not valid JSON"},
+      {"{} {}", 0, ST_ERR_FORMAT, "more than spaces after its JSON object (byte 3 of 5)"},
       {"[1,2,3]", 0, ST_ERR_FORMAT, "header is not a JSON object"},
       {"\"text\"", 0, ST_ERR_FORMAT, "header is not a JSON object"},
+      /* As the reference: one object from the first byte, spaces only after it, UTF-8, and no
+       * name that cJSON would cut at an escaped NUL (it read a, NUL, b as "a"). */
+      {"  {}", 0, ST_ERR_FORMAT, "header is not a JSON object (it must begin with '{')"},
+      {"{}\t", 0, ST_ERR_FORMAT, "more than spaces after its JSON object (byte 2 of 3)"},
+      {"{}\x01\x1f", 0, ST_ERR_FORMAT, "more than spaces after its JSON object (byte 2 of 4)"},
+      {"{\"\xff\xfe\":{}}", 0, ST_ERR_FORMAT, "header is not UTF-8 text (at byte 2 of 9)"},
+      {"{\"\xc0\xaf\":{}}", 0, ST_ERR_FORMAT, "header is not UTF-8 text (at byte 2 of 9)"},
+      {"{\"\xed\xa0\x80\":{}}", 0, ST_ERR_FORMAT, "header is not UTF-8 text (at byte 2 of 10)"},
+      {"{\"a\\u0000b\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1, ST_ERR_FORMAT,
+       "header holds a string with a NUL"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     check_refused(cases[i].json, cases[i].data_bytes, cases[i].status, cases[i].message);
@@ -169,7 +179,7 @@ static void check_bad_lengths(void) {
   static const unsigned char nul[16] = {8, 0, 0, 0, 0, 0, 0, 0, '{', '}', 0, 'x', 'y', 'z'};
   test_write_file(path, nul, sizeof nul);
   CHECK_STATUS(open_path(&reader), ST_ERR_FORMAT);
-  CHECK(strstr(st_last_error(), "header is not valid JSON (error near byte 3 of 8)"));
+  CHECK(strstr(st_last_error(), "header has more than spaces after its JSON object (byte 2 of 8)"));
 
   char missing[600];
   snprintf(missing, sizeof missing, "%s.missing", path);
