@@ -156,6 +156,14 @@ static st_status setup_local(train_run *r) {
   ST_CHECK(train_state_reset(r->model));
   if (o->data_train) ST_CHECK(open_loader(r, o->data_train, o->grad_accum, &r->train));
   if (o->data_val) ST_CHECK(open_loader(r, o->data_val, 1, &r->val));
+  const uint64_t val_batches = r->val ? token_loader_batches_per_pass(r->val) : 0;
+  if (r->val && (uint64_t)o->eval_batches > val_batches && is_writer(r)) {
+    st_log(ST_LOG_WARN,
+           "--eval-batches %d: the validation data holds %llu batches of %d x %d x %d tokens; "
+           "each evaluation reads some of them more than once",
+           o->eval_batches, (unsigned long long)val_batches, r->coords.R * r->coords.S,
+           o->micro_batch, r->cfg.max_seq);
+  }
   size_t per_batch = (size_t)o->micro_batch * r->cfg.max_seq;
   ST_CHECK(mem_alloc((void **)&r->tokens, 2 * per_batch * (size_t)o->grad_accum * sizeof(int32_t),
                      MEM_HOST, MEM_WORKSPACE, NULL));

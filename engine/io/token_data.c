@@ -268,6 +268,15 @@ st_status token_loader_next(token_loader *loader, int32_t *inputs, int32_t *targ
   return ST_OK;
 }
 
+uint64_t token_loader_batches_per_pass(const token_loader *loader) {
+  uint64_t batches = 0;
+  for (size_t i = 0; i < loader->shard_count; i++) {
+    const uint64_t n = loader->shards[i].tokens;
+    if (n > 0) batches += (n - 1) / loader->global_tokens;
+  }
+  return batches;
+}
+
 token_position token_loader_tell(const token_loader *loader) { return loader->position; }
 
 st_status token_loader_seek(token_loader *loader, token_position position) {

@@ -56,6 +56,9 @@ void token_loader_close(token_loader *loader);
  * and the token's index in it, and leaves the position where it was. */
 st_status token_loader_next(token_loader *loader, int32_t *inputs, int32_t *targets);
 
+/* The global batches one pass over the data holds (the shards' in turn, skipped ones none). */
+uint64_t token_loader_batches_per_pass(const token_loader *loader);
+
 /* The position of the next global batch (for a checkpoint, between global batches). */
 token_position token_loader_tell(const token_loader *loader);
 

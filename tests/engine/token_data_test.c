@@ -2,11 +2,11 @@
  *
  * Shards are written here with tokens given by a formula, token_at(shard, index), so every
  * expected window is computed from the formula and llm.c's rule (a shard of n tokens holds
- * (n - 1) / G global batches of G = dp_size * B * T tokens), not by the loader. Proven: batches
- * come in name order of the files and hold the expected inputs and next-token targets; the
- * loader wraps from the last shard back to the first and skips a shard too short for a global
- * batch; the dp ranks' slices tile each global
- * batch exactly once; a saved position restores the same stream, in the same loader, a new one,
+ * (n - 1) / G global batches of G = micro-batches * dp_size * B * T tokens), not by the loader.
+ * Proven: batches come in name order of the files and hold the expected inputs and next-token
+ * targets; the loader wraps from the last shard back to the first, skips a shard too short for
+ * a global batch, and counts the global batches of a pass by the same rule; the dp ranks'
+ * slices tile each global batch exactly once; a saved position restores the same stream, in the same loader, a new one,
  * and on a different mesh with the same global batch; with gradient accumulation the global batch
  * (all micro-batches) decides where it starts, so accumulating and data-parallel meshes with the
  * same global batch read the same tokens; positions outside the data are refused.
@@ -99,6 +99,7 @@ static void check_stream(int B, int T, int per_pass) {
   CHECK_EQ_INT(batch_starts((uint64_t)B * T, starts), per_pass);
   token_loader *loader = open_loader(B, T, 0, 1);
   if (!loader) return;
+  CHECK_EQ_INT((int)token_loader_batches_per_pass(loader), per_pass);
   for (int i = 0; i < per_pass * 5 / 2; i++) {
     batch_start want = starts[i % per_pass];
     CHECK_MSG(next_matches(loader, want, B, T, 0), "B %d T %d batch %d (shard %d offset %llu)", B,
@@ -205,6 +206,7 @@ static void check_accumulation(int DP, int GA) {
   for (int r = 0; r < DP; r++) {
     token_loader *loader = open_accumulating(B, T, r, DP, GA);
     if (!loader) return;
+    CHECK_EQ_INT((int)token_loader_batches_per_pass(loader), per_pass);
     for (int i = 0; i < per_pass * 3 / 2; i++) {
       for (int k = 0; k < GA; k++) {
         batch_start want = starts[i % per_pass];
