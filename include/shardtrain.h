@@ -105,6 +105,9 @@ typedef enum st_group {
 /* Validates the mesh against the world size on every rank (an impossible mesh fails the same
  * way everywhere, before any communication) and creates the groups' communicators. */
 st_status st_mesh_create(st_mesh **out, const st_mesh_config *config);
+
+/* Frees the mesh; where units created on it are not yet destroyed, the last of them frees it
+ * (they go on working until then). NULL is allowed. */
 void st_mesh_destroy(st_mesh *mesh);
 
 typedef struct st_mesh_coords {
@@ -175,8 +178,9 @@ typedef struct st_unit_config {
  * unit keeps a copy, and a longer name is refused with ST_ERR_INVALID_ARG, not cut short. */
 #define ST_UNIT_NAME_MAX 63
 
-/* mesh may be NULL (one rank, stage 0, CPU); otherwise it must outlive the unit. name: at most
- * ST_UNIT_NAME_MAX bytes. config may be NULL (the defaults). */
+/* mesh may be NULL (one rank, stage 0, CPU); otherwise the unit keeps it until destroyed, even
+ * past st_mesh_destroy. name: at most ST_UNIT_NAME_MAX bytes. config may be NULL (the
+ * defaults). */
 st_status st_unit_create(st_unit **out, const st_mesh *mesh, const char *name,
                          const st_unit_config *config);
 void st_unit_destroy(st_unit *unit);

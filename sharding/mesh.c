@@ -26,7 +26,9 @@
 static int mesh_live;
 
 struct st_mesh {
-  int counted; /* in mesh_live: built whole by st_mesh_create */
+  int counted;   /* in mesh_live: built whole by st_mesh_create */
+  int holders;   /* units that use it (mesh_hold) */
+  int destroyed; /* st_mesh_destroy was called while units held it: the last frees it */
   st_mesh_coords coords;
   st_device device;
   st_comm_backend backend;
@@ -295,11 +297,28 @@ fail:
   return status;
 }
 
-void st_mesh_destroy(st_mesh *mesh) {
-  if (!mesh) return;
+static void mesh_free(st_mesh *mesh) {
   for (int g = ST_GROUP_COUNT - 1; g >= 0; g--) comm_destroy(mesh->groups[g]);
   if (mesh->counted) mesh_live--;
   mem_free(mesh);
+}
+
+void st_mesh_destroy(st_mesh *mesh) {
+  if (!mesh) return;
+  if (mesh->holders > 0) {
+    mesh->destroyed = 1;
+    return;
+  }
+  mesh_free(mesh);
+}
+
+/* The count is bookkeeping of the handle, not of the mesh the const promises the unit's calls
+ * leave alone. */
+void mesh_hold(const st_mesh *mesh) { ((st_mesh *)mesh)->holders++; }
+
+void mesh_unhold(const st_mesh *mesh) {
+  st_mesh *m = (st_mesh *)mesh;
+  if (--m->holders == 0 && m->destroyed) mesh_free(m);
 }
 
 int mesh_live_handles(void) { return mesh_live; }

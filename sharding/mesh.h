@@ -24,6 +24,12 @@ const st_device *mesh_device(const st_mesh *mesh);
 int mesh_live_handles(void);
 void mesh_handle_counted(int delta);
 
+/* A unit created on the mesh holds it until destroyed: st_mesh_destroy of a mesh that units
+ * still hold only marks it, and the last mesh_unhold frees it, so the units' communicators and
+ * device stay valid whatever order the program destroys them in. */
+void mesh_hold(const st_mesh *mesh);
+void mesh_unhold(const st_mesh *mesh);
+
 const char *mesh_group_name(st_group group);
 
 /* Checks a mesh against a world size without communicating, so every rank reaches the same

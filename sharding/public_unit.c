@@ -27,7 +27,7 @@ st_status unit_handle_check(const st_unit *h, const char *caller, unsigned needs
   if (h->phase == UNIT_BROKEN) {
     return refuse(h, caller, "failed to finalize; only st_unit_destroy remains");
   }
-  if (h->on_mesh && comm_mpi_finalized()) {
+  if (h->mesh && comm_mpi_finalized()) {
     return refuse(h, caller,
                   "is on a mesh and MPI is finalized (st_finalize, or the program's "
                   "MPI_Finalize); only st_unit_destroy remains");
@@ -62,8 +62,8 @@ st_status unit_handle_check(const st_unit *h, const char *caller, unsigned needs
   }
   if ((needs & UNIT_NEEDS_STATE_SET) && h->optimizer == UNIT_OPTIMIZER_STALE) {
     return refuse(h, caller,
-                  "has parameters set after its optimizer state; call st_unit_write_state or "
-                  "st_unit_optimizer_reset first");
+                  "has no optimizer state for its parameters (none reset or written since they "
+                  "were set); call st_unit_write_state or st_unit_optimizer_reset first");
   }
   if ((needs & UNIT_NEEDS_GRADS_ZERO) && h->grads != UNIT_GRADS_ZERO) {
     return refuse(h, caller, "has gradients of a step in progress; call st_unit_zero_grads first");
@@ -186,7 +186,8 @@ st_status st_unit_create(st_unit **out, const st_mesh *mesh, const char *name,
     return status;
   }
   if (mesh) {
-    h->on_mesh = 1;
+    h->mesh = mesh;
+    mesh_hold(mesh);
     mesh_handle_counted(1);
   }
   *out = h;
@@ -195,9 +196,10 @@ st_status st_unit_create(st_unit **out, const st_mesh *mesh, const char *name,
 
 void st_unit_destroy(st_unit *unit) {
   if (!unit) return;
-  if (unit->on_mesh) mesh_handle_counted(-1);
+  if (unit->mesh) mesh_handle_counted(-1);
   unit_free(&unit->u);
   kernel_backend_destroy(unit->kb);
+  if (unit->mesh) mesh_unhold(unit->mesh); /* after the unit let go of its communicators */
   mem_free(unit);
 }
 

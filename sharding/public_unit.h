@@ -36,7 +36,9 @@ struct st_unit {
   int gathered; /* between st_unit_gather and st_unit_release, at every stage */
   unit_grad_state grads;
   unit_optimizer_phase optimizer;
-  int on_mesh; /* counted in mesh_live_handles (it holds MPI objects) */
+  /* The mesh whose communicators and device it uses, or NULL: the unit is counted in
+   * mesh_live_handles (it holds MPI objects) and holds the mesh (mesh_hold). */
+  const st_mesh *mesh;
 };
 
 /* What a call needs of the handle (bits of `needs` in unit_handle_check). */

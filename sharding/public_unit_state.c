@@ -56,9 +56,24 @@ st_status st_unit_write_state(st_unit *unit, int index, const float *master, con
   return ST_OK;
 }
 
+/* Whether this rank owns no element of any parameter (its shard only padding). */
+static int owns_no_parameter(const unit *u) {
+  for (int k = 0; k < u->layout.count; k++) {
+    int64_t lo, hi;
+    unit_owned_part(u, k, &lo, &hi);
+    if (hi > lo) return 0;
+  }
+  return 1;
+}
+
+/* A rank that owns none of the parameters has no state to write, and joins the collective
+ * whether or not it wrote: refused for want of a write, it would leave the others waiting in
+ * the gather. */
 st_status st_unit_publish_state(st_unit *unit) {
-  ST_CHECK(unit_handle_check(unit, __func__,
-                             UNIT_NEEDS_FINALIZED | UNIT_NEEDS_RELEASED | UNIT_NEEDS_STATE_SET));
+  ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED | UNIT_NEEDS_RELEASED));
+  if (!owns_no_parameter(&unit->u)) {
+    ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_STATE_SET));
+  }
   ST_CHECK(unit_publish(&unit->u));
   ST_CHECK(unit_host_wait(&unit->u));
   unit->optimizer = UNIT_OPTIMIZER_READY;
