@@ -13,9 +13,11 @@
 #include "tests/sample/sample_testing.h"
 #include "tests/testing.h"
 
-static float zeros[256 * 64];
+static float zeros[64 * 1024];
 
-/* A file with wte [vocab, C], wpe [positions, C] and one tensor per block, `meta` as given. */
+/* A file with wte [vocab, C], wpe [positions, C], one tensor per block as large as a block's
+ * parameters (12 C^2 + 13 C) and ln_f's two, `meta` as given: the shapes the config is read
+ * from, and as many values as the model has parameters (fewer are refused). */
 static void write_shapes(const char *path, int n_layer, int C, int vocab, int positions,
                          const char *n_head_meta, int with_wte) {
   safetensors_tensor t[8];
@@ -25,8 +27,10 @@ static void write_shapes(const char *path, int n_layer, int C, int vocab, int po
   t[n++] = (safetensors_tensor){"wpe.weight", SAFETENSORS_F32, 2, {positions, C}, zeros};
   for (int l = 0; l < n_layer; l++, n++) {
     snprintf(names[n], sizeof names[n], "h.%d.ln_1.weight", l);
-    t[n] = (safetensors_tensor){names[n], SAFETENSORS_F32, 1, {C}, zeros};
+    t[n] = (safetensors_tensor){names[n], SAFETENSORS_F32, 1, {12 * C * C + 13 * C}, zeros};
   }
+  t[n++] = (safetensors_tensor){"ln_f.weight", SAFETENSORS_F32, 1, {C}, zeros};
+  t[n++] = (safetensors_tensor){"ln_f.bias", SAFETENSORS_F32, 1, {C}, zeros};
   safetensors_metadata meta[] = {{GPT_META_N_HEAD, n_head_meta}};
   CHECK_OK(safetensors_write(path, t, (size_t)n, n_head_meta ? meta : NULL, n_head_meta ? 1 : 0));
 }
