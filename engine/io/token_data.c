@@ -27,19 +27,20 @@ typedef struct token_shard {
 
 struct token_loader {
   int dp_rank, dp_size, vocab_size, micro_batches, report;
-  uint64_t local_tokens;  /* B*T: one rank's slice of a micro-batch */
-  uint64_t global_tokens; /* micro_batches*dp_size*B*T */
+  int batch_size;            /* B: sequences per rank and micro-batch */
+  uint64_t seq_len;          /* T */
+  uint64_t global_sequences; /* micro_batches * dp_size * B: one global batch */
   size_t shard_count;
   token_shard *shards; /* sorted by path */
   char *paths;
-  uint16_t *window; /* local_tokens + 1 */
+  uint16_t *window; /* B * T + 1 tokens: a rank's micro-batch read at once */
   token_position position;
   int micro; /* the next micro-batch of the global batch at `position` */
   int fd;    /* descriptor of shards[fd_shard], or -1 */
   uint64_t fd_shard;
 };
 
-static st_status check_config(const token_loader_config *c, uint64_t *local, uint64_t *global) {
+static st_status check_config(const token_loader_config *c, uint64_t *local, uint64_t *sequences) {
   if (c->batch_size < 1 || c->seq_len < 1) {
     return st_error(ST_ERR_INVALID_ARG,
                     "token loader: batch size %d and sequence length %d must be positive",
@@ -61,14 +62,15 @@ static st_status check_config(const token_loader_config *c, uint64_t *local, uin
   }
   *local = (uint64_t)c->batch_size * (uint64_t)c->seq_len;
   /* The margin keeps every later sum of offsets, counts and byte sizes far from overflowing. */
-  uint64_t micro = 0;
+  uint64_t micro = 0, global = 0;
   if (__builtin_mul_overflow(*local, (uint64_t)c->dp_size, &micro) ||
-      __builtin_mul_overflow(micro, (uint64_t)c->micro_batches, global) ||
-      *global > UINT64_MAX / 4) {
+      __builtin_mul_overflow(micro, (uint64_t)c->micro_batches, &global) ||
+      global > UINT64_MAX / 4) {
     return st_error(ST_ERR_INVALID_ARG,
                     "token loader: a global batch of %d x %d x %d x %d tokens is too large",
                     c->micro_batches, c->dp_size, c->batch_size, c->seq_len);
   }
+  *sequences = global / (uint64_t)c->seq_len;
   return ST_OK;
 }
 
@@ -152,31 +154,59 @@ static st_status read_shard_header(token_shard *shard) {
   return ST_OK;
 }
 
-/* Whether a shard holds one global batch (plus the last target) from `offset`. */
-static int holds_batch(const token_loader *loader, const token_shard *shard, uint64_t offset) {
-  return offset + loader->global_tokens + 1 <= shard->tokens;
+/* The sequences shard `shard` holds from `offset`: windows of T + 1 tokens starting at offset,
+ * offset + T, ... (consecutive ones share a token: one's last target is the next one's first
+ * input). */
+static uint64_t sequences_at(const token_loader *loader, uint64_t shard, uint64_t offset) {
+  const uint64_t n = loader->shards[shard].tokens;
+  return offset + loader->seq_len + 1 <= n ? (n - 1 - offset) / loader->seq_len : 0;
 }
 
-/* A shard too short for one global batch is skipped with a warning (the last shard of a
- * dataset often is); data in which no shard holds one is refused, naming the largest shard, in
- * the error alone: a warning per shard before it would only say the same again. */
-static st_status check_some_shard_holds_a_batch(const token_loader *loader) {
+/* The position `count` sequences after `at`, on a shard that holds a sequence there: the data is
+ * one stream of sequences, shard after shard, starting over after the last. */
+static token_position advance(const token_loader *loader, token_position at, uint64_t count) {
+  for (;;) {
+    const uint64_t here = sequences_at(loader, at.shard, at.offset);
+    if (count < here) {
+      at.offset += count * loader->seq_len;
+      return at;
+    }
+    count -= here;
+    at = (token_position){(at.shard + 1) % loader->shard_count, 0};
+  }
+}
+
+uint64_t token_loader_batches_per_pass(const token_loader *loader) {
+  uint64_t sequences = 0;
+  for (size_t i = 0; i < loader->shard_count; i++) sequences += sequences_at(loader, i, 0);
+  return sequences / loader->global_sequences;
+}
+
+/* A shard too short for one sequence is skipped with a warning (the last shard of a dataset
+ * may be); data that holds fewer sequences than one global batch is refused, naming its largest
+ * shard, in the error alone: a warning per shard before it would only say the same again (and
+ * a global batch must not hold a sequence twice). */
+static st_status check_data_holds_a_batch(const token_loader *loader, const char *pattern) {
   const token_shard *largest = &loader->shards[0];
   for (size_t i = 0; i < loader->shard_count; i++) {
     if (loader->shards[i].tokens > largest->tokens) largest = &loader->shards[i];
   }
-  if (!holds_batch(loader, largest, 0)) {
+  if (token_loader_batches_per_pass(loader) == 0) {
+    uint64_t held = 0;
+    for (size_t i = 0; i < loader->shard_count; i++) held += sequences_at(loader, i, 0);
     return st_error(ST_ERR_FORMAT,
-                    "no shard holds the %llu tokens one global batch reads "
-                    "(grad-accum x dp size x B x T + 1): the largest, %s, has %llu",
-                    (unsigned long long)(loader->global_tokens + 1), largest->path,
+                    "%s: the data holds %llu sequences of T + 1 = %llu tokens, fewer than the "
+                    "%llu of one global batch (grad-accum x dp size x B); its largest shard, "
+                    "%s, has %llu tokens",
+                    pattern, (unsigned long long)held, (unsigned long long)loader->seq_len + 1,
+                    (unsigned long long)loader->global_sequences, largest->path,
                     (unsigned long long)largest->tokens);
   }
   for (size_t i = 0; i < loader->shard_count; i++) {
-    const token_shard *shard = &loader->shards[i];
-    if (!holds_batch(loader, shard, 0) && loader->report) {
-      st_log(ST_LOG_WARN, "%s: %llu tokens, fewer than one global batch reads: skipped",
-             shard->path, (unsigned long long)shard->tokens);
+    if (sequences_at(loader, i, 0) == 0 && loader->report) {
+      st_log(ST_LOG_WARN, "%s: %llu tokens, fewer than one sequence (T + 1 = %llu): skipped",
+             loader->shards[i].path, (unsigned long long)loader->shards[i].tokens,
+             (unsigned long long)loader->seq_len + 1);
     }
   }
   return ST_OK;
@@ -184,8 +214,8 @@ static st_status check_some_shard_holds_a_batch(const token_loader *loader) {
 
 st_status token_loader_open(token_loader **out, const token_loader_config *config) {
   *out = NULL;
-  uint64_t local = 0, global = 0;
-  ST_CHECK(check_config(config, &local, &global));
+  uint64_t local = 0, sequences = 0;
+  ST_CHECK(check_config(config, &local, &sequences));
   token_loader *loader = NULL;
   ST_CHECK(mem_alloc_zeroed((void **)&loader, sizeof *loader, MEM_HOST, MEM_WORKSPACE, NULL));
   loader->dp_rank = config->dp_rank;
@@ -193,15 +223,16 @@ st_status token_loader_open(token_loader **out, const token_loader_config *confi
   loader->vocab_size = config->vocab_size;
   loader->micro_batches = config->micro_batches;
   loader->report = config->report;
-  loader->local_tokens = local;
-  loader->global_tokens = global;
+  loader->batch_size = config->batch_size;
+  loader->seq_len = (uint64_t)config->seq_len;
+  loader->global_sequences = sequences;
   loader->fd = -1;
   st_status status;
   ST_CHECK_GOTO(find_shards(loader, config->pattern), status, fail);
   for (size_t i = 0; i < loader->shard_count; i++) {
     ST_CHECK_GOTO(read_shard_header(&loader->shards[i]), status, fail);
   }
-  ST_CHECK_GOTO(check_some_shard_holds_a_batch(loader), status, fail);
+  ST_CHECK_GOTO(check_data_holds_a_batch(loader, config->pattern), status, fail);
   ST_CHECK_GOTO(mem_alloc((void **)&loader->window, (local + 1) * sizeof(uint16_t), MEM_HOST,
                           MEM_WORKSPACE, NULL),
                 status, fail);
@@ -232,49 +263,52 @@ static st_status open_shard(token_loader *loader, uint64_t shard) {
   return ST_OK;
 }
 
-/* The global batch's shard is chosen at its first micro-batch, for all of them: whether it
- * fits depends on the whole global batch, not on the micro-batch, so that every mesh with the
- * same global batch reads the same tokens. */
-st_status token_loader_next(token_loader *loader, int32_t *inputs, int32_t *targets) {
-  token_position at = loader->position;
-  while (loader->micro == 0 && !holds_batch(loader, &loader->shards[at.shard], at.offset)) {
-    /* On to the next shard that holds a global batch (open made sure one does). */
-    at.shard = (at.shard + 1) % loader->shard_count;
-    at.offset = 0;
-  }
+/* Reads `count` consecutive sequences of one shard from `at` into rows `row`.. of the arrays. */
+static st_status read_sequences(token_loader *loader, token_position at, uint64_t count, int row,
+                                int32_t *inputs, int32_t *targets) {
   const token_shard *shard = &loader->shards[at.shard];
-  const uint64_t slice = (uint64_t)loader->micro * loader->dp_size + loader->dp_rank;
-  uint64_t first = at.offset + slice * loader->local_tokens;
-  size_t count = (size_t)loader->local_tokens + 1;
+  const uint64_t T = loader->seq_len, tokens = count * T + 1;
   ST_CHECK(open_shard(loader, at.shard));
-  ST_CHECK(file_read_at(loader->fd, shard->path, loader->window, count * sizeof(uint16_t),
-                        HEADER_BYTES + first * sizeof(uint16_t)));
-  for (size_t i = 0; i < count; i++) {
+  ST_CHECK(file_read_at(loader->fd, shard->path, loader->window, tokens * sizeof(uint16_t),
+                        HEADER_BYTES + at.offset * sizeof(uint16_t)));
+  for (uint64_t i = 0; i < tokens; i++) {
     if (loader->window[i] >= loader->vocab_size) {
       return st_error(ST_ERR_FORMAT,
                       "%s: token %u at index %llu is not below the vocabulary size %d", shard->path,
-                      loader->window[i], (unsigned long long)(first + i), loader->vocab_size);
+                      loader->window[i], (unsigned long long)(at.offset + i), loader->vocab_size);
     }
   }
-  for (size_t i = 0; i + 1 < count; i++) {
-    inputs[i] = loader->window[i];
-    targets[i] = loader->window[i + 1];
+  int32_t *in = inputs + (uint64_t)row * T, *tg = targets + (uint64_t)row * T;
+  for (uint64_t i = 0; i + 1 < tokens; i++) {
+    in[i] = loader->window[i];
+    tg[i] = loader->window[i + 1];
   }
-  if (++loader->micro == loader->micro_batches) {
-    loader->micro = 0;
-    at.offset += loader->global_tokens;
-  }
-  loader->position = at;
   return ST_OK;
 }
 
-uint64_t token_loader_batches_per_pass(const token_loader *loader) {
-  uint64_t batches = 0;
-  for (size_t i = 0; i < loader->shard_count; i++) {
-    const uint64_t n = loader->shards[i].tokens;
-    if (n > 0) batches += (n - 1) / loader->global_tokens;
+/* Micro-batch k of dp rank d is the B sequences from (k * dp_size + d) * B on in the global
+ * batch's stream, shard ends included, so every split of a global batch into micro-batches and
+ * ranks reads the same sequences. */
+st_status token_loader_next(token_loader *loader, int32_t *inputs, int32_t *targets) {
+  const uint64_t B = (uint64_t)loader->batch_size;
+  const uint64_t first = ((uint64_t)loader->micro * loader->dp_size + loader->dp_rank) * B;
+  token_position at = advance(loader, loader->position, first);
+  for (uint64_t row = 0; row < B;) {
+    const uint64_t here = sequences_at(loader, at.shard, at.offset);
+    const uint64_t count = B - row < here ? B - row : here;
+    ST_CHECK(read_sequences(loader, at, count, (int)row, inputs, targets));
+    row += count;
+    at = advance(loader, at, count);
   }
-  return batches;
+  if (++loader->micro == loader->micro_batches) {
+    /* Just after the global batch's last sequence, in its shard (the next read moves on from a
+     * shard it exhausted): the position llm.c's loader would record. */
+    token_position last = advance(loader, loader->position, loader->global_sequences - 1);
+    last.offset += loader->seq_len;
+    loader->position = last;
+    loader->micro = 0;
+  }
+  return ST_OK;
 }
 
 token_position token_loader_tell(const token_loader *loader) { return loader->position; }

@@ -2,16 +2,16 @@
  *
  * A shard is a header of 256 little-endian int32 ([0] = 20240520, [1] = 1, [2] = the token
  * count n) followed by n little-endian uint16 tokens, so llm.c's data preparation scripts work
- * unchanged. The loader reads the shards matching a glob pattern, sorted by name, and cuts each
- * into global batches, one per optimizer step, of G = micro_batches * dp_size * B * T tokens, as
- * llm.c does: micro-batch k of data-parallel rank d reads B * T + 1 tokens from
- * (k * dp_size + d) * B * T into the global batch, giving B sequences of T inputs whose targets
- * are the next token (the extra token is the last target). A global batch never straddles two
- * shards: when the rest of a shard cannot hold one (plus that extra token), the loader moves to
- * the next shard, and after the last one back to the first; a shard too short for any global
- * batch is skipped (with a warning at open). Every rank derives the same positions from the
- * same files, so the ranks stay in step without communicating, and meshes with the same global
- * batch (dp 2 without accumulation, dp 1 accumulating 2 micro-batches) read the same tokens.
+ * unchanged. The loader reads the shards matching a glob pattern, sorted by name, as one stream
+ * of sequences: the windows of T + 1 tokens at offsets 0, T, 2T, ... of each shard while they
+ * fit (a sequence's T inputs, each target the next token; consecutive sequences share a token),
+ * shard after shard, starting over after the last; a shard shorter than one sequence is skipped
+ * (with a warning at open). A global batch, one optimizer step's, is the next micro_batches *
+ * dp_size * B sequences of the stream; micro-batch k of data-parallel rank d holds its
+ * sequences (k * dp_size + d) * B on, so every split of a global batch into micro-batches and
+ * ranks reads the same sequences, also where it spans the end of a shard. Within a shard these
+ * are llm.c's windows. Every rank derives the same positions from the same files, so the ranks
+ * stay in step without communicating.
  */
 #ifndef ST_ENGINE_IO_TOKEN_DATA_H
 #define ST_ENGINE_IO_TOKEN_DATA_H
@@ -45,8 +45,8 @@ typedef struct token_position {
 typedef struct token_loader token_loader;
 
 /* Finds the shards and validates every header (magic, version, a size that matches the token
- * count) and that some shard holds one global batch, so bad data fails here, not hours into a
- * run. */
+ * count) and that a pass over the data holds one global batch, so bad data fails here, not
+ * hours into a run. */
 st_status token_loader_open(token_loader **out, const token_loader_config *config);
 void token_loader_close(token_loader *loader);
 
@@ -56,7 +56,7 @@ void token_loader_close(token_loader *loader);
  * and the token's index in it, and leaves the position where it was. */
 st_status token_loader_next(token_loader *loader, int32_t *inputs, int32_t *targets);
 
-/* The global batches one pass over the data holds (the shards' in turn, skipped ones none). */
+/* The whole global batches one pass over the data holds. */
 uint64_t token_loader_batches_per_pass(const token_loader *loader);
 
 /* The position of the next global batch (for a checkpoint, between global batches). */

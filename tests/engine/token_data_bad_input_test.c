@@ -47,7 +47,8 @@ static void check_bad_shards(void) {
       {TOKEN_SHARD_MAGIC, 1, 64, 40, "header says 64 tokens (128 bytes) but the file holds 80"},
       {TOKEN_SHARD_MAGIC, 1, 40, 64, "header says 40 tokens (80 bytes) but the file holds 128"},
       {TOKEN_SHARD_MAGIC, 1, -5, 64, "token count -5 is negative"},
-      {TOKEN_SHARD_MAGIC, 1, 16, 16, "no shard holds the 17 tokens one global batch reads"},
+      {TOKEN_SHARD_MAGIC, 1, 16, 16,
+       "the data holds 1 sequences of T + 1 = 9 tokens, fewer than the 2 of one global batch"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     snprintf(path, sizeof path, "%s/case%zu.bin", dir, i);

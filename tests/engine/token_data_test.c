@@ -1,15 +1,17 @@
 /* token_data_test - proves the token shard loader yields the right windows in the right order.
  *
  * Shards are written here with tokens given by a formula, token_at(shard, index), so every
- * expected window is computed from the formula and llm.c's rule (a shard of n tokens holds
- * (n - 1) / G global batches of G = micro-batches * dp_size * B * T tokens), not by the loader.
- * Proven: batches come in name order of the files and hold the expected inputs and next-token
- * targets; the loader wraps from the last shard back to the first, skips a shard too short for
- * a global batch, and counts the global batches of a pass by the same rule; the dp ranks'
- * slices tile each global batch exactly once; a saved position restores the same stream, in the same loader, a new one,
- * and on a different mesh with the same global batch; with gradient accumulation the global batch
- * (all micro-batches) decides where it starts, so accumulating and data-parallel meshes with the
- * same global batch read the same tokens; positions outside the data are refused.
+ * expected window is computed from the formula and the rule of docs/FORMATS.md, not by the
+ * loader: the data is one stream of sequences, the windows of T + 1 tokens at offsets 0, T, 2T,
+ * ... of each shard in name order while they fit, starting over after the last shard; a global
+ * batch is the next micro-batches x dp x B of them, and micro-batch k of dp rank d holds its
+ * sequences (k x dp + d) x B on. Proven: sequences come in name order of the files with the
+ * expected inputs and next-token targets, also where a micro-batch spans two shards; the stream
+ * wraps from the last shard back to the first and skips a shard too short for one sequence; a
+ * pass is counted in global batches by the same rule; the dp ranks' slices tile each global
+ * batch exactly once; accumulating and data-parallel meshes with the same global batch read the
+ * same sequences; a saved position restores the same stream, in the same loader, a new one, and
+ * on a different mesh with the same global batch; positions outside the data are refused.
  * (token_data_bad_input_test covers malformed data.)
  */
 #include "engine/io/token_data.h"
@@ -47,17 +49,17 @@ static void make_dataset(void) {
   snprintf(pattern, sizeof pattern, "%s/train_*.bin", data_dir);
 }
 
-/* The start of every global batch over one pass of the data, by llm.c's rule. */
-typedef struct batch_start {
+/* Where a sequence of the stream starts. */
+typedef struct seq_start {
   int shard;
   uint64_t offset;
-} batch_start;
+} seq_start;
 
-static int batch_starts(uint64_t global, batch_start *out) {
+/* The sequences of one pass over the data, in order; returns their count. */
+static int pass_sequences(int T, seq_start *out) {
   int n = 0;
   for (int s = 0; s < 3; s++) {
-    for (uint64_t k = 0; k < (lengths[s] - 1) / global; k++)
-      out[n++] = (batch_start){s, k * global};
+    for (uint64_t at = 0; at + T + 1 <= lengths[s]; at += T) out[n++] = (seq_start){s, at};
   }
   return n;
 }
@@ -70,72 +72,62 @@ static token_loader *open_accumulating(int batch, int seq, int rank, int size, i
 }
 
 static token_loader *open_loader(int batch, int seq, int rank, int size) {
-  token_loader_config config = {pattern, batch, seq, rank, size, VOCAB, 1, 0};
-  token_loader *loader = NULL;
-  CHECK_OK(token_loader_open(&loader, &config));
-  return loader;
+  return open_accumulating(batch, seq, rank, size, 1);
 }
 
-/* Whether the loader's next batch is rank `rank`'s slice of the global batch at `start`. */
-static int next_matches(token_loader *loader, batch_start start, int batch, int seq, int rank) {
+/* Whether the loader's next micro-batch holds sequences first, first + 1, ... (B of them, each
+ * wrapping over the pass of n) of the stream. */
+static int next_matches(token_loader *loader, const seq_start *seqs, int n, long first, int B,
+                        int T) {
   int32_t inputs[MAX_TOKENS], targets[MAX_TOKENS];
   st_status status = token_loader_next(loader, inputs, targets);
   CHECK_OK(status);
   if (status != ST_OK) return 0;
-  uint64_t first = start.offset + (uint64_t)rank * batch * seq;
   int ok = 1;
-  for (int i = 0; i < batch * seq; i++) {
-    ok &= inputs[i] == token_at(start.shard, first + i);
-    ok &= targets[i] == token_at(start.shard, first + i + 1);
+  for (int b = 0; b < B; b++) {
+    const seq_start q = seqs[(first + b) % n];
+    for (int t = 0; t < T; t++) {
+      ok &= inputs[b * T + t] == token_at(q.shard, q.offset + t);
+      ok &= targets[b * T + t] == token_at(q.shard, q.offset + t + 1);
+    }
   }
   return ok;
 }
 
-/* One rank reads two and a half passes of B x T batches (so the stream wraps from the last
- * shard to the first twice); each must be the batch llm.c's rule puts there, and a pass must
- * hold `per_pass` of them. */
-static void check_stream(int B, int T, int per_pass) {
-  batch_start starts[64];
-  CHECK_EQ_INT(batch_starts((uint64_t)B * T, starts), per_pass);
+/* One rank reads two and a half passes of B x T micro-batches (the stream wraps twice); the
+ * i-th must hold sequences i x B on, and a pass `sequences` of them. */
+static void check_stream(int B, int T, int sequences) {
+  seq_start seqs[256];
+  const int n = pass_sequences(T, seqs);
+  CHECK_EQ_INT(n, sequences);
   token_loader *loader = open_loader(B, T, 0, 1);
   if (!loader) return;
-  CHECK_EQ_INT((int)token_loader_batches_per_pass(loader), per_pass);
-  for (int i = 0; i < per_pass * 5 / 2; i++) {
-    batch_start want = starts[i % per_pass];
-    CHECK_MSG(next_matches(loader, want, B, T, 0), "B %d T %d batch %d (shard %d offset %llu)", B,
-              T, i, want.shard, (unsigned long long)want.offset);
+  CHECK_EQ_INT((int)token_loader_batches_per_pass(loader), n / B);
+  for (int i = 0; i < n * 5 / (2 * B); i++) {
+    CHECK_MSG(next_matches(loader, seqs, n, (long)i * B, B, T), "B %d T %d batch %d", B, T, i);
   }
   token_loader_close(loader);
 }
 
-static void check_sequence_and_wrap_around(void) { check_stream(2, 8, 6 + 8 + 4); }
+/* T 8: 12, 16 and 9 sequences; micro-batches of 2 span the end of the third shard and the
+ * wrap to the first. */
+static void check_sequence_and_wrap_around(void) { check_stream(2, 8, 12 + 16 + 9); }
 
-/* With a global batch of 97 tokens the third shard (80 tokens) holds none: it is skipped, and
- * the stream goes from the second shard back to the first. */
-static void check_short_shard_skipped(void) { check_stream(4, 24, 1 + 1 + 0); }
+/* T 80: the third shard (80 tokens) holds no sequence of 81 and is skipped: the stream goes
+ * from the second shard back to the first. */
+static void check_short_shard_skipped(void) { check_stream(1, 80, 1 + 1 + 0); }
 
 /* Ranks read disjoint slices whose union, in rank order, is exactly the global batch. */
 static void check_data_parallel_slices(void) {
-  enum { DP = 3, B = 2, T = 4, G = DP * B * T };
-  batch_start starts[64];
-  int per_pass = batch_starts(G, starts);
+  enum { DP = 3, B = 2, T = 4 };
+  seq_start seqs[256];
+  const int n = pass_sequences(T, seqs);
   token_loader *ranks[DP];
   for (int r = 0; r < DP; r++) ranks[r] = open_loader(B, T, r, DP);
-  for (int i = 0; i < per_pass + 2; i++) {
-    batch_start want = starts[i % per_pass];
-    int covered[G] = {0};
-    int32_t inputs[B * T], targets[B * T];
+  for (int i = 0; i < n / (DP * B) + 2; i++) {
     for (int r = 0; r < DP && ranks[r]; r++) {
-      CHECK_OK(token_loader_next(ranks[r], inputs, targets));
-      for (int j = 0; j < B * T; j++) {
-        int at = r * B * T + j;
-        CHECK_EQ_INT(inputs[j], token_at(want.shard, want.offset + at));
-        CHECK_EQ_INT(targets[j], token_at(want.shard, want.offset + at + 1));
-        covered[at]++;
-      }
-    }
-    for (int k = 0; k < G; k++) {
-      CHECK_MSG(covered[k] == 1, "batch %d token %d read %d times", i, k, covered[k]);
+      CHECK_MSG(next_matches(ranks[r], seqs, n, (long)(i * DP + r) * B, B, T), "rank %d batch %d",
+                r, i);
     }
   }
   for (int r = 0; r < DP; r++) token_loader_close(ranks[r]);
@@ -174,12 +166,12 @@ static void check_save_and_restore(void) {
 
 /* A position saved on 1 rank x B=4 resumes on 2 ranks x B=2: the global batches continue. */
 static void check_resume_on_another_mesh(void) {
-  enum { T = 4, G = 16 };
-  batch_start starts[64];
-  int per_pass = batch_starts(G, starts);
-  token_loader *single = open_loader(4, T, 0, 1);
+  enum { T = 4, G = 4 };
+  seq_start seqs[256];
+  const int n = pass_sequences(T, seqs);
+  token_loader *single = open_loader(G, T, 0, 1);
   if (!single) return;
-  int32_t inputs[G], targets[G];
+  int32_t inputs[G * T], targets[G * T];
   for (int i = 0; i < 7; i++) CHECK_OK(token_loader_next(single, inputs, targets));
   token_position saved = token_loader_tell(single);
   token_loader_close(single);
@@ -187,34 +179,29 @@ static void check_resume_on_another_mesh(void) {
     token_loader *rank = open_loader(2, T, r, 2);
     if (!rank) continue;
     CHECK_OK(token_loader_seek(rank, saved));
-    for (int i = 7; i < 7 + per_pass; i++) {
-      CHECK_MSG(next_matches(rank, starts[i % per_pass], 2, T, r), "rank %d batch %d", r, i);
+    for (int i = 7; i < 7 + n / G; i++) {
+      CHECK_MSG(next_matches(rank, seqs, n, (long)i * G + 2 * r, 2, T), "rank %d batch %d", r, i);
     }
     token_loader_close(rank);
   }
 }
 
-/* A global batch of GA micro-batches on DP ranks: micro-batch k of rank r is the slice
- * k * DP + r of the global batch, whose start follows llm.c's rule for the whole global batch
- * (G = GA x DP x B x T), never one micro-batch's. With T = 8 the third shard (80 tokens) holds 9
- * micro-batches of one sequence: deciding per micro-batch, 1 rank accumulating 2 would read a
- * fifth global batch there (its second half from the next shard) that 2 ranks skip. */
+/* GA micro-batches on DP ranks: micro-batch k of rank r of global batch i holds sequences
+ * i x G + (k x DP + r) x B on (G = GA x DP x B), shard ends included: at T 8 the third shard
+ * holds 9 sequences, so global batches of 2 span it and the first. Each such split reads what
+ * the others read, as one rank without accumulation would. */
 static void check_accumulation(int DP, int GA) {
   enum { B = 1, T = 8 };
-  batch_start starts[64];
-  const int per_pass = batch_starts((uint64_t)GA * DP * B * T, starts);
+  seq_start seqs[256];
+  const int n = pass_sequences(T, seqs), G = GA * DP * B;
   for (int r = 0; r < DP; r++) {
     token_loader *loader = open_accumulating(B, T, r, DP, GA);
     if (!loader) return;
-    CHECK_EQ_INT((int)token_loader_batches_per_pass(loader), per_pass);
-    for (int i = 0; i < per_pass * 3 / 2; i++) {
+    CHECK_EQ_INT((int)token_loader_batches_per_pass(loader), n / G);
+    for (int i = 0; i < n * 3 / (2 * G); i++) {
       for (int k = 0; k < GA; k++) {
-        batch_start want = starts[i % per_pass];
-        want.offset += (uint64_t)k * DP * B * T;
-        CHECK_MSG(next_matches(loader, want, B, T, r),
-                  "dp %d x %d micro-batches: rank %d batch %d "
-                  "micro-batch %d",
-                  DP, GA, r, i, k);
+        CHECK_MSG(next_matches(loader, seqs, n, (long)i * G + (k * DP + r) * B, B, T),
+                  "dp %d x %d micro-batches: rank %d batch %d micro-batch %d", DP, GA, r, i, k);
       }
     }
     token_loader_close(loader);

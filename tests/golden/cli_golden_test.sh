@@ -4,9 +4,9 @@
 # and fp32 dtypes of each metrics line, and the exported weights (1e-4 per tensor, Frobenius).
 # golden_test.c checks the engine with hand-built hyperparameters; this checks what the CLI
 # derives from its flags (the loss scale from the token count, the schedule, clipping, decay).
-# Runs: one rank, and a tensor-parallel mesh at stage 3 on 2 and 4 ranks. A mesh with more than
-# one data-parallel rank cannot read the golden batch (see golden_cli.py); the equivalence test
-# holds those to the single-rank run.
+# Runs: one rank, and a tensor-parallel mesh at stage 3 on 2 and 4 ranks, each reading the golden
+# batch's 4 sequences (a shard each, see golden_cli.py) as 4 micro-batches; the equivalence test
+# holds data-parallel meshes to the single-rank run.
 set -uo pipefail
 shardtrain=$1
 mpirun_sh=$2

@@ -10,14 +10,13 @@ what the CLI wrote against the golden values. Standard library only (no numpy on
       compares the metrics lines and the export of such a run with the golden file; exits 1
       on any difference beyond the tolerances below.
 
-Why one shard per sequence, one sequence per micro-batch: the golden batch holds 4 independent
-rows of 33 tokens, while the token loader cuts contiguous text, so the last target of one
-sequence is the first input of the next. A shard of exactly 33 tokens holds one global batch
-of one sequence (dp size 1, micro-batch 1); the loader then moves to the next shard and wraps
-after the last, so --grad-accum 4 reads the 4 rows in order at every step, the golden batch
+Why one shard per sequence: the golden batch holds 4 independent rows of 33 tokens, while the
+token loader cuts contiguous text, so the last target of one sequence is the first input of
+the next. A shard of exactly 33 tokens holds one sequence; the loader's stream of sequences
+goes on to the next shard and wraps after the last, so a global batch of 4 sequences (here 4
+micro-batches of 1: --grad-accum 4) reads the 4 rows in order at every step, the golden batch
 trained 5 times. Accumulating 4 micro-batches of 1 gives the mean over the same 128 tokens as
-one batch of 4. For the same reason the run must have one data-parallel rank: with two, the
-second rank's first input would be the first rank's last target, which no golden row shares.
+one batch of 4.
 """
 import array
 import json
