@@ -10,7 +10,6 @@ timeout) has no point; the legend counts such runs per system. Bad input (a miss
 without the table's columns or without one measured row, an --out that cannot be written) prints
 one error line and exits 2; a missing matplotlib exits 1 (plot_common.py).
 """
-import csv
 import sys
 
 import plot_common
@@ -24,14 +23,7 @@ def fail(message):
 
 
 def read_rows(path):
-    try:
-        with open(path, newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
-            rows = list(reader)
-    except OSError as e:
-        fail(f"{path}: {e.strerror}")
-    if any(k not in (reader.fieldnames or []) for k in NEEDED):
-        fail(f"{path}: not a benchmark table (needs the columns {', '.join(NEEDED)})")
+    rows = plot_common.read_csv(PROG, path, NEEDED, "a benchmark table")
     try:
         measured = [dict(r, params=float(r["params_m"]), tps=float(r["tokens_per_s"]),
                          mfu_pct=100 * float(r["mfu"])) for r in rows if r["status"] == "ok"]

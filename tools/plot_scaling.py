@@ -6,17 +6,25 @@ line per configuration (the CSV's `label` column: zero1, hsdp3, ...). Points who
 memory per rank exceeds --gpu-gib (when given) are drawn hollow: they would not fit.
 
 Usage: plot_scaling.py SWEEP.csv OUT.png [--title TEXT] [--gpu-gib GIB]
+Bad input (a missing or unreadable CSV, one without the sweep's columns or with a value that is
+not a number, an output that is a directory or lies in a missing one) prints one error line and
+exits 2; a missing matplotlib exits 1 (plot_common.py).
 Needs matplotlib (Debian: python3-matplotlib, installed by tools/setup.sh).
 """
-import argparse
-import csv
 import sys
 
 import plot_common
 
+PROG = "plot_scaling.py"
+NEEDED = ("label", "gpus", "tokens_per_s_per_gpu", "mfu", "mem_gib")
+
+
+def fail(message):
+    plot_common.fail(PROG, message)
+
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = plot_common.Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("csv", help="CSV written by shardtrain simulate --sweep --csv")
     parser.add_argument("png", help="the plot to write")
     parser.add_argument("--title", default="", help="title above the panels")
@@ -26,30 +34,33 @@ def parse_args(argv):
 
 
 def read_rows(path):
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    need = {"label", "gpus", "tokens_per_s_per_gpu", "mfu", "mem_gib"}
-    if not rows or not need <= set(rows[0]):
-        raise SystemExit(f"plot_scaling: {path} is not a simulate --sweep CSV "
-                         f"(needs columns {sorted(need)})")
-    return rows
+    """The sweep's rows: label, and gpus, tokens_per_s_per_gpu, mfu and mem_gib as numbers."""
+    rows = plot_common.read_csv(PROG, path, NEEDED, "a simulate --sweep CSV")
+    if not rows:
+        fail(f"{path}: a simulate --sweep CSV without a row")
+    try:
+        return [dict(r, gpus=int(r["gpus"]), tokens_per_s_per_gpu=float(r["tokens_per_s_per_gpu"]),
+                     mfu=float(r["mfu"]), mem_gib=float(r["mem_gib"])) for r in rows]
+    except (TypeError, ValueError) as e:
+        fail(f"{path}: a row has a value that is not a number ({e})")
 
 
 def main(argv):
     args = parse_args(argv)
-    plt = plot_common.pyplot("plot_scaling.py")
+    plot_common.check_out(PROG, args.png, "output")
     rows = read_rows(args.csv)
+    plt = plot_common.pyplot(PROG)
     labels = []
     for r in rows:
         if r["label"] not in labels:
             labels.append(r["label"])
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4), dpi=80)
     for label in labels:
-        mine = sorted((r for r in rows if r["label"] == label), key=lambda r: int(r["gpus"]))
-        gpus = [int(r["gpus"]) for r in mine]
-        tps = [float(r["tokens_per_s_per_gpu"]) / 1e3 for r in mine]
-        mfu = [100 * float(r["mfu"]) for r in mine]
-        fits = [args.gpu_gib <= 0 or float(r["mem_gib"]) <= args.gpu_gib for r in mine]
+        mine = sorted((r for r in rows if r["label"] == label), key=lambda r: r["gpus"])
+        gpus = [r["gpus"] for r in mine]
+        tps = [r["tokens_per_s_per_gpu"] / 1e3 for r in mine]
+        mfu = [100 * r["mfu"] for r in mine]
+        fits = [args.gpu_gib <= 0 or r["mem_gib"] <= args.gpu_gib for r in mine]
         for axis, values in ((left, tps), (right, mfu)):
             line, = axis.plot(gpus, values, "-", label=label)
             color = line.get_color()
@@ -64,8 +75,7 @@ def main(argv):
     left.legend(fontsize=8)
     if args.title:
         fig.suptitle(args.title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(args.png)
+    plot_common.save(PROG, plt, fig, args.png, "output")
     print(f"plot_scaling: wrote {args.png} ({len(rows)} points, {len(labels)} configurations)")
 
 

@@ -4,6 +4,7 @@
  * tokens/s and the planner's memory per rank; --csv writes it as a CSV row. --sweep N1,N2,...
  * repeats it over GPU counts for several configurations (--configs) at a fixed micro-batch
  * per GPU, for tools/plot_scaling.py. Runs no MPI and allocates no model. */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,12 +49,24 @@ static st_status make_input(const simulate_options *o, int gpus, int stage, int 
                     "(--dp-shard 0: the rest)",
                     T, R, S);
   }
-  if (R == 0 && S == 0) R = 1;
-  if (R && S && R * S * T != gpus) {
-    return st_error(ST_ERR_INVALID_ARG, "mesh %dx%dx%d needs %d GPU%s, the cluster has %d", R, S, T,
-                    R * S * T, R * S * T == 1 ? "" : "s", gpus);
+  const struct {
+    const char *flag;
+    int value;
+  } sizes[] = {{"tp", T}, {"dp-replicate", R}, {"dp-shard", S}};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    if (sizes[i].value > gpus) {
+      return st_error(ST_ERR_INVALID_ARG, "--%s %d is more than the cluster's %d GPU%s",
+                      sizes[i].flag, sizes[i].value, gpus, gpus == 1 ? "" : "s");
+    }
   }
-  const int fixed = (R ? R : 1) * (S ? S : 1) * T;
+  if (R == 0 && S == 0) R = 1;
+  /* Each size is at most 2^20 GPUs: the products fit in 64 bits. */
+  const long long mesh = (long long)R * S * T;
+  if (R && S && mesh != gpus) {
+    return st_error(ST_ERR_INVALID_ARG, "mesh %dx%dx%d needs %lld GPU%s, the cluster has %d", R, S,
+                    T, mesh, mesh == 1 ? "" : "s", gpus);
+  }
+  const long long fixed = (long long)(R ? R : 1) * (S ? S : 1) * T;
   if (gpus % fixed != 0) {
     char r[16] = "?", sh[16] = "?";
     if (R) snprintf(r, sizeof r, "%d", R);
@@ -61,8 +74,8 @@ static st_status make_input(const simulate_options *o, int gpus, int stage, int 
     return st_error(ST_ERR_INVALID_ARG, "mesh %sx%sx%d does not divide %d GPU%s", r, sh, T, gpus,
                     gpus == 1 ? "" : "s");
   }
-  if (!R) R = gpus / fixed;
-  if (!S) S = gpus / fixed;
+  if (!R) R = (int)(gpus / fixed);
+  if (!S) S = (int)(gpus / fixed);
   *in = (plan_input){.R = R,
                      .S = S,
                      .T = T,
@@ -191,13 +204,14 @@ static st_status check_list(const char *flag, const char *text, size_t cap) {
  * "hsdpK" (shard groups of a node, replicated across nodes). */
 static st_status sweep_input(const simulate_options *o, const char *config, int gpus,
                              const sim_hardware *hw, plan_input *in) {
-  int stage = -1, hybrid = strncmp(config, "hsdp", 4) == 0;
-  char tail = 0;
-  if (sscanf(config + 4, "%d%c", &stage, &tail) != 1 ||
-      (!hybrid && strncmp(config, "zero", 4) != 0) || stage < 0 || stage > 3) {
+  const int hybrid = strncmp(config, "hsdp", 4) == 0;
+  /* The stage is one digit: "zero 1" and "hsdp+1" are not configurations. */
+  if ((!hybrid && strncmp(config, "zero", 4) != 0) || strlen(config) != 5 || config[4] < '0' ||
+      config[4] > '3') {
     return st_error(ST_ERR_INVALID_ARG, "--configs: '%s' is not zero0-zero3 or hsdp0-hsdp3",
                     config);
   }
+  const int stage = config[4] - '0';
   const int per_node = gpus < hw->gpus_per_node ? gpus : hw->gpus_per_node;
   return make_input(o, gpus, stage, hybrid ? gpus / per_node : 1, 0, hw, in);
 }
@@ -216,8 +230,9 @@ static st_status sweep_pass(const simulate_options *o, const sim_hardware *hw, i
   for (char *save = NULL, *n = strtok_r(list, ",", &save); n; n = strtok_r(NULL, ",", &save)) {
     char *end = NULL;
     errno = 0;
-    long gpus = strtol(n, &end, 10);
-    if (*end || errno || gpus < 1 || gpus > PLAN_MAX_RANKS || !sim_hw_whole_nodes(hw, gpus)) {
+    long gpus = strtol(n, &end, 10); /* digits only: strtol would take " 8" and "+8" */
+    if (!isdigit((unsigned char)n[0]) || *end || errno || gpus < 1 || gpus > PLAN_MAX_RANKS ||
+        !sim_hw_whole_nodes(hw, gpus)) {
       return st_error(ST_ERR_INVALID_ARG,
                       "--sweep: '%s' is not a GPU count of 1 to %d (whole nodes of %d above one "
                       "node)",
@@ -259,6 +274,18 @@ static st_status run_sweep(const simulate_options *o, const sim_hardware *hw) {
   printf("%-8s %6s %-10s %10s %12s %7s %10s %9s\n", "config", "gpus", "mesh", "step ms",
          "tok/s/GPU", "MFU %", "exposed ms", "mem GiB");
   return csv_close(o->csv, &csv, sweep_pass(o, hw, 1, csv.f, &rows));
+}
+
+/* Refuses a --csv that is the --hardware file (the same device and inode, through any path):
+ * the CSV would replace it. */
+static st_status check_output(const simulate_options *o) {
+  struct stat in, out;
+  if (o->csv && o->cluster.hardware && stat(o->csv, &out) == 0 &&
+      stat(o->cluster.hardware, &in) == 0 && in.st_dev == out.st_dev && in.st_ino == out.st_ino) {
+    return st_error(ST_ERR_INVALID_ARG, "--csv %s is the --hardware file %s: it would be replaced",
+                    o->csv, o->cluster.hardware);
+  }
+  return ST_OK;
 }
 
 int cmd_simulate(int argc, char **argv) {
@@ -316,6 +343,7 @@ int cmd_simulate(int argc, char **argv) {
     return 0;
   }
   sim_hardware hw;
+  if (status == ST_OK) status = check_output(&o);
   if (status == ST_OK) status = sim_cluster_resolve(&o.cluster, &hw);
   if (status == ST_OK && !(o.efficiency_scale > 0)) {
     status =

@@ -1,17 +1,21 @@
 /* sim_fit.c - the configuration search of `plan --fit` (see sim_fit.h). Every dimension lists
  * values that do not depend on the others; a combination the engine cannot run (a mesh that
- * does not divide the GPUs, a micro-batch that does not divide the global batch, prefetch or
- * resharding variations below stage 3) is skipped when its value is applied. Memory is
- * checked before the step is simulated, so configurations that do not fit cost little. */
+ * does not divide the GPUs, a gradient accumulation that does not split the global batch into
+ * whole micro-batches, prefetch or resharding variations below stage 3) is skipped when its
+ * value is applied. Memory is checked before the step is simulated, so configurations that do
+ * not fit cost little. */
 #include "engine/plan/sim_fit.h"
 
+#include <limits.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "engine/plan/fit.h"
 #include "engine/plan/sim_report.h"
 
-enum { FIT_MAX_VALUES = 64, FIT_MAX_DIMS = 8 };
+/* 240: the most divisors a GPU count up to PLAN_MAX_RANKS has (720720's), so that no tp or
+ * replicate size is left out; also the bound on max_grad_accum. */
+enum { FIT_MAX_VALUES = 240, FIT_MAX_DIMS = 8 };
 
 typedef struct fit_ctx {
   const sim_hardware *hw;
@@ -53,13 +57,16 @@ static int apply_stage(const fit_ctx *x, int stage, plan_input *in) {
   return 1;
 }
 
-static int apply_micro_batch(const fit_ctx *x, int mb, plan_input *in) {
-  const int64_t per_step = (int64_t)mb * in->R * in->S;
-  if (x->sequences % per_step) return 0;
-  const int64_t accum = x->sequences / per_step;
-  if (accum > x->req->max_grad_accum) return 0;
-  in->micro_batch = mb;
-  in->grad_accum = (int)accum;
+/* The micro-batch follows from the accumulation: sequences / (R S accum), where that is whole
+ * and an int. Enumerating the (at most 64) accumulations, not the micro-batches, keeps the
+ * search short however large the batch. */
+static int apply_grad_accum(const fit_ctx *x, int accum, plan_input *in) {
+  const int64_t per_micro_batch = (int64_t)accum * in->R * in->S;
+  if (x->sequences % per_micro_batch) return 0;
+  const int64_t mb = x->sequences / per_micro_batch;
+  if (mb > INT_MAX) return 0;
+  in->micro_batch = (int)mb;
+  in->grad_accum = accum;
   return 1;
 }
 
@@ -94,9 +101,9 @@ static int apply_recompute(const fit_ctx *x, int mode, plan_input *in) {
   return 1;
 }
 
-static void add_divisors(fit_dim *d, int64_t n, int64_t cap) {
-  for (int64_t v = 1; v <= n && v <= cap && d->count < FIT_MAX_VALUES; v++) {
-    if (n % v == 0) d->values[d->count++] = (int)v;
+static void add_divisors(fit_dim *d, int n, int cap) {
+  for (int v = 1; v <= n && v <= cap; v++) {
+    if (n % v == 0) d->values[d->count++] = v;
   }
 }
 
@@ -113,8 +120,8 @@ static int make_dims(const fit_ctx *x, fit_dim *dims) {
   d = &dims[n++];
   *d = (fit_dim){.name = "zero", .apply = apply_stage, .count = 4, .values = {0, 1, 2, 3}};
   d = &dims[n++];
-  *d = (fit_dim){.name = "micro_batch", .apply = apply_micro_batch};
-  add_divisors(d, x->sequences, x->sequences);
+  *d = (fit_dim){.name = "grad_accum", .apply = apply_grad_accum};
+  for (int accum = 1; accum <= r->max_grad_accum; accum++) d->values[d->count++] = accum;
   d = &dims[n++];
   *d = (fit_dim){.name = "prefetch", .apply = apply_prefetch, .count = 2, .values = {1, 2}};
   d = &dims[n++];
@@ -201,11 +208,13 @@ st_status sim_fit(const sim_hardware *hw, const fit_request *req, fit_candidate 
   *found = 0;
   memset(stats, 0, sizeof *stats);
   const int seq = req->cfg.max_seq;
-  if (req->gpus < 1 || k < 1 || req->gpu_gib <= 0 || req->max_grad_accum < 1) {
+  if (req->gpus < 1 || req->gpus > PLAN_MAX_RANKS || k < 1 || req->gpu_gib <= 0 ||
+      req->max_grad_accum < 1 || req->max_grad_accum > FIT_MAX_VALUES) {
     return st_error(ST_ERR_INVALID_ARG,
-                    "--fit: %d GPUs of %g GiB: need at least one GPU and "
-                    "some memory",
-                    req->gpus, req->gpu_gib);
+                    "--fit: %d GPUs of %g GiB, top %d, at most %d micro-batches: want 1 to %d "
+                    "GPUs, some memory, a top of 1 or more and 1 to %d micro-batches",
+                    req->gpus, req->gpu_gib, k, req->max_grad_accum, PLAN_MAX_RANKS,
+                    FIT_MAX_VALUES);
   }
   if (req->global_tokens < seq || req->global_tokens % seq) {
     return st_error(ST_ERR_INVALID_ARG,

@@ -139,7 +139,50 @@ double sim_hw_peak(const sim_hardware *hw, int param_bytes) {
   return hw->peak_flops;
 }
 
-st_status sim_hw_check(const sim_hardware *h) {
+/* The whole-number fields and their ranges, for the file reader and the check alike. */
+enum { HW_INT_FIELDS = 3, HW_KEY_LEN = 96 };
+static const struct {
+  const char *key;
+  int min, max;
+} int_ranges[HW_INT_FIELDS] = {
+    {"gpus_per_node", 1, PLAN_MAX_RANKS}, {"compute_slots", 0, PLAN_MAX_RANKS}, {"overlap", 0, 1}};
+
+/* "1 to 1048576", or "0 or 1". */
+static const char *range_text(int i, char *buf, size_t size) {
+  const int lo = int_ranges[i].min, hi = int_ranges[i].max;
+  snprintf(buf, size, hi == lo + 1 ? "%d or %d" : "%d to %d", lo, hi);
+  return buf;
+}
+
+/* The keys a hardware file set and their lines, so that a field the check refuses is named with
+ * the line that set it. */
+typedef struct hw_lines {
+  const char *path;
+  char (*keys)[HW_KEY_LEN];
+  const int *lines;
+  int count;
+} hw_lines;
+
+/* Where an error in field `key` points: the file and line that set it (`w`: a file's keys), else
+ * the description's name. */
+static const char *where(const sim_hardware *h, const hw_lines *w, const char *key, char *buf,
+                         size_t size) {
+  if (!w) {
+    snprintf(buf, size, "hardware '%s'", h->name);
+    return buf;
+  }
+  int i = 0;
+  while (i < w->count && strcmp(w->keys[i], key) != 0) i++;
+  if (i < w->count) {
+    snprintf(buf, size, "hardware file %s line %d", w->path, w->lines[i]);
+  } else {
+    snprintf(buf, size, "hardware file %s", w->path);
+  }
+  return buf;
+}
+
+static st_status check(const sim_hardware *h, const hw_lines *w) {
+  char at[1200], key[HW_KEY_LEN], what[1400]; /* the file, line and key */
   const struct {
     const char *key;
     double value;
@@ -158,51 +201,52 @@ st_status sim_hw_check(const sim_hardware *h) {
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
     double v = fields[i].value;
     if (!isfinite(v) || v < 0 || (fields[i].positive && v == 0)) {
-      return st_error(ST_ERR_INVALID_ARG, "hardware '%s': %s = %g must be %s", h->name,
-                      fields[i].key, v, fields[i].positive ? "> 0" : ">= 0");
+      return st_error(ST_ERR_INVALID_ARG, "%s: %s = %g must be %s",
+                      where(h, w, fields[i].key, at, sizeof at), fields[i].key, v,
+                      fields[i].positive ? "> 0" : ">= 0");
     }
   }
   for (int c = 0; c < SIM_CLASS_COUNT; c++) {
+    snprintf(key, sizeof key, "eff_%s", class_names[c]);
     if (!isfinite(h->efficiency[c]) || h->efficiency[c] <= 0) {
-      return st_error(ST_ERR_INVALID_ARG, "hardware '%s': eff_%s = %g must be > 0", h->name,
-                      class_names[c], h->efficiency[c]);
+      return st_error(ST_ERR_INVALID_ARG, "%s: %s = %g must be > 0",
+                      where(h, w, key, at, sizeof at), key, h->efficiency[c]);
     }
     if (h->efficiency_curve[c].points == 0) continue;
-    char what[96];
-    snprintf(what, sizeof what, "hardware '%s': eff_%s", h->name, class_names[c]);
+    if (h->efficiency_key[c] == SIM_KEY_GEMM_DIM) snprintf(key, sizeof key, "eff_matmul@dim");
+    snprintf(what, sizeof what, "%s: %s", where(h, w, key, at, sizeof at), key);
     ST_CHECK(sim_curve_check(&h->efficiency_curve[c], what));
   }
   for (int c = 0; c < SIM_COLLECTIVE_COUNT; c++) {
+    snprintf(key, sizeof key, "eff_%s", collective_names[c]);
     if (!isfinite(h->comm_efficiency[c]) || h->comm_efficiency[c] <= 0) {
-      return st_error(ST_ERR_INVALID_ARG, "hardware '%s': eff_%s = %g must be > 0", h->name,
-                      collective_names[c], h->comm_efficiency[c]);
+      return st_error(ST_ERR_INVALID_ARG, "%s: %s = %g must be > 0",
+                      where(h, w, key, at, sizeof at), key, h->comm_efficiency[c]);
     }
   }
   for (int c = 0; c < SIM_COLLECTIVE_COUNT; c++) {
     for (int k = 0; k < SIM_CURVE_GROUPS; k++) {
       const sim_group_curve *g = &h->comm_curves[c][k];
       if (g->ranks == 0) continue;
-      char what[96];
-      snprintf(what, sizeof what, "hardware '%s': eff_%s@%d", h->name, collective_names[c],
-               g->ranks);
+      snprintf(key, sizeof key, "eff_%s@%d", collective_names[c], g->ranks);
+      snprintf(what, sizeof what, "%s: %s", where(h, w, key, at, sizeof at), key);
       if (g->ranks < 0) return st_error(ST_ERR_INVALID_ARG, "%s: ranks must be >= 1", what);
       ST_CHECK(sim_curve_check(&g->curve, what));
     }
   }
-  if (h->gpus_per_node < 1 || h->gpus_per_node > PLAN_MAX_RANKS) {
-    return st_error(ST_ERR_INVALID_ARG, "hardware '%s': gpus_per_node = %d must be 1 to %d",
-                    h->name, h->gpus_per_node, PLAN_MAX_RANKS);
-  }
-  if (h->compute_slots < 0) {
-    return st_error(ST_ERR_INVALID_ARG, "hardware '%s': compute_slots = %d must be >= 0", h->name,
-                    h->compute_slots);
-  }
-  if (h->overlap != 0 && h->overlap != 1) {
-    return st_error(ST_ERR_INVALID_ARG, "hardware '%s': overlap = %d must be 0 or 1", h->name,
-                    h->overlap);
+  const int ints[HW_INT_FIELDS] = {h->gpus_per_node, h->compute_slots, h->overlap};
+  for (int i = 0; i < HW_INT_FIELDS; i++) {
+    if (ints[i] < int_ranges[i].min || ints[i] > int_ranges[i].max) {
+      char range[32];
+      return st_error(ST_ERR_INVALID_ARG, "%s: %s = %d must be %s",
+                      where(h, w, int_ranges[i].key, at, sizeof at), int_ranges[i].key, ints[i],
+                      range_text(i, range, sizeof range));
+    }
   }
   return ST_OK;
 }
+
+st_status sim_hw_check(const sim_hardware *h) { return check(h, NULL); }
 
 int sim_hw_whole_nodes(const sim_hardware *hw, long long gpus) {
   return gpus <= hw->gpus_per_node || gpus % hw->gpus_per_node == 0;
@@ -328,6 +372,13 @@ static st_status parse_collective_curve(const char *path, int line, const char *
   return ST_OK;
 }
 
+/* The index of a whole-number key in int_ranges; HW_INT_FIELDS for any other key. */
+static int int_index(const char *key) {
+  int i = 0;
+  while (i < HW_INT_FIELDS && strcmp(key, int_ranges[i].key) != 0) i++;
+  return i;
+}
+
 /* One `key = value` line into the description; `seen` marks the required keys found. */
 static st_status parse_line(const char *path, int line, char *key, char *value, sim_hardware *h,
                             int seen[REQUIRED]) {
@@ -345,6 +396,7 @@ static st_status parse_line(const char *path, int line, char *key, char *value, 
   if (c != SIM_CLASS_COUNT) return parse_class_efficiency(path, line, key, value, c, h);
   double *field = double_field(h, key);
   if (field) return parse_number(path, line, key, value, field);
+  const int whole = int_index(key);
   if (strcmp(key, "name") == 0) {
     snprintf(h->name, sizeof h->name, "%s", value);
   } else if (strcmp(key, "calibration") == 0) {
@@ -357,30 +409,21 @@ static st_status parse_line(const char *path, int line, char *key, char *value, 
                       path, line, value);
     }
     h->kernels = strcmp(value, "cpu") == 0 ? SIM_KERNELS_CPU : SIM_KERNELS_FUSED;
-  } else if (strcmp(key, "gpus_per_node") == 0 || strcmp(key, "compute_slots") == 0 ||
-             strcmp(key, "overlap") == 0) {
+  } else if (whole < HW_INT_FIELDS) {
     double v = 0;
+    char range[32];
     ST_CHECK(parse_number(path, line, key, value, &v));
-    if (v != floor(v) || v > 1 << 20) {
+    if (v != floor(v)) {
       return st_error(ST_ERR_INVALID_ARG,
-                      "hardware file %s line %d: %s = '%s' is not a whole "
-                      "number",
-                      path, line, key, value);
-    }
-    /* Each key's own range, named with its line (sim_hw_check repeats it for built-ins). */
-    if (key[0] == 'g' && v < 1) {
-      return st_error(ST_ERR_INVALID_ARG,
-                      "hardware file %s line %d: gpus_per_node = %s must be >= 1", path, line,
+                      "hardware file %s line %d: %s = '%s' is not a whole number", path, line, key,
                       value);
     }
-    if (key[0] == 'o' && v > 1) {
-      return st_error(ST_ERR_INVALID_ARG, "hardware file %s line %d: overlap = %s must be 0 or 1",
-                      path, line, value);
+    if (v < int_ranges[whole].min || v > int_ranges[whole].max) {
+      return st_error(ST_ERR_INVALID_ARG, "hardware file %s line %d: %s = %s must be %s", path,
+                      line, key, value, range_text(whole, range, sizeof range));
     }
-    int *target = key[0] == 'g'   ? &h->gpus_per_node
-                  : key[0] == 'c' ? &h->compute_slots
-                                  : &h->overlap;
-    *target = (int)v;
+    int *const targets[HW_INT_FIELDS] = {&h->gpus_per_node, &h->compute_slots, &h->overlap};
+    *targets[whole] = (int)v;
   } else {
     return st_error(ST_ERR_INVALID_ARG, "hardware file %s line %d: unknown key '%s'", path, line,
                     key);
@@ -388,7 +431,7 @@ static st_status parse_line(const char *path, int line, char *key, char *value, 
   return ST_OK;
 }
 
-enum { HW_MAX_KEYS = 512, HW_KEY_LEN = 96 };
+enum { HW_MAX_KEYS = 512 };
 
 /* Refuses a key given on an earlier line: a silent "last one wins" hides typos in long files. */
 static st_status note_key(const char *path, int line, const char *key, char (*keys)[HW_KEY_LEN],
@@ -426,12 +469,23 @@ st_status sim_hw_load(const char *path, sim_hardware *out) {
   for (int c = 0; c < SIM_CLASS_COUNT; c++) h.efficiency[c] = 1.0;
   for (int c = 0; c < SIM_COLLECTIVE_COUNT; c++) h.comm_efficiency[c] = 1.0;
   int seen[REQUIRED] = {0}, number = 0;
-  char buf[512];
+  char buf[1024];                     /* a line: a curve's 16 points at full precision fit */
   char keys[HW_MAX_KEYS][HW_KEY_LEN]; /* 48 KiB on the stack, once per load */
   int key_lines[HW_MAX_KEYS], nkeys = 0;
   st_status status = ST_OK;
   while (status == ST_OK && fgets(buf, sizeof buf, f)) {
     number++;
+    /* A longer line would be read as two, its tail as a line of its own. */
+    const size_t len = strlen(buf);
+    if (len == sizeof buf - 1 && buf[len - 1] != '\n') {
+      const int next = getc(f);
+      if (next != EOF && next != '\n') {
+        status =
+            st_error(ST_ERR_INVALID_ARG, "hardware file %s line %d: longer than %zu characters",
+                     path, number, sizeof buf - 1);
+        break;
+      }
+    }
     char *hash = strchr(buf, '#');
     if (hash) *hash = '\0';
     char *text = trim(buf);
@@ -459,7 +513,7 @@ st_status sim_hw_load(const char *path, sim_hardware *out) {
     }
   }
   if (h.peak_flops_fp32 < 0) h.peak_flops_fp32 = h.peak_flops;
-  ST_CHECK(sim_hw_check(&h));
+  ST_CHECK(check(&h, &(hw_lines){path, keys, key_lines, nkeys}));
   *out = h;
   return ST_OK;
 }

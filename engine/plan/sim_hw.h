@@ -133,14 +133,18 @@ st_status sim_hw_builtin(const char *name, sim_hardware *out);
 
 /* Reads a `key = value` file ('#' starts a comment). The required keys are peak_flops,
  * mem_bw, intra_bw, intra_latency, inter_bw and inter_latency; a missing one, a negative or
- * malformed number, or an unknown key is ST_ERR_INVALID_ARG naming the file and the key.
+ * malformed number, a value sim_hw_check refuses, an unknown key or a line of more than 1023
+ * characters is ST_ERR_INVALID_ARG naming the file, the line and the key.
  * `eff_<class> = SECONDS:EFF ...` gives an op class's curve (one number: its constant),
  * `eff_matmul@dim = DIM:EFF ...` the matmul class's curve by the GEMM's smallest dimension, and
  * `eff_<collective>@<ranks> = BYTES:EFF ...` a collective's curve for groups of <ranks> (one line
  * per group size). */
 st_status sim_hw_load(const char *path, sim_hardware *out);
 
-/* Checks a description (also run by the two functions above). */
+/* Checks a description (also run by the two functions above): peaks, bandwidths and
+ * efficiencies > 0, latencies, memory, host links and op_overhead >= 0, all finite, curves
+ * well formed, gpus_per_node 1 to PLAN_MAX_RANKS, compute_slots 0 to PLAN_MAX_RANKS, overlap 0
+ * or 1. Efficiencies above 1 are allowed: no call computes faster than the peak (sim_ops.h). */
 st_status sim_hw_check(const sim_hardware *hw);
 
 /* Whether `gpus` can be a cluster of this hardware: one node or part of one, or whole nodes. */

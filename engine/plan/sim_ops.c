@@ -6,6 +6,8 @@
  * softmax, the tanh in GELU, sgemm below its peak) is the per-class efficiency's business. */
 #include "engine/plan/sim_ops.h"
 
+#include <math.h>
+
 static double cost_matmul(const sim_shape *s, sim_kind kind, double m, double n, double k, int bias,
                           int gelu_epilogue, double *bytes) {
   const double a = s->act_bytes;
@@ -243,7 +245,10 @@ double sim_op_roofline(const sim_hardware *hw, const sim_op *op, double peak) {
 
 double sim_op_time(const sim_hardware *hw, const sim_op *op, double peak) {
   const sim_call_size size = {sim_op_roofline(hw, op, peak), sim_op_gemm_dim(op)};
-  return size.roofline_s / sim_hw_class_efficiency(hw, op->cls, size) + hw->op_overhead;
+  /* An efficiency above 1 can beat the bandwidth's roofline (caches, updates in place), never
+   * the peak: no call computes its FLOPs faster, whatever the file or --efficiency-scale says. */
+  const double t = size.roofline_s / sim_hw_class_efficiency(hw, op->cls, size);
+  return fmax(t, op->flops / peak) + hw->op_overhead;
 }
 
 double sim_bytes_time(const sim_hardware *hw, sim_op_class cls, double bytes) {

@@ -2,10 +2,12 @@
  * with its FLOPs and the bytes it moves, and the roofline time of a call on a device:
  *
  *   roofline = max(flops / peak, bytes / mem_bw)
- *   time = roofline / efficiency[class](size) + op_overhead
+ *   time = max(roofline / efficiency[class](size), flops / peak) + op_overhead
  *
  * (the class's one efficiency, or its curve's value at the call's size: its roofline time, or
- * for a GEMM its smallest dimension where the matmul curve is keyed by it: sim_hw.h).
+ * for a GEMM its smallest dimension where the matmul curve is keyed by it: sim_hw.h). An
+ * efficiency above 1 (measured for memory-bound calls whose bytes stay in cache) shortens the
+ * memory-bound part only: no call runs faster than its FLOPs at the peak.
  *
  * Two op lists: the CPU backend's (kernels/cpu: fp32, every op a separate pass, gradients
  * accumulated into zero-filled buffers, attention over dense T x T scores, twice the causal

@@ -135,14 +135,33 @@ void sim_csv_header(FILE *out) {
   fprintf(out, ",tokens_per_s,tokens_per_s_per_gpu,mfu,mem_gib\n");
 }
 
+/* A text field, quoted as RFC 4180 asks where it holds a comma, a quote or a line break (a
+ * --label, a hardware file's name are free text). */
+static void csv_text(FILE *out, const char *text) {
+  if (!strpbrk(text, ",\"\r\n")) {
+    fputs(text, out);
+    return;
+  }
+  fputc('"', out);
+  for (const char *c = text; *c; c++) {
+    if (*c == '"') fputc('"', out);
+    fputc(*c, out);
+  }
+  fputc('"', out);
+}
+
 void sim_csv_row(FILE *out, const char *label, const char *model, const sim_hardware *hw,
                  const plan_input *in, const sim_result *r, double mem_total) {
-  fprintf(out, "%s,%s,%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%s,%s,%s,%s,%.9g,%.9g,%.9g,%.9g", label,
-          model, hw->name, r->world, hw->gpus_per_node, in->R, in->S, in->T, in->stage,
-          in->micro_batch, in->seq_len, in->grad_accum, in->prefetch, in->reshard_after_forward,
-          dtype_name(in->precision.param), dtype_name(in->precision.reduce),
-          in->offload_optimizer ? "optimizer" : "none", gpt_recompute_name(in->recompute),
-          r->step_s, r->compute_s, r->exposed_s, r->optimizer_s);
+  csv_text(out, label);
+  fputc(',', out);
+  csv_text(out, model);
+  fputc(',', out);
+  csv_text(out, hw->name);
+  fprintf(out, ",%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%s,%s,%s,%s,%.9g,%.9g,%.9g,%.9g", r->world,
+          hw->gpus_per_node, in->R, in->S, in->T, in->stage, in->micro_batch, in->seq_len,
+          in->grad_accum, in->prefetch, in->reshard_after_forward, dtype_name(in->precision.param),
+          dtype_name(in->precision.reduce), in->offload_optimizer ? "optimizer" : "none",
+          gpt_recompute_name(in->recompute), r->step_s, r->compute_s, r->exposed_s, r->optimizer_s);
   for (int k = 0; k < SIM_COMM_COUNT; k++) fprintf(out, ",%.9g", r->comm_s[k]);
   fprintf(out, ",%.9g,%.9g,%.9g,%.6g\n", r->tokens_per_s, r->tokens_per_s_per_gpu, r->mfu,
           gib(mem_total));

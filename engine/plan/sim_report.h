@@ -48,7 +48,8 @@ void sim_train_flags(const plan_input *in, char *out, size_t size);
 /* The step's breakdown, memory and throughput, as lines of text. */
 void sim_print(FILE *out, const sim_hardware *hw, const sim_result *r, const memory_plan *mp);
 
-/* CSV: the header line, and one row (label: a name for the configuration). */
+/* CSV: the header line, and one row (label: a name for the configuration); text fields are
+ * quoted as RFC 4180 asks where they hold a comma, a quote or a line break. */
 void sim_csv_header(FILE *out);
 void sim_csv_row(FILE *out, const char *label, const char *model, const sim_hardware *hw,
                  const plan_input *in, const sim_result *r, double mem_total);

@@ -4,6 +4,7 @@
 #include "engine/plan/sim_schedule.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "core/alloc.h"
@@ -32,6 +33,16 @@ static st_status check_input(const plan_input *in) {
                     "grad-accum %d, prefetch %d: out of range",
                     in->R, in->S, in->T, in->stage, in->cfg.n_layer, in->micro_batch, in->seq_len,
                     in->grad_accum, in->prefetch);
+  }
+  /* Each size bounded first, so that their product, in 64 bits, cannot wrap. */
+  const int64_t ranks =
+      in->R <= PLAN_MAX_RANKS && in->S <= PLAN_MAX_RANKS && in->T <= PLAN_MAX_RANKS
+          ? (int64_t)in->R * in->S * in->T
+          : INT64_MAX;
+  if (ranks > PLAN_MAX_RANKS) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "simulate: mesh %dx%dx%d is more than the %d ranks a simulation describes",
+                    in->R, in->S, in->T, PLAN_MAX_RANKS);
   }
   return ST_OK;
 }
@@ -383,5 +394,14 @@ st_status sim_step(const sim_hardware *hw, const plan_input *in, sim_result *out
   out->tokens_per_s_per_gpu = out->tokens_per_s / out->world;
   out->mfu = out->model_flops /
              (out->step_s * out->world * sim_hw_peak(hw, (int)dtype_size(in->precision.param)));
+  /* A description whose numbers overflow a step (op_overhead = 1e308) or shrink its throughput
+   * to nothing (efficiencies near 0) has no prediction to report. */
+  if (!isfinite(out->step_s) || !(out->step_s > 0) || !isnormal(out->tokens_per_s_per_gpu) ||
+      !isnormal(out->mfu)) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "hardware '%s' predicts a step of %g s at MFU %g: not a finite time with a "
+                    "throughput above 0 (check its peaks, efficiencies and op_overhead)",
+                    hw->name, out->step_s, out->mfu);
+  }
   return ST_OK;
 }

@@ -55,7 +55,8 @@ typedef struct sim_result {
 } sim_result;
 
 /* The step of `in` (a finished config, mesh, stage, batch, precision) on `hw`: sim_costs, then
- * sim_replay, then throughput and MFU. */
+ * sim_replay, then throughput and MFU. ST_ERR_INVALID_ARG for a mesh of more than PLAN_MAX_RANKS
+ * ranks, and for a step that is not a finite time > 0 with a (normal) throughput and MFU > 0. */
 st_status sim_step(const sim_hardware *hw, const plan_input *in, sim_result *out);
 
 /* What the replay is made of, in seconds; index 0 is the embedding unit, 1 any block, 2 the

@@ -57,8 +57,31 @@ expect 2 "class_curve.hw line 10: eff_matmul: efficiency 0 of point 2 must be > 
 expect 2 "$work/none.hw: cannot open" simulate --hardware "$work/none.hw"
 expect 2 "--hardware $work is a directory, not a hardware file" simulate --hardware "$work"
 sed 's/^gpus_per_node = .*/gpus_per_node = 0/' "$good" > "$work/zero_gpus.hw"
-expect 2 "zero_gpus.hw line 9: gpus_per_node = 0 must be >= 1\$" \
+expect 2 "zero_gpus.hw line 9: gpus_per_node = 0 must be 1 to 1048576\$" \
   simulate --hardware "$work/zero_gpus.hw"
+# Every value the check refuses is named with the file and the line that set it (more cases:
+# tests/sim/sim_curve_test).
+sed 's/^peak_flops = .*/peak_flops = 0/' "$good" > "$work/zero_peak.hw"
+expect 2 "zero_peak.hw line 3: peak_flops = 0 must be > 0\$" \
+  simulate --hardware "$work/zero_peak.hw"
+# A line longer than the reader's buffer is refused: its tail once read as a line of its own (a
+# comment of 1022 characters set op_overhead).
+{ cat "$good"; head -c 1022 /dev/zero | tr '\0' '#'; echo " op_overhead = 0.001"; } \
+  > "$work/long.hw"
+expect 2 "long.hw line 10: longer than 1023 characters" simulate --hardware "$work/long.hw"
+# Results that are not finite numbers, or would pass the peak, are not reported.
+{ cat "$good"; echo "op_overhead = 1e308"; } > "$work/overhead.hw"
+expect 2 "hardware 'test-node' predicts a step of inf s" simulate --hardware "$work/overhead.hw"
+expect 2 "hardware 'h100' predicts a step of .* at MFU 0: not a finite time" \
+  simulate --gpu h100 --efficiency-scale 1e-300
+mfu() { "$shardtrain" simulate "$@" | awk '$1 == "MFU" { print $2 }'; }
+{ cat "$good"; echo "eff_matmul = 5"; } > "$work/fast.hw"
+for run in "--hardware $work/fast.hw" "--gpu h100 --efficiency-scale 3"; do
+  # shellcheck disable=SC2086
+  m=$(mfu $run)
+  awk -v m="$m" 'BEGIN { exit !(m > 0 && m <= 100) }' ||
+    { echo "FAIL: simulate $run: MFU '$m' %, above the peak"; fail=1; }
+done
 { cat "$good"; echo "mem_bw = 2e11"; } > "$work/twice.hw"
 expect 2 "twice.hw line 10: key 'mem_bw' is given twice (first on line 4)" \
   simulate --hardware "$work/twice.hw"
@@ -67,7 +90,12 @@ expect 2 "give one of --gpu NAME or --hardware FILE" simulate --gpu h100 --hardw
 expect 2 "mesh 3x?x1 does not divide 8 GPUs" simulate --gpu h100 --dp-replicate 3
 expect 2 "mesh 1x3x2 needs 6 GPUs, the cluster has 8" simulate --gpu h100 --dp-shard 3 --tp 2
 expect 2 "mesh 1x1x1 needs 1 GPU, the cluster has 8" simulate --gpu h100 --dp-shard 1
-expect 2 "mesh 2x?x1 does not divide 1 GPU\$" simulate --gpu h100 --gpus-per-node 1 --dp-replicate 2
+# A size above the GPU count is refused before the product is taken (8 x 536870913 wrapped to 8).
+expect 2 "--dp-shard 536870913 is more than the cluster's 8 GPUs" simulate --gpu h100 \
+  --dp-replicate 8 --dp-shard 536870913
+expect 2 "--tp 16 is more than the cluster's 8 GPUs" simulate --gpu h100 --tp 16
+expect 2 "--dp-replicate 2 is more than the cluster's 1 GPU\$" simulate --gpu h100 \
+  --gpus-per-node 1 --dp-replicate 2
 expect 2 "mesh ?x3x1 does not divide 16 GPUs" simulate --gpu h100 --nodes 2 --dp-replicate 0 \
   --dp-shard 3
 expect 2 "tp 5 does not divide n_head 12" simulate --gpu h100 --tp 5 --gpus-per-node 5
@@ -103,6 +131,10 @@ expect 2 "--configs: 'zero7' is not zero0-zero3 or hsdp0-hsdp3" simulate --gpu h
 expect 2 "--sweep '': empty item" simulate --gpu h100 --sweep= --configs zero1
 expect 2 "--configs ',': empty item" simulate --gpu h100 --sweep 8 --configs ,
 expect 2 "--sweep '8,,16': empty item" simulate --gpu h100 --sweep 8,,16
+expect 2 "--sweep: ' 8' is not a GPU count" simulate --gpu h100 --sweep " 8"
+expect 2 "--sweep: '+8' is not a GPU count" simulate --gpu h100 --sweep +8
+expect 2 "--configs: 'zero 1' is not zero0-zero3" simulate --gpu h100 --sweep 8 --configs "zero 1"
+expect 2 "--configs: 'hsdp+1' is not zero0-zero3" simulate --gpu h100 --sweep 8 --configs hsdp+1
 expect 2 "--configs 'zero1' needs --sweep" simulate --gpu h100 --configs zero1
 # A refused sweep prints nothing and leaves an existing --csv file as it was.
 echo "keep me" > "$work/keep.csv"
@@ -153,6 +185,19 @@ for want in "step time" "exposed comm" "MFU" "tokens/s" "memory per rank" "mesh 
 done
 [ "$(wc -l < "$work/run.csv")" -eq 2 ] && head -1 "$work/run.csv" | grep -q "^label,model,hardware,gpus" ||
   { echo "FAIL: simulate --csv did not write a header and one row"; cat "$work/run.csv"; fail=1; }
+# Free text is quoted as RFC 4180 asks: a label and a hardware name with commas and quotes.
+sed 's/^name = .*/name = x,y/' "$good" > "$work/comma.hw"
+"$shardtrain" simulate --hardware "$work/comma.hw" --model tiny --label 'a,b"c' \
+  --csv "$work/quoted.csv" > /dev/null
+sed -n 2p "$work/quoted.csv" | grep -q '^"a,b""c",tiny,"x,y",4,4,1,4,1,' ||
+  { echo "FAIL: simulate --csv does not quote its text:"; cat "$work/quoted.csv"; fail=1; }
+# --csv never replaces the --hardware file, by any path to it.
+cp "$good" "$work/in.hw"
+ln -sf "$work/in.hw" "$work/link.hw"
+expect 2 "--csv $work/link.hw is the --hardware file $work/in.hw" \
+  simulate --hardware "$work/in.hw" --csv "$work/link.hw"
+cmp -s "$good" "$work/in.hw" ||
+  { echo "FAIL: simulate --csv replaced its --hardware file"; fail=1; }
 "$shardtrain" simulate --gpu h100 --model d12 --micro-batch 8 --sweep 8,16,64 \
   --configs zero1,hsdp3 --csv "$work/sweep.csv" > "$work/sweep.txt" 2>&1 ||
   { echo "FAIL: sweep exited $?"; cat "$work/sweep.txt"; fail=1; }

@@ -126,9 +126,15 @@ static void check_hardware_file(void) {
       {"mem_bw = 2e11\n", "line 8: key 'mem_bw' is given twice (first on line 2)"},
       {"eff_norm_fwd = 1e-6:0.5\neff_norm_fwd = 0.3\n",
        "line 9: key 'eff_norm_fwd' is given twice (first on line 8)"},
-      /* A bad count names only its own key and line. */
-      {"gpus_per_node = 0\n", "line 8: gpus_per_node = 0 must be >= 1"},
+      /* A bad count names only its own key and line; one too large is out of range, not "not a
+       * whole number". */
+      {"gpus_per_node = 0\n", "line 8: gpus_per_node = 0 must be 1 to 1048576"},
       {"overlap = 2\n", "line 8: overlap = 2 must be 0 or 1"},
+      {"compute_slots = 2000000\n", "line 8: compute_slots = 2000000 must be 0 to 1048576"},
+      /* So does a value only the check refuses (0 where > 0 is needed). */
+      {"eff_all_gather = 0\n", "line 8: eff_all_gather = 0 must be > 0"},
+      {"eff_matmul = 0\n", "line 8: eff_matmul = 0 must be > 0"},
+      {"peak_flops_fp32 = 0\n", "line 8: peak_flops_fp32 = 0 must be > 0"},
       {"eff_all_reduce@2 = 4096:0.5 1024:0.4\n", "eff_all_reduce@2: size 1024 of point 2"},
       {"eff_all_reduce@2 = 4096:0\n", "eff_all_reduce@2: efficiency 0 of point 1"},
   };

@@ -3,8 +3,10 @@
  * the trainer's count worked out by hand, the offloaded
  * optimizer's costs against its byte counts, activation recompute's ops and its place in the
  * replay, and plan --fit's search against its contract (sorted, fitting, runnable, offloading
- * or recomputing only where that is what fits), and a step without communication exposing
- * nothing but rounding, never a negative time.
+ * or recomputing only where that is what fits, at batches and GPU counts at the edges of its
+ * search), a step without communication exposing nothing but rounding, never a negative time,
+ * and steps that cannot be reported (a mesh past 2^20 ranks, an infinite step, an MFU of 0 or
+ * above 1) refused or bounded.
  *
  * The hand cases: 2 blocks (units: embedding, two blocks, final), every unit's forward 1 s and
  * backward 2 s, stage 3 gathers of 0.5 s and reduce-scatters of 0.25 s, prefetch 1. */
@@ -420,6 +422,69 @@ static void check_nothing_exposed(void) {
   CHECK_MSG(short_steps > 0, "no case rounds its step below its compute: the clamp is untested");
 }
 
+/* A step that cannot be reported is refused: a mesh past 2^20 ranks (8 x 536870913 x 1 once
+ * wrapped to 8 in an int and was simulated as 8 GPUs), a kernel overhead that makes the step
+ * infinite, efficiencies so small that the MFU underflows to 0. Efficiencies far above 1 speed
+ * up memory-bound calls only: no call computes faster than the peak, so the MFU stays below 1. */
+static void check_step_limits(void) {
+  sim_hardware hw;
+  CHECK_OK(sim_hw_builtin("h100", &hw));
+  plan_input in = d12_zero1_on_8();
+  in.R = 8;
+  in.S = 536870913;
+  sim_result r;
+  CHECK_STATUS(sim_step(&hw, &in, &r), ST_ERR_INVALID_ARG);
+  in = d12_zero1_on_8();
+  hw.op_overhead = 1e308;
+  CHECK_STATUS(sim_step(&hw, &in, &r), ST_ERR_INVALID_ARG);
+  CHECK_OK(sim_hw_builtin("h100", &hw));
+  sim_hw_scale_class_efficiency(&hw, 1e-300);
+  CHECK_STATUS(sim_step(&hw, &in, &r), ST_ERR_INVALID_ARG);
+  CHECK_OK(sim_hw_builtin("h100", &hw));
+  sim_hw_scale_class_efficiency(&hw, 1000);
+  CHECK_OK(sim_step(&hw, &in, &r));
+  CHECK_MSG(r.mfu > 0.5 && r.mfu < 1, "MFU %g with every efficiency x 1000", r.mfu);
+}
+
+/* tiny on `gpus` H100s (one per node) with a global batch of `sequences` sequences. */
+static fit_request tiny_fit(int gpus, int64_t sequences, double gib) {
+  fit_request req = {
+      .gpus = gpus, .gpu_gib = gib, .precision = {ST_BF16, ST_BF16}, .max_grad_accum = 64};
+  CHECK_OK(gpt_config_named("tiny", &req.cfg));
+  CHECK_OK(gpt_config_finish(&req.cfg, 1));
+  req.global_tokens = sequences * req.cfg.max_seq;
+  return req;
+}
+
+/* plan --fit at the edges of its search. 2^32 sequences on 8 GPUs: nothing fits, found at once
+ * (the search once tried every micro-batch up to the batch, then cast 2^32 to an int: 0, and
+ * divided by it). 720720 sequences on 8 GPUs: 90090 per rank split by at most 64 micro-batches
+ * (1430 x 63, ...), though 720720 has more than 64 divisors (the search once kept the first 64,
+ * all too small). 10080 GPUs, one a node (tp 1): every one of its 72 divisors is a replicate
+ * size, each searched with one micro-batch (10080 sequences) at 7 stage settings (stages 0-2,
+ * and stage 3 with prefetch 1 or 2 and resharding on or off) x 2 offloads x 3 recomputes. */
+static void check_fit_limits(void) {
+  sim_hardware hw;
+  CHECK_OK(sim_hw_builtin("h100", &hw));
+  hw.gpus_per_node = 1;
+  fit_candidate best[4];
+  int found = 0;
+  fit_stats stats;
+  fit_request req = tiny_fit(8, (int64_t)1 << 32, 80);
+  CHECK_OK(sim_fit(&hw, &req, best, 4, &found, &stats));
+  CHECK(found == 0 && stats.enumerated > 0);
+  req = tiny_fit(8, 720720, 1e5);
+  CHECK_OK(sim_fit(&hw, &req, best, 4, &found, &stats));
+  CHECK_EQ_INT(found, 4);
+  for (int i = 0; i < found; i++) {
+    const plan_input *in = &best[i].in;
+    CHECK_EQ_INT((long long)in->micro_batch * in->R * in->S * in->grad_accum, 720720);
+  }
+  req = tiny_fit(10080, 10080, 80);
+  CHECK_OK(sim_fit(&hw, &req, best, 1, &found, &stats));
+  CHECK_EQ_INT(stats.enumerated, 72 * 7 * 2 * 3);
+}
+
 int main(void) {
   check_nothing_exposed();
   check_stage3_overlap();
@@ -433,5 +498,7 @@ int main(void) {
   check_fit_offload();
   check_fit_recompute();
   check_recompute_replay();
+  check_step_limits();
+  check_fit_limits();
   return test_finish("sim_schedule_test");
 }
