@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Lays out an installed libshardtrain from the files Bazel built in this package:
 #   layout.sh PREFIX LIBSHARDTRAIN_SO LIBSHARDTRAIN_A LIBSHARDTRAIN_LINK SHARDTRAIN_H
-# writes PREFIX/lib/libshardtrain.so, PREFIX/lib/libshardtrain.a, PREFIX/include/shardtrain.h,
+# writes PREFIX/lib/libshardtrain.so.MAJOR.MINOR.PATCH (with the links libshardtrain.so.MAJOR.MINOR,
+# its soname, and libshardtrain.so, the name -lshardtrain finds), PREFIX/lib/libshardtrain.a,
+# PREFIX/include/shardtrain.h,
 # PREFIX/lib/pkgconfig/shardtrain.pc and PREFIX/lib/cmake/shardtrain/shardtrainConfig.cmake
 # (with shardtrainConfigVersion.cmake). The package files come from the templates beside this
 # script: the version from the header, what the static archive links to from the .link file
@@ -60,7 +62,9 @@ fill() {
 }
 
 mkdir -p "$prefix/include" "$prefix/lib/pkgconfig" "$prefix/lib/cmake/shardtrain"
-install -m 0755 "$so" "$prefix/lib/libshardtrain.so"
+install -m 0755 "$so" "$prefix/lib/libshardtrain.so.$version"
+ln -sfn "libshardtrain.so.$version" "$prefix/lib/libshardtrain.so.$major.$minor"
+ln -sfn "libshardtrain.so.$major.$minor" "$prefix/lib/libshardtrain.so"
 install -m 0644 "$archive" "$prefix/lib/libshardtrain.a"
 install -m 0644 "$header" "$prefix/include/shardtrain.h"
 fill shardtrain.pc.in "$prefix/lib/pkgconfig/shardtrain.pc"

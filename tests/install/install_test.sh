@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs libshardtrain into a temporary prefix with install/layout.sh (as tools/install.sh
 # does, from the files of this build), then uses only that copy, as a project outside Bazel:
-#   - the shared library exports exactly the functions declared in shardtrain.h, and the static
+#   - the shared library is named for its major.minor version (soname, links, what programs
+#     record), exports exactly the functions declared in shardtrain.h, and the static
 #     archive defines no other strong global symbol (its internal names are local), nor a weak
 #     one under the cuDNN frontend's namespace;
 #   - neither links cuBLASLt or cuDNN (the CUDA backend opens them when it makes a context);
@@ -57,6 +58,19 @@ for name in "${own[@]}"; do
   grep -qx "$name" <<< "$defined" || fail "libshardtrain.a has no $name: pick another name in c_consumer.c"
 done
 
+# The shared library is named for its major.minor version (a minor version may change the ABI
+# while the major is 0): installed under the full version with the links a loader and a linker
+# look for, and recorded under major.minor by every program built against it (checked below).
+version_part() { sed -nE "s/^#define ST_VERSION_$1 ([0-9]+)$/\1/p" include/shardtrain.h; }
+soname=libshardtrain.so.$(version_part MAJOR).$(version_part MINOR)
+real=$soname.$(version_part PATCH)
+[ -f "$prefix/lib/$real" ] && [ ! -L "$prefix/lib/$real" ] || fail "no $prefix/lib/$real"
+[ "$(readlink "$prefix/lib/$soname")" = "$real" ] || fail "$soname does not link to $real"
+[ "$(readlink "$prefix/lib/libshardtrain.so")" = "$soname" ] ||
+  fail "libshardtrain.so does not link to $soname"
+readelf -d "$prefix/lib/$real" | grep -q "(SONAME).*\[$soname\]" ||
+  fail "the shared library's soname is not $soname: $(readelf -d "$prefix/lib/$real" | grep SONAME)"
+
 # cuBLASLt and cuDNN are opened when a CUDA context is made, never linked: loading cuBLASLt
 # costs every process a tenth of a second (kernels/cuda/cublaslt_library.h). The .pc file names
 # what the archive's users link.
@@ -109,8 +123,10 @@ for program in "${shared[@]}" "${static[@]}"; do
 done
 # The programs took the installed copy: the shared one loads it, the static ones none.
 for program in "${shared[@]}"; do
-  ldd "$program" | grep "=> $prefix/lib/libshardtrain.so " > /dev/null ||
-    fail "$(basename "$program") does not load $prefix/lib/libshardtrain.so"
+  readelf -d "$program" | grep -q "(NEEDED).*\[$soname\]" ||
+    fail "$(basename "$program") does not record $soname"
+  ldd "$program" | grep "$soname => $prefix/lib/$soname " > /dev/null ||
+    fail "$(basename "$program") does not load $prefix/lib/$soname"
 done
 for program in "${static[@]}"; do
   if ldd "$program" | grep libshardtrain > /dev/null; then
