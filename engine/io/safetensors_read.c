@@ -101,11 +101,18 @@ static size_t utf8_sequence(const unsigned char *s, size_t n) {
   return len;
 }
 
-/* Where the header is not UTF-8 text, the byte at which it stops being; else `bytes`. */
-static size_t utf8_end(const char *text, size_t bytes) {
+/* JSON's whitespace: what may stand between its tokens and after the header's object. */
+static int json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/* Where the header stops being UTF-8 text without control bytes (JSON escapes them in strings
+ * and allows none elsewhere but its whitespace; cJSON would take a NUL for the end of a name),
+ * the byte at which it does; else `bytes`. */
+static size_t text_end(const char *text, size_t bytes) {
   const unsigned char *s = (const unsigned char *)text;
   for (size_t at = 0, len; at < bytes; at += len) {
-    if ((len = utf8_sequence(s + at, bytes - at)) == 0) return at;
+    if ((s[at] < 0x20 && !json_space(text[at])) || (len = utf8_sequence(s + at, bytes - at)) == 0) {
+      return at;
+    }
   }
   return bytes;
 }
@@ -123,13 +130,15 @@ static int escapes_nul(const char *text) {
 }
 
 /* `text` holds `bytes` characters and a terminating NUL. As the reference reads it: UTF-8 text
- * of one JSON object from the first byte, then spaces only (the padding to a multiple of 8). */
+ * of one JSON object from the first byte, then whitespace only (the padding to a multiple of 8
+ * is spaces). */
 static st_status parse_json(const char *path, const char *text, size_t bytes, cJSON **out) {
   *out = NULL;
-  const size_t utf8 = utf8_end(text, bytes);
-  if (utf8 < bytes) {
-    return st_error(ST_ERR_FORMAT, "%s: header is not UTF-8 text (at byte %zu of %zu)", path, utf8,
-                    bytes);
+  const size_t end_of_text = text_end(text, bytes);
+  if (end_of_text < bytes) {
+    return st_error(ST_ERR_FORMAT,
+                    "%s: header is not UTF-8 text without control bytes (at byte %zu of %zu)", path,
+                    end_of_text, bytes);
   }
   if (bytes == 0 || text[0] != '{') {
     return st_error(ST_ERR_FORMAT, "%s: header is not a JSON object (it must begin with '{')",
@@ -142,11 +151,11 @@ static st_status parse_json(const char *path, const char *text, size_t bytes, cJ
     return st_error(ST_ERR_FORMAT, "%s: header is not valid JSON (error near byte %zu of %zu)",
                     path, at, bytes);
   }
-  while (at < bytes && text[at] == ' ') at++;
+  while (at < bytes && json_space(text[at])) at++;
   if (at < bytes) {
     return st_error(ST_ERR_FORMAT,
-                    "%s: header has more than spaces after its JSON object (byte %zu of %zu)", path,
-                    at, bytes);
+                    "%s: header has more than whitespace after its JSON object (byte %zu of %zu)",
+                    path, at, bytes);
   }
   if (!cJSON_IsObject(*out)) {
     return st_error(ST_ERR_FORMAT, "%s: header is not a JSON object", path);

@@ -130,17 +130,22 @@ static void check_bad_headers(void) {
       {"", 0, ST_ERR_FORMAT, "header is not a JSON object (it must begin with '{')"},
       {"not json at all", 0, ST_ERR_FORMAT, "header is not a JSON object (it must begin"},
       {"{\"a\":", 0, ST_ERR_FORMAT, "header is not valid JSON"},
-      {"{} {}", 0, ST_ERR_FORMAT, "more than spaces after its JSON object (byte 3 of 5)"},
+      {"{} {}", 0, ST_ERR_FORMAT, "more than whitespace after its JSON object (byte 3 of 5)"},
       {"[1,2,3]", 0, ST_ERR_FORMAT, "header is not a JSON object"},
       {"\"text\"", 0, ST_ERR_FORMAT, "header is not a JSON object"},
-      /* As the reference: one object from the first byte, spaces only after it, UTF-8, and no
-       * name that cJSON would cut at an escaped NUL (it read a, NUL, b as "a"). */
+      /* As the reference: one object from the first byte, whitespace only after it, UTF-8
+       * without control bytes, and no name that cJSON would cut at a NUL (it read a, NUL, b as
+       * "a"). */
       {"  {}", 0, ST_ERR_FORMAT, "header is not a JSON object (it must begin with '{')"},
-      {"{}\t", 0, ST_ERR_FORMAT, "more than spaces after its JSON object (byte 2 of 3)"},
-      {"{}\x01\x1f", 0, ST_ERR_FORMAT, "more than spaces after its JSON object (byte 2 of 4)"},
-      {"{\"\xff\xfe\":{}}", 0, ST_ERR_FORMAT, "header is not UTF-8 text (at byte 2 of 9)"},
-      {"{\"\xc0\xaf\":{}}", 0, ST_ERR_FORMAT, "header is not UTF-8 text (at byte 2 of 9)"},
-      {"{\"\xed\xa0\x80\":{}}", 0, ST_ERR_FORMAT, "header is not UTF-8 text (at byte 2 of 10)"},
+      {"{}\t x", 0, ST_ERR_FORMAT, "more than whitespace after its JSON object (byte 4 of 5)"},
+      {"{}\x01\x1f", 0, ST_ERR_FORMAT, "UTF-8 text without control bytes (at byte 2 of 4)"},
+      {"{\"a\x01"
+       "b\":{}}",
+       0, ST_ERR_FORMAT, "without control bytes (at byte 3 of 10)"},
+      {"{\"\xff\xfe\":{}}", 0, ST_ERR_FORMAT, "UTF-8 text without control bytes (at byte 2 of 9)"},
+      {"{\"\xc0\xaf\":{}}", 0, ST_ERR_FORMAT, "UTF-8 text without control bytes (at byte 2 of 9)"},
+      {"{\"\xed\xa0\x80\":{}}", 0, ST_ERR_FORMAT,
+       "UTF-8 text without control bytes (at byte 2 of 10)"},
       {"{\"a\\u0000b\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1, ST_ERR_FORMAT,
        "header holds a string with a NUL"},
   };
@@ -157,6 +162,15 @@ static void check_bad_headers(void) {
   strcpy(deep + n + 2 * DEPTH, "}}");
   check_refused(deep, 0, ST_ERR_FORMAT, "header is not valid JSON");
   free(deep);
+}
+
+/* JSON's whitespace after the object (a header written with a line break) reads as the
+ * reference reads it. */
+static void check_trailing_whitespace(void) {
+  write_header_file("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}\r\n\t ", 1);
+  safetensors_reader *reader = NULL;
+  CHECK_OK(open_path(&reader));
+  safetensors_reader_close(reader);
 }
 
 /* Cases that need control over the raw bytes, not just the JSON text. */
@@ -179,7 +193,7 @@ static void check_bad_lengths(void) {
   static const unsigned char nul[16] = {8, 0, 0, 0, 0, 0, 0, 0, '{', '}', 0, 'x', 'y', 'z'};
   test_write_file(path, nul, sizeof nul);
   CHECK_STATUS(open_path(&reader), ST_ERR_FORMAT);
-  CHECK(strstr(st_last_error(), "header has more than spaces after its JSON object (byte 2 of 8)"));
+  CHECK(strstr(st_last_error(), "header is not UTF-8 text without control bytes (at byte 2 of 8)"));
 
   char missing[600];
   snprintf(missing, sizeof missing, "%s.missing", path);
@@ -258,6 +272,7 @@ int main(void) {
   test_tmp_path(path, sizeof path, "bad.safetensors");
   check_bad_headers();
   check_bad_lengths();
+  check_trailing_whitespace();
   check_corruptions();
   CHECK_EQ_INT(test_live_blocks(), live);
   return test_finish("safetensors_bad_input_test");
