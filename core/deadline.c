@@ -120,6 +120,12 @@ st_status deadline_arm(deadline *d, deadline_kind kind, double seconds, const ch
   return status;
 }
 
+void deadline_extend(deadline *d) {
+  pthread_mutex_lock(&watch.lock);
+  d->due_s = now_s() + d->seconds;
+  pthread_mutex_unlock(&watch.lock);
+}
+
 void deadline_disarm(deadline *d) {
   pthread_mutex_lock(&watch.lock);
   for (deadline **at = &watch.armed; *at; at = &(*at)->next) {

@@ -9,8 +9,8 @@
  *   ... the blocking call ...
  *   deadline_disarm(&d);
  *
- * The same guard bounds a rank's file work and the job-wide agreements that wait for it
- * (engine/io/job_agree.h): a rank stuck on a hung file system would hold the others there.
+ * The same guard bounds a stall in a rank's file work (engine/io/job_agree.h): a rank stuck on a
+ * hung file system would hold itself and the others for ever.
  *
  * One watchdog thread per process, started by the first arm, keeps the armed deadlines. If a
  * call is still running `seconds` after its arm, the watchdog writes one error line to stderr
@@ -31,7 +31,7 @@ enum { DEADLINE_EXIT_CODE = 3 };
 /* What a deadline bounds, which names the variable that sets its limit in the error line. */
 typedef enum deadline_kind {
   DEADLINE_COLLECTIVE = 0, /* a collective call: ST_COMM_TIMEOUT */
-  DEADLINE_FILE_WORK = 1   /* a rank's file work, or an agreement waiting for it: ST_IO_TIMEOUT */
+  DEADLINE_FILE_WORK = 1   /* a stall in a rank's file work: ST_IO_TIMEOUT */
 } deadline_kind;
 
 typedef struct deadline {
@@ -47,6 +47,11 @@ typedef struct deadline {
  * seconds not finite and > 0; ST_ERR_INTERNAL when the watchdog cannot be started (nothing is
  * armed then). */
 st_status deadline_arm(deadline *d, deadline_kind kind, double seconds, const char *what);
+
+/* Moves armed `d` to `seconds` (its arm's) from now: a long call that makes progress (a file
+ * written chunk by chunk) extends its deadline with each step, so the limit bounds a stall, not
+ * the whole call. */
+void deadline_extend(deadline *d);
 
 /* Disarms `d`, armed before. */
 void deadline_disarm(deadline *d);

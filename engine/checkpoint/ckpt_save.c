@@ -32,6 +32,7 @@ double ckpt_seconds_now(void) {
 /* Rank 0's account of its own file while it is written: a line every few seconds, so a long
  * save shows how far it is and how fast it goes. */
 typedef struct save_progress {
+  deadline *stall; /* the write's ST_IO_TIMEOUT deadline, extended with each chunk */
   int report;
   const char *path;
   uint64_t total, written;
@@ -41,6 +42,7 @@ typedef struct save_progress {
 #define PROGRESS_EVERY_S 2.0
 
 static void progress_add(save_progress *p, size_t bytes) {
+  deadline_extend(p->stall);
   p->written += bytes;
   const double now = ckpt_seconds_now();
   if (!p->report || now - p->last < PROGRESS_EVERY_S) return;
@@ -87,11 +89,12 @@ static st_status put_state(const state_source *src, safetensors_stream *stream, 
 /* Writes file f (this rank's): each piece's master, m and v. Pieces come sorted by parameter,
  * and the plan's parameters are the units' in order, so one cursor walks the units alongside. */
 static st_status write_rank_file(state_source *src, const ckpt_manifest *plan, int f,
-                                 const char *path, int report) {
+                                 const char *path, int report, deadline *stall) {
   gpt_model *m = src->model;
   ckpt_file_layout fl;
   safetensors_stream *stream = NULL;
-  save_progress progress = {.report = report, .path = path, .start = ckpt_seconds_now()};
+  save_progress progress = {
+      .stall = stall, .report = report, .path = path, .start = ckpt_seconds_now()};
   progress.last = progress.start;
   ST_CHECK(ckpt_file_layout_make(plan, f, &fl));
   st_status status = ST_OK;
@@ -167,13 +170,14 @@ void ckpt_save_write(ckpt_save_job *job, gpt_model *model, const ckpt_unit_snaps
     snprintf(what, sizeof what, "this rank's part of the checkpoint of step %lld",
              (long long)job->m.step);
   }
-  deadline d; /* a hung file system ends the rank, and so the job, instead of holding both */
+  deadline d; /* a write stalled on a hung file system ends the rank, and so the job */
   st_status status = job_file_deadline_arm(&d, what);
   const int armed = status == ST_OK;
   const int delay_ms = atoi(env_get_string(ENV_CKPT_TEST_DELAY_MS));
   if (armed && delay_ms > 0 && job->delay_first) usleep((useconds_t)delay_ms * 1000);
   if (armed && job->mine.file >= 0) {
-    status = write_rank_file(&src, &job->m, job->mine.file, job->path, job->report);
+    status = write_rank_file(&src, &job->m, job->mine.file, job->path, job->report, &d);
+    deadline_extend(&d); /* the checksum reads the file back: as long again at most */
     if (status == ST_OK) status = sha256_file(job->path, job->mine.sha256, &job->mine.bytes);
   }
   if (delay_ms > 0 && !job->delay_first && status == ST_OK) usleep((useconds_t)delay_ms * 1000);

@@ -203,6 +203,7 @@ static st_status resume(train_run *r) {
 
 static st_status setup(train_run *r) {
   ST_CHECK(create_mesh(r));
+  ST_CHECK(job_agree(job_file_limit_check())); /* a value one rank rejects: every rank says so */
   ST_CHECK(output_paths_check_train(r->o, 0));
   ST_CHECK(job_agree(train_fit_check(r->o, &r->cfg, r->mesh))); /* before anything large */
   ST_CHECK(run_report_start(&r->report, r->o, &r->cfg, &r->h, r->mesh, &r->mfu));

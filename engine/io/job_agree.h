@@ -2,10 +2,13 @@
  * its files, verifying its share of the checksums) must end the same way on every rank, or the
  * ranks that succeeded wait forever in the next collective for the ones that stopped.
  *
- * A rank that never arrives (stuck in a write to a hung file system) would hold the others in
- * the agreement for ever, as it would hold itself: the agreement's wait, and a rank's own long
- * file work (a checkpoint's write), run under a deadline of ST_IO_TIMEOUT (core/deadline.h),
- * which ends a rank still inside after that long with one error line and exit code 3. */
+ * A rank stuck on a hung file system would hold itself, and the others waiting for its verdict,
+ * for ever. Its long file work (a checkpoint's write) therefore runs under a deadline of
+ * ST_IO_TIMEOUT (core/deadline.h), extended as the work progresses, which ends a rank stalled
+ * that long with one error line naming the file and exit code 3; the launcher then ends the
+ * others. The agreement itself waits without a limit: a rank waiting there cannot tell another
+ * rank's slow write from a stuck one.
+ */
 #ifndef ST_ENGINE_IO_JOB_AGREE_H
 #define ST_ENGINE_IO_JOB_AGREE_H
 
@@ -17,9 +20,13 @@
  * the error text (st_last_error) of the lowest rank that failed. */
 st_status job_agree(st_status mine);
 
+/* ST_ERR_INVALID_ARG, naming the variable, when ST_IO_TIMEOUT is not a positive number of
+ * seconds: checked at start-up, before any file work needs it. */
+st_status job_file_limit_check(void);
+
 /* Arms `d` with ST_IO_TIMEOUT's limit for `what` (a phrase: "writing the checkpoint file P"), to
- * be disarmed when it is done. ST_ERR_INVALID_ARG, naming the variable, when its value is not a
- * positive number of seconds (nothing is armed then). */
+ * be extended as the work progresses (deadline_extend) and disarmed when it is done.
+ * ST_ERR_INVALID_ARG as job_file_limit_check (nothing is armed then). */
 st_status job_file_deadline_arm(deadline *d, const char *what);
 
 /* This process's rank in MPI_COMM_WORLD and the world's size (0 and 1 where MPI is not

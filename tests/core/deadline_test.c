@@ -2,7 +2,8 @@
  * process running and silent past the limit (armed and disarmed many times); one that overruns ends
  * the process with DEADLINE_EXIT_CODE and one stderr line naming it and the limit, soon after the
  * limit and long before the call would have returned, also with a second deadline armed and
- * disarmed inside it (that line names the outer deadline's kind's variable) (checked in forked
+ * disarmed inside it (that line names the outer deadline's kind's variable); a deadline extended
+ * as a call progresses ends it only once it stalls (checked in forked
  * children, their stderr through a pipe, after the parent's own watchdog started: a child starts
  * its own); a limit that is not a positive number is refused.
  */
@@ -126,6 +127,29 @@ static void check_in_time(void) {
   CHECK_MSG(r.seconds >= 1.0, "ended after %.2f s", r.seconds);
 }
 
+/* A call that makes progress every `step` seconds for 8 steps, extending its deadline of
+ * `seconds` each time, then stalls for 30 s. */
+static void progressing_call(double seconds, double step) {
+  deadline d;
+  if (deadline_arm(&d, DEADLINE_FILE_WORK, seconds, "the progressing call") != ST_OK) _exit(90);
+  for (int i = 0; i < 8; i++) {
+    sleep_s(step);
+    deadline_extend(&d);
+  }
+  sleep_s(30.0);
+  deadline_disarm(&d);
+}
+
+static void check_extend(void) {
+  /* Steps of 0.1 s under a limit of 0.3 s: alive through the 0.8 s of progress, ended about
+   * 0.3 s into the stall. */
+  const child_result r = run_child(progressing_call, 0.3, 0.1);
+  CHECK_MSG(r.exited && r.code == DEADLINE_EXIT_CODE, "exited %d with code %d", r.exited, r.code);
+  CHECK_MSG(r.seconds >= 1.0 && r.seconds < 10.0, "ended after %.2f s", r.seconds);
+  CHECK_MSG(strstr(r.stderr, "the progressing call did not finish within 0.3 s") != NULL,
+            "stderr: '%s'", r.stderr);
+}
+
 static void check_refusals(void) {
   const double bad[] = {0.0, -1.0, NAN, INFINITY};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -139,6 +163,7 @@ int main(void) {
   check_in_time();
   check_overrun();
   check_nested();
+  check_extend();
   check_refusals();
   return test_finish("deadline_test");
 }
