@@ -1,8 +1,9 @@
 /* token_data.c - the token shard reader and batch loader (see token_data.h).
  *
  * Ownership: the loader owns the shard table, one string pool with the shard paths, the window
- * of B*T+1 tokens a micro-batch is read into (all MEM_WORKSPACE), and a descriptor on the shard it
- * is reading. Shards are only read, never mapped: a rank touches B*T+1 tokens per step.
+ * of B*T+1 tokens a micro-batch's sequences are read into (all MEM_WORKSPACE), and a descriptor
+ * on the shard it is reading. Shards are only read, never mapped: a rank touches its
+ * micro-batch's tokens, in one read per shard they lie in.
  */
 #include "engine/io/token_data.h"
 

@@ -26,7 +26,7 @@
 
 typedef struct token_loader_config {
   const char *pattern; /* glob(3) pattern of the shard files; borrowed during open only */
-  int batch_size;      /* B: sequences per rank and step */
+  int batch_size;      /* B: sequences per rank and micro-batch */
   int seq_len;         /* T: tokens per sequence */
   int dp_rank;         /* this rank's slice of each global batch, in [0, dp_size) */
   int dp_size;

@@ -95,6 +95,8 @@ int main(int argc, char **argv) {
   st_mesh_destroy(mesh);
   unit_outlives_mesh();
   const int failed = test_finish_mpi("public_unit_mpi_test");
+  /* After the count, which needs MPI; refused while a mesh or unit lives (the last unit freed its
+   * mesh), MPI is left running and mpirun fails the run. */
   CHECK_OK(st_finalize());
   return failed;
 }

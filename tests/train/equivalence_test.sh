@@ -13,10 +13,11 @@
 #     and exporting it again gives the same bytes.
 # Meshes: dp-shard 2, 4 and 3 (padding), hybrid 2x2, tp 2, tp 2 x dp-shard 2, and
 # tp 2 x hybrid 2x2 (8 ranks). Gradient accumulation (2 micro-batches of half the size) must
-# match too, also where a shard ends: the data (one file of the fortunes corpus, 118 shards) is
-# cut into shards of 1921 tokens, which hold 2 global batches of 768 tokens each and 5
-# micro-batches of 384, so a loader that placed each micro-batch by itself would read the third
-# step's across two shards.
+# match too, also where a shard ends: the data (one file of the fortunes corpus) is cut into
+# shards of 1921 tokens, which hold 30 sequences of 64 + 1, so every third global batch of 12
+# sequences spans two shards (dp-shard 3's rank 1 reads a micro-batch from both), and a loader
+# that placed each micro-batch by itself (5 of 384 tokens fit a shard) would read other tokens
+# when accumulating.
 # Under the sanitizers (ST_TEST_SANITIZED, .bazelrc) stages 0 and 3 only: what stages 1 and 2
 # change, lazy_step_test and the sharding unit tests run there.
 set -uo pipefail
