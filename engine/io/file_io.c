@@ -69,7 +69,10 @@ st_status atomic_file_create(atomic_file *file, const char *path) {
   size_t temp_bytes = strlen(path) + atomic_file_suffix_len() + 1;
   ST_CHECK(mem_alloc((void **)&file->temp_path, temp_bytes, MEM_HOST, MEM_WORKSPACE, NULL));
   (void)atomic_file_temp_name(path, file->temp_path, temp_bytes); /* sized to fit */
-  file->fd = open(file->temp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  /* The name is predictable: whatever stands there (a stale temporary, a planted symlink) is
+   * removed, and the file is created anew, never opened through a link. */
+  unlink(file->temp_path);
+  file->fd = open(file->temp_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
   if (file->fd < 0) {
     st_status status =
         st_error(ST_ERR_IO, "%s: cannot create %s: %s", path, file->temp_path, strerror(errno));

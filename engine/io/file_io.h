@@ -35,7 +35,9 @@ typedef struct atomic_file {
   char *temp_path;  /* "<path>.tmp.<pid>", MEM_WORKSPACE, owned until atomic_file_finish */
 } atomic_file;
 
-/* Creates (truncating) the temporary file that will become `path`. */
+/* Creates the temporary file that will become `path`, anew: whatever stands at its name (a
+ * stale temporary, a symlink planted there) is removed first, and the file is never opened
+ * through a link. */
 st_status atomic_file_create(atomic_file *file, const char *path);
 
 st_status atomic_file_write(atomic_file *file, const void *src, size_t bytes);
