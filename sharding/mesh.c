@@ -314,16 +314,18 @@ void st_mesh_destroy(st_mesh *mesh) {
 
 /* The count is bookkeeping of the handle, not of the mesh the const promises the unit's calls
  * leave alone. */
-void mesh_hold(const st_mesh *mesh) { ((st_mesh *)mesh)->holders++; }
+void mesh_hold(const st_mesh *mesh) {
+  ((st_mesh *)mesh)->holders++;
+  mesh_live++;
+}
 
 void mesh_unhold(const st_mesh *mesh) {
   st_mesh *m = (st_mesh *)mesh;
+  mesh_live--;
   if (--m->holders == 0 && m->destroyed) mesh_free(m);
 }
 
 int mesh_live_handles(void) { return mesh_live; }
-
-void mesh_handle_counted(int delta) { mesh_live += delta; }
 
 st_status st_mesh_get_coords(const st_mesh *mesh, st_mesh_coords *out) {
   if (!mesh || !out) {

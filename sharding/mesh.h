@@ -19,10 +19,9 @@ comm *mesh_swap_comm(st_mesh *mesh, st_group group, comm *replacement);
 /* The device every rank computes on (chosen from $ST_DEVICE, or the mesh config's request). */
 const st_device *mesh_device(const st_mesh *mesh);
 
-/* Meshes and units on a mesh not yet destroyed (units add themselves with
- * mesh_handle_counted): st_finalize refuses while any is live, since destroying them needs MPI. */
+/* Meshes and units on a mesh not yet destroyed (a unit counts from mesh_hold to mesh_unhold):
+ * st_finalize refuses while any is live, since destroying them needs MPI. */
 int mesh_live_handles(void);
-void mesh_handle_counted(int delta);
 
 /* A unit created on the mesh holds it until destroyed: st_mesh_destroy of a mesh that units
  * still hold only marks it, and the last mesh_unhold frees it, so the units' communicators and

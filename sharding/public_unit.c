@@ -188,7 +188,6 @@ st_status st_unit_create(st_unit **out, const st_mesh *mesh, const char *name,
   if (mesh) {
     h->mesh = mesh;
     mesh_hold(mesh);
-    mesh_handle_counted(1);
   }
   *out = h;
   return ST_OK;
@@ -196,7 +195,6 @@ st_status st_unit_create(st_unit **out, const st_mesh *mesh, const char *name,
 
 void st_unit_destroy(st_unit *unit) {
   if (!unit) return;
-  if (unit->mesh) mesh_handle_counted(-1);
   unit_free(&unit->u);
   kernel_backend_destroy(unit->kb);
   if (unit->mesh) mesh_unhold(unit->mesh); /* after the unit let go of its communicators */

@@ -36,8 +36,8 @@ struct st_unit {
   int gathered; /* between st_unit_gather and st_unit_release, at every stage */
   unit_grad_state grads;
   unit_optimizer_phase optimizer;
-  /* The mesh whose communicators and device it uses, or NULL: the unit is counted in
-   * mesh_live_handles (it holds MPI objects) and holds the mesh (mesh_hold). */
+  /* The mesh whose communicators and device it uses, or NULL: the unit holds it (mesh_hold),
+   * which counts the unit in mesh_live_handles (it holds MPI objects). */
   const st_mesh *mesh;
 };
 

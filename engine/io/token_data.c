@@ -177,10 +177,15 @@ static token_position advance(const token_loader *loader, token_position at, uin
   }
 }
 
-uint64_t token_loader_batches_per_pass(const token_loader *loader) {
+/* The sequences of one pass over the data. */
+static uint64_t sequences_per_pass(const token_loader *loader) {
   uint64_t sequences = 0;
   for (size_t i = 0; i < loader->shard_count; i++) sequences += sequences_at(loader, i, 0);
-  return sequences / loader->global_sequences;
+  return sequences;
+}
+
+uint64_t token_loader_batches_per_pass(const token_loader *loader) {
+  return sequences_per_pass(loader) / loader->global_sequences;
 }
 
 /* A shard too short for one sequence is skipped with a warning (the last shard of a dataset
@@ -192,9 +197,8 @@ static st_status check_data_holds_a_batch(const token_loader *loader, const char
   for (size_t i = 0; i < loader->shard_count; i++) {
     if (loader->shards[i].tokens > largest->tokens) largest = &loader->shards[i];
   }
-  if (token_loader_batches_per_pass(loader) == 0) {
-    uint64_t held = 0;
-    for (size_t i = 0; i < loader->shard_count; i++) held += sequences_at(loader, i, 0);
+  const uint64_t held = sequences_per_pass(loader);
+  if (held < loader->global_sequences) {
     return st_error(ST_ERR_FORMAT,
                     "%s: the data holds %llu sequences of T + 1 = %llu tokens, fewer than the "
                     "%llu of one global batch (grad-accum x dp size x B); its largest shard, "
