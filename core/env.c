@@ -33,8 +33,11 @@ static const env_entry entries[ENV_VAR_COUNT] = {
     [ENV_PMI_SIZE] = {"PMI_SIZE", "unset", "the PMI launchers' (MPICH, Slurm); read as above"},
     [ENV_PMIX_RANK] = {"PMIX_RANK", "unset", "the PMIx launchers'; read as above"},
     [ENV_IO_TIMEOUT] = {"ST_IO_TIMEOUT", "1800",
-                        "seconds a rank's checkpoint write may go without progress before the "
-                        "rank is ended"},
+                        "seconds a rank's checkpoint or export write may go without progress "
+                        "before the rank is ended"},
+    [ENV_EXPORT_TEST_DELAY_MS] = {"ST_EXPORT_TEST_DELAY_MS", "0",
+                                  "testing: milliseconds the writing rank waits, inside the "
+                                  "write's ST_IO_TIMEOUT, before it writes an export file"},
 };
 
 const env_entry *env_table(void) { return entries; }

@@ -3,9 +3,9 @@
  * ranks that succeeded wait forever in the next collective for the ones that stopped.
  *
  * A rank stuck on a hung file system would hold itself, and the others waiting for its verdict,
- * for ever. Its long file work (a checkpoint's write) therefore runs under a deadline of
- * ST_IO_TIMEOUT (core/deadline.h), extended as the work progresses, which ends a rank stalled
- * that long with one error line naming the file and exit code 3; the launcher then ends the
+ * for ever. Its long file work (a checkpoint's or an export's write) therefore runs under a
+ * deadline of ST_IO_TIMEOUT (core/deadline.h), extended as the work progresses, which ends a rank
+ * stalled that long with one error line naming the file and exit code 3; the launcher then ends the
  * others. The agreement itself waits without a limit: a rank waiting there cannot tell another
  * rank's slow write from a stuck one.
  */

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/deadline.h"
 #include "shardtrain.h"
 
 /* In the reference implementation's order, which is increasing alignment: the writer sorts by
@@ -108,6 +109,12 @@ typedef struct safetensors_metadata {
 st_status safetensors_write(const char *path, const safetensors_tensor *tensors,
                             size_t tensor_count, const safetensors_metadata *metadata,
                             size_t metadata_count);
+
+/* safetensors_write, extending `stall` (armed, core/deadline.h) after each MiB written, so its
+ * limit bounds a stall of the file system rather than the whole write. */
+st_status safetensors_write_extending(const char *path, const safetensors_tensor *tensors,
+                                      size_t tensor_count, const safetensors_metadata *metadata,
+                                      size_t metadata_count, deadline *stall);
 
 /* A file written in pieces: opened from the tensors' descriptions (their `data` is ignored),
  * which fixes the layout and writes the header; then every byte of every tensor is put, in any

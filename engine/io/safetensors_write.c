@@ -279,9 +279,12 @@ st_status safetensors_stream_finish(safetensors_stream *s, st_status status) {
   return status;
 }
 
-st_status safetensors_write(const char *path, const safetensors_tensor *tensors,
-                            size_t tensor_count, const safetensors_metadata *metadata,
-                            size_t metadata_count) {
+/* The bytes written between two extensions of a write's deadline. */
+#define WRITE_CHUNK_BYTES ((size_t)1 << 20)
+
+st_status safetensors_write_extending(const char *path, const safetensors_tensor *tensors,
+                                      size_t tensor_count, const safetensors_metadata *metadata,
+                                      size_t metadata_count, deadline *stall) {
   for (size_t i = 0; i < tensor_count; i++) {
     uint64_t numel, bytes;
     ST_CHECK(check_tensor(path, &tensors[i]));
@@ -294,7 +297,19 @@ st_status safetensors_write(const char *path, const safetensors_tensor *tensors,
   ST_CHECK(safetensors_stream_open(&s, path, tensors, tensor_count, metadata, metadata_count));
   st_status status = ST_OK;
   for (size_t i = 0; i < tensor_count && status == ST_OK; i++) {
-    status = safetensors_stream_put(s, i, 0, tensors[i].data, (size_t)s->bytes[i]);
+    const char *data = tensors[i].data;
+    const size_t bytes = (size_t)s->bytes[i];
+    for (size_t at = 0; at < bytes && status == ST_OK; at += WRITE_CHUNK_BYTES) {
+      const size_t n = bytes - at < WRITE_CHUNK_BYTES ? bytes - at : WRITE_CHUNK_BYTES;
+      status = safetensors_stream_put(s, i, at, data + at, n);
+      if (stall) deadline_extend(stall);
+    }
   }
   return safetensors_stream_finish(s, status);
+}
+
+st_status safetensors_write(const char *path, const safetensors_tensor *tensors,
+                            size_t tensor_count, const safetensors_metadata *metadata,
+                            size_t metadata_count) {
+  return safetensors_write_extending(path, tensors, tensor_count, metadata, metadata_count, NULL);
 }

@@ -4,13 +4,17 @@
 #include "engine/model/gpt_io.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
 #include "core/dtype.h"
+#include "core/env.h"
 #include "core/error.h"
+#include "engine/io/job_agree.h"
 #include "engine/io/safetensors.h"
 #include "engine/model/gpt_internal.h"
 
@@ -369,6 +373,22 @@ static st_status export_unit(gpt_model *m, int u, export_buffers *b, float **at,
   return ST_OK;
 }
 
+/* The writing rank's file under ST_IO_TIMEOUT's deadline, extended as it is written: a file
+ * system that hangs ends this rank (and so the job) with one line naming the file, instead of
+ * holding it, and every rank waiting for its verdict, for ever. */
+static st_status write_export(const char *path, const safetensors_tensor *tensors, size_t count,
+                              const safetensors_metadata *meta, size_t meta_count) {
+  char what[PATH_MAX + 32];
+  snprintf(what, sizeof what, "writing the export %s", path);
+  deadline d;
+  ST_CHECK(job_file_deadline_arm(&d, what));
+  const int delay_ms = atoi(env_get_string(ENV_EXPORT_TEST_DELAY_MS));
+  if (delay_ms > 0) usleep((useconds_t)delay_ms * 1000);
+  st_status status = safetensors_write_extending(path, tensors, count, meta, meta_count, &d);
+  deadline_disarm(&d);
+  return status;
+}
+
 st_status gpt_export(gpt_model *m, const char *path, int write_file) {
   int64_t total = 0;
   int count = 0;
@@ -387,7 +407,7 @@ st_status gpt_export(gpt_model *m, const char *path, int write_file) {
   char n_head[16];
   snprintf(n_head, sizeof n_head, "%d", m->cfg.n_head);
   const safetensors_metadata meta[] = {{"format", "pt"}, {GPT_META_N_HEAD, n_head}};
-  status = write_file ? safetensors_write(path, b.tensors, (size_t)count, meta, 2) : ST_OK;
+  status = write_file ? write_export(path, b.tensors, (size_t)count, meta, 2) : ST_OK;
 done:
   export_buffers_free(&b);
   return status;

@@ -31,7 +31,8 @@ st_status gpt_import(gpt_model *model, const char *path, const char *prefix);
 /* Writes every parameter to `path` (crash-safe: temporary file, fsync, rename): the fp32
  * master weights, whatever the param dtype, gathered unit by unit over the shard group.
  * Collective: every rank calls it (each holds the whole model on the host briefly); only the
- * rank with write_file set writes. */
+ * rank with write_file set writes, under ST_IO_TIMEOUT's limit on a stall (engine/io/job_agree.h):
+ * the other ranks wait for its verdict without one. */
 st_status gpt_export(gpt_model *model, const char *path, int write_file);
 
 #endif /* ST_ENGINE_MODEL_GPT_IO_H */

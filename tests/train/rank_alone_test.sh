@@ -11,7 +11,9 @@
 #   system): the job ends with exit code 3 once rank 1's ST_IO_TIMEOUT has passed, not at the
 #   delay's end, blocking and in the background, rank 1 naming the file (rank 0, which waits
 #   without a limit, has a long one); a value of ST_IO_TIMEOUT only rank 1 rejects is reported
-#   by every rank at start-up, exit code 2.
+#   by every rank at start-up, exit code 2;
+# - the writer's --export or --save-init stalled (ST_EXPORT_TEST_DELAY_MS): exit code 3 once its
+#   ST_IO_TIMEOUT has passed, naming the file, which keeps its previous content.
 set -uo pipefail
 shardtrain=$1
 mpirun_sh="$(dirname "$0")/../mpirun.sh"
@@ -91,6 +93,21 @@ ST_IO_TIMEOUT=60 R1_ENV="$stuck ST_IO_TIMEOUT=2" check "rank 1's background chec
   --data-train "$work/good.bin" --ckpt-every 3 --ckpt-dir "$work/ckpt_async" --ckpt-async
 R1_ENV="ST_IO_TIMEOUT=abc" check "ST_IO_TIMEOUT only rank 1 rejects" 2 30 2 \
   "ST_IO_TIMEOUT='abc' is not a positive number of seconds" --data-train "$work/good.bin"
+
+# stuck_export FLAG: the writer's file for FLAG stalls; the file there before is kept.
+stuck_export() {
+  local flag=$1 file="$work/stuck${1}.safetensors"
+  echo previous >"$file"
+  ST_IO_TIMEOUT=2 ST_EXPORT_TEST_DELAY_MS=600000 check "the writer's $flag stuck" 3 30 1 \
+    "writing the export .*/stuck$flag.safetensors did not finish within 2 s (ST_IO_TIMEOUT)" \
+    --data-train "$work/good.bin" "$flag" "$file"
+  if [ "$(cat "$file")" != previous ]; then
+    echo "FAIL: the stuck $flag replaced the file that was there"
+    fail=1
+  fi
+}
+stuck_export --export
+stuck_export --save-init
 
 # The control: the same job untouched trains.
 check "no rank touched" 0 60 0 "error" --data-train "$work/good.bin"
