@@ -210,7 +210,6 @@ static st_status setup(train_run *r) {
   ST_CHECK(job_agree(setup_local(r)));
   if (r->resume) ST_CHECK(resume(r));
   if (r->o->ckpt_dir) ST_CHECK(job_agree(ckpt_writer_create(&r->ckpt, r->model, r->o->ckpt_async)));
-  if (r->o->save_init) ST_CHECK(job_agree(gpt_export(r->model, r->o->save_init, is_writer(r))));
   return ST_OK;
 }
 
@@ -421,6 +420,8 @@ static st_status train(train_run *r) {
     r->setup_failed = 1;
     return status;
   }
+  /* Its path was checked in set-up: a failure to write it (a full disk) is one while running. */
+  if (r->o->save_init) ST_CHECK(job_agree(gpt_export(r->model, r->o->save_init, is_writer(r))));
   uint64_t setup_bytes[COMM_OP_COUNT]; /* --save-init's export: not part of step 0 */
   step_comm_bytes(r->mesh, setup_bytes);
   /* The steps' memory, which the planner predicts: set-up's one-off host buffers (the initial

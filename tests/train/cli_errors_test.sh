@@ -268,23 +268,34 @@ expect_untouched "--metrics naming a directory, 2 ranks"
 expect_every_rank 2 2 "--save-init $work/missing/init.safetensors: directory $work/missing does" \
   train "${data[@]}" --export "$work/kept.safetensors" --save-init "$work/missing/init.safetensors"
 expect_untouched "--save-init in a missing directory, 2 ranks"
-# A metrics file that stops taking writes mid-run (a full disk; here rank 0 may write no file past
-# 1 KiB): rank 0 alone finds out, and every rank stops with its line (none is left waiting in
-# the next collective for the job's abort).
-# shellcheck disable=SC2016  # the inner script expands its own variables, on each rank
-# TCP between the ranks: the limit would stop rank 0 sizing a shared-memory segment.
-out=$(OMPI_MCA_btl=self,tcp timeout 60 "$(dirname "$0")/../mpirun.sh" 2 bash -c \
-  'if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then trap "" XFSZ; ulimit -f 2; fi; exec "$@"' full \
-  "$shardtrain" train "${data[@]}" --steps 10 --metrics "$work/full.jsonl" 2>&1)
-rc=$?
-n=$(grep -c -- "error: shardtrain train: --metrics $work/full.jsonl: write failed" <<<"$out")
-if [ "$rc" -ne 1 ] || [ "$n" -ne 2 ]; then
-  echo "FAIL: a metrics file that fills up on rank 0: exit $rc (want 1), $n of 2 ranks reported"
-  echo "$out"
-  fail=1
-else
-  echo "ok: a metrics file that fills up on rank 0 stops both ranks, exit 1"
-fi
+# An output that stops taking writes (a full disk; here rank 0 may write no file past 2 KiB):
+# rank 0 alone finds out, and every rank stops with its line and exit code 1, a failure while
+# running, not bad input (none is left waiting in the next collective for the job's abort). The
+# metrics file fills up mid-run, --save-init's file (485 KB) before the first step; a whole file
+# is written under a temporary name, which is removed.
+# fills_up WHAT FILE ARGS...
+fills_up() {
+  local what=$1 file=$2
+  shift 2
+  local out rc n
+  # shellcheck disable=SC2016  # the inner script expands its own variables, on each rank
+  # TCP between the ranks: the limit would stop rank 0 sizing a shared-memory segment.
+  out=$(OMPI_MCA_btl=self,tcp timeout 60 "$(dirname "$0")/../mpirun.sh" 2 bash -c \
+    'if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then trap "" XFSZ; ulimit -f 2; fi; exec "$@"' full \
+    "$shardtrain" train "${data[@]}" --steps 10 "$@" 2>&1)
+  rc=$?
+  n=$(grep -c -- "error: shardtrain train: $what$file: write failed" <<<"$out")
+  if [ "$rc" -ne 1 ] || [ "$n" -ne 2 ] || compgen -G "$file.tmp*" >/dev/null; then
+    echo "FAIL: $what$file fills up on rank 0: exit $rc (want 1), $n of 2 ranks reported," \
+      "temporary files: $(compgen -G "$file.tmp*")"
+    echo "$out"
+    fail=1
+  else
+    echo "ok: $what$file filling up on rank 0 stops both ranks, exit 1"
+  fi
+}
+fills_up "--metrics " "$work/full.jsonl" --metrics "$work/full.jsonl"
+fills_up "" "$work/full.safetensors" --save-init "$work/full.safetensors"
 
 # --help documents every flag the parser accepts.
 help=$("$shardtrain" train --help)
