@@ -33,11 +33,12 @@ static st_status read_adamw_config(const st_adamw_config *config, adamw_hparams 
   st_adamw_config c;
   ST_CHECK(config_read(&c, &defaults, sizeof c, config,
                        offsetof(st_adamw_config, weight_decay) + sizeof(float), "st_adamw_config"));
+  /* An infinite eps would stop every update, an infinite weight_decay turn the weights NaN. */
   if (!(c.beta1 >= 0 && c.beta1 < 1 && c.beta2 >= 0 && c.beta2 < 1 && c.eps > 0 &&
-        c.weight_decay >= 0)) {
+        isfinite(c.eps) && c.weight_decay >= 0 && isfinite(c.weight_decay))) {
     return st_error(ST_ERR_INVALID_ARG,
                     "st_adamw_config: beta1 %g and beta2 %g must lie in [0, 1), eps %g must be "
-                    "> 0 and weight_decay %g >= 0",
+                    "a finite number > 0 and weight_decay %g a finite number >= 0",
                     c.beta1, c.beta2, c.eps, c.weight_decay);
   }
   *h = (adamw_hparams){c.beta1, c.beta2, c.eps};

@@ -331,7 +331,7 @@ static st_status over_ranks(step_record *rec, int world_size, mem_stats *mem) {
   if (-scale[0] != scale[1] || (rec->skipped != 0 && rec->skipped != world_size)) {
     return st_error(ST_ERR_INTERNAL,
                     "step %d: the ranks disagree: loss scales from %g to %g, %d of %d skipped",
-                    rec->step, -scale[0], scale[1], rec->skipped, world_size);
+                    rec->step + 1, -scale[0], scale[1], rec->skipped, world_size);
   }
   return ST_OK;
 }

@@ -146,18 +146,18 @@ st_status train_step(gpt_model *m, const train_hparams *h, loss_scaler *scaler, 
   /* Every rank sees the same reduced values, so every rank stops here together; the device
    * skipped the update (the loss's check raised the flag, or the norm is not finite). */
   if (!isfinite(out->loss) || (!overflow && !isfinite(out->grad_norm))) {
-    return st_error(ST_ERR_INTERNAL, "step %d: loss %g, gradient norm %g: training diverged", step,
-                    out->loss, out->grad_norm);
+    return st_error(ST_ERR_INTERNAL, "step %d: loss %g, gradient norm %g: training diverged",
+                    step + 1, out->loss, out->grad_norm);
   }
   if (overflow && loss_scaler_at_floor(scaler)) {
     return st_error(ST_ERR_INTERNAL,
-                    "step %d: the gradients overflow at loss scale %g: training diverged", step,
+                    "step %d: the gradients overflow at loss scale %g: training diverged", step + 1,
                     scale);
   }
   out->skipped = !loss_scaler_update(scaler, overflow);
   if (out->skipped != (host[GPT_STEP_FACTORS + KERNEL_STEP_SKIP] != 0.0f)) {
     return st_error(ST_ERR_INTERNAL, "step %d: the device and the loss scaler disagree on a skip",
-                    step);
+                    step + 1);
   }
   /* The norm of gradients that overflowed somewhere means nothing (a rank may even have summed
    * finite ones). */

@@ -218,6 +218,14 @@ static void test_bad_order(void) {
   CHECK_REFUSED(st_unit_adamw_step(u, NULL, 1, 0.1f, nan), "st_unit_adamw_step", "grad_scale nan");
   CHECK_REFUSED(st_unit_adamw_step(u, NULL, 1, 0.1f, 0.0f), "st_unit_adamw_step", "grad_scale 0");
   CHECK_REFUSED(st_unit_adamw_step(u, NULL, 1, 0.1f, -1.0f), "st_unit_adamw_step", "grad_scale -1");
+  /* An infinite eps would stop every update, an infinite weight decay turn the weights NaN. */
+  adamw = (st_adamw_config)ST_ADAMW_CONFIG_INIT;
+  adamw.eps = inf;
+  CHECK_REFUSED(st_unit_adamw_step(u, &adamw, 1, 0.1f, 1.0f), "st_adamw_config", "eps inf");
+  adamw = (st_adamw_config)ST_ADAMW_CONFIG_INIT;
+  adamw.weight_decay = inf;
+  CHECK_REFUSED(st_unit_adamw_step(u, &adamw, 1, 0.1f, 1.0f), "st_adamw_config",
+                "weight_decay inf");
   CHECK_OK(st_unit_adamw_step(u, NULL, 1, 0.0f, 1.0f));
   CHECK_OK(st_unit_set_param(u, 0, values));
   CHECK_REFUSED(st_unit_adamw_step(u, NULL, 1, 0.1f, 1.0f), "st_unit_adamw_step",

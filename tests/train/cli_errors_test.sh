@@ -182,6 +182,10 @@ expect 2 "--eps 1e-60 is outside fp32's range" train --steps 0 --eps 1e-60
 expect 2 "--beta1: 'high' is not a finite number" train --steps 0 --beta1 high
 expect 2 "--lr must be a finite number > 0, got -1" train --steps 0 --lr -1
 expect 2 "--min-lr must lie in \[0, --lr 0.001\], got 0.5" train --steps 0 --min-lr 0.5
+# The update runs in fp32: a value that would round to inf (or --clip to 0, no clipping at all).
+expect 2 "--lr 1e+39 is outside fp32's range" train --steps 0 --lr 1e39
+expect 2 "--weight-decay 1e+40 is outside fp32's range" train --steps 0 --weight-decay 1e40
+expect 2 "--clip 1e-50 is outside fp32's range" train --steps 0 --clip 1e-50
 
 # --init-from a file of another model: refused naming both, not loaded in part. tiny has 2
 # layers and 4 heads (recorded in the export's metadata).
@@ -208,6 +212,10 @@ cp "$work/kept.safetensors" "$work/kept.orig"
 touch -d '2001-01-01' "$work/kept.safetensors"
 kept_stamp=$(stat -c %Y "$work/kept.safetensors")
 data=(--data-train "$work/shard.bin" --steps 3 --micro-batch 2)
+# A run that diverges names the step as the step lines count it (the second, 1e30 in fp32 moved
+# every weight by about 1e30 in the first).
+expect 1 "step 2: loss -*nan, gradient norm -*nan: training diverged" \
+  train "${data[@]}" --lr 1e30
 
 # expect_untouched CASE: the existing export and the directory are as they were.
 expect_untouched() {
