@@ -297,7 +297,8 @@ st_status st_unit_write_state(st_unit *unit, int index, const float *master, con
 /* After st_unit_write_state: every rank's parameters become the masters rounded to the param
  * dtype (all-gathered where the stage keeps full parameters), and the unit takes AdamW steps
  * again. Collective over the shard group: every rank of it calls it, a rank that owns none of
- * the parameters (st_unit_owned_range's counts all 0) whether or not it wrote them. */
+ * the parameters (st_unit_owned_range's counts all 0) whether or not it wrote them; when a rank
+ * that owns some has neither written nor reset its state, every rank of the group refuses. */
 st_status st_unit_publish_state(st_unit *unit);
 
 #ifdef __cplusplus

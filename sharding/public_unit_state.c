@@ -2,7 +2,9 @@
  * (shardtrain.h, "Checkpointing a unit"): each rank's owned part of each parameter, read and
  * written through the unit's stream (unit_restore_owned, unit_publish), as the engine's
  * checkpoints do. */
+#include "core/alloc.h"
 #include "core/error.h"
+#include "sharding/comm.h"
 #include "sharding/public_unit.h"
 
 _Static_assert(ST_STATE_MASTER == 0 && ST_STATE_ADAM_M == 1 && ST_STATE_ADAM_V == 2,
@@ -66,13 +68,41 @@ static int owns_no_parameter(const unit *u) {
   return 1;
 }
 
-/* A rank that owns none of the parameters has no state to write, and joins the collective
- * whether or not it wrote: refused for want of a write, it would leave the others waiting in
- * the gather. */
+/* `mine` summed over the unit's shard group, through the device's memory as its collectives
+ * need. */
+static st_status shard_group_sum(unit *u, int mine, int *total) {
+  *total = mine;
+  if (u->layout.S == 1) return ST_OK;
+  float count = (float)mine, *shared = NULL;
+  ST_CHECK(mem_alloc((void **)&shared, sizeof *shared, MEM_DEVICE, MEM_WORKSPACE, u->dev));
+  st_status status = stream_memcpy(&u->stream, shared, &count, sizeof count);
+  if (status == ST_OK) status = stream_sync(&u->stream);
+  if (status == ST_OK) {
+    status = comm_all_reduce(u->groups.shard, shared, shared, 1, ST_FP32, COMM_SUM, NULL);
+  }
+  if (status == ST_OK) status = stream_memcpy(&u->stream, &count, shared, sizeof count);
+  if (status == ST_OK) status = stream_sync(&u->stream);
+  mem_free(shared);
+  *total = (int)count;
+  return status;
+}
+
+/* A rank that owns none of the parameters has no state to write, and publishes whether or not
+ * it wrote. The ranks that own some and wrote nothing are counted over the shard group first,
+ * so that every rank refuses alike: a rank that owns nothing would otherwise go on into the
+ * gather alone, and wait there for the others. */
 st_status st_unit_publish_state(st_unit *unit) {
   ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED | UNIT_NEEDS_RELEASED));
-  if (!owns_no_parameter(&unit->u)) {
-    ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_STATE_SET));
+  const int unwritten =
+      !owns_no_parameter(&unit->u) && unit->optimizer == UNIT_OPTIMIZER_STALE ? 1 : 0;
+  int unwritten_ranks = 0;
+  ST_CHECK(shard_group_sum(&unit->u, unwritten, &unwritten_ranks));
+  if (unwritten_ranks > 0) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "%s: unit '%s' has no optimizer state on %d of the %d ranks of its shard "
+                    "group (none reset or written since its parameters were set); call "
+                    "st_unit_write_state or st_unit_optimizer_reset first",
+                    __func__, unit->u.name, unwritten_ranks, unit->u.layout.S);
   }
   ST_CHECK(unit_publish(&unit->u));
   ST_CHECK(unit_host_wait(&unit->u));

@@ -6,8 +6,12 @@
  *   was never reset, the ranks that own something write their parts, the others only publish;
  *   at stages 1-3 every rank then holds the written masters as its parameters and takes an
  *   AdamW step. (Refused on the empty ranks, the collectives of the writers went unmatched.)
+ *   The same call on every rank before any state is written is refused on every rank, the empty
+ *   ones too (which went on into the gather alone, and waited there for the others).
  * - a unit destroyed after its mesh: st_mesh_destroy leaves the mesh to the unit, which still
  *   gathers, reduces and steps, then frees it (under the sanitizers a freed mesh is caught). */
+#include <mpi.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "tests/testing_mpi.h"
@@ -30,6 +34,12 @@ static void run(const st_mesh *mesh, int stage, int rank) {
     CHECK_MSG(count == 0, "stage %d: rank 3 owns %lld elements", stage, (long long)count);
   float master[N], zero[N] = {0};
   for (int i = 0; i < N; i++) master[i] = 0.5f * (float)(i + 1);
+  int owners = count > 0;
+  MPI_Allreduce(MPI_IN_PLACE, &owners, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  char refusal[64];
+  snprintf(refusal, sizeof refusal, "no optimizer state on %d of the 4 ranks", owners);
+  CHECK_MSG(st_unit_publish_state(u) == ST_ERR_INVALID_ARG && strstr(st_last_error(), refusal),
+            "stage %d rank %d: publish before any write: %s", stage, rank, st_last_error());
   if (count > 0) CHECK_OK(st_unit_write_state(u, 0, master + first, zero, zero));
   CHECK_MSG(st_unit_publish_state(u) == ST_OK, "stage %d rank %d (owns %lld): %s", stage, rank,
             (long long)count, st_last_error());
