@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "core/alloc.h"
+#include "core/check_mpi.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -41,6 +42,7 @@ typedef struct train_run {
   run_report report;
   step_mfu mfu;        /* the basis of the steps' MFU */
   ckpt_source *resume; /* the checkpoint to continue from, or NULL */
+  char latest[4200];   /* --resume: the newest checkpoint world rank 0 found, or "" for none */
   int first_step;      /* steps already trained (those of the checkpoint resumed) */
   ckpt_writer *ckpt;   /* with --ckpt-dir: the run's saves */
   int setup_failed;    /* the inputs named on the command line could not be used */
@@ -100,27 +102,37 @@ static st_status create_mesh(train_run *r) {
   return ST_OK;
 }
 
-/* The checkpoint to continue from: --resume-from, or with --resume the newest complete one in
- * --ckpt-dir (none: the run starts anew). Each rank finds and opens it itself. */
-static st_status open_resume(train_run *r) {
+/* With --resume, the newest complete checkpoint in --ckpt-dir as world rank 0 finds it, for every
+ * rank: ranks that each looked for themselves could find different ones (a file system whose
+ * caches show them different directories) and resume from different steps, or one start anew,
+ * and their collectives would no longer match. */
+static st_status find_latest(train_run *r) {
   const train_options *o = r->o;
-  char found_path[4200];
-  const char *dir = o->resume_from;
-  if (o->resume) {
+  r->latest[0] = '\0';
+  if (!o->resume) return ST_OK;
+  st_status status = ST_OK;
+  if (is_writer(r)) {
     int found = 0;
     struct stat st;
     if (stat(o->ckpt_dir, &st) == 0) {
-      ST_CHECK(ckpt_find_latest(o->ckpt_dir, found_path, sizeof found_path, &found));
+      status = ckpt_find_latest(o->ckpt_dir, r->latest, sizeof r->latest, &found);
     }
-    if (!found) {
-      if (is_writer(r)) {
-        st_log(ST_LOG_INFO, "--resume: no complete checkpoint in %s, starting at step 0",
-               o->ckpt_dir);
-      }
-      return ST_OK;
+    if (status == ST_OK && !found) {
+      r->latest[0] = '\0';
+      st_log(ST_LOG_INFO, "--resume: no complete checkpoint in %s, starting at step 0",
+             o->ckpt_dir);
     }
-    dir = found_path;
   }
+  ST_CHECK(job_agree(status));
+  MPI_CHECK(MPI_Bcast(r->latest, (int)sizeof r->latest, MPI_CHAR, 0, MPI_COMM_WORLD));
+  return ST_OK;
+}
+
+/* The checkpoint to continue from: --resume-from, or with --resume the one find_latest found
+ * (none: the run starts anew). Each rank opens it itself. */
+static st_status open_resume(train_run *r) {
+  const train_options *o = r->o;
+  const char *dir = o->resume ? (r->latest[0] ? r->latest : NULL) : o->resume_from;
   if (!dir) return ST_OK;
   st_status status = ckpt_source_open(&r->resume, dir);
   if (status != ST_OK) {
@@ -205,6 +217,7 @@ static st_status setup(train_run *r) {
   ST_CHECK(create_mesh(r));
   ST_CHECK(job_agree(job_file_limit_check())); /* a value one rank rejects: every rank says so */
   ST_CHECK(output_paths_check_train(r->o, 0));
+  ST_CHECK(find_latest(r));
   ST_CHECK(job_agree(train_fit_check(r->o, &r->cfg, r->mesh))); /* before anything large */
   ST_CHECK(run_report_start(&r->report, r->o, &r->cfg, &r->h, r->mesh, &r->mfu));
   ST_CHECK(job_agree(setup_local(r)));

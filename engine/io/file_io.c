@@ -63,9 +63,29 @@ st_status atomic_file_temp_name(const char *path, char *out, size_t size) {
   return ST_OK;
 }
 
+/* What kind of file `mode` is, for an error line. */
+static const char *file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  if (S_ISFIFO(mode)) return "a pipe";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+st_status atomic_file_replaceable(const char *what, const char *path) {
+  struct stat st;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "%s%s%s is %s, not a file: the file written would replace it", what,
+                    *what ? " " : "", path, file_kind(st.st_mode));
+  }
+  return ST_OK;
+}
+
 st_status atomic_file_create(atomic_file *file, const char *path) {
   file->fd = -1;
   file->path = path;
+  ST_CHECK(atomic_file_replaceable("", path));
   size_t temp_bytes = strlen(path) + atomic_file_suffix_len() + 1;
   ST_CHECK(mem_alloc((void **)&file->temp_path, temp_bytes, MEM_HOST, MEM_WORKSPACE, NULL));
   (void)atomic_file_temp_name(path, file->temp_path, temp_bytes); /* sized to fit */

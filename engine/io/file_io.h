@@ -35,9 +35,14 @@ typedef struct atomic_file {
   char *temp_path;  /* "<path>.tmp.<pid>", MEM_WORKSPACE, owned until atomic_file_finish */
 } atomic_file;
 
+/* ST_ERR_INVALID_ARG, naming what stands there, when `path` exists and is not a regular file
+ * (a device such as /dev/null, a pipe, a socket, a directory): a file written whole and renamed
+ * into place would replace it. */
+st_status atomic_file_replaceable(const char *what, const char *path);
+
 /* Creates the temporary file that will become `path`, anew: whatever stands at its name (a
  * stale temporary, a symlink planted there) is removed first, and the file is never opened
- * through a link. */
+ * through a link. `path` must be atomic_file_replaceable. */
 st_status atomic_file_create(atomic_file *file, const char *path);
 
 st_status atomic_file_write(atomic_file *file, const void *src, size_t bytes);

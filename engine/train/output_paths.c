@@ -71,6 +71,7 @@ st_status output_path_check(const char *what, const char *path, int appends) {
   if (exists && S_ISDIR(st.st_mode)) {
     return st_error(ST_ERR_INVALID_ARG, "%s %s is a directory, not a file", what, path);
   }
+  if (!appends) ST_CHECK(atomic_file_replaceable(what, path)); /* appended: written through */
   ST_CHECK(parent_check(what, path, !appends));
   if (appends && exists && access(path, W_OK) != 0) {
     return st_error(ST_ERR_INVALID_ARG, "%s %s: cannot append to it: %s", what, path,
@@ -169,13 +170,17 @@ st_status output_path_outside(const char *what, const char *path, const char *di
   return ST_OK;
 }
 
-/* Whether `path` lies in a step directory of `ckpt_dir`: step_<N>, or the temporary
- * .step_<N>.tmp a save writes first. */
-static int in_step_dir(const char *path, const char *ckpt_dir) {
+/* Where `path` stands among the step directories of `ckpt_dir`, which a run makes, replaces and
+ * deletes: step_<N>, and .step_<N>.tmp and .step_<N>.old on the way. */
+typedef enum step_place { NOT_A_STEP = 0, NAMED_AS_A_STEP, IN_A_STEP } step_place;
+
+static step_place step_place_of(const char *path, const char *ckpt_dir) {
   char rp[PATH_MAX];
   const char *below = below_dir(path, ckpt_dir, rp);
-  return below && strchr(below, '/') &&
-         (strncmp(below, "step_", 5) == 0 || strncmp(below, ".step_", 6) == 0);
+  if (!below || (strncmp(below, "step_", 5) != 0 && strncmp(below, ".step_", 6) != 0)) {
+    return NOT_A_STEP;
+  }
+  return strchr(below, '/') ? IN_A_STEP : NAMED_AS_A_STEP;
 }
 
 /* One output of a run and the inputs and other outputs it must not be. */
@@ -233,10 +238,17 @@ static st_status check_train_distinct(const train_options *o) {
       }
       /* The step directories the run saves, replaces, deletes (--keep) and resumes from; a
        * file directly in --ckpt-dir, or in another directory below it, is none of them. */
-      if (in_step_dir(path, o->ckpt_dir)) {
+      const step_place place = step_place_of(path, o->ckpt_dir);
+      if (place == IN_A_STEP) {
         return st_error(ST_ERR_INVALID_ARG,
                         "%s %s is inside a checkpoint of --ckpt-dir %s, which the run writes "
                         "and reads: write it elsewhere",
+                        what, path, o->ckpt_dir);
+      }
+      if (place == NAMED_AS_A_STEP) {
+        return st_error(ST_ERR_INVALID_ARG,
+                        "%s %s has the name of a checkpoint of --ckpt-dir %s (step_<N>), which "
+                        "the run makes and replaces: write it elsewhere",
                         what, path, o->ckpt_dir);
       }
     }
@@ -246,6 +258,9 @@ static st_status check_train_distinct(const train_options *o) {
 
 static st_status check_train_outputs(const train_options *o) {
   ST_CHECK(check_train_distinct(o));
+  if (o->ckpt_dir && o->resume_from) {
+    ST_CHECK(output_path_outside("--ckpt-dir", o->ckpt_dir, "--resume-from", o->resume_from));
+  }
   if (o->export_path) ST_CHECK(output_path_check("--export", o->export_path, 0));
   if (o->metrics) ST_CHECK(output_path_check("--metrics", o->metrics, 1));
   if (o->save_init) ST_CHECK(output_path_check("--save-init", o->save_init, 0));
@@ -253,8 +268,27 @@ static st_status check_train_outputs(const train_options *o) {
   return ST_OK;
 }
 
+/* Every rank writes its own file into the checkpoint directory, which the writer has just made
+ * (or found): a rank that does not see it (another working directory, a node-local path) would
+ * fail only at the first save. A new directory may take a moment to appear on a file system
+ * that caches lookups, hence a few tries. */
+static st_status ckpt_dir_seen(const char *dir, int rank, int writer) {
+  struct stat st;
+  for (int tries = 0; tries < 50; tries++) {
+    if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) return ST_OK;
+    usleep(100 * 1000);
+  }
+  return st_error(ST_ERR_INVALID_ARG,
+                  "--ckpt-dir %s: world rank %d does not see the directory world rank %d made or "
+                  "found there; every rank writes into it, so it must be on a file system they "
+                  "share",
+                  dir, rank, writer);
+}
+
 st_status output_paths_check_train(const train_options *o, int writer) {
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-  return job_agree(rank == writer ? check_train_outputs(o) : ST_OK);
+  ST_CHECK(job_agree(rank == writer ? check_train_outputs(o) : ST_OK));
+  return job_agree(o->ckpt_dir && rank != writer ? ckpt_dir_seen(o->ckpt_dir, rank, writer)
+                                                 : ST_OK);
 }

@@ -38,8 +38,10 @@ st_status output_path_outside(const char *what, const char *path, const char *di
  * writes them; on a cluster the others may not even see its file system) and gives its verdict to
  * every rank, so that each fails with the same message. Before anything is created, each output
  * must be no input of the run (a --data-train or --data-val shard, the --init-from file, a file
- * of the --resume-from checkpoint or of a step directory in --ckpt-dir) and no other output.
- * Collective over MPI_COMM_WORLD. */
+ * of the --resume-from checkpoint or of a step directory in --ckpt-dir, or a name such a directory
+ * takes) and no other output; --ckpt-dir must not lie in the --resume-from checkpoint. Then every
+ * other rank must see --ckpt-dir, into which each writes its own file. Collective over
+ * MPI_COMM_WORLD. */
 st_status output_paths_check_train(const train_options *o, int writer);
 
 #endif /* ST_ENGINE_TRAIN_OUTPUT_PATHS_H */

@@ -8,8 +8,9 @@
 # that does not exist, --tp 3 (tp does not divide the 4 heads), --resume without --ckpt-dir,
 # --resume with --resume-from, a --ckpt-dir that is a regular file or lies under one (what
 # an unwritable directory looks like even to root, who ignores chmod), a --ckpt-dir or a file
-# given as the checkpoint, --init-from with --resume or --resume-from, and outputs that are
-# inputs (a file of the resumed checkpoint, a training shard) or each other.
+# given as the checkpoint, --init-from with --resume or --resume-from, outputs that are
+# inputs (a file of the resumed checkpoint, a training shard) or each other, outputs named as
+# step directories of --ckpt-dir, and a --ckpt-dir inside the --resume-from checkpoint.
 set -uo pipefail
 shardtrain=$1
 prepare=$2
@@ -120,6 +121,16 @@ refused "--metrics into the resumed checkpoint" "--metrics $good/rank_00001.safe
   "" --resume-from "$good" --metrics "$good/rank_00001.safetensors"
 refused "--save-init into a step directory of --ckpt-dir" "--save-init $work/ck1/step_2/x.safetensors is inside a checkpoint of --ckpt-dir $work/ck1" \
   "" --ckpt-dir "$work/ck1" --save-init "$work/ck1/step_2/x.safetensors"
+# A file with the name of a step directory (one the run would make, or move aside on the way):
+# the save would fail at that step, or move the file aside and leave it there.
+refused "--export named as a step directory of --ckpt-dir" "--export $work/ck1/step_3 has the name of a checkpoint of --ckpt-dir $work/ck1" \
+  "" --ckpt-dir "$work/ck1" --export "$work/ck1/step_3"
+refused "--metrics named as a step on its way" "--metrics $work/ck1/.step_2.old has the name of a checkpoint of --ckpt-dir $work/ck1" \
+  "" --ckpt-dir "$work/ck1" --metrics "$work/ck1/.step_2.old"
+refused "--ckpt-dir inside --resume-from" "--ckpt-dir $good/sub is in the checkpoint --resume-from $good" \
+  "" --resume-from "$good" --ckpt-dir "$good/sub"
+refused "--ckpt-dir the --resume-from" "--ckpt-dir $good is in the checkpoint --resume-from $good" \
+  "" --resume-from "$good" --ckpt-dir "$good"
 shard=$work/data/bytes_train_000000.bin
 shard_sum=$(sha256sum < "$shard")
 refused "--metrics into a training shard" "--metrics $work/data/./bytes_train_000000.bin is a data shard of --data-train" \

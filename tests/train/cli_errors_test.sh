@@ -236,6 +236,12 @@ expect_untouched "--export in a missing directory"
 expect 2 "--export $work/adir is a directory, not a file" \
   train "${data[@]}" --metrics "$work/new.jsonl" --export "$work/adir"
 expect_untouched "--export naming a directory"
+# A device or a pipe at an output written whole would be replaced by the file (/dev/null too).
+mkfifo "$work/apipe"
+expect 2 "--export $work/apipe is a pipe, not a file: the file written would replace it" \
+  train "${data[@]}" --metrics "$work/new.jsonl" --export "$work/apipe"
+[ -p "$work/apipe" ] || { echo "FAIL: the pipe at --export was replaced"; fail=1; }
+expect_untouched "--export naming a pipe"
 expect 2 "--metrics $work/missing/m.jsonl: directory $work/missing does not exist" \
   train "${data[@]}" --export "$work/kept.safetensors" --metrics "$work/missing/m.jsonl"
 expect_untouched "--metrics in a missing directory"

@@ -15,8 +15,8 @@
 # - the writer's --export or --save-init stalled (ST_EXPORT_TEST_DELAY_MS): exit code 3 once its
 #   ST_IO_TIMEOUT has passed, naming the file, which keeps its previous content.
 set -uo pipefail
-shardtrain=$1
-mpirun_sh="$(dirname "$0")/../mpirun.sh"
+shardtrain=$(realpath "$1")
+mpirun_sh=$(realpath "$(dirname "$0")/../mpirun.sh")
 work=${TEST_TMPDIR:-$(mktemp -d)}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 fail=0
@@ -39,10 +39,12 @@ with open(sys.argv[1], "wb") as f:
     f.write(tokens.tobytes())
 PY
 
-# Rank 1 alone runs with $R1_ARGS appended and the assignments of $R1_ENV exported.
+# Rank 1 alone runs with $R1_ARGS appended, the assignments of $R1_ENV exported and, with R1_CD,
+# in that working directory.
 cat > "$work/rank1.sh" <<'SH'
 #!/usr/bin/env bash
 if [ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ]; then
+  if [ -n "${R1_CD:-}" ]; then cd "$R1_CD" || exit 9; fi
   # shellcheck disable=SC2086 # the assignments are words
   [ -n "${R1_ENV:-}" ] && export ${R1_ENV?}
   # shellcheck disable=SC2086 # the extra arguments are words
@@ -53,13 +55,13 @@ SH
 chmod +x "$work/rank1.sh"
 
 # check NAME CODE SECONDS REPORTS PATTERN ARGS...: on 2 ranks, the job exits with CODE within
-# SECONDS, and PATTERN appears REPORTS times (once per rank that says it).
+# SECONDS, and PATTERN appears REPORTS times (once per rank that says it). Run in $RUN_IN if set.
 check() {
   local name=$1 code=$2 seconds=$3 reports=$4 pattern=$5
   shift 5
   local start out rc took n
   start=$(date +%s)
-  out=$(timeout 120 "$mpirun_sh" 2 "$work/rank1.sh" "$shardtrain" train --model tiny \
+  out=$(cd "${RUN_IN:-.}" && timeout 120 "$mpirun_sh" 2 "$work/rank1.sh" "$shardtrain" train --model tiny \
     --micro-batch 2 --steps 6 --zero 3 --quiet "$@" 2>&1)
   rc=$?
   took=$(($(date +%s) - start))
@@ -108,6 +110,22 @@ stuck_export() {
 }
 stuck_export --export
 stuck_export --save-init
+
+# Rank 1 sees another --ckpt-dir than rank 0 (here: another working directory; on a cluster a
+# node-local path, or a file system's cache). Without one there at all: every rank stops at
+# start-up, exit 2, not at the first save. With an older checkpoint of its own there: --resume
+# takes the newest rank 0 found, which rank 1 cannot read, and every rank stops, exit 2; ranks
+# that each took their own newest resumed from different steps, and their collectives mismatched.
+mkdir -p "$work/r0" "$work/r1" "$work/r1-empty"
+RUN_IN="$work/r1" check "an older checkpoint, seen by rank 1 only" 0 60 0 "error" \
+  --data-train "$work/good.bin" --ckpt-dir ck --stop-at 1
+RUN_IN="$work/r0" check "the newer checkpoint, seen by rank 0 only" 0 60 0 "error" \
+  --data-train "$work/good.bin" --ckpt-dir ck --stop-at 2
+RUN_IN="$work/r0" R1_CD="$work/r1-empty" check "--ckpt-dir not seen by rank 1" 2 30 2 \
+  "--ckpt-dir ck: world rank 1 does not see the directory world rank 0 made or found there" \
+  --data-train "$work/good.bin" --ckpt-dir ck
+RUN_IN="$work/r0" R1_CD="$work/r1" check "--resume where rank 1 sees an older checkpoint" 2 30 2 \
+  "--resume: ck/step_2" --data-train "$work/good.bin" --ckpt-dir ck --resume
 
 # The control: the same job untouched trains.
 check "no rank touched" 0 60 0 "error" --data-train "$work/good.bin"
