@@ -44,6 +44,7 @@ typedef struct train_run {
   ckpt_source *resume; /* the checkpoint to continue from, or NULL */
   char latest[4200];   /* --resume: the newest checkpoint world rank 0 found, or "" for none */
   int first_step;      /* steps already trained (those of the checkpoint resumed) */
+  int eval_batches;    /* --eval-batches, or the validation data's batches where it holds fewer */
   ckpt_writer *ckpt;   /* with --ckpt-dir: the run's saves */
   int setup_failed;    /* the inputs named on the command line could not be used */
   int stopped_by;      /* the signal that stopped the run before its last step, or 0 */
@@ -168,13 +169,19 @@ static st_status setup_local(train_run *r) {
   ST_CHECK(train_state_reset(r->model));
   if (o->data_train) ST_CHECK(open_loader(r, o->data_train, o->grad_accum, &r->train));
   if (o->data_val) ST_CHECK(open_loader(r, o->data_val, 1, &r->val));
+  /* An evaluation reads each validation batch once at most: more would weigh some twice, and an
+   * --eval-batches far above the data would hold a step (and a stop signal) for hours. */
   const uint64_t val_batches = r->val ? token_loader_batches_per_pass(r->val) : 0;
-  if (r->val && (uint64_t)o->eval_batches > val_batches && is_writer(r)) {
-    st_log(ST_LOG_WARN,
-           "--eval-batches %d: the validation data holds %llu batches of %d x %d x %d tokens; "
-           "each evaluation reads some of them more than once",
-           o->eval_batches, (unsigned long long)val_batches, r->coords.R * r->coords.S,
-           o->micro_batch, r->cfg.max_seq);
+  r->eval_batches = o->eval_batches;
+  if (r->val && (uint64_t)o->eval_batches > val_batches) {
+    r->eval_batches = (int)val_batches;
+    if (is_writer(r)) {
+      st_log(ST_LOG_WARN,
+             "--eval-batches %d: the validation data holds %llu batches of %d x %d x %d tokens; "
+             "each evaluation reads those %llu",
+             o->eval_batches, (unsigned long long)val_batches, r->coords.R * r->coords.S,
+             o->micro_batch, r->cfg.max_seq, (unsigned long long)val_batches);
+    }
   }
   size_t per_batch = (size_t)o->micro_batch * r->cfg.max_seq;
   ST_CHECK(mem_alloc((void **)&r->tokens, 2 * per_batch * (size_t)o->grad_accum * sizeof(int32_t),
@@ -237,7 +244,7 @@ static void teardown(train_run *r) {
   st_mesh_destroy(r->mesh);
 }
 
-/* Mean loss over the first eval_batches global batches of the validation data (the same ones
+/* Mean loss over the first r->eval_batches global batches of the validation data (the same ones
  * each time, so evaluations are comparable), over every token of every data-parallel rank: the
  * per-token losses are summed in a device scalar, added over the dp group there, and read
  * once. */
@@ -248,7 +255,7 @@ static st_status evaluate(train_run *r, double *val_loss) {
   gpt_model *m = r->model;
   const st_tensor sum = gpt_scalar(m, GPT_LOSS_SUM);
   ST_CHECK(stream_memset(&m->stream, sum.data, 0, sizeof(float)));
-  for (int i = 0; i < r->o->eval_batches; i++) {
+  for (int i = 0; i < r->eval_batches; i++) {
     ST_CHECK(job_agree(token_loader_next(r->val, inputs, targets))); /* as run_step's */
     ST_CHECK(gpt_forward(m, inputs, targets, 0.0f));
     ST_CHECK(gpt_loss_sum(m, &sum));
@@ -258,7 +265,7 @@ static st_status evaluate(train_run *r, double *val_loss) {
   float host_sum = 0;
   ST_CHECK(stream_memcpy(&m->stream, &host_sum, sum.data, sizeof host_sum));
   ST_CHECK(stream_sync(&m->stream));
-  const double tokens = (double)m->B * m->T * r->o->eval_batches * comm_size(dp);
+  const double tokens = (double)m->B * m->T * r->eval_batches * comm_size(dp);
   *val_loss = (double)host_sum / tokens;
   return ST_OK;
 }

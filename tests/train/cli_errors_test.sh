@@ -216,6 +216,24 @@ data=(--data-train "$work/shard.bin" --steps 3 --micro-batch 2)
 # every weight by about 1e30 in the first).
 expect 1 "step 2: loss -*nan, gradient norm -*nan: training diverged" \
   train "${data[@]}" --lr 1e30
+# --eval-batches far above what the validation data holds (2^31 - 1: evaluating that many held
+# the step, and a stop signal, for hours): each evaluation reads the data once, as many batches
+# as rank 0's warning names, and gives the val loss of that many.
+evaluated() {
+  # shellcheck disable=SC2069  # the warnings to the caller, the step lines dropped
+  timeout 60 "$shardtrain" train "${data[@]}" --data-val "$work/shard.bin" --eval-batches "$1" \
+    --metrics "$work/eval_$1.jsonl" 2>&1 >/dev/null
+}
+held=$(evaluated 2147483647 | sed -n 's/.*validation data holds \([0-9]*\) batches.*/\1/p')
+val_losses() { grep -o '"val_loss": [^,}]*' "$work/eval_$1.jsonl"; }
+if [ -z "$held" ] || ! evaluated "$held" >/dev/null || [ -z "$(val_losses "$held")" ] ||
+   [ "$(val_losses 2147483647)" != "$(val_losses "$held")" ]; then
+  echo "FAIL: --eval-batches 2147483647: warned of '$held' batches, val losses" \
+    "$(val_losses 2147483647) against $(val_losses "$held")"
+  fail=1
+else
+  echo "ok: --eval-batches 2147483647 evaluates the $held batches the data holds"
+fi
 
 # expect_untouched CASE: the existing export and the directory are as they were.
 expect_untouched() {
