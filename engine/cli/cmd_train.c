@@ -467,11 +467,17 @@ static st_status train(train_run *r) {
   mem_stats mem;
   peaks_over_ranks(&mem);
   if (is_writer(r) && r->report.steps_run > 0) run_report_memory(&r->report, &mem);
-  /* A stopped run has not finished: the export is the finished model's. */
-  if (r->o->export_path && !r->stopped_by) {
+  /* A run stopped, or ended by --stop-at, before --steps has not finished: the export is the
+   * finished model's, written by the run that reaches the last step. */
+  const int finished = !r->stopped_by && end == r->o->steps;
+  if (r->o->export_path && finished) {
     ST_CHECK(job_agree(gpt_export(r->model, r->o->export_path, is_writer(r))));
+  } else if (r->o->export_path && !r->stopped_by && is_writer(r)) {
+    st_log(ST_LOG_INFO,
+           "--stop-at %d of --steps %d: the export is written by the run that ends at step %d", end,
+           r->o->steps, r->o->steps);
   }
-  run_report_finish(&r->report, r->stopped_by ? NULL : r->o->export_path, saved_checkpoint(r));
+  run_report_finish(&r->report, finished ? r->o->export_path : NULL, saved_checkpoint(r));
   if (r->stopped_by) report_stop(r, end);
   return ST_OK;
 }

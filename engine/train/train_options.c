@@ -188,8 +188,10 @@ static st_status check_checkpoint_flags(const train_options *o) {
   if (o->resume && !o->ckpt_dir) {
     return st_error(ST_ERR_INVALID_ARG, "--resume needs --ckpt-dir (where the checkpoints are)");
   }
-  if ((o->ckpt_every || o->keep || o->ckpt_async) && !o->ckpt_dir) {
-    return st_error(ST_ERR_INVALID_ARG, "--ckpt-every, --keep and --ckpt-async need --ckpt-dir");
+  /* --stop-at ends a piece of a job, which the next piece resumes from its checkpoint. */
+  if ((o->ckpt_every || o->keep || o->ckpt_async || o->stop_at) && !o->ckpt_dir) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "--ckpt-every, --keep, --ckpt-async and --stop-at need --ckpt-dir");
   }
   return ST_OK;
 }

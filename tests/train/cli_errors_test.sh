@@ -60,7 +60,8 @@ expect 2 "n_embd 64 is not divisible by n_head 5" train --n-head 5
 expect 2 "--lr-schedule 'exponential' is not cosine, linear, constant or wsd" \
   train --steps 0 --lr-schedule exponential
 expect 2 "--decay-steps is for --lr-schedule wsd, not cosine" train --steps 0 --decay-steps 5
-expect 2 "--ckpt-every, --keep and --ckpt-async need --ckpt-dir" train --steps 0 --ckpt-async
+expect 2 "--ckpt-every, --keep, --ckpt-async and --stop-at need --ckpt-dir" train --steps 0 --ckpt-async
+expect 2 "--ckpt-every, --keep, --ckpt-async and --stop-at need --ckpt-dir" train --steps 0 --stop-at 2
 expect 2 "--decay-steps must be >= 0, got -1" train --steps 0 --lr-schedule wsd --decay-steps -1
 expect 2 "--lr-schedule wsd has no step left to decay in: --warmup 9 takes all of --steps 9" \
   train --data-train "$work/bad.bin" --steps 9 --warmup 9 --lr-schedule wsd
@@ -216,6 +217,15 @@ data=(--data-train "$work/shard.bin" --steps 3 --micro-batch 2)
 # every weight by about 1e30 in the first).
 expect 1 "step 2: loss -*nan, gradient norm -*nan: training diverged" \
   train "${data[@]}" --lr 1e30
+# A run ended by --stop-at has not finished: it checkpoints, and leaves --export to the run that
+# reaches --steps (as a stop signal does).
+if ! timeout 60 "$shardtrain" train "${data[@]}" --ckpt-dir "$work/ck_stop" --stop-at 1 \
+     --export "$work/stopped.safetensors" > /dev/null 2>&1 || [ -e "$work/stopped.safetensors" ] ||
+   [ ! -e "$work/ck_stop/step_1/DONE" ]; then
+  echo "FAIL: --stop-at 1 of 3: want exit 0, step_1 checkpointed and no export"; fail=1
+else
+  echo "ok: --stop-at 1 of 3 checkpoints step 1 and writes no export"
+fi
 # --eval-batches far above what the validation data holds (2^31 - 1: evaluating that many held
 # the step, and a stop signal, for hours): each evaluation reads the data once, as many batches
 # as rank 0's warning names, and gives the val loss of that many.

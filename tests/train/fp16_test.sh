@@ -50,6 +50,9 @@ ST_TEST_INJECT_OVERFLOW=4:1 run win_full 2 "${win[@]}"
 ST_TEST_INJECT_OVERFLOW=4:1 run win_part 2 "${win[@]}" --stop-at 6 --ckpt-dir "$work/ck_win"
 run win_res 2 "${win[@]}" --ckpt-dir "$work/ck_win" --resume
 "$shardtrain" inspect "$work/ck_win/step_6" > "$work/inspect.txt" 2>&1
+# The masters at step 6 (a run ended by --stop-at writes no --export: it has not finished).
+"$shardtrain" export "$work/ck_win/step_6" "$work/win_part.safetensors" > /dev/null 2>&1 ||
+  fail "exporting ck_win/step_6"
 # Across dtypes: the fp16 checkpoint resumed in fp32, and an fp32 checkpoint resumed in fp16.
 run win_to_fp32 2 --steps 10 "${s2[@]}" --resume-from "$work/ck_win/step_6" \
   --save-init "$work/win_to_fp32.init.safetensors"
