@@ -209,9 +209,15 @@ static st_status resume(train_run *r) {
   if (r->scaler.mode == LOSS_SCALER_DYNAMIC && scaled) r->scaler.state = m->scaler;
   r->scaler.state.skipped = m->scaler.skipped;
   if (is_writer(r)) {
-    st_log(ST_LOG_INFO, "resumed from %s: step %lld, saved on mesh %dx%dx%d at ZeRO-%d in %s",
+    char scale[96] = "";
+    if (r->scaler.mode == LOSS_SCALER_DYNAMIC) {
+      snprintf(scale, sizeof scale, "; loss scale %g (%s), %lld step%s skipped before",
+               r->scaler.state.scale, scaled ? "the checkpoint's" : "anew: it had none",
+               (long long)r->scaler.state.skipped, r->scaler.state.skipped == 1 ? "" : "s");
+    }
+    st_log(ST_LOG_INFO, "resumed from %s: step %lld, saved on mesh %dx%dx%d at ZeRO-%d in %s%s",
            ckpt_source_dir(r->resume), (long long)m->step, m->R, m->S, m->T, m->zero,
-           dtype_name(m->param_dtype));
+           dtype_name(m->param_dtype), scale);
   }
   /* Closed now, not at the end: --keep may delete the directory, whose open files would hold
    * its space (and on NFS leave .nfs files that keep it from being removed). */

@@ -103,7 +103,9 @@ static void print_run(FILE *out, const train_options *o, const gpt_config *cfg,
   loss_scaler_init_none(&scaler);
   (void)train_options_loss_scaler(o, p, &scaler); /* checked by train_options_resolve too */
   if (scaler.mode == LOSS_SCALER_DYNAMIC) {
-    fprintf(out, ", loss scale dynamic from %g (doubled every %d clean step%s)", scaler.state.scale,
+    /* A resumed fp16 checkpoint's scale is only known once it is read ("resumed from" says). */
+    fprintf(out, ", loss scale dynamic from %g%s (doubled every %d clean step%s)",
+            scaler.state.scale, o->resume || o->resume_from ? " or a resumed checkpoint's" : "",
             scaler.window, scaler.window == 1 ? "" : "s");
   } else if (scaler.mode == LOSS_SCALER_FIXED) {
     fprintf(out, ", loss scale fixed at %g", scaler.state.scale);
@@ -288,7 +290,7 @@ void run_report_finish(const run_report *rep, const char *export_path,
     fputc('\n', out);
   }
   if (rep->scaled) {
-    fprintf(out, "fp16 loss scaling: %d step%s skipped for overflow, last scale %g\n",
+    fprintf(out, "fp16 loss scaling: %d step%s of this run skipped for overflow, last scale %g\n",
             rep->skipped_steps, rep->skipped_steps == 1 ? "" : "s", rep->last_scale);
   }
   if (rep->has_val) {

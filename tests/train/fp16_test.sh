@@ -121,7 +121,7 @@ for name, world, step, first in [("inj_r2s2", 4, 4, 65536), ("inj_tp2s2", 4, 2, 
     with open(os.path.join(work, name + ".log")) as f:
         log = f.read().splitlines()
     marked = [l for l in log if l.endswith("| skipped: fp16 overflow")]
-    summary = "fp16 loss scaling: 1 step skipped for overflow, last scale"
+    summary = "fp16 loss scaling: 1 step of this run skipped for overflow, last scale"
     if len(marked) != 1 or f"step {step + 1:5d}/10 " not in marked[0] or \
             not any(l.startswith(summary) for l in log):
         fail.append(f"{name}: the run report marks {marked} as skipped (expected step "
@@ -153,6 +153,14 @@ for r in res:
     if any(r[k] != full[r["step"]][k] for k in keys):
         fail.append(f"win_res step {r['step']}: {[r[k] for k in keys]} vs the never-stopped "
                     f"{[full[r['step']][k] for k in keys]}")
+# The scale it goes on with is the checkpoint's (as inspect read it above), said when resumed.
+with open(os.path.join(work, "win_res.log")) as f:
+    res_log = f.read()
+for want in ("loss scale dynamic from 65536 or a resumed checkpoint's",
+             "/ck_win/step_6: step 6, saved on mesh 1x2x1 at ZeRO-3 in fp16; loss scale 65536 "
+             "(the checkpoint's), 1 step skipped before"):
+    if want not in res_log:
+        fail.append(f"win_res: the log lacks '{want}'")
 if not same_export(work, "win_full", "win_res"):
     fail.append("win_res: the export differs from the never-stopped run's")
 with open(os.path.join(work, "inspect.txt")) as f:
