@@ -258,6 +258,7 @@ static cJSON *manifest_json(const ckpt_manifest *m) {
   cJSON_AddStringToObject(root, "format", "shardtrain-checkpoint");
   cJSON_AddNumberToObject(root, "version", CKPT_FORMAT_VERSION);
   cJSON_AddItemToObject(root, "step", exact_integer(m->step));
+  cJSON_AddItemToObject(root, "tokens", exact_integer(m->tokens));
   cJSON *model = cJSON_AddObjectToObject(root, "model");
   cJSON_AddStringToObject(model, "name", m->model);
   cJSON_AddNumberToObject(model, "n_layer", m->cfg.n_layer);
@@ -568,6 +569,17 @@ static st_status read_text(const char *path, char **out) {
   return status;
 }
 
+/* The tokens trained on; a checkpoint written before they were counted took every step at its
+ * own global batch, as far as it can tell. */
+static st_status read_tokens(const reader *r, const cJSON *root, ckpt_manifest *m) {
+  if (cJSON_GetObjectItemCaseSensitive(root, "tokens")) {
+    return integer(r, root, "tokens", 0, most, &m->tokens);
+  }
+  const double tokens = (double)m->step * (double)m->h.global_tokens;
+  m->tokens = tokens < most ? m->step * m->h.global_tokens : (int64_t)most;
+  return ST_OK;
+}
+
 st_status ckpt_manifest_read(ckpt_manifest *m, const char *path) {
   memset(m, 0, sizeof *m);
   char *text = NULL;
@@ -590,6 +602,7 @@ st_status ckpt_manifest_read(ckpt_manifest *m, const char *path) {
   if (status == ST_OK) status = read_model(&r, root, m);
   if (status == ST_OK) status = read_run(&r, root, m);
   if (status == ST_OK) status = check_plan(&r, root, m);
+  if (status == ST_OK) status = read_tokens(&r, root, m);
   cJSON_Delete(root);
   if (status != ST_OK) ckpt_manifest_free(m);
   return status;

@@ -54,7 +54,9 @@ typedef struct ckpt_file {
 } ckpt_file;
 
 typedef struct ckpt_manifest {
-  int64_t step; /* optimizer steps completed */
+  int64_t step;   /* optimizer steps completed */
+  int64_t tokens; /* tokens trained on in them (whatever the batch of each run that took them);
+                   * read from a checkpoint that predates the count: step x its global batch */
   char model[32];
   gpt_config cfg;
   int R, S, T, zero;

@@ -217,7 +217,8 @@ st_status ckpt_describe(const ckpt_source *src, FILE *out) {
   const gpt_config *c = &m->cfg;
   int64_t params = gpt_config_num_params(c);
   fprintf(out, "checkpoint %s\n", ckpt_source_dir(src));
-  fprintf(out, "  step        %lld\n", (long long)m->step);
+  fprintf(out, "  step        %lld (%lld tokens trained on)\n", (long long)m->step,
+          (long long)m->tokens);
   fprintf(out, "  model       %s: %d layers, %d heads, %d wide, vocab %d, seq %d (%.2fM params)\n",
           m->model, c->n_layer, c->n_head, c->n_embd, c->vocab, c->max_seq, (double)params / 1e6);
   fprintf(out, "  mesh        dp_replicate %d x dp_shard %d x tp %d, ZeRO-%d\n", m->R, m->S, m->T,

@@ -40,15 +40,16 @@ typedef struct train_run {
   int32_t *tokens; /* grad_accum x 2 x B x T: inputs and targets of each micro-batch */
   FILE *metrics;
   run_report report;
-  step_mfu mfu;        /* the basis of the steps' MFU */
-  ckpt_source *resume; /* the checkpoint to continue from, or NULL */
-  char latest[4200];   /* --resume: the newest checkpoint world rank 0 found, or "" for none */
-  int first_step;      /* steps already trained (those of the checkpoint resumed) */
-  int eval_batches;    /* --eval-batches, or the validation data's batches where it holds fewer */
-  ckpt_writer *ckpt;   /* with --ckpt-dir: the run's saves */
-  int setup_failed;    /* the inputs named on the command line could not be used */
-  int stopped_by;      /* the signal that stopped the run before its last step, or 0 */
-  int stopped_after;   /* the steps trained when it stopped */
+  step_mfu mfu;           /* the basis of the steps' MFU */
+  ckpt_source *resume;    /* the checkpoint to continue from, or NULL */
+  char latest[4200];      /* --resume: the newest checkpoint world rank 0 found, or "" for none */
+  int first_step;         /* steps already trained (those of the checkpoint resumed) */
+  int64_t tokens_trained; /* in every step so far, the resumed checkpoint's included */
+  int eval_batches;  /* --eval-batches, or the validation data's batches where it holds fewer */
+  ckpt_writer *ckpt; /* with --ckpt-dir: the run's saves */
+  int setup_failed;  /* the inputs named on the command line could not be used */
+  int stopped_by;    /* the signal that stopped the run before its last step, or 0 */
+  int stopped_after; /* the steps trained when it stopped */
 } train_run;
 
 static double now_ms(void) {
@@ -202,6 +203,7 @@ static st_status resume(train_run *r) {
    * mesh, so any entry serves. */
   if (r->train) ST_CHECK(job_agree(token_loader_seek(r->train, m->data[0])));
   r->first_step = (int)m->step;
+  r->tokens_trained = m->tokens; /* its runs' batches may differ from this one's */
   /* A dynamic scale continues where the checkpoint left it, even at its floor of 1 (a fixed one
    * is the flag's, and a checkpoint of a run without fp16 has no scale to give); the skipped
    * steps always carry on, as AdamW's step count leaves them out whatever the dtype. */
@@ -307,13 +309,14 @@ static st_status run_step(train_run *r, int step, step_record *rec) {
   step_stats s;
   ST_CHECK(train_step(r->model, &r->h, &r->scaler, step, inputs, targets, &s));
   double ms = now_ms() - start;
+  r->tokens_trained += r->h.global_tokens;
   *rec = (step_record){.step = step,
                        .loss = s.loss,
                        .lr = s.lr,
                        .grad_norm = s.grad_norm,
                        .loss_scale = s.loss_scale,
                        .skipped = s.skipped,
-                       .tokens = r->h.global_tokens * (step + 1),
+                       .tokens = r->tokens_trained,
                        .tokens_per_s = (double)r->h.global_tokens / (ms / 1e3),
                        .step_ms = ms,
                        .comm_exposed_ms = s.comm_exposed_ms,
@@ -371,6 +374,7 @@ static st_status maybe_save(train_run *r, int step, int stopping) {
     return ST_OK;
   }
   ckpt_manifest m = {.step = step + 1,
+                     .tokens = r->tokens_trained,
                      .cfg = r->cfg,
                      .R = r->coords.R,
                      .S = r->coords.S,

@@ -12,7 +12,8 @@
  * changed, a field missing, a wrong version or format, a file name or count changed, not
  * JSON, a loss scaler counter that is not a whole number >= 0) is refused with ST_ERR_FORMAT
  * and a message naming the file and the problem, and leaves nothing allocated; a manifest
- * from before fp16, without the scaler's counters, reads them as 0. */
+ * from before fp16, without the scaler's counters, reads them as 0; one from before the tokens
+ * trained on were counted reads them as step x global batch. */
 #include "engine/checkpoint/ckpt_manifest.h"
 
 #include <cjson/cJSON.h>
@@ -200,6 +201,7 @@ static void test_plan(int S, int T) {
 
 static void fill_run(ckpt_manifest *m) {
   m->step = 123456789012LL;
+  m->tokens = 987654321098765LL;
   snprintf(m->model, sizeof m->model, "tiny");
   m->R = 2;
   m->zero = 3;
@@ -227,6 +229,7 @@ static void fill_run(ckpt_manifest *m) {
 
 static void check_same(const ckpt_manifest *a, const ckpt_manifest *b) {
   CHECK_EQ_INT(a->step, b->step);
+  CHECK_EQ_INT(a->tokens, b->tokens);
   CHECK(strcmp(a->model, b->model) == 0);
   CHECK(a->cfg.n_layer == b->cfg.n_layer && a->cfg.n_head == b->cfg.n_head &&
         a->cfg.n_embd == b->cfg.n_embd && a->cfg.vocab == b->cfg.vocab &&
@@ -342,6 +345,7 @@ static void drop_sha256(cJSON *r) { remove_key(cJSON_GetArrayItem(obj(r, "files"
 static void drop_bytes(cJSON *r) { remove_key(cJSON_GetArrayItem(obj(r, "files"), 1), "bytes"); }
 static void edit_clean_fraction(cJSON *r) { set_number(r, "loss_scale_clean_steps", 0.5); }
 static void edit_skipped_negative(cJSON *r) { set_number(r, "skipped_steps", -1); }
+static void edit_tokens_fraction(cJSON *r) { set_number(r, "tokens", 0.5); }
 static void edit_decay_on_cosine(cJSON *r) {
   cJSON_AddNumberToObject(obj(r, "optimizer"), "decay_steps", 3);
 }
@@ -385,6 +389,7 @@ static void test_refused(void) {
       {"a parameter renamed", edit_param_name, "h.0.ln_1.gamma"},
       {"ZeRO stage 4", edit_zero, "'zero' 4"},
       {"a fractional step", edit_step_fraction, "'step' is not a whole number"},
+      {"fractional tokens", edit_tokens_fraction, "'tokens' is not a whole number"},
       {"no step", drop_step, "field 'step' is missing"},
       {"no version", drop_version, "field 'version' is missing"},
       {"no model.n_head", drop_model_n_head, "field 'n_head' is missing"},
@@ -436,6 +441,14 @@ static void test_refused(void) {
   CHECK_MSG(back.scaler.scale == 1024.0 && back.scaler.clean_steps == 0 && back.scaler.skipped == 0,
             "a manifest without the scaler's counters: scale %g, %lld clean, %lld skipped",
             back.scaler.scale, (long long)back.scaler.clean_steps, (long long)back.scaler.skipped);
+  ckpt_manifest_free(&back);
+  /* One from before the tokens were counted: every step at its own global batch (fill_run's). */
+  root = cJSON_Parse((const char *)text);
+  remove_key(root, "tokens");
+  write_json(bad, root);
+  cJSON_Delete(root);
+  CHECK_OK(ckpt_manifest_read(&back, bad));
+  CHECK_EQ_INT(back.tokens, 123456789012LL * (3 * 5 * 64 * 4));
   ckpt_manifest_free(&back);
   free(text);
 }

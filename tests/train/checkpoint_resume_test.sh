@@ -11,7 +11,8 @@
 #     the parameters the resumed run starts from (--save-init, the fp32 masters) are
 #     byte-identical to the saving run's export at step 3, and its losses and grad norms follow
 #     the run that never stopped on the TARGET mesh: to 1e-5 relative in fp32; where the first
-#     3 steps ran in the other dtype, to the tolerance measured for it (printed; see BF16_TOL).
+#     3 steps ran in the other dtype, to the tolerance measured for it (printed; see BF16_TOL);
+#   - a run resumed on half the global batch counts the tokens trained on from the checkpoint's.
 set -uo pipefail
 shardtrain=$1
 prepare=$2
@@ -65,6 +66,8 @@ resumed tp2s2z2_to_tp4 tp2s2z2 4 --tp 4 --micro-batch 8
 resumed r2s2z2_to_one r2s2z2 1 --micro-batch 8
 resumed s2z3_to_s2z1bf s2z3 2 --dp-shard 2 --zero 1 --micro-batch 4 "${bf16[@]}"
 resumed s2z1bf_to_one s2z1bf 1 --micro-batch 8
+# Half the global batch from step K on: the tokens trained on go on from the checkpoint's count.
+run one_half_batch 1 --micro-batch 4 --resume-from "$work/ck_one/step_$K"
 
 PYTHONPATH="$(dirname "$0")" python3 - "$work" "$K" <<'PY'
 import filecmp, os, re, sys
@@ -138,6 +141,10 @@ for name, source, ref, tol in cases:
                 fail.append(f"{name} step {a['step']} {key} {a[key]!r} vs {ref} {b[key]!r}")
     print(f"{name}: restored state byte-identical; against {ref}: worst relative "
           f"difference {worst:.2e} (bound {tol:g})")
+# tiny's sequences are 64 tokens: K steps of 8 sequences, then steps of 4.
+tokens = [r["tokens"] for r in metrics(work, "one_half_batch")]
+if tokens != [K * 8 * 64 + (i + 1) * 4 * 64 for i in range(6 - K)]:
+    fail.append(f"one_half_batch: tokens {tokens} do not go on from {K} steps of 8 x 64")
 for f in fail: print("FAIL:", f)
 print("checkpoint_resume_test:", "FAILED" if fail else "passed")
 sys.exit(1 if fail else 0)
