@@ -16,9 +16,14 @@ static const char *const level_names[] = {"error", "warn", "info", "debug"};
 static int configured_level(void) {
   if (log_level < 0) {
     const char *v = env_get_string(ENV_LOG_LEVEL);
-    log_level = ST_LOG_INFO;
+    int level = -1;
     for (int i = 0; i <= ST_LOG_DEBUG; i++) {
-      if (strcmp(v, level_names[i]) == 0) log_level = i;
+      if (strcmp(v, level_names[i]) == 0) level = i;
+    }
+    log_level = level < 0 ? ST_LOG_INFO : level;
+    if (level < 0) {
+      st_log(ST_LOG_WARN, "ST_LOG_LEVEL='%s' is not error, warn, info or debug; logging at info",
+             v);
     }
   }
   return log_level;

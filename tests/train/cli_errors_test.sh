@@ -339,6 +339,14 @@ fills_up() {
 fills_up "--metrics " "$work/full.jsonl" --metrics "$work/full.jsonl"
 fills_up "" "$work/full.safetensors" --save-init "$work/full.safetensors"
 
+# An unknown log level is said, not taken silently for info.
+out=$(ST_LOG_LEVEL=bogus timeout 60 "$shardtrain" train --steps 0 2>&1 >/dev/null)
+if ! grep -q "ST_LOG_LEVEL='bogus' is not error, warn, info or debug; logging at info" <<<"$out"; then
+  echo "FAIL: ST_LOG_LEVEL=bogus: no warning, stderr: $out"; fail=1
+else
+  echo "ok: ST_LOG_LEVEL=bogus is warned of"
+fi
+
 # --help documents every flag the parser accepts.
 help=$("$shardtrain" train --help)
 for f in model n-layer n-head n-embd vocab seq-len data-train data-val micro-batch grad-accum \
