@@ -379,7 +379,7 @@ static st_status export_unit(gpt_model *m, int u, export_buffers *b, float **at,
 static st_status write_export(const char *path, const safetensors_tensor *tensors, size_t count,
                               const safetensors_metadata *meta, size_t meta_count) {
   char what[PATH_MAX + 32];
-  snprintf(what, sizeof what, "writing the export %s", path);
+  snprintf(what, sizeof what, "writing %s", path);
   deadline d;
   ST_CHECK(job_file_deadline_arm(&d, what));
   const int delay_ms = atoi(env_get_string(ENV_EXPORT_TEST_DELAY_MS));

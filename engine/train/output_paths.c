@@ -2,6 +2,7 @@
  * the files and the directories to be made, mkdir for the checkpoint directory. */
 #include "engine/train/output_paths.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <glob.h>
 #include <limits.h>
@@ -72,6 +73,11 @@ st_status output_path_check(const char *what, const char *path, int appends) {
     return st_error(ST_ERR_INVALID_ARG, "%s %s is a directory, not a file", what, path);
   }
   if (!appends) ST_CHECK(atomic_file_replaceable(what, path)); /* appended: written through */
+  if (appends && exists && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "%s %s is a %s: opening it would wait for a reader, and the job with it", what,
+                    path, S_ISFIFO(st.st_mode) ? "pipe" : "socket");
+  }
   ST_CHECK(parent_check(what, path, !appends));
   if (appends && exists && access(path, W_OK) != 0) {
     return st_error(ST_ERR_INVALID_ARG, "%s %s: cannot append to it: %s", what, path,
@@ -174,13 +180,28 @@ st_status output_path_outside(const char *what, const char *path, const char *di
  * deletes: step_<N>, and .step_<N>.tmp and .step_<N>.old on the way. */
 typedef enum step_place { NOT_A_STEP = 0, NAMED_AS_A_STEP, IN_A_STEP } step_place;
 
+/* The length of the step directory's name `below` begins with, ending at its end or a '/'; 0
+ * when it begins with none (step_log.jsonl is no step directory). */
+static size_t step_name_length(const char *below) {
+  const int dot = below[0] == '.';
+  const char *p = below + dot;
+  if (strncmp(p, "step_", 5) != 0) return 0;
+  const char *digits = p += 5;
+  while (isdigit((unsigned char)*p)) p++;
+  if (p == digits) return 0;
+  if (dot) {
+    if (strncmp(p, ".tmp", 4) != 0 && strncmp(p, ".old", 4) != 0) return 0;
+    p += 4;
+  }
+  return *p == '\0' || *p == '/' ? (size_t)(p - below) : 0;
+}
+
 static step_place step_place_of(const char *path, const char *ckpt_dir) {
   char rp[PATH_MAX];
   const char *below = below_dir(path, ckpt_dir, rp);
-  if (!below || (strncmp(below, "step_", 5) != 0 && strncmp(below, ".step_", 6) != 0)) {
-    return NOT_A_STEP;
-  }
-  return strchr(below, '/') ? IN_A_STEP : NAMED_AS_A_STEP;
+  const size_t n = below ? step_name_length(below) : 0;
+  if (n == 0) return NOT_A_STEP;
+  return below[n] == '/' ? IN_A_STEP : NAMED_AS_A_STEP;
 }
 
 /* One output of a run and the inputs and other outputs it must not be. */
@@ -256,22 +277,33 @@ static st_status check_train_distinct(const train_options *o) {
   return ST_OK;
 }
 
+/* Whether `dir` holds a checkpoint's manifest. */
+static int is_checkpoint(const char *dir) {
+  char manifest[PATH_MAX];
+  struct stat st;
+  return file_path_join(manifest, sizeof manifest, dir, "manifest.json") == ST_OK &&
+         stat(manifest, &st) == 0;
+}
+
 static st_status check_train_outputs(const train_options *o) {
   ST_CHECK(check_train_distinct(o));
-  if (o->ckpt_dir && o->resume_from) {
+  /* Only a checkpoint is protected here: a --resume-from that is no checkpoint (the --ckpt-dir
+   * itself, given to both) fails to open, with a message that names the newest one in it. */
+  if (o->ckpt_dir && o->resume_from && is_checkpoint(o->resume_from)) {
     ST_CHECK(output_path_outside("--ckpt-dir", o->ckpt_dir, "--resume-from", o->resume_from));
   }
+  /* Made first: an output may be a file directly in it. */
+  if (o->ckpt_dir) ST_CHECK(ckpt_dir_check(o->ckpt_dir));
   if (o->export_path) ST_CHECK(output_path_check("--export", o->export_path, 0));
   if (o->metrics) ST_CHECK(output_path_check("--metrics", o->metrics, 1));
   if (o->save_init) ST_CHECK(output_path_check("--save-init", o->save_init, 0));
-  if (o->ckpt_dir) ST_CHECK(ckpt_dir_check(o->ckpt_dir));
   return ST_OK;
 }
 
-/* Every rank writes its own file into the checkpoint directory, which the writer has just made
- * (or found): a rank that does not see it (another working directory, a node-local path) would
- * fail only at the first save. A new directory may take a moment to appear on a file system
- * that caches lookups, hence a few tries. */
+/* The ranks of the first replica each write a file into the checkpoint directory, which the
+ * writer has just made (or found), and every rank reads it on --resume: a rank that does not see
+ * it (another working directory, a node-local path) would fail only at the first save. A new
+ * directory may take a moment to appear on a file system that caches lookups, hence a few tries. */
 static st_status ckpt_dir_seen(const char *dir, int rank, int writer) {
   struct stat st;
   for (int tries = 0; tries < 50; tries++) {
@@ -280,8 +312,8 @@ static st_status ckpt_dir_seen(const char *dir, int rank, int writer) {
   }
   return st_error(ST_ERR_INVALID_ARG,
                   "--ckpt-dir %s: world rank %d does not see the directory world rank %d made or "
-                  "found there; every rank writes into it, so it must be on a file system they "
-                  "share",
+                  "found there; the ranks save and resume there, so it must be on a file system "
+                  "they share",
                   dir, rank, writer);
 }
 

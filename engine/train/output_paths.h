@@ -2,7 +2,8 @@
  * offline tools' outputs), checked before anything is built or trained, so that a path the run
  * cannot write fails in seconds rather than after the last step. A file check only looks (stat,
  * access): it never creates, opens or truncates a file, so an existing export stays byte for byte
- * what it was until the run replaces it. The checkpoint directory is created (empty) when missing.
+ * what it was until the run replaces it. The checkpoint directory is created (empty) when missing,
+ * before the files are checked, which may lie in it.
  */
 #ifndef ST_ENGINE_TRAIN_OUTPUT_PATHS_H
 #define ST_ENGINE_TRAIN_OUTPUT_PATHS_H
@@ -40,7 +41,7 @@ st_status output_path_outside(const char *what, const char *path, const char *di
  * must be no input of the run (a --data-train or --data-val shard, the --init-from file, a file
  * of the --resume-from checkpoint or of a step directory in --ckpt-dir, or a name such a directory
  * takes) and no other output; --ckpt-dir must not lie in the --resume-from checkpoint. Then every
- * other rank must see --ckpt-dir, into which each writes its own file. Collective over
+ * other rank must see --ckpt-dir, where the ranks save and resume. Collective over
  * MPI_COMM_WORLD. */
 st_status output_paths_check_train(const train_options *o, int writer);
 

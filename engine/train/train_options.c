@@ -1,7 +1,6 @@
 /* train_options.c - flags, defaults and validation for `shardtrain train`. */
 #include "engine/train/train_options.h"
 
-#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,10 +240,15 @@ static st_status resolve_decay_steps(const train_options *o, lr_shape shape, int
   return ST_OK;
 }
 
-/* A value the update uses in fp32 (checked >= 0 before): one that would round to inf, or from
- * non-zero to 0 (--clip 1e-50 would turn clipping off), is refused. */
-static st_status require_fp32(const char *flag, double value) {
-  if (value > FLT_MAX || (value != 0 && (float)value == 0.0f)) {
+/* A value the update uses in fp32 (checked >= 0 before) and checkpoints record: one above `most`
+ * (train_step.h's bounds), or that would round from non-zero to 0 in fp32 (--clip 1e-50 would
+ * turn clipping off), is refused. */
+static st_status require_fp32(const char *flag, double value, double most) {
+  if (value > most) {
+    return st_error(ST_ERR_INVALID_ARG, "--%s %g is above %g, the largest a run takes", flag, value,
+                    most);
+  }
+  if (value != 0 && (float)value == 0.0f) {
     return st_error(ST_ERR_INVALID_ARG, "--%s %g is outside fp32's range", flag, value);
   }
   return ST_OK;
@@ -254,7 +258,7 @@ static st_status resolve_adam(const train_options *o, adamw_hparams *adam) {
   ST_CHECK(require_beta("beta1", o->beta1));
   ST_CHECK(require_beta("beta2", o->beta2));
   if (!(o->eps > 0)) return st_error(ST_ERR_INVALID_ARG, "--eps must be > 0, got %g", o->eps);
-  ST_CHECK(require_fp32("eps", o->eps));
+  ST_CHECK(require_fp32("eps", o->eps, TRAIN_MAX_EPS));
   *adam = (adamw_hparams){(float)o->beta1, (float)o->beta2, (float)o->eps};
   return ST_OK;
 }
@@ -370,9 +374,9 @@ st_status train_options_resolve(const train_options *o, int dp_size, gpt_config 
     return st_error(ST_ERR_INVALID_ARG, "--weight-decay must be >= 0, got %g", o->weight_decay);
   }
   if (!(o->clip >= 0)) return st_error(ST_ERR_INVALID_ARG, "--clip must be >= 0, got %g", o->clip);
-  ST_CHECK(require_fp32("lr", o->lr));
-  ST_CHECK(require_fp32("weight-decay", o->weight_decay));
-  ST_CHECK(require_fp32("clip", o->clip));
+  ST_CHECK(require_fp32("lr", o->lr, TRAIN_MAX_LR));
+  ST_CHECK(require_fp32("weight-decay", o->weight_decay, TRAIN_MAX_WEIGHT_DECAY));
+  ST_CHECK(require_fp32("clip", o->clip, TRAIN_MAX_CLIP));
   if (o->peak_tflops < 0) {
     return st_error(ST_ERR_INVALID_ARG,
                     "--peak-tflops must be a number of TFLOP/s > 0, or 0 for the GPU's datasheet "

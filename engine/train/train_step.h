@@ -15,6 +15,14 @@
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 
+/* The largest optimizer settings a run takes and a checkpoint records (so that every run's
+ * checkpoint can be read back): far beyond any useful value, and inside fp32, in which the
+ * update runs. */
+#define TRAIN_MAX_LR 1e9
+#define TRAIN_MAX_WEIGHT_DECAY 1e9
+#define TRAIN_MAX_CLIP 1e38
+#define TRAIN_MAX_EPS 1.0
+
 typedef struct train_hparams {
   lr_schedule schedule;
   adamw_hparams adam;

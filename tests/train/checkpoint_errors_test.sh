@@ -107,6 +107,9 @@ refused "--resume with --resume-from" "--resume and --resume-from $good" "give o
 refused "--resume-from a --ckpt-dir" "--resume-from: $work/ck2 holds no checkpoint files" \
   "is it the --ckpt-dir? Its checkpoints are step_N subdirectories; the newest complete one is $work/ck2/step_2" \
   --resume-from "$work/ck2"
+refused "--resume-from the --ckpt-dir given too" "--resume-from: $work/ck2 holds no checkpoint files" \
+  "is it the --ckpt-dir? Its checkpoints are step_N subdirectories; the newest complete one is $work/ck2/step_2" \
+  --resume-from "$work/ck2" --ckpt-dir "$work/ck2"
 refused "--resume-from a file" "$work/plainfile is a file, not a checkpoint directory" "" \
   --resume-from "$work/plainfile"
 refused "--init-from with --resume-from" "--init-from $work/plainfile and --resume-from $good" \

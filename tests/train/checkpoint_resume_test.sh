@@ -67,7 +67,9 @@ resumed r2s2z2_to_one r2s2z2 1 --micro-batch 8
 resumed s2z3_to_s2z1bf s2z3 2 --dp-shard 2 --zero 1 --micro-batch 4 "${bf16[@]}"
 resumed s2z1bf_to_one s2z1bf 1 --micro-batch 8
 # Half the global batch from step K on: the tokens trained on go on from the checkpoint's count.
-run one_half_batch 1 --micro-batch 4 --resume-from "$work/ck_one/step_$K"
+# Its checkpoint at step 6 records them, not 6 steps of its own batch.
+run one_half_batch 1 --micro-batch 4 --resume-from "$work/ck_one/step_$K" --ckpt-dir "$work/ck_half"
+"$shardtrain" inspect "$work/ck_half/step_6" > "$work/inspect_half.txt" 2>&1
 
 PYTHONPATH="$(dirname "$0")" python3 - "$work" "$K" <<'PY'
 import filecmp, os, re, sys
@@ -145,6 +147,10 @@ for name, source, ref, tol in cases:
 tokens = [r["tokens"] for r in metrics(work, "one_half_batch")]
 if tokens != [K * 8 * 64 + (i + 1) * 4 * 64 for i in range(6 - K)]:
     fail.append(f"one_half_batch: tokens {tokens} do not go on from {K} steps of 8 x 64")
+with open(os.path.join(work, "inspect_half.txt")) as f:
+    step_line = f"step        6 ({K * 8 * 64 + (6 - K) * 4 * 64} tokens trained on)"
+    if step_line not in f.read():
+        fail.append(f"inspect ck_half/step_6 lacks '{step_line}'")
 for f in fail: print("FAIL:", f)
 print("checkpoint_resume_test:", "FAILED" if fail else "passed")
 sys.exit(1 if fail else 0)

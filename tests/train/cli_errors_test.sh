@@ -183,9 +183,12 @@ expect 2 "--eps 1e-60 is outside fp32's range" train --steps 0 --eps 1e-60
 expect 2 "--beta1: 'high' is not a finite number" train --steps 0 --beta1 high
 expect 2 "--lr must be a finite number > 0, got -1" train --steps 0 --lr -1
 expect 2 "--min-lr must lie in \[0, --lr 0.001\], got 0.5" train --steps 0 --min-lr 0.5
-# The update runs in fp32: a value that would round to inf (or --clip to 0, no clipping at all).
-expect 2 "--lr 1e+39 is outside fp32's range" train --steps 0 --lr 1e39
-expect 2 "--weight-decay 1e+40 is outside fp32's range" train --steps 0 --weight-decay 1e40
+# The update runs in fp32 and checkpoints record the values: one above what a checkpoint takes
+# (which would train, then refuse to resume), or that rounds to 0 (--clip: no clipping at all).
+expect 2 "--lr 2e+09 is above 1e+09, the largest a run takes" train --steps 0 --lr 2e9
+expect 2 "--weight-decay 1e+40 is above 1e+09" train --steps 0 --weight-decay 1e40
+expect 2 "--clip 2e+38 is above 1e+38" train --steps 0 --clip 2e38
+expect 2 "--eps 2 is above 1" train --steps 0 --eps 2
 expect 2 "--clip 1e-50 is outside fp32's range" train --steps 0 --clip 1e-50
 
 # --init-from a file of another model: refused naming both, not loaded in part. tiny has 2
@@ -213,10 +216,10 @@ cp "$work/kept.safetensors" "$work/kept.orig"
 touch -d '2001-01-01' "$work/kept.safetensors"
 kept_stamp=$(stat -c %Y "$work/kept.safetensors")
 data=(--data-train "$work/shard.bin" --steps 3 --micro-batch 2)
-# A run that diverges names the step as the step lines count it (the second, 1e30 in fp32 moved
-# every weight by about 1e30 in the first).
+# A run that diverges names the step as the step lines count it (the second: --lr 1e9, the most
+# a run takes, moved every weight by about 1e9 in the first).
 expect 1 "step 2: loss -*nan, gradient norm -*nan: training diverged" \
-  train "${data[@]}" --lr 1e30
+  train "${data[@]}" --lr 1e9
 # A run ended by --stop-at has not finished: it checkpoints, and leaves --export to the run that
 # reaches --steps (as a stop signal does).
 if ! timeout 60 "$shardtrain" train "${data[@]}" --ckpt-dir "$work/ck_stop" --stop-at 1 \
@@ -270,6 +273,14 @@ expect 2 "--export $work/apipe is a pipe, not a file: the file written would rep
   train "${data[@]}" --metrics "$work/new.jsonl" --export "$work/apipe"
 [ -p "$work/apipe" ] || { echo "FAIL: the pipe at --export was replaced"; fail=1; }
 expect_untouched "--export naming a pipe"
+expect 2 "--metrics $work/apipe is a pipe: opening it would wait for a reader" \
+  train "${data[@]}" --export "$work/kept.safetensors" --metrics "$work/apipe"
+expect_untouched "--metrics naming a pipe"
+# A file in --ckpt-dir whose name only begins like a step directory's is no checkpoint.
+if ! timeout 60 "$shardtrain" train --steps 0 --ckpt-dir "$work/ck_names" \
+     --metrics "$work/ck_names/step_log.jsonl" > /dev/null 2>&1; then
+  echo "FAIL: --metrics ck_names/step_log.jsonl was refused"; fail=1
+fi
 expect 2 "--metrics $work/missing/m.jsonl: directory $work/missing does not exist" \
   train "${data[@]}" --export "$work/kept.safetensors" --metrics "$work/missing/m.jsonl"
 expect_untouched "--metrics in a missing directory"

@@ -101,7 +101,7 @@ stuck_export() {
   local flag=$1 file="$work/stuck${1}.safetensors"
   echo previous >"$file"
   ST_IO_TIMEOUT=2 ST_EXPORT_TEST_DELAY_MS=600000 check "the writer's $flag stuck" 3 30 1 \
-    "writing the export .*/stuck$flag.safetensors did not finish within 2 s (ST_IO_TIMEOUT)" \
+    "writing .*/stuck$flag.safetensors did not finish within 2 s (ST_IO_TIMEOUT)" \
     --data-train "$work/good.bin" "$flag" "$file"
   if [ "$(cat "$file")" != previous ]; then
     echo "FAIL: the stuck $flag replaced the file that was there"
