@@ -26,6 +26,10 @@ void unit_layout_free(unit_layout *layout) {
   memset(layout, 0, sizeof *layout);
 }
 
+int64_t unit_layout_table_bytes(const unit_layout *layout) {
+  return (int64_t)layout->capacity * (int64_t)sizeof *layout->params;
+}
+
 static st_status grow(unit_layout *layout) {
   if (layout->count < layout->capacity) return ST_OK;
   int capacity = layout->capacity ? layout->capacity * 2 : 16;

@@ -37,11 +37,15 @@ typedef struct unit_param {
 typedef struct unit_layout {
   unit_param *params;
   int count;
-  int capacity;
+  int capacity; /* params' entries allocated: unit_layout_table_bytes */
   int S, T, t;
   int64_t numel;       /* padded flat length (a multiple of S x 16) */
   int64_t shard_numel; /* numel / S */
 } unit_layout;
+
+/* The host bytes of the layout's parameter table (MEM_WORKSPACE) once it holds what was declared:
+ * for the memory planner, which counts what a unit keeps. */
+int64_t unit_layout_table_bytes(const unit_layout *layout);
 
 /* Starts an empty layout for tp rank t of T and a shard group of S. */
 st_status unit_layout_init(unit_layout *layout, int S, int T, int t);

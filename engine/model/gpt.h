@@ -147,6 +147,12 @@ st_dtype gpt_activation_dtype(st_device_kind device, st_dtype param);
  * planner's suggestions never propose it. */
 st_status gpt_check_precision(st_device_kind device, unit_precision precision);
 
+/* The host bytes of the model's own struct and tables (its units, their names, the per-layer
+ * activation records, the step's scalars read by the host; MEM_WORKSPACE), which gpt_create
+ * allocates for `cfg`, besides each unit's parameter table (sharding/unit_layout.h:
+ * unit_layout_table_bytes). */
+int64_t gpt_table_bytes(const gpt_config *cfg);
+
 /* Bytes of activations (forward, kept for backward) and of backward scratch for a micro-batch
  * on a rank of a tensor-parallel group of tp, on a device of `device` kind (whose kernels size
  * the attention state and choose the activation dtype) with parameters in `param`, with the

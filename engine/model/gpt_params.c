@@ -57,6 +57,13 @@ void gpt_unit_prefix(const gpt_config *cfg, int index, char *out, size_t size) {
   }
 }
 
+int64_t gpt_table_bytes(const gpt_config *cfg) {
+  const gpt_model *m = NULL; /* for the element sizes only */
+  return (int64_t)sizeof *m + (int64_t)GPT_SCALARS * (int64_t)sizeof *m->acts.scalars_host +
+         (int64_t)(cfg->n_layer + 2) * (int64_t)(sizeof *m->units + sizeof *m->prefixes) +
+         (int64_t)cfg->n_layer * (int64_t)sizeof *m->acts.layers;
+}
+
 static st_status create_units(gpt_model *m) {
   const gpt_config *c = &m->cfg;
   const st_mesh *mesh = m->par.mesh;

@@ -18,6 +18,7 @@ typedef struct unit_sizes {
   int64_t *numel; /* padded flat length, per unit */
   int64_t *shard; /* shard length, per unit */
   int64_t real;   /* unpadded parameters, all units */
+  int64_t tables; /* host bytes of the units' parameter tables */
 } unit_sizes;
 
 static void unit_sizes_free(unit_sizes *u) { mem_free(u->numel); }
@@ -36,6 +37,7 @@ static st_status measure_units(const plan_input *in, unit_sizes *out) {
       out->numel[u] = l.numel;
       out->shard[u] = l.shard_numel;
       for (int k = 0; k < l.count; k++) out->real += l.params[k].numel;
+      out->tables += unit_layout_table_bytes(&l);
     }
     unit_layout_free(&l);
     if (status != ST_OK) {
@@ -189,8 +191,9 @@ static int64_t save_extra_bytes(const plan_input *in, int64_t optimizer) {
  * fixed workspace (on CUDA cuBLASLt's scratch and the ops' regions, and their host staging), and
  * the largest transient: the attention backward's own scratch (the CPU's T x T scores; none on
  * CUDA), or a save's staging, which is taken between steps, when the attention's is freed;
- * saving in the background, the snapshot of the owned states (`optimizer` bytes) instead. */
-static int64_t workspace_bytes(const plan_input *in, int64_t optimizer) {
+ * saving in the background, the snapshot of the owned states (`optimizer` bytes) instead; and the
+ * model's tables (its units' parameter tables, `tables` bytes, and gpt_table_bytes). */
+static int64_t workspace_bytes(const plan_input *in, int64_t optimizer, int64_t tables) {
   int64_t acts = 0, scratch = 0;
   gpt_activation_bytes(&in->cfg, in->device, in->precision.param, in->micro_batch, in->seq_len,
                        in->T, in->recompute, &acts, &scratch);
@@ -198,7 +201,8 @@ static int64_t workspace_bytes(const plan_input *in, int64_t optimizer) {
   const int64_t kernels =
       (int64_t)kernel_kind_workspace_bytes(in->device, MEM_DEVICE) + kernel_host_bytes(in);
   const int64_t attention = (int64_t)kernel_kind_attention_scratch_bytes(in->device, in->seq_len);
-  return scratch + tokens + kernels + attention + save_extra_bytes(in, optimizer);
+  return scratch + tokens + kernels + attention + save_extra_bytes(in, optimizer) + tables +
+         gpt_table_bytes(&in->cfg);
 }
 
 st_status plan_memory(const plan_input *in, memory_plan *out) {
@@ -231,6 +235,7 @@ st_status plan_memory(const plan_input *in, memory_plan *out) {
   }
   int64_t gathered = 0;
   const st_status status = gathered_peak(in, &u, &gathered);
+  const int64_t tables = u.tables;
   unit_sizes_free(&u);
   ST_CHECK(status);
   out->bytes[MEM_GATHERED] = (uint64_t)gathered;
@@ -238,7 +243,7 @@ st_status plan_memory(const plan_input *in, memory_plan *out) {
   gpt_activation_bytes(&in->cfg, in->device, in->precision.param, in->micro_batch, in->seq_len,
                        in->T, in->recompute, &acts, &scratch);
   out->bytes[MEM_ACTIVATIONS] = (uint64_t)acts;
-  out->bytes[MEM_WORKSPACE] = (uint64_t)workspace_bytes(in, (int64_t)optimizer);
+  out->bytes[MEM_WORKSPACE] = (uint64_t)workspace_bytes(in, (int64_t)optimizer, tables);
   out->bytes[MEM_COMM] = 0;
   out->model_states = out->bytes[MEM_PARAMS] + out->bytes[MEM_GRADS] + out->bytes[MEM_OPTIMIZER] +
                       out->bytes[MEM_OPTIMIZER_HOST];
@@ -248,7 +253,8 @@ st_status plan_memory(const plan_input *in, memory_plan *out) {
    * staging is then host bytes in full). */
   out->host_bytes = out->bytes[MEM_OPTIMIZER_HOST] + (uint64_t)host_token_bytes(in) +
                     (uint64_t)kernel_host_bytes(in) +
-                    (uint64_t)save_extra_bytes(in, (int64_t)optimizer);
+                    (uint64_t)save_extra_bytes(in, (int64_t)optimizer) + (uint64_t)tables +
+                    (uint64_t)gpt_table_bytes(&in->cfg);
   out->device_bytes = out->total - out->host_bytes;
   return ST_OK;
 }

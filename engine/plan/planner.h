@@ -21,13 +21,16 @@
  *     when the run checkpoints, between steps, of a save (its host staging:
  *     PLAN_CKPT_STAGING_BYTES), whichever is larger; saving in the background, instead of that
  *     staging, the host snapshot of the owned master, m and v, allocated at start-up on the
- *     first replica's ranks, which write the files (engine/checkpoint/ckpt_writer.h);
+ *     first replica's ranks, which write the files (engine/checkpoint/ckpt_writer.h); and the
+ *     model's tables (gpt_table_bytes, each unit's unit_layout_table_bytes: about 4.5 KiB a
+ *     layer, as much as the workspace of a model 16 wide);
  *   comm: collective staging buffers (none on the CPU);
  *   optimizer_host: with the optimizer offloaded, the master, m and v instead of `optimizer`,
  *     plus, where the device has its own memory, the pinned staging of the largest unit's
  *     owned gradients and parameters during its update (sharding/unit.h).
- * Not predicted: bookkeeping of a few kilobytes (structs, layout tables, loaders, a save's
- * manifest and file header) and the one-off scratch of initialisation, import, a resumed
+ * Not predicted: bookkeeping of a few kilobytes (the mesh's communicators, the buffer pool's
+ * table, the loaders: about 2 KiB and 0.3 KiB a layer), a save's manifest and file header
+ * (PLAN_CKPT_STAGING_BYTES below) and the one-off scratch of initialisation, import, a resumed
  * checkpoint's restore and export, which precede or follow the steps. */
 #ifndef ST_ENGINE_PLAN_PLANNER_H
 #define ST_ENGINE_PLAN_PLANNER_H

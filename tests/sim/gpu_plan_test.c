@@ -61,6 +61,13 @@ static const uint64_t bf16_activations = 8192u + 2 * 149504u + 8192u + 512u + 25
 static const uint64_t bf16_step_workspace =
     32768u + 3 * 8192u + 24576u + 32768u + 512u + 64u + 512u;
 
+/* The model's tables in host memory: its own (gpt_table_bytes) and each of its 4 units'
+ * parameter table (embedding, 2 blocks, final), whose first allocation holds 16 entries, as
+ * many as any unit needs. */
+static uint64_t table_bytes(const plan_input *in) {
+  return (uint64_t)gpt_table_bytes(&in->cfg) + 4u * 16u * sizeof(unit_param);
+}
+
 static void check_cuda_plan(void) {
   CHECK_EQ_INT(kernel_kind_workspace_bytes(ST_DEVICE_CUDA, MEM_DEVICE), cuda_device_workspace);
   CHECK_EQ_INT(kernel_kind_workspace_bytes(ST_DEVICE_CUDA, MEM_HOST), cuda_host_workspace);
@@ -72,9 +79,9 @@ static void check_cuda_plan(void) {
   memory_plan mp;
   CHECK_OK(plan_memory(&in, &mp));
   CHECK_EQ_INT(mp.bytes[MEM_ACTIVATIONS], bf16_activations);
-  CHECK_EQ_INT(mp.bytes[MEM_WORKSPACE],
-               bf16_step_workspace + cuda_device_workspace + cuda_host_workspace);
-  CHECK_EQ_INT(mp.host_bytes, 512u + cuda_host_workspace);
+  CHECK_EQ_INT(mp.bytes[MEM_WORKSPACE], bf16_step_workspace + cuda_device_workspace +
+                                            cuda_host_workspace + table_bytes(&in));
+  CHECK_EQ_INT(mp.host_bytes, 512u + cuda_host_workspace + table_bytes(&in));
   CHECK_EQ_INT(mp.device_bytes, mp.total - mp.host_bytes);
 
   /* simulate --gpu h100 and plan --fit plan the same GPU run, whatever the input said. */
@@ -134,7 +141,7 @@ static void check_cpu_plan(void) {
    * fp32, and each block's state becomes B x NH x T x T fp32 probabilities (32768 bytes). */
   CHECK_EQ_INT(311296u + 2816u + 2048u, bf16_activations);
   CHECK_EQ_INT(mp.bytes[MEM_ACTIVATIONS], 2 * 311296u + 2816u + 2 * 32768u);
-  CHECK_EQ_INT(mp.host_bytes, 512u);
+  CHECK_EQ_INT(mp.host_bytes, 512u + table_bytes(&in));
 }
 
 /* bf16 parameters with fp32 gradients on a GPU (the kernels accumulate a weight's gradient in

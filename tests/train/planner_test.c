@@ -5,7 +5,8 @@
  * reshard-after-forward off, on 1x1x4, the two mixed policies, and the optimizer offloaded
  * (every stage; bf16; and with the pinned staging of a GPU forced on the CPU, on 1x4x1 and on
  * 1x2x2 at stage 1 in bf16), and activation recompute of the GELU output and of whole blocks
- * (every stage on 1x4x1, 1x2x2, bf16 offloaded):
+ * (every stage on 1x4x1, 1x2x2, bf16 offloaded), and a deep narrow model (24 layers of width 16,
+ * stages 0 and 3) whose tables weigh as much as its workspace:
  *   - measured peak bytes per category = the planner's prediction within 3%, and so is the
  *     peak of the total (what the start-up fit check relies on, engine/plan/fit.h); a second
  *     step allocates no full-unit buffer (the pool kept the first's) and keeps that peak;
@@ -39,8 +40,12 @@
 
 enum { B = 4, SEQ = 64 };
 
-static gpt_config test_config(void) {
+/* The model: 3 layers 128 wide; deep, 24 layers 16 wide, whose tables (each unit's parameter
+ * table, the model's per-layer records) weigh as much as its workspace. */
+static gpt_config test_config(int deep) {
   gpt_config c = {.n_layer = 3, .n_head = 4, .n_embd = 128, .vocab = 256, .max_seq = SEQ};
+  if (deep)
+    c = (gpt_config){.n_layer = 24, .n_head = 2, .n_embd = 16, .vocab = 256, .max_seq = SEQ};
   return c;
 }
 
@@ -49,6 +54,7 @@ typedef struct test_case {
   st_dtype param, reduce;
   int offload; /* 1: --offload optimizer; 2: and staged as on a GPU */
   gpt_recompute recompute;
+  int deep; /* test_config's deep model */
 } test_case;
 
 static void check_case(test_case tc) {
@@ -62,7 +68,7 @@ static void check_case(test_case tc) {
   st_mesh *mesh = NULL;
   CHECK_OK(st_mesh_create(&mesh, &mc));
   if (!mesh) return;
-  gpt_config cfg = test_config();
+  gpt_config cfg = test_config(tc.deep);
   gpt_config_finish(&cfg, T);
   gpt_parallel par = {mesh,      stage,          tc.prefetch, tc.reshard,
                       precision, tc.offload > 0, tc.recompute};
@@ -120,13 +126,13 @@ static void check_case(test_case tc) {
   CHECK_OK(plan_memory(&pin, &plan));
   char label[128];
   snprintf(label, sizeof label,
-           "mesh %dx%dx%d stage %d prefetch %d reshard %d %s/%s offload %d recompute %s", R, S, T,
+           "mesh %dx%dx%d stage %d prefetch %d reshard %d %s/%s offload %d recompute %s%s", R, S, T,
            stage, tc.prefetch, tc.reshard, dtype_name(tc.param), dtype_name(tc.reduce), tc.offload,
-           gpt_recompute_name(tc.recompute));
-  /* Workspace also holds what planner.h leaves out, the bookkeeping (layout tables of every
-   * unit, the mesh's communicators: about 18 KiB here, whatever the mesh), which the smallest
-   * scratch (tp 4) no longer hides within 3%. */
-  const double bookkeeping = 32768;
+           gpt_recompute_name(tc.recompute), tc.deep ? " deep" : "");
+  /* Workspace also holds what planner.h leaves out, the bookkeeping of the mesh's communicators
+   * and the buffer pool (a few KiB, whatever the mesh), which the smallest scratch (tp 4) no
+   * longer hides within 3%; the model's own tables are predicted. */
+  const double bookkeeping = 8192;
   for (int c = 0; c < MEM_CATEGORY_COUNT; c++) {
     double want = (double)plan.bytes[c], got = (double)measured.peak[c];
     double slack = 0.03 * want + (c == MEM_WORKSPACE ? bookkeeping : 0);
@@ -164,7 +170,8 @@ static void check_case(test_case tc) {
                   staging;
   CHECK_MSG(fabs(states - formula[stage]) < 0.5, "%s: model states %.0f bytes, formula %.0f", label,
             states, formula[stage]);
-  CHECK_MSG(fabs(psi - (double)plan.psi) <= 0.01 * psi, "%s: padding %.0f vs %lld parameters",
+  /* (the deep model's 16-wide tensors pad more: 1.4%) */
+  CHECK_MSG(fabs(psi - (double)plan.psi) <= (tc.deep ? 0.02 : 0.01) * psi, "%s: padding %.0f vs %lld parameters",
             label, psi, (long long)plan.psi);
 
   /* Bytes sent: shard group all-gather and reduce-scatter, replicate group all-reduce. */
@@ -242,49 +249,53 @@ int main(int argc, char **argv) {
   for (int d = 0; d < 2; d++) {
     const st_dtype x = dtypes[d];
     for (int stage = 0; stage <= 3; stage += stride) {
-      check_case((test_case){1, world, 1, stage, 1, 1, x, x, 0, GPT_RECOMPUTE_NONE});
+      check_case((test_case){1, world, 1, stage, 1, 1, x, x, 0, GPT_RECOMPUTE_NONE, 0});
       if (world % 2 == 0)
-        check_case((test_case){2, world / 2, 1, stage, 1, 1, x, x, 0, GPT_RECOMPUTE_NONE});
+        check_case((test_case){2, world / 2, 1, stage, 1, 1, x, x, 0, GPT_RECOMPUTE_NONE, 0});
       if (world % 2 == 0)
-        check_case((test_case){1, world / 2, 2, stage, 1, 1, x, x, 0, GPT_RECOMPUTE_NONE});
+        check_case((test_case){1, world / 2, 2, stage, 1, 1, x, x, 0, GPT_RECOMPUTE_NONE, 0});
     }
-    check_case((test_case){1, world, 1, 3, 2, 1, x, x, 0, GPT_RECOMPUTE_NONE});
-    check_case((test_case){1, world, 1, 3, 1, 0, x, x, 0, GPT_RECOMPUTE_NONE});
+    check_case((test_case){1, world, 1, 3, 2, 1, x, x, 0, GPT_RECOMPUTE_NONE, 0});
+    check_case((test_case){1, world, 1, 3, 1, 0, x, x, 0, GPT_RECOMPUTE_NONE, 0});
   }
   /* fp16 with dynamic loss scaling: parameters only (every mesh and stage), and gradients too */
   for (int stage = 0; stage <= 3; stage += stride) {
     if (world % 2 == 0)
       check_case(
-          (test_case){2, world / 2, 1, stage, 1, 1, ST_FP16, ST_FP32, 0, GPT_RECOMPUTE_NONE});
+          (test_case){2, world / 2, 1, stage, 1, 1, ST_FP16, ST_FP32, 0, GPT_RECOMPUTE_NONE, 0});
     if (world % 2 == 0)
       check_case(
-          (test_case){1, world / 2, 2, stage, 1, 1, ST_FP16, ST_FP32, 0, GPT_RECOMPUTE_NONE});
+          (test_case){1, world / 2, 2, stage, 1, 1, ST_FP16, ST_FP32, 0, GPT_RECOMPUTE_NONE, 0});
   }
-  check_case((test_case){1, world, 1, 3, 1, 1, ST_FP16, ST_FP16, 0, GPT_RECOMPUTE_NONE});
+  check_case((test_case){1, world, 1, 3, 1, 1, ST_FP16, ST_FP16, 0, GPT_RECOMPUTE_NONE, 0});
   if (world % 4 == 0)
-    check_case((test_case){1, world / 4, 4, 3, 1, 1, ST_FP32, ST_FP32, 0, GPT_RECOMPUTE_NONE});
-  check_case((test_case){1, world, 1, 3, 1, 1, ST_BF16, ST_FP32, 0, GPT_RECOMPUTE_NONE});
-  check_case((test_case){1, world, 1, 1, 1, 1, ST_FP32, ST_BF16, 0, GPT_RECOMPUTE_NONE});
+    check_case((test_case){1, world / 4, 4, 3, 1, 1, ST_FP32, ST_FP32, 0, GPT_RECOMPUTE_NONE, 0});
+  check_case((test_case){1, world, 1, 3, 1, 1, ST_BF16, ST_FP32, 0, GPT_RECOMPUTE_NONE, 0});
+  check_case((test_case){1, world, 1, 1, 1, 1, ST_FP32, ST_BF16, 0, GPT_RECOMPUTE_NONE, 0});
   for (int stage = 0; stage <= 3; stage += stride) {
-    check_case((test_case){1, world, 1, stage, 1, 1, ST_FP32, ST_FP32, 1, GPT_RECOMPUTE_NONE});
+    check_case((test_case){1, world, 1, stage, 1, 1, ST_FP32, ST_FP32, 1, GPT_RECOMPUTE_NONE, 0});
   }
   if (world % 2 == 0)
-    check_case((test_case){2, world / 2, 1, 2, 1, 1, ST_BF16, ST_BF16, 1, GPT_RECOMPUTE_NONE});
-  check_case((test_case){1, world, 1, 3, 1, 1, ST_BF16, ST_BF16, 1, GPT_RECOMPUTE_NONE});
-  check_case((test_case){1, world, 1, 0, 1, 1, ST_FP32, ST_FP32, 2, GPT_RECOMPUTE_NONE});
-  check_case((test_case){1, world, 1, 3, 1, 1, ST_BF16, ST_FP32, 2, GPT_RECOMPUTE_NONE});
+    check_case((test_case){2, world / 2, 1, 2, 1, 1, ST_BF16, ST_BF16, 1, GPT_RECOMPUTE_NONE, 0});
+  check_case((test_case){1, world, 1, 3, 1, 1, ST_BF16, ST_BF16, 1, GPT_RECOMPUTE_NONE, 0});
+  check_case((test_case){1, world, 1, 0, 1, 1, ST_FP32, ST_FP32, 2, GPT_RECOMPUTE_NONE, 0});
+  check_case((test_case){1, world, 1, 3, 1, 1, ST_BF16, ST_FP32, 2, GPT_RECOMPUTE_NONE, 0});
   /* staged on tp 2 x 2 shards: owned ranges a tp slice's shard, gradients in bf16 as well */
   if (world % 2 == 0)
-    check_case((test_case){1, world / 2, 2, 1, 1, 1, ST_BF16, ST_BF16, 2, GPT_RECOMPUTE_NONE});
+    check_case((test_case){1, world / 2, 2, 1, 1, 1, ST_BF16, ST_BF16, 2, GPT_RECOMPUTE_NONE, 0});
   /* activation recompute: every stage; tensor parallel (block recompute repeats an all-reduce);
    * bf16; the optimizer offloaded beside it */
   for (int mode = GPT_RECOMPUTE_GELU; mode <= GPT_RECOMPUTE_BLOCK; mode++) {
     for (int stage = 0; stage <= 3; stage += stride) {
-      check_case((test_case){1, world, 1, stage, 1, 1, ST_FP32, ST_FP32, 0, mode});
+      check_case((test_case){1, world, 1, stage, 1, 1, ST_FP32, ST_FP32, 0, mode, 0});
     }
     if (world % 2 == 0)
-      check_case((test_case){1, world / 2, 2, 3, 1, 1, ST_FP32, ST_FP32, 0, mode});
-    check_case((test_case){1, world, 1, 3, 1, 1, ST_BF16, ST_BF16, 1, mode});
+      check_case((test_case){1, world / 2, 2, 3, 1, 1, ST_FP32, ST_FP32, 0, mode, 0});
+    check_case((test_case){1, world, 1, 3, 1, 1, ST_BF16, ST_BF16, 1, mode, 0});
+  }
+  /* a model whose tables are as large as its workspace */
+  for (int stage = 0; stage <= 3; stage += 3) {
+    check_case((test_case){1, world, 1, stage, 1, 1, ST_FP32, ST_FP32, 0, GPT_RECOMPUTE_NONE, 1});
   }
   int rc = test_finish_mpi("planner_test");
   st_finalize();
