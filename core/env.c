@@ -35,9 +35,10 @@ static const env_entry entries[ENV_VAR_COUNT] = {
     [ENV_IO_TIMEOUT] = {"ST_IO_TIMEOUT", "1800",
                         "seconds a rank's checkpoint or export write may go without progress "
                         "before the rank is ended"},
-    [ENV_EXPORT_TEST_DELAY_MS] = {"ST_EXPORT_TEST_DELAY_MS", "0",
-                                  "testing: milliseconds the writing rank waits, inside the "
-                                  "write's ST_IO_TIMEOUT, before it writes an export file"},
+    [ENV_WRITE_TEST_DELAY_MS] = {"ST_WRITE_TEST_DELAY_MS", "0",
+                                 "testing: milliseconds the writing rank waits, inside the "
+                                 "write's ST_IO_TIMEOUT, before it writes an export file or a "
+                                 "metrics line"},
 };
 
 const env_entry *env_table(void) { return entries; }

@@ -9,19 +9,19 @@ extern "C" {
 #endif
 
 typedef enum env_var {
-  ENV_LOG_LEVEL = 0,             /* ST_LOG_LEVEL */
-  ENV_COMM_TIMEOUT = 1,          /* ST_COMM_TIMEOUT */
-  ENV_DEVICE = 2,                /* ST_DEVICE */
-  ENV_CKPT_TEST_DELAY_MS = 3,    /* ST_CKPT_TEST_DELAY_MS */
-  ENV_MEMORY_LIMIT_BYTES = 4,    /* ST_MEMORY_LIMIT_BYTES */
-  ENV_NCCL_HOSTID = 5,           /* NCCL_HOSTID (NCCL's own; read to know what NCCL will see) */
-  ENV_TEST_INJECT_OVERFLOW = 6,  /* ST_TEST_INJECT_OVERFLOW */
-  ENV_CUDA_ATTENTION = 7,        /* ST_CUDA_ATTENTION */
-  ENV_OMPI_WORLD_SIZE = 8,       /* OMPI_COMM_WORLD_SIZE (set by Open MPI's mpirun) */
-  ENV_PMI_SIZE = 9,              /* PMI_SIZE (set by MPICH's and Slurm's PMI launchers) */
-  ENV_PMIX_RANK = 10,            /* PMIX_RANK (set by PMIx launchers: prterun, srun --mpi=pmix) */
-  ENV_IO_TIMEOUT = 11,           /* ST_IO_TIMEOUT */
-  ENV_EXPORT_TEST_DELAY_MS = 12, /* ST_EXPORT_TEST_DELAY_MS */
+  ENV_LOG_LEVEL = 0,            /* ST_LOG_LEVEL */
+  ENV_COMM_TIMEOUT = 1,         /* ST_COMM_TIMEOUT */
+  ENV_DEVICE = 2,               /* ST_DEVICE */
+  ENV_CKPT_TEST_DELAY_MS = 3,   /* ST_CKPT_TEST_DELAY_MS */
+  ENV_MEMORY_LIMIT_BYTES = 4,   /* ST_MEMORY_LIMIT_BYTES */
+  ENV_NCCL_HOSTID = 5,          /* NCCL_HOSTID (NCCL's own; read to know what NCCL will see) */
+  ENV_TEST_INJECT_OVERFLOW = 6, /* ST_TEST_INJECT_OVERFLOW */
+  ENV_CUDA_ATTENTION = 7,       /* ST_CUDA_ATTENTION */
+  ENV_OMPI_WORLD_SIZE = 8,      /* OMPI_COMM_WORLD_SIZE (set by Open MPI's mpirun) */
+  ENV_PMI_SIZE = 9,             /* PMI_SIZE (set by MPICH's and Slurm's PMI launchers) */
+  ENV_PMIX_RANK = 10,           /* PMIX_RANK (set by PMIx launchers: prterun, srun --mpi=pmix) */
+  ENV_IO_TIMEOUT = 11,          /* ST_IO_TIMEOUT */
+  ENV_WRITE_TEST_DELAY_MS = 12, /* ST_WRITE_TEST_DELAY_MS */
   ENV_VAR_COUNT = 13
 } env_var;
 

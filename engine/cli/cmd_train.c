@@ -2,6 +2,7 @@
  * resumes from a checkpoint, trains on token shards (each data-parallel rank reading its slice
  * of every global batch), evaluates, writes metrics (rank 0), checkpoints and exports. Every
  * rank runs the same sequence of collectives. */
+#include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -393,6 +394,19 @@ static st_status maybe_save(train_run *r, int step, int stopping) {
   return ckpt_writer_save(r->ckpt, &m, o->ckpt_dir, o->keep);
 }
 
+/* Rank 0's metrics line, under ST_IO_TIMEOUT's limit on a stall: the other ranks wait for its
+ * verdict without one. */
+static st_status write_metrics(const train_run *r, const step_record *rec) {
+  char what[PATH_MAX + 32];
+  snprintf(what, sizeof what, "appending to --metrics %s", r->o->metrics);
+  deadline d;
+  ST_CHECK(job_file_deadline_arm(&d, what));
+  job_file_test_delay();
+  const int ok = metrics_write_json(r->metrics, rec);
+  deadline_disarm(&d);
+  return ok ? ST_OK : st_error(ST_ERR_IO, "--metrics %s: write failed", r->o->metrics);
+}
+
 /* Steps first_step to end - 1, each followed by its metrics and its checkpoint when due; a stop
  * signal any rank caught (stop_request.h) ends the run after the step, with a checkpoint. */
 static st_status train_steps(train_run *r, int end) {
@@ -404,9 +418,7 @@ static st_status train_steps(train_run *r, int end) {
     st_status written = ST_OK; /* rank 0's: the others must not wait for it in a collective */
     if (is_writer(r)) {
       run_report_step(&r->report, &rec);
-      if (r->metrics && !metrics_write_json(r->metrics, &rec)) {
-        written = st_error(ST_ERR_IO, "--metrics %s: write failed", r->o->metrics);
-      }
+      if (r->metrics) written = write_metrics(r, &rec);
     }
     ST_CHECK(job_agree(written));
     if (r->ckpt) ST_CHECK(ckpt_writer_poll(r->ckpt, 0, step + 1));

@@ -3,6 +3,8 @@
 #include "engine/io/job_agree.h"
 
 #include <mpi.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "core/env.h"
 #include "core/error.h"
@@ -28,6 +30,11 @@ st_status job_file_deadline_arm(deadline *d, const char *what) {
   double seconds;
   ST_CHECK(file_limit(&seconds));
   return deadline_arm(d, DEADLINE_FILE_WORK, seconds, what);
+}
+
+void job_file_test_delay(void) {
+  const int delay_ms = atoi(env_get_string(ENV_WRITE_TEST_DELAY_MS));
+  if (delay_ms > 0) usleep((useconds_t)delay_ms * 1000);
 }
 
 st_status job_agree(st_status mine) {

@@ -3,11 +3,11 @@
  * ranks that succeeded wait forever in the next collective for the ones that stopped.
  *
  * A rank stuck on a hung file system would hold itself, and the others waiting for its verdict,
- * for ever. Its long file work (a checkpoint's or an export's write) therefore runs under a
- * deadline of ST_IO_TIMEOUT (core/deadline.h), extended as the work progresses, which ends a rank
- * stalled that long with one error line naming the file and exit code 3; the launcher then ends the
- * others. The agreement itself waits without a limit: a rank waiting there cannot tell another
- * rank's slow write from a stuck one.
+ * for ever. Its file work (a checkpoint's or an export's write, a metrics line) therefore runs
+ * under a deadline of ST_IO_TIMEOUT (core/deadline.h), extended as the work progresses, which ends
+ * a rank stalled that long with one error line naming the file and exit code 3; the launcher then
+ * ends the others. The agreement itself waits without a limit: a rank waiting there cannot tell
+ * another rank's slow write from a stuck one.
  */
 #ifndef ST_ENGINE_IO_JOB_AGREE_H
 #define ST_ENGINE_IO_JOB_AGREE_H
@@ -28,6 +28,10 @@ st_status job_file_limit_check(void);
  * be extended as the work progresses (deadline_extend) and disarmed when it is done.
  * ST_ERR_INVALID_ARG as job_file_limit_check (nothing is armed then). */
 st_status job_file_deadline_arm(deadline *d, const char *what);
+
+/* For tests (ST_WRITE_TEST_DELAY_MS): waits that many milliseconds, standing in for a hung file
+ * system, in the writing rank's file work under its deadline (an export, a metrics line). */
+void job_file_test_delay(void);
 
 /* This process's rank in MPI_COMM_WORLD and the world's size (0 and 1 where MPI is not
  * initialised). */

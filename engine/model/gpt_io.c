@@ -8,11 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/alloc.h"
 #include "core/dtype.h"
-#include "core/env.h"
 #include "core/error.h"
 #include "engine/io/job_agree.h"
 #include "engine/io/safetensors.h"
@@ -382,8 +380,7 @@ static st_status write_export(const char *path, const safetensors_tensor *tensor
   snprintf(what, sizeof what, "writing %s", path);
   deadline d;
   ST_CHECK(job_file_deadline_arm(&d, what));
-  const int delay_ms = atoi(env_get_string(ENV_EXPORT_TEST_DELAY_MS));
-  if (delay_ms > 0) usleep((useconds_t)delay_ms * 1000);
+  job_file_test_delay();
   st_status status = safetensors_write_extending(path, tensors, count, meta, meta_count, &d);
   deadline_disarm(&d);
   return status;

@@ -28,7 +28,7 @@ static void test_table(void) {
       [ENV_PMI_SIZE] = "PMI_SIZE",
       [ENV_PMIX_RANK] = "PMIX_RANK",
       [ENV_IO_TIMEOUT] = "ST_IO_TIMEOUT",
-      [ENV_EXPORT_TEST_DELAY_MS] = "ST_EXPORT_TEST_DELAY_MS",
+      [ENV_WRITE_TEST_DELAY_MS] = "ST_WRITE_TEST_DELAY_MS",
   };
   const env_entry *table = env_table();
   for (int v = 0; v < ENV_VAR_COUNT; v++) {

@@ -12,8 +12,9 @@
 #   delay's end, blocking and in the background, rank 1 naming the file (rank 0, which waits
 #   without a limit, has a long one); a value of ST_IO_TIMEOUT only rank 1 rejects is reported
 #   by every rank at start-up, exit code 2;
-# - the writer's --export or --save-init stalled (ST_EXPORT_TEST_DELAY_MS): exit code 3 once its
-#   ST_IO_TIMEOUT has passed, naming the file, which keeps its previous content.
+# - the writer's --export or --save-init stalled (ST_WRITE_TEST_DELAY_MS): exit code 3 once its
+#   ST_IO_TIMEOUT has passed, naming the file, which keeps its previous content; so does a
+#   stalled --metrics line (the other ranks wait for it without a limit).
 set -uo pipefail
 shardtrain=$(realpath "$1")
 mpirun_sh=$(realpath "$(dirname "$0")/../mpirun.sh")
@@ -100,7 +101,7 @@ R1_ENV="ST_IO_TIMEOUT=abc" check "ST_IO_TIMEOUT only rank 1 rejects" 2 30 2 \
 stuck_export() {
   local flag=$1 file="$work/stuck${1}.safetensors"
   echo previous >"$file"
-  ST_IO_TIMEOUT=2 ST_EXPORT_TEST_DELAY_MS=600000 check "the writer's $flag stuck" 3 30 1 \
+  ST_IO_TIMEOUT=2 ST_WRITE_TEST_DELAY_MS=600000 check "the writer's $flag stuck" 3 30 1 \
     "writing .*/stuck$flag.safetensors did not finish within 2 s (ST_IO_TIMEOUT)" \
     --data-train "$work/good.bin" "$flag" "$file"
   if [ "$(cat "$file")" != previous ]; then
@@ -110,6 +111,9 @@ stuck_export() {
 }
 stuck_export --export
 stuck_export --save-init
+ST_IO_TIMEOUT=2 ST_WRITE_TEST_DELAY_MS=600000 check "the writer's --metrics line stuck" 3 30 1 \
+  "appending to --metrics .*/stuck.jsonl did not finish within 2 s (ST_IO_TIMEOUT)" \
+  --data-train "$work/good.bin" --metrics "$work/stuck.jsonl"
 
 # Rank 1 sees another --ckpt-dir than rank 0 (here: another working directory; on a cluster a
 # node-local path, or a file system's cache). Without one there at all: every rank stops at
