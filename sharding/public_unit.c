@@ -286,7 +286,8 @@ st_status st_unit_grad_data_typed(st_unit *unit, int index, void **data, st_dtyp
 }
 
 st_status st_unit_reduce_grads(st_unit *unit) {
-  ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED | UNIT_NEEDS_BACKWARD));
+  ST_CHECK(unit_handle_check(unit, __func__,
+                             UNIT_NEEDS_FINALIZED | UNIT_NEEDS_RELEASED | UNIT_NEEDS_BACKWARD));
   ST_CHECK(unit_reduce_start(&unit->u));
   ST_CHECK(unit_reduce_wait(&unit->u));
   ST_CHECK(unit_host_wait(&unit->u));

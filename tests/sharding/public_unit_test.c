@@ -188,6 +188,10 @@ static void test_bad_order(void) {
   CHECK_REFUSED(st_unit_grad_data(u, 7, &data), "st_unit_grad_data", "no index 7");
   CHECK_REFUSED(st_unit_adamw_step(u, NULL, 1, 0.1f, 1.0f), "st_unit_adamw_step",
                 "st_unit_reduce_grads");
+  /* The backward releases the unit before it reduces, as the header's order says. */
+  CHECK_OK(st_unit_gather(u));
+  CHECK_REFUSED(st_unit_reduce_grads(u), "st_unit_reduce_grads", "call st_unit_release first");
+  CHECK_OK(st_unit_release(u));
   CHECK_OK(st_unit_reduce_grads(u));
   CHECK_REFUSED(st_unit_grad_data(u, 0, &data), "st_unit_grad_data", "st_unit_begin_backward");
   CHECK_REFUSED(st_unit_begin_backward(u), "st_unit_begin_backward", "st_unit_zero_grads");
