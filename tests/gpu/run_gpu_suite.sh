@@ -13,8 +13,10 @@
 #                background saves, from a pinned snapshot, equal to blocking ones byte for byte
 #   streams      the collectives on device buffers and a unit's stream-ordered gather, publish
 #                and reduction (duplicate NCCL communicators, events between streams) on 1 and 2
-#                ranks sharing the GPU through nccl-hostid; then an NCCL set-up that one rank
-#                cannot join (NCCL_SOCKET_IFNAME names no interface on rank 1): the job must
+#                ranks sharing the GPU through nccl-hostid; the public unit calls (state written,
+#                published, read back; a publish refused on every rank) on 4; then an NCCL
+#                set-up that one rank cannot join (NCCL_SOCKET_IFNAME names no interface on
+#                rank 1): the job must
 #                end, non-zero, with an error line, within 120 s at ST_COMM_TIMEOUT=10 (the
 #                deadline of core/deadline.h, or NCCL's own error on every rank), not hang
 #   equivalence  tests/train/equivalence_test.sh on the GPU with NCCL (2-8 ranks share the one
@@ -127,6 +129,13 @@ section_streams() {
       fi
     done
   done
+  local log="$logs/public_unit_gpu_test_np4.log"
+  if "$mpirun_sh" 4 "$bin/nccl-hostid" "$bin/public_unit_gpu_test_bin" --device cuda > "$log" 2>&1
+  then
+    echo "ok   public_unit_gpu_test on 4 ranks: $(tail -1 "$log")"
+  else
+    echo "FAIL public_unit_gpu_test on 4 ranks:"; tail -20 "$log"; fail=1
+  fi
   setup_stall_check || fail=1
   return $fail
 }

@@ -3,7 +3,7 @@
 # emulated toolkit (make_toolkit.sh) and the targets with Bazel pointed at it, in an output base
 # of their own, and tests them (default: the kernel tests, the op vocabulary, the cast test, and
 # the collectives and a unit's stream-ordered gather and reduction on 1 and 2 ranks, NCCL among
-# them). With CUDA_EMU_ASAN=1 everything, the kernels included, is built with AddressSanitizer
+# them, and the public unit calls on 4). With CUDA_EMU_ASAN=1 everything, the kernels included, is built with AddressSanitizer
 # and UndefinedBehaviorSanitizer (--config=asan; its own output base): an access past the end of
 # a device buffer faults where the GPU would need compute-sanitizer to see it. CUDA_EMU_ASYNC=1
 # (and CUDA_EMU_SEED) pass through to the tests: streams run asynchronously, each on a worker
@@ -21,7 +21,7 @@ targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(//tests/kernels:all //tests/gpu:cast_test //tests/gpu:ops_vocab_test
     //tests/sharding:collectives_gpu_test_np{1,2} //tests/sharding:collectives_nccl_hostid_test
-    //tests/sharding:unit_streams_gpu_test_np{1,2})
+    //tests/sharding:unit_streams_gpu_test_np{1,2} //tests/sharding:public_unit_gpu_test_np4)
 fi
 build=(--output_base="$base/bazel")
 flags=()
