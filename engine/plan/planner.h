@@ -75,7 +75,8 @@ typedef struct plan_input {
 
 /* Where the bytes live: host_bytes is what is allocated in host memory whatever the device
  * (the offloaded optimizer state and its staging, the micro-batches' tokens, the kernel
- * backend's host staging and a checkpoint save's staging or snapshot), device_bytes
+ * backend's host staging, a checkpoint save's staging or snapshot, and the model's tables),
+ * device_bytes
  * everything else. On the CPU both are the same RAM, and a budget must count their sum; on a
  * GPU device_bytes is what its memory must hold. total = device_bytes + host_bytes is the sum
  * of the categories' peaks. */
