@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include "core/alloc.h"
@@ -111,15 +110,11 @@ static st_status create_mesh(train_run *r) {
  * and their collectives would no longer match. */
 static st_status find_latest(train_run *r) {
   const train_options *o = r->o;
-  r->latest[0] = '\0';
   if (!o->resume) return ST_OK;
   st_status status = ST_OK;
-  if (is_writer(r)) {
+  if (is_writer(r)) { /* --ckpt-dir exists: output_paths_check_train made it */
     int found = 0;
-    struct stat st;
-    if (stat(o->ckpt_dir, &st) == 0) {
-      status = ckpt_find_latest(o->ckpt_dir, r->latest, sizeof r->latest, &found);
-    }
+    status = ckpt_find_latest(o->ckpt_dir, r->latest, sizeof r->latest, &found);
     if (status == ST_OK && !found) {
       r->latest[0] = '\0';
       st_log(ST_LOG_INFO, "--resume: no complete checkpoint in %s, starting at step 0",
