@@ -185,14 +185,23 @@ st_status st_unit_create(st_unit **out, const st_mesh *mesh, const char *name,
                          const st_unit_config *config);
 void st_unit_destroy(st_unit *unit);
 
-/* Declares the next parameter, before st_unit_finalize: its logical (full) shape, 1 to 4
- * dimensions, and its tp split. *index (may be NULL) receives its position, from 0. A
+/* The longest parameter name st_unit_add_param takes, in bytes (without the terminating zero);
+ * a longer name is refused with ST_ERR_INVALID_ARG, not cut short. */
+#define ST_PARAM_NAME_MAX 95
+
+/* Declares the next parameter, before st_unit_finalize: its name (at most ST_PARAM_NAME_MAX
+ * bytes, distinct within the unit), its logical (full) shape, 1 to 4 dimensions, and its tp
+ * split. *index (may be NULL) receives its position, from 0. A
  * parameter, and the unit's parameters together, hold at most INT64_MAX / 8 elements; larger
  * (or overflowing) shapes are refused with ST_ERR_INVALID_ARG naming the parameter. */
 st_status st_unit_add_param(st_unit *unit, const char *name, int ndim, const int64_t *shape,
                             st_tp_split split, int *index);
 
-/* Lays the parameters out and allocates the unit's buffers (zero-filled; released). */
+/* Lays the parameters out and allocates the unit's buffers (zero-filled; released). On a mesh,
+ * collective: every rank must have declared the same unit (name, stage, dtypes, and each
+ * parameter's name, shape and split), or every rank gets ST_ERR_INVALID_ARG naming the first
+ * rank that differs from world rank 0 and what differs, and nothing is allocated; an
+ * allocation that fails on one rank fails every rank (only st_unit_destroy remains). */
 st_status st_unit_finalize(st_unit *unit);
 
 /* Elements of this rank's tp slice of parameter `index` (the whole parameter when tp = 1). */
@@ -278,7 +287,8 @@ typedef enum st_optimizer_state {
 } st_optimizer_state;
 
 /* The part of parameter `index`'s tp slice (row-major) whose optimizer state this rank owns:
- * elements [*first, *first + *count); *count 0 where it owns none of it. */
+ * elements [*first, *first + *count); *count 0 where it owns none of it (*first then still in
+ * [0, the slice's elements]). */
 st_status st_unit_owned_range(const st_unit *unit, int index, int64_t *first, int64_t *count);
 
 /* Copies state `state` of this rank's owned part of parameter `index` (*count floats of

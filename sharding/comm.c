@@ -80,6 +80,7 @@ void comm_destroy(comm *c) {
 
 int comm_rank(const comm *c) { return c->rank; }
 int comm_size(const comm *c) { return c->size; }
+double comm_timeout_s(const comm *c) { return c->timeout_s; }
 const char *comm_group_name(const comm *c) { return c->group_name; }
 const char *comm_backend_name(const comm *c) { return c->backend->name; }
 

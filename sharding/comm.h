@@ -96,6 +96,9 @@ void comm_destroy(comm *c);
 
 int comm_rank(const comm *c);
 int comm_size(const comm *c);
+/* The collectives' timeout in seconds (comm_wait's limit, and that of set-up calls on the group).
+ */
+double comm_timeout_s(const comm *c);
 const char *comm_group_name(const comm *c);
 const char *comm_backend_name(const comm *c);
 const char *comm_op_name(comm_op op);

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "core/alloc.h"
 #include "core/check_mpi.h"
@@ -57,10 +58,17 @@ st_status mesh_validate(const st_mesh_config *config, int world_size, st_mesh_co
     }
     S = (int)(world_size / rt);
   }
-  if ((int64_t)R * S * T != world_size) {
+  int64_t ranks = 0;
+  if (__builtin_mul_overflow((int64_t)R * S, (int64_t)T, &ranks)) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "mesh dp_replicate=%d x dp_shard=%d x tp=%d needs more ranks than the world "
+                    "has (%d)",
+                    R, S, T, world_size);
+  }
+  if (ranks != world_size) {
     return st_error(ST_ERR_INVALID_ARG,
                     "mesh dp_replicate=%d x dp_shard=%d x tp=%d needs %lld rank%s, world has %d", R,
-                    S, T, (long long)R * S * T, (long long)R * S * T == 1 ? "" : "s", world_size);
+                    S, T, (long long)ranks, ranks == 1 ? "" : "s", world_size);
   }
   const int ctas = config->nccl_max_ctas;
   if (ctas < 0 || ctas > ST_NCCL_MAX_CTAS_LIMIT) {
@@ -254,9 +262,45 @@ static st_status create_groups(st_mesh *mesh, double timeout_s, int nccl_max_cta
   return ST_OK;
 }
 
+/* What every rank's groups are built from: a mesh the ranks disagree on would split the world
+ * into groups that do not match, and each rank would wait in collectives the others never
+ * make. */
+typedef struct mesh_shape {
+  int dp_replicate, dp_shard, tp, backend, nccl_max_ctas;
+} mesh_shape;
+
+static mesh_shape shape_of(const st_mesh_config *resolved) {
+  return (mesh_shape){resolved->dp_replicate, resolved->dp_shard, resolved->tp,
+                      (int)resolved->backend, resolved->nccl_max_ctas};
+}
+
+static const char *backend_request_name(int backend) {
+  static const char *const names[] = {"auto", "mpi", "nccl"};
+  return (unsigned)backend < sizeof names / sizeof *names ? names[backend] : "invalid";
+}
+
+/* A config that one rank refuses (`mine`), or that resolves to another mesh than world rank 0's,
+ * fails every rank with the lowest such rank's reason. */
+static st_status agree_on_config(st_status mine, const st_mesh_config *resolved, int world_rank) {
+  ST_CHECK(mpi_agree_share(MPI_COMM_WORLD, mine));
+  const mesh_shape here = shape_of(resolved);
+  mesh_shape first = here;
+  MPI_CHECK(MPI_Bcast(&first, (int)sizeof first, MPI_BYTE, 0, MPI_COMM_WORLD));
+  if (memcmp(&first, &here, sizeof here) != 0) {
+    mine =
+        st_error(ST_ERR_INVALID_ARG,
+                 "st_mesh_create: the ranks ask for different meshes (every rank must pass "
+                 "the same config): dp_replicate=%d x dp_shard=%d x tp=%d, backend %s, "
+                 "nccl_max_ctas %d on world rank 0; %d x %d x %d, %s, %d on world rank %d",
+                 first.dp_replicate, first.dp_shard, first.tp, backend_request_name(first.backend),
+                 first.nccl_max_ctas, here.dp_replicate, here.dp_shard, here.tp,
+                 backend_request_name(here.backend), here.nccl_max_ctas, world_rank);
+  }
+  return mpi_agree_share(MPI_COMM_WORLD, mine);
+}
+
 st_status st_mesh_create(st_mesh **out, const st_mesh_config *config) {
-  if (!out) return st_error(ST_ERR_INVALID_ARG, "st_mesh_create: out is NULL");
-  *out = NULL;
+  if (out) *out = NULL;
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) return st_error(ST_ERR_INVALID_ARG, "st_mesh_create needs st_init first");
@@ -265,14 +309,17 @@ st_status st_mesh_create(st_mesh **out, const st_mesh_config *config) {
                     "st_mesh_create: MPI is finalized (st_finalize, or the program's "
                     "MPI_Finalize)");
   }
-  st_mesh_config cfg, resolved;
-  ST_CHECK(read_config(config, &cfg));
   int world_rank, world_size;
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
-  ST_CHECK(mesh_validate(&cfg, world_size, &resolved));
+  /* Collective from here: a rank's own refusal is every rank's. */
+  st_mesh_config cfg, resolved = {0};
   double timeout_s = 0;
-  ST_CHECK(resolve_timeout(&resolved, &timeout_s));
+  st_status mine = out ? ST_OK : st_error(ST_ERR_INVALID_ARG, "st_mesh_create: out is NULL");
+  if (mine == ST_OK) mine = read_config(config, &cfg);
+  if (mine == ST_OK) mine = mesh_validate(&cfg, world_size, &resolved);
+  if (mine == ST_OK) mine = resolve_timeout(&resolved, &timeout_s);
+  ST_CHECK(agree_on_config(mine, &resolved, world_rank));
 
   st_mesh *mesh = NULL;
   ST_CHECK(mem_alloc_zeroed((void **)&mesh, sizeof *mesh, MEM_HOST, MEM_WORKSPACE, NULL));

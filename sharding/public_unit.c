@@ -180,8 +180,10 @@ st_status st_unit_create(st_unit **out, const st_mesh *mesh, const char *name,
   }
   st_unit *h = NULL;
   ST_CHECK(mem_alloc_zeroed((void **)&h, sizeof *h, MEM_HOST, MEM_WORKSPACE, NULL));
+  h->zero_stage = cfg.zero_stage;
   st_status status = init_unit(h, mesh, name, &cfg);
   if (status != ST_OK) {
+    status = st_error(status, "%s: %s", __func__, st_last_error());
     st_unit_destroy(h);
     return status;
   }
@@ -207,15 +209,25 @@ st_status st_unit_add_param(st_unit *unit, const char *name, int ndim, const int
   ST_CHECK(unit_handle_check_pointer(name, __func__, "name"));
   ST_CHECK(unit_handle_check_pointer(shape, __func__, "shape"));
   /* unit_layout_add refuses a split that is none of the three. */
-  return unit_declare(&unit->u, name, ndim, shape, (tp_split)split, 1, index);
+  const st_status status = unit_declare(&unit->u, name, ndim, shape, (tp_split)split, 1, index);
+  if (status == ST_OK) return ST_OK;
+  return st_error(status, "%s: unit '%s': %s", __func__, unit->u.name, st_last_error());
 }
 
+/* Collective over the mesh: the ranks first agree that they declared the same unit (nothing is
+ * allocated otherwise, and the unit may still be declared further), then on the allocation. */
 st_status st_unit_finalize(st_unit *unit) {
   ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_DECLARING));
-  if (unit->u.layout.count == 0) {
+  ST_CHECK(unit_handle_agree_declaration(unit, __func__));
+  if (unit->u.layout.count == 0) { /* on every rank, as they agreed */
     return refuse(unit, __func__, "has no parameters; declare them with st_unit_add_param");
   }
   st_status status = unit_allocate(&unit->u);
+  if (status != ST_OK) {
+    status = st_error(status, "%s: unit '%s': %s", __func__, unit->u.name, st_last_error());
+  }
+  status = unit_handle_agree_outcome(unit, status, __func__);
+  if (status != ST_OK) unit_free(&unit->u); /* freed already where the allocation failed */
   unit->phase = status == ST_OK ? UNIT_FINALIZED : UNIT_BROKEN;
   return status;
 }

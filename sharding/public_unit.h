@@ -32,6 +32,7 @@ struct st_unit {
   unit u;
   st_device cpu;      /* the device of a unit created without a mesh (u.dev points here) */
   kernel_backend *kb; /* the unit's kernels (unit_use_kernels), owned by the handle */
+  int zero_stage;     /* as created (the unit's policy holds it as data) */
   unit_phase phase;
   int gathered; /* between st_unit_gather and st_unit_release, at every stage */
   unit_grad_state grads;
@@ -65,5 +66,15 @@ st_status unit_handle_check(const st_unit *handle, const char *caller, unsigned 
  * ST_ERR_INVALID_ARG naming `caller` and the parameter count / `what`. */
 st_status unit_handle_check_index(const st_unit *handle, const char *caller, int index);
 st_status unit_handle_check_pointer(const void *p, const char *caller, const char *what);
+
+/* st_unit_finalize's agreement over the mesh, collective over its world (nothing without a
+ * mesh), under the mesh's collective timeout (public_unit_agree.c): ST_OK on every rank when
+ * every rank declared the same unit, else ST_ERR_INVALID_ARG on every rank naming the lowest
+ * rank that differs from world rank 0 and what differs. */
+st_status unit_handle_agree_declaration(const st_unit *handle, const char *caller);
+
+/* Every rank's outcome of a step each took alone (`mine`), agreed on as mpi_agree_naming does:
+ * ST_OK on every rank, or a failure on every rank (a rank that failed keeps its own error). */
+st_status unit_handle_agree_outcome(const st_unit *handle, st_status mine, const char *caller);
 
 #endif /* ST_SHARDING_PUBLIC_UNIT_H */

@@ -19,7 +19,9 @@ st_status st_init(int *argc, char ***argv) {
   MPI_CHECK(MPI_Initialized(&initialized));
   if (comm_mpi_finalized()) {
     /* MPI cannot be started twice in one process. */
-    return st_error(ST_ERR_INVALID_ARG, "st_init: MPI is already finalized (st_finalize)");
+    return st_error(ST_ERR_INVALID_ARG,
+                    "st_init: MPI is already finalized (by st_finalize or the program's "
+                    "MPI_Finalize), and cannot start again in this process");
   }
   if (!initialized) {
     int provided = 0;

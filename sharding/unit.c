@@ -455,8 +455,12 @@ void unit_owned_part(const unit *u, int k, int64_t *lo, int64_t *hi) {
   const unit_param *p = &u->layout.params[k];
   const int64_t owned_end = u->owned_begin + u->owned_numel;
   *lo = p->offset > u->owned_begin ? p->offset : u->owned_begin;
-  *hi = p->offset + p->numel < owned_end ? p->offset + p->numel : owned_end;
-  if (*hi < *lo) *hi = *lo;
+  const int64_t end = p->offset + p->numel;
+  *hi = end < owned_end ? end : owned_end;
+  if (*hi < *lo) { /* none: an empty range inside the parameter's, at its nearest end */
+    if (*lo > end) *lo = end;
+    *hi = *lo;
+  }
 }
 
 st_status unit_restore_owned(unit *u, int64_t first, int64_t count, const float *master,

@@ -175,7 +175,8 @@ void *unit_owned_params(const unit *u);
 /* Zeroes Adam's moments. The master weights come from unit_set_params; with fp32 params they
  * are also copied from the owned parameters, which a caller may have written in place. */
 st_status unit_optimizer_reset(unit *u);
-/* Parameter k's elements inside the owned range, as flat indices [*lo, *hi) (*lo == *hi: none):
+/* Parameter k's elements inside the owned range, as flat indices [*lo, *hi) (*lo == *hi: none,
+ * still within the parameter's [offset, offset + numel]):
  * what a checkpoint saves and restores of it on this rank. */
 void unit_owned_part(const unit *u, int k, int64_t *lo, int64_t *hi);
 /* Restores owned elements [first, first + count) (flat indices inside the owned range) from

@@ -67,19 +67,24 @@ st_status unit_param_init(unit_param *p, const char *name, int ndim, const int64
                     ndim, UNIT_MAX_DIMS);
   }
   if (strlen(name) >= UNIT_NAME_MAX) {
-    return st_error(ST_ERR_INVALID_ARG, "parameter name '%s' is longer than %d characters", name,
+    return st_error(ST_ERR_INVALID_ARG, "parameter name '%.20s...' is longer than %d bytes", name,
                     UNIT_NAME_MAX - 1);
   }
-  if ((unsigned)split > TP_ROW || blocks < 1) {
-    return st_error(ST_ERR_INVALID_ARG, "parameter %s: split %d with %d blocks", name, (int)split,
-                    blocks);
+  if ((unsigned)split > TP_ROW) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "parameter %s: split %d is not replicated (0), column (1) or row (2)", name,
+                    (int)split);
+  }
+  if (blocks < 1) {
+    return st_error(ST_ERR_INVALID_ARG, "parameter %s: %d blocks (at least 1)", name, blocks);
   }
   *p = (unit_param){.ndim = ndim, .split = split, .blocks = split == TP_COLUMN ? blocks : 1};
   snprintf(p->name, sizeof p->name, "%s", name);
   p->numel = 1;
   for (int d = 0; d < ndim; d++) {
     if (shape[d] < 1) {
-      return st_error(ST_ERR_INVALID_ARG, "parameter %s: extent %lld in dimension %d", name,
+      return st_error(ST_ERR_INVALID_ARG,
+                      "parameter %s: extent %lld in dimension %d (each must be >= 1)", name,
                       (long long)shape[d], d);
     }
     if (shape[d] > UNIT_MAX_NUMEL / p->numel) {

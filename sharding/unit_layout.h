@@ -19,7 +19,7 @@
 /* The most elements a parameter, and a unit's whole flat buffer, may hold: 8 bytes each still
  * count in int64_t, so no size computed from them overflows. */
 #define UNIT_MAX_NUMEL (INT64_MAX / 8)
-#define UNIT_NAME_MAX 96
+#define UNIT_NAME_MAX (ST_PARAM_NAME_MAX + 1) /* with the terminating zero */
 
 typedef enum tp_split { TP_REPLICATED = 0, TP_COLUMN = 1, TP_ROW = 2 } tp_split;
 

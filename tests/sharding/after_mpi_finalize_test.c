@@ -61,7 +61,8 @@ int main(int argc, char **argv) {
   st_mesh *again = (st_mesh *)&again;
   CHECK_REFUSED(st_mesh_create(&again, &cfg), "MPI is finalized");
   CHECK(again == NULL);
-  CHECK_REFUSED(st_init(&argc, &argv), "MPI is already finalized");
+  CHECK_REFUSED(st_init(&argc, &argv),
+                "MPI is already finalized (by st_finalize or the program's MPI_Finalize)");
 
   st_unit_destroy(u);
   CHECK_OK(st_finalize()); /* the mesh is still live: there is nothing left to finalize */

@@ -3,7 +3,8 @@
  * Validation is table-driven against the world size (pure, no communication): impossible
  * meshes are refused with messages that name the numbers. Then st_mesh_create is called with
  * impossible meshes on every rank at once: each rank must return ST_ERR_INVALID_ARG with the
- * same message and nobody may hang. Finally every factorisation of the world size is built
+ * same message and nobody may hang, also when only one rank's config (or environment) differs
+ * from the others' or is refused. Finally every factorisation of the world size is built
  * and each rank's coordinates are compared with rank = (r*S + s)*T + t. The NCCL backend on
  * ranks that cannot use it is refused by every rank alike, and so is an empty NCCL_HOSTID on one
  * rank.
@@ -36,6 +37,9 @@ static const validate_case cases[] = {
     {0, 1, 1, 1, ST_ERR_INVALID_ARG, "every extent must be >= 1", 0},
     {1, -1, 1, 1, ST_ERR_INVALID_ARG, "every extent must be >= 1", 0},
     {1, 1, 0, 1, ST_ERR_INVALID_ARG, "every extent must be >= 1", 0},
+    /* extents whose product wraps to 1 in 64 bits */
+    {1229673, 3935371, 7623851, 1, ST_ERR_INVALID_ARG, "needs more ranks than the world has (1)",
+     0},
 };
 
 /* A count of 1 is "1 rank": the whole message is compared, as "1 rank" is also part of
@@ -120,6 +124,51 @@ static void test_impossible_mesh_on_every_rank(int world) {
   bad_device.device = "tpu";
   CHECK_STATUS(st_mesh_create(&mesh, &bad_device), ST_ERR_INVALID_ARG);
   CHECK(strstr(st_last_error(), "'tpu'") != NULL);
+}
+
+/* One rank's config alone: a mesh unlike world rank 0's, a mesh only it refuses, a bad
+ * ST_COMM_TIMEOUT only it has, a NULL out only it passes. Every rank must fail with the same
+ * message (the lowest failing rank's), none building groups the others do not build. */
+static void test_one_rank_differs(int world, int me) {
+  if (world < 2) return;
+  const int odd = world - 1; /* the rank that differs */
+  st_mesh_config cfg = ST_MESH_CONFIG_INIT;
+  cfg.device = "cpu";
+  if (me == odd) cfg.dp_replicate = world; /* valid alone: dp_shard 0 resolves to 1 */
+  st_mesh *mesh = (st_mesh *)&cfg;
+  CHECK_STATUS(st_mesh_create(&mesh, &cfg), ST_ERR_INVALID_ARG);
+  CHECK(mesh == NULL);
+  char want[256];
+  snprintf(want, sizeof want,
+           "dp_replicate=1 x dp_shard=%d x tp=1, backend auto, nccl_max_ctas %d on world rank 0; "
+           "%d x 1 x 1, auto, %d on world rank %d",
+           world, ST_NCCL_MAX_CTAS_DEFAULT, world, ST_NCCL_MAX_CTAS_DEFAULT, odd);
+  CHECK_MSG(strstr(st_last_error(), want) != NULL, "rank %d: '%s'", me, st_last_error());
+
+  cfg.dp_replicate = 1;
+  cfg.backend = me == odd ? ST_COMM_MPI : ST_COMM_AUTO;
+  CHECK_STATUS(st_mesh_create(&mesh, &cfg), ST_ERR_INVALID_ARG);
+  CHECK_MSG(strstr(st_last_error(), "backend auto") && strstr(st_last_error(), "mpi, "),
+            "rank %d: '%s'", me, st_last_error());
+
+  cfg.backend = ST_COMM_AUTO;
+  if (me == odd) cfg.tp = world + 1;
+  CHECK_STATUS(st_mesh_create(&mesh, &cfg), ST_ERR_INVALID_ARG);
+  snprintf(want, sizeof want, "tp=%d = %d does not divide the world of %d ranks", world + 1,
+           world + 1, world);
+  CHECK_MSG(strstr(st_last_error(), want) != NULL, "rank %d: '%s'", me, st_last_error());
+
+  cfg.tp = 1;
+  if (me == odd) setenv("ST_COMM_TIMEOUT", "soon", 1);
+  CHECK_STATUS(st_mesh_create(&mesh, &cfg), ST_ERR_INVALID_ARG);
+  CHECK_MSG(strstr(st_last_error(), "ST_COMM_TIMEOUT='soon'") != NULL, "rank %d: '%s'", me,
+            st_last_error());
+  unsetenv("ST_COMM_TIMEOUT");
+
+  CHECK_STATUS(st_mesh_create(me == odd ? NULL : &mesh, &cfg), ST_ERR_INVALID_ARG);
+  CHECK_MSG(strstr(st_last_error(), "st_mesh_create: out is NULL") != NULL, "rank %d: '%s'", me,
+            st_last_error());
+  CHECK(mesh == NULL);
 }
 
 static void test_bad_timeout_env(void) {
@@ -341,6 +390,7 @@ int main(int argc, char **argv) {
   test_validate_singular();
   test_validate_nccl_max_ctas();
   test_impossible_mesh_on_every_rank(world);
+  test_one_rank_differs(world, me);
   test_bad_timeout_env();
   test_bad_timeout_config();
   test_nccl_refused_on_every_rank(world, me);

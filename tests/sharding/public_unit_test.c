@@ -86,19 +86,34 @@ static void test_name_length(void) {
   st_unit_destroy(u);
 }
 
+/* A parameter name of ST_PARAM_NAME_MAX bytes is taken, one longer is refused. */
+static void test_param_name_length(void) {
+  st_unit *u = declared_unit(NULL);
+  char name[ST_PARAM_NAME_MAX + 2];
+  memset(name, 'p', sizeof name - 1);
+  name[sizeof name - 1] = '\0';
+  CHECK_REFUSED(st_unit_add_param(u, name, 1, kBiasShape, ST_TP_REPLICATED, NULL),
+                "st_unit_add_param: unit 'layer'", "is longer than 95 bytes");
+  name[ST_PARAM_NAME_MAX] = '\0';
+  CHECK_OK(st_unit_add_param(u, name, 1, kBiasShape, ST_TP_REPLICATED, NULL));
+  st_unit_destroy(u);
+}
+
 static void test_bad_create(void) {
   st_unit *u = (st_unit *)&u; /* not NULL: a failing create must clear it */
   CHECK_REFUSED(st_unit_create(NULL, NULL, "layer", NULL), "st_unit_create", "out");
   CHECK_REFUSED(st_unit_create(&u, NULL, NULL, NULL), "st_unit_create", "name");
   CHECK(u == NULL);
   test_name_length();
+  test_param_name_length();
   st_unit_config config = ST_UNIT_CONFIG_INIT;
   config.struct_size = 1;
   CHECK_REFUSED(st_unit_create(&u, NULL, "layer", &config), "st_unit_config.struct_size",
                 "ST_UNIT_CONFIG_INIT");
   config = (st_unit_config)ST_UNIT_CONFIG_INIT;
   config.zero_stage = 3;
-  CHECK_REFUSED(st_unit_create(&u, NULL, "layer", &config), "stage 3", "needs a mesh");
+  CHECK_REFUSED(st_unit_create(&u, NULL, "layer", &config),
+                "st_unit_create: unit layer: ", "stage 3 needs a mesh");
   config.zero_stage = 4;
   CHECK_REFUSED(st_unit_create(&u, NULL, "layer", &config), "stage 4", "not 0, 1, 2 or 3");
   config = (st_unit_config)ST_UNIT_CONFIG_INIT;
@@ -124,8 +139,12 @@ static void test_bad_declarations(void) {
                 "shape is NULL");
   CHECK_REFUSED(st_unit_add_param(u, "x", 5, kWeightShape, ST_TP_REPLICATED, NULL), "x",
                 "5 dimensions");
-  CHECK_REFUSED(st_unit_add_param(u, "x", 2, bad_shape, ST_TP_REPLICATED, NULL), "x", "extent 0");
-  CHECK_REFUSED(st_unit_add_param(u, "x", 1, kBiasShape, (st_tp_split)7, NULL), "x", "split 7");
+  CHECK_REFUSED(st_unit_add_param(u, "x", 2, bad_shape, ST_TP_REPLICATED, NULL),
+                "st_unit_add_param: unit 'layer': parameter x",
+                "extent 0 in dimension 1 (each must be >= 1)");
+  CHECK_REFUSED(st_unit_add_param(u, "x", 1, kBiasShape, (st_tp_split)7, NULL),
+                "st_unit_add_param: unit 'layer': parameter x",
+                "split 7 is not replicated (0), column (1) or row (2)");
   CHECK_REFUSED(st_unit_add_param(u, "bias", 1, kBiasShape, ST_TP_REPLICATED, NULL), "bias",
                 "declared twice");
   int64_t numel = 0;
