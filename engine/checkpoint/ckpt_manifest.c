@@ -5,6 +5,7 @@
 #include "engine/checkpoint/ckpt_manifest.h"
 
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "engine/io/file_io.h"
+#include "engine/io/json_check.h"
 #include "engine/model/gpt.h"
 
 const char *ckpt_state_name(ckpt_state state) {
@@ -37,23 +39,22 @@ int ckpt_piece_range(const unit_layout *l, int k, int s, int64_t *begin, int64_t
   return 1;
 }
 
-/* Counts (pieces NULL) or records the pieces of unit `index` (and its parameters, when
+/* Counts (m->pieces NULL) or records the pieces of unit `index` (and its parameters, when
  * m->params is set) in the order the readers' binary search needs: by parameter, then tp
- * rank, then shard. Every tp rank's layout is built first because a parameter's pieces span
- * them all. */
-static st_status plan_unit(ckpt_manifest *m, int index, int *n_params, int *n_pieces) {
-  unit_layout *l = NULL;
-  ST_CHECK(mem_alloc_zeroed((void **)&l, (size_t)m->T * sizeof *l, MEM_HOST, MEM_WORKSPACE, NULL));
-  st_status status = ST_OK;
-  for (int t = 0; status == ST_OK && t < m->T; t++) {
-    status = unit_layout_init(&l[t], m->S, m->T, t);
-    if (status == ST_OK) status = gpt_declare_unit(&m->cfg, index, &l[t]);
-  }
+ * rank, then shard. Every tp rank's slices have the sizes of tp rank 0's, so the same offsets:
+ * tp rank 0's layout serves them all, and the shards a parameter spans are found by division
+ * (a large shard group's shards mostly hold other parameters). Counting stops once the pieces
+ * exceed `most_pieces`. */
+static st_status plan_unit(ckpt_manifest *m, int index, int64_t most_pieces, int64_t *n_params,
+                           int64_t *n_pieces) {
+  unit_layout l;
+  ST_CHECK(unit_layout_init(&l, m->S, m->T, 0));
+  st_status status = gpt_declare_unit(&m->cfg, index, &l);
   char prefix[16];
   gpt_unit_prefix(&m->cfg, index, prefix, sizeof prefix);
-  for (int k = 0; status == ST_OK && k < l[0].count; k++) {
-    const unit_param *p = &l[0].params[k];
-    const int param = *n_params + k;
+  for (int k = 0; status == ST_OK && k < l.count && *n_pieces <= most_pieces; k++) {
+    const unit_param *p = &l.params[k];
+    const int param = (int)(*n_params + k);
     if (m->params) {
       ckpt_param *c = &m->params[param];
       snprintf(c->name, sizeof c->name, "%s%s", prefix, p->name);
@@ -62,27 +63,36 @@ static st_status plan_unit(ckpt_manifest *m, int index, int *n_params, int *n_pi
       c->split = p->split;
       c->blocks = p->blocks;
     }
-    for (int t = 0; t < m->T; t++) {
-      for (int s = 0; s < m->S; s++) {
-        int64_t begin, end;
-        if (!ckpt_piece_range(&l[t], k, s, &begin, &end)) continue;
-        if (m->pieces) {
-          m->pieces[*n_pieces] = (ckpt_piece){param, s * m->T + t, t, begin, end};
-        }
-        (*n_pieces)++;
+    const int64_t first = p->offset / l.shard_numel,
+                  last = (p->offset + p->numel - 1) / l.shard_numel;
+    const int holders = p->split == TP_REPLICATED ? 1 : m->T; /* tp rank 0 saves a replica */
+    for (int t = 0; t < holders; t++) {
+      if (!m->pieces) {
+        *n_pieces += last - first + 1;
+        continue;
+      }
+      for (int64_t s = first; s <= last; s++) {
+        int64_t begin = 0, end = 0;
+        ckpt_piece_range(&l, k, (int)s, &begin, &end); /* not empty: s is one it spans */
+        m->pieces[(*n_pieces)++] = (ckpt_piece){param, (int)s * m->T + t, t, begin, end};
       }
     }
   }
-  if (status == ST_OK) *n_params += l[0].count;
-  for (int t = m->T - 1; t >= 0; t--) unit_layout_free(&l[t]);
-  mem_free(l);
+  if (status == ST_OK) *n_params += l.count;
+  unit_layout_free(&l);
   return status;
 }
 
-/* Walks every unit in model order, so the pieces come out sorted by (param, t, begin). */
-static st_status plan_walk(ckpt_manifest *m, int *n_params, int *n_pieces) {
+/* Walks every unit in model order, so the pieces come out sorted by (param, t, begin); a count
+ * stops once the params or pieces exceed `most_params` or `most_pieces`, so that its time is
+ * bounded by what a manifest lists (check_plan). */
+static st_status plan_walk(ckpt_manifest *m, int64_t most_params, int64_t most_pieces,
+                           int64_t *n_params, int64_t *n_pieces) {
   *n_params = *n_pieces = 0;
-  for (int u = 0; u < m->cfg.n_layer + 2; u++) ST_CHECK(plan_unit(m, u, n_params, n_pieces));
+  for (int u = 0; u < m->cfg.n_layer + 2 && *n_params <= most_params && *n_pieces <= most_pieces;
+       u++) {
+    ST_CHECK(plan_unit(m, u, most_pieces, n_params, n_pieces));
+  }
   return ST_OK;
 }
 
@@ -106,8 +116,12 @@ st_status ckpt_mesh_check(const gpt_config *cfg, int R, int S, int T, int zero) 
 }
 
 st_status ckpt_manifest_plan(ckpt_manifest *m) {
-  int n_params, n_pieces;
-  ST_CHECK(plan_walk(m, &n_params, &n_pieces));
+  int64_t n_params, n_pieces;
+  ST_CHECK(plan_walk(m, INT_MAX, INT_MAX, &n_params, &n_pieces));
+  if (n_params > INT_MAX || n_pieces > INT_MAX) {
+    return st_error(ST_ERR_INVALID_ARG, "mesh %dx%dx%d: the checkpoint would hold over %d pieces",
+                    m->R, m->S, m->T, INT_MAX);
+  }
   m->n_files = m->S * m->T;
   ST_CHECK(mem_alloc_zeroed((void **)&m->params, (size_t)n_params * sizeof *m->params, MEM_HOST,
                             MEM_WORKSPACE, NULL));
@@ -116,7 +130,9 @@ st_status ckpt_manifest_plan(ckpt_manifest *m) {
                             MEM_WORKSPACE, NULL));
   ST_CHECK(mem_alloc_zeroed((void **)&m->files, (size_t)m->n_files * sizeof *m->files, MEM_HOST,
                             MEM_WORKSPACE, NULL));
-  ST_CHECK(plan_walk(m, &m->n_params, &m->n_pieces));
+  ST_CHECK(plan_walk(m, INT_MAX, INT_MAX, &n_params, &n_pieces));
+  m->n_params = (int)n_params;
+  m->n_pieces = (int)n_pieces;
   for (int f = 0; f < m->n_files; f++) {
     snprintf(m->files[f].name, sizeof m->files[f].name, "rank_%05d.safetensors", f);
   }
@@ -478,6 +494,9 @@ static st_status read_run(const reader *r, const cJSON *root, ckpt_manifest *m) 
   }
   m->h.schedule.lr = lr;
   m->h.schedule.min_lr = min_lr;
+  if (lr_schedule_check(&m->h.schedule) != ST_OK) { /* as train's flags are checked */
+    return st_error(ST_ERR_FORMAT, "%s: optimizer: %s", r->path, st_last_error());
+  }
   m->h.global_tokens = tokens;
   m->h.adam = (adamw_hparams){(float)beta1, (float)beta2, (float)eps};
   m->h.weight_decay = (float)wd;
@@ -499,22 +518,51 @@ static st_status read_run(const reader *r, const cJSON *root, ckpt_manifest *m) 
   return ST_OK;
 }
 
+static void count_text(char *out, size_t size, int64_t counted, int listed) {
+  if (counted > listed) {
+    snprintf(out, size, "more than %d", listed);
+  } else {
+    snprintf(out, size, "%lld", (long long)counted);
+  }
+}
+
+static st_status array_field(const reader *r, const cJSON *root, const char *name,
+                             const cJSON **out) {
+  ST_CHECK(field(r, root, name, out));
+  if (!cJSON_IsArray(*out))
+    return st_error(ST_ERR_FORMAT, "%s: '%s' is not an array", r->path, name);
+  return ST_OK;
+}
+
 /* The params, files and pieces must be those the mesh's plan gives: a manifest that disagrees
- * was edited or damaged, and its pieces cannot be trusted. */
+ * was edited or damaged, and its pieces cannot be trusted. Their numbers are compared first,
+ * counting the plan only as far as the lists go: a model and mesh of a few bytes (a thousand
+ * layers on 131072 shards) would otherwise take minutes and gigabytes to plan. */
 static st_status check_plan(const reader *r, const cJSON *root, ckpt_manifest *m) {
-  if (ckpt_manifest_plan(m) != ST_OK) {
+  const cJSON *params, *files, *pieces;
+  ST_CHECK(array_field(r, root, "params", &params));
+  ST_CHECK(array_field(r, root, "files", &files));
+  ST_CHECK(array_field(r, root, "pieces", &pieces));
+  const int listed_params = cJSON_GetArraySize(params), listed_files = cJSON_GetArraySize(files),
+            listed_pieces = cJSON_GetArraySize(pieces);
+  if (listed_files != m->S * m->T) { /* S x T entries of ~100 bytes: the file bounds the mesh */
+    return st_error(ST_ERR_FORMAT, "%s: %d files listed; mesh %dx%dx%d writes %d", r->path,
+                    listed_files, m->R, m->S, m->T, m->S * m->T);
+  }
+  int64_t n_params = 0, n_pieces = 0;
+  if (plan_walk(m, listed_params, listed_pieces, &n_params, &n_pieces) != ST_OK) {
     return st_error(ST_ERR_FORMAT, "%s: %s", r->path, st_last_error()); /* a damaged model */
   }
-  const cJSON *params, *files, *pieces;
-  ST_CHECK(field(r, root, "params", &params));
-  ST_CHECK(field(r, root, "files", &files));
-  ST_CHECK(field(r, root, "pieces", &pieces));
-  if (cJSON_GetArraySize(params) != m->n_params || cJSON_GetArraySize(files) != m->n_files ||
-      cJSON_GetArraySize(pieces) != m->n_pieces) {
+  if (n_params != listed_params || n_pieces != listed_pieces) {
+    char params_text[32], pieces_text[32]; /* a count stopped past the list says "more than" */
+    count_text(params_text, sizeof params_text, n_params, listed_params);
+    count_text(pieces_text, sizeof pieces_text, n_pieces, listed_pieces);
     return st_error(ST_ERR_FORMAT,
-                    "%s: %d params, %d files and %d pieces listed; model and mesh give %d, %d, %d",
-                    r->path, cJSON_GetArraySize(params), cJSON_GetArraySize(files),
-                    cJSON_GetArraySize(pieces), m->n_params, m->n_files, m->n_pieces);
+                    "%s: %d params and %d pieces listed; model and mesh give %s and %s", r->path,
+                    listed_params, listed_pieces, params_text, pieces_text);
+  }
+  if (ckpt_manifest_plan(m) != ST_OK) {
+    return st_error(ST_ERR_FORMAT, "%s: %s", r->path, st_last_error());
   }
   for (int i = 0; i < m->n_params; i++) {
     char name[CKPT_NAME_MAX];
@@ -549,7 +597,7 @@ static st_status check_plan(const reader *r, const cJSON *root, ckpt_manifest *m
   return ST_OK;
 }
 
-static st_status read_text(const char *path, char **out) {
+static st_status read_text(const char *path, char **out, size_t *bytes) {
   int fd;
   uint64_t size;
   ST_CHECK(file_open_read(path, &fd, &size));
@@ -560,6 +608,7 @@ static st_status read_text(const char *path, char **out) {
   if (status == ST_OK) {
     status = file_read_at(fd, path, *out, (size_t)size, 0);
     (*out)[size] = '\0';
+    *bytes = (size_t)size;
     if (status != ST_OK) {
       mem_free(*out);
       *out = NULL;
@@ -583,14 +632,21 @@ static st_status read_tokens(const reader *r, const cJSON *root, ckpt_manifest *
 st_status ckpt_manifest_read(ckpt_manifest *m, const char *path) {
   memset(m, 0, sizeof *m);
   char *text = NULL;
-  ST_CHECK(read_text(path, &text));
-  cJSON *root = cJSON_Parse(text);
+  size_t bytes = 0;
+  ST_CHECK(read_text(path, &text, &bytes));
+  cJSON *root = NULL;
+  st_status status = json_read_object(text, bytes, path, "manifest", &root);
   mem_free(text);
   const reader r = {path};
-  st_status status = ST_OK;
+  const char *twice = NULL;
+  if (status == ST_OK) status = json_find_duplicate_key(root, &twice);
+  if (status == ST_OK && twice) {
+    status = st_error(ST_ERR_FORMAT, "%s: the key \"%s\" appears twice in one object", path, twice);
+  }
   const cJSON *format = cJSON_GetObjectItemCaseSensitive(root, "format");
   int64_t version = 0;
-  if (!root || !cJSON_IsString(format) || strcmp(format->valuestring, "shardtrain-checkpoint")) {
+  if (status == ST_OK &&
+      (!cJSON_IsString(format) || strcmp(format->valuestring, "shardtrain-checkpoint"))) {
     status = st_error(ST_ERR_FORMAT, "%s: not a shardtrain checkpoint manifest", path);
   }
   if (status == ST_OK) status = integer(&r, root, "version", 0, most, &version);

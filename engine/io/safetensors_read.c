@@ -16,6 +16,7 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "engine/io/file_io.h"
+#include "engine/io/json_check.h"
 #include "engine/io/safetensors.h"
 #include "engine/io/safetensors_common.h"
 
@@ -85,87 +86,6 @@ static st_status read_header_length(const safetensors_reader *reader, uint64_t f
   return ST_OK;
 }
 
-/* The length of the UTF-8 sequence at s (at most n bytes), or 0 where it is not one: overlong
- * forms, surrogates and code points above U+10FFFF are not. */
-static size_t utf8_sequence(const unsigned char *s, size_t n) {
-  if (s[0] < 0x80) return 1;
-  const size_t len = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
-  if (len == 0 || len > n || s[0] > 0xf4) return 0;
-  uint32_t cp = s[0] & (0x7f >> len);
-  for (size_t i = 1; i < len; i++) {
-    if ((s[i] & 0xc0) != 0x80) return 0;
-    cp = (cp << 6) | (s[i] & 0x3f);
-  }
-  const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < least[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-  return len;
-}
-
-/* JSON's whitespace: what may stand between its tokens and after the header's object. */
-static int json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-/* Where the header stops being UTF-8 text without control bytes (JSON escapes them in strings
- * and allows none elsewhere but its whitespace; cJSON would take a NUL for the end of a name),
- * the byte at which it does; else `bytes`. */
-static size_t text_end(const char *text, size_t bytes) {
-  const unsigned char *s = (const unsigned char *)text;
-  for (size_t at = 0, len; at < bytes; at += len) {
-    if ((s[at] < 0x20 && !json_space(text[at])) || (len = utf8_sequence(s + at, bytes - at)) == 0) {
-      return at;
-    }
-  }
-  return bytes;
-}
-
-/* Whether a string of the header escapes a NUL (a backslash, then u0000), which would end the
- * name cJSON decodes there and make it another tensor's: a backslash escapes after an even run
- * only. */
-static int escapes_nul(const char *text) {
-  for (const char *at = strstr(text, "\\u0000"); at; at = strstr(at + 1, "\\u0000")) {
-    const char *run = at; /* the backslashes before this one */
-    while (run > text && run[-1] == '\\') run--;
-    if ((at - run) % 2 == 0) return 1;
-  }
-  return 0;
-}
-
-/* `text` holds `bytes` characters and a terminating NUL. As the reference reads it: UTF-8 text
- * of one JSON object from the first byte, then whitespace only (the padding to a multiple of 8
- * is spaces). */
-static st_status parse_json(const char *path, const char *text, size_t bytes, cJSON **out) {
-  *out = NULL;
-  const size_t end_of_text = text_end(text, bytes);
-  if (end_of_text < bytes) {
-    return st_error(ST_ERR_FORMAT,
-                    "%s: header is not UTF-8 text without control bytes (at byte %zu of %zu)", path,
-                    end_of_text, bytes);
-  }
-  if (bytes == 0 || text[0] != '{') {
-    return st_error(ST_ERR_FORMAT, "%s: header is not a JSON object (it must begin with '{')",
-                    path);
-  }
-  const char *end = NULL;
-  *out = cJSON_ParseWithLengthOpts(text, bytes, &end, 0);
-  size_t at = end ? (size_t)(end - text) : 0;
-  if (!*out) {
-    return st_error(ST_ERR_FORMAT, "%s: header is not valid JSON (error near byte %zu of %zu)",
-                    path, at, bytes);
-  }
-  while (at < bytes && json_space(text[at])) at++;
-  if (at < bytes) {
-    return st_error(ST_ERR_FORMAT,
-                    "%s: header has more than whitespace after its JSON object (byte %zu of %zu)",
-                    path, at, bytes);
-  }
-  if (!cJSON_IsObject(*out)) {
-    return st_error(ST_ERR_FORMAT, "%s: header is not a JSON object", path);
-  }
-  if (escapes_nul(text)) {
-    return st_error(ST_ERR_FORMAT, "%s: header holds a string with a NUL (\\u0000)", path);
-  }
-  return ST_OK;
-}
-
 static st_status parse_dtype(const char *path, const char *name, const cJSON *item,
                              safetensors_dtype *out) {
   const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(item, "dtype");
@@ -228,6 +148,11 @@ static st_status parse_entry(const safetensors_reader *reader, const cJSON *item
   const char *path = reader->path, *name = entry->name;
   if (!cJSON_IsObject(item)) {
     return st_error(ST_ERR_FORMAT, "%s: tensor '%s' is not a JSON object", path, name);
+  }
+  const char *twice = NULL; /* the reference implementation refuses a field given twice */
+  ST_CHECK(json_find_duplicate_key(item, &twice));
+  if (twice) {
+    return st_error(ST_ERR_FORMAT, "%s: tensor '%s' has the field \"%s\" twice", path, name, twice);
   }
   ST_CHECK(parse_dtype(path, name, item, &entry->dtype));
   ST_CHECK(parse_shape(path, name, item, entry));
@@ -383,7 +308,7 @@ st_status safetensors_reader_open(safetensors_reader **out, const char *path) {
                 fail);
   ST_CHECK_GOTO(file_read_at(reader->fd, path, text, header_bytes, 8), status, fail);
   text[header_bytes] = '\0';
-  ST_CHECK_GOTO(parse_json(path, text, header_bytes, &root), status, fail);
+  ST_CHECK_GOTO(json_read_object(text, header_bytes, path, "header", &root), status, fail);
   ST_CHECK_GOTO(load_header(reader, path, root, header_bytes, file_size - reader->data_start),
                 status, fail);
   cJSON_Delete(root);

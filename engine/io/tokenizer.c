@@ -92,10 +92,13 @@ st_status tokenizer_load(tokenizer **out, const char *path) {
   ST_CHECK_GOTO(read_header(t, fd, path, size), status, done);
   const uint64_t header_bytes = TOKENIZER_HEADER_INTS * sizeof(uint32_t),
                  body = size - header_bytes;
-  /* Each token takes at least 2 bytes; a body far beyond 256 bytes a token is not this format. */
-  if (body > (uint64_t)t->vocab * 256) {
-    status = st_error(ST_ERR_FORMAT, "%s: %llu bytes of tokens, more than %d tokens can hold", path,
-                      (unsigned long long)body, t->vocab);
+  /* Each token takes 2 to 256 bytes (its length, then its bytes): a body outside that range
+   * is not this format, and the offset table, sized by the declared count, stays within a
+   * multiple of the file's size. */
+  if (body > (uint64_t)t->vocab * 256 || body < (uint64_t)t->vocab * 2) {
+    status = st_error(ST_ERR_FORMAT, "%s: %llu bytes of tokens, %s %d tokens can hold", path,
+                      (unsigned long long)body,
+                      body < (uint64_t)t->vocab * 2 ? "fewer than" : "more than", t->vocab);
     goto done;
   }
   ST_CHECK_GOTO(mem_alloc((void **)&t->bytes, body ? body : 1, MEM_HOST, MEM_WORKSPACE, NULL),

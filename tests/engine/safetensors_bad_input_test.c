@@ -125,6 +125,9 @@ static void check_bad_headers(void) {
       {"{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
        "\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
        2, ST_ERR_FORMAT, "tensor 'a' appears twice"},
+      /* read as U8 by cJSON's first-match lookup; the reference implementation refuses it */
+      {"{\"a\":{\"dtype\":\"U8\",\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1,
+       ST_ERR_FORMAT, "tensor 'a' has the field \"dtype\" twice"},
       {"{\"a\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,1]}}", 1,
        ST_ERR_UNSUPPORTED, "tensor 'a' has 9 dimensions; at most 8 are supported"},
       {"", 0, ST_ERR_FORMAT, "header is not a JSON object (it must begin with '{')"},

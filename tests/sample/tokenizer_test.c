@@ -92,6 +92,10 @@ static void check_refusals(void) {
   expect_refused("eot.bin", &f, ST_ERR_FORMAT, "end-of-text token 5");
   build(&f, TOKENIZER_MAGIC, 2, N + 1, 2, tokens, lens, N);
   expect_refused("fewer.bin", &f, ST_ERR_FORMAT, "ends after token 5 of 6");
+  /* A count far beyond the bytes: refused before its offset table is allocated (1 << 24 tokens
+   * took 128 MiB for a file of a few hundred bytes). */
+  build(&f, TOKENIZER_MAGIC, 2, 1 << 24, 2, tokens, lens, N);
+  expect_refused("huge.bin", &f, ST_ERR_FORMAT, "fewer than 16777216 tokens can hold");
   build(&f, TOKENIZER_MAGIC, 2, N, 2, tokens, lens, N);
   f.size = good - 10;
   expect_refused("cut.bin", &f, ST_ERR_FORMAT, "token 4's 255 bytes run past the end");
