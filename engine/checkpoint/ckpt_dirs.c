@@ -1,6 +1,7 @@
 /* ckpt_dirs.c - see ckpt_dirs.h. */
 #include "engine/checkpoint/ckpt_dirs.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -23,13 +24,24 @@ static int is_complete(const char *ckpt_dir, const char *name) {
   return stat(path, &st) == 0;
 }
 
-/* The step of a directory entry named step_<N>, or -1. */
-static long long step_of(const char *name) {
-  if (strncmp(name, "step_", 5) != 0 || !name[5]) return -1;
+long long ckpt_step_of_name(const char *name) {
+  if (strncmp(name, "step_", 5) != 0 || !isdigit((unsigned char)name[5])) return -1;
   char *end;
   errno = 0;
   long long step = strtoll(name + 5, &end, 10);
-  return *end || errno || step < 0 ? -1 : step;
+  return *end || errno ? -1 : step;
+}
+
+long long ckpt_step_of_dir(const char *path) {
+  size_t len = strlen(path);
+  while (len > 1 && path[len - 1] == '/') len--;
+  size_t at = len;
+  while (at > 0 && path[at - 1] != '/') at--;
+  char name[64];
+  if (len - at >= sizeof name) return -1; /* longer than any step_<N> */
+  memcpy(name, path + at, len - at);
+  name[len - at] = '\0';
+  return ckpt_step_of_name(name);
 }
 
 /* The complete checkpoints' steps, ascending (at most `capacity`); returns the count. */
@@ -39,7 +51,7 @@ static int complete_steps(const char *ckpt_dir, long long *steps, int capacity) 
   int n = 0;
   struct dirent *e;
   while ((e = readdir(d)) != NULL && n < capacity) {
-    long long step = step_of(e->d_name);
+    long long step = ckpt_step_of_name(e->d_name);
     if (step >= 0 && is_complete(ckpt_dir, e->d_name)) steps[n++] = step;
   }
   closedir(d);

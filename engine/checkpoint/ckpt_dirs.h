@@ -7,6 +7,11 @@
 
 #include "shardtrain.h"
 
+/* The N of a directory entry named step_<N> (decimal digits), or -1. */
+long long ckpt_step_of_name(const char *name);
+/* The same of the last component of a path ("out/step_3/" gives 3). */
+long long ckpt_step_of_dir(const char *path);
+
 /* Creates ckpt_dir if needed, removes what crashed saves left (.step_*.tmp) and creates the
  * save's temporary directory `temp`. */
 st_status ckpt_dirs_prepare(const char *ckpt_dir, const char *temp);

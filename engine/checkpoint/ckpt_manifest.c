@@ -404,8 +404,8 @@ static st_status int_list(const reader *r, const cJSON *a, const char *what, int
     return st_error(ST_ERR_FORMAT, "%s: %s is not an array of %d numbers", r->path, what,
                     n >= 0 ? n : -n);
   }
-  for (int i = 0; i < size; i++) {
-    const cJSON *v = cJSON_GetArrayItem(a, i);
+  const cJSON *v = a->child;
+  for (int i = 0; i < size; i++, v = v->next) {
     if (!cJSON_IsNumber(v) || v->valuedouble < lo || v->valuedouble > hi ||
         v->valuedouble != (double)(int64_t)v->valuedouble) {
       return st_error(ST_ERR_FORMAT, "%s: %s holds a value that is not a whole number in [%g, %g]",
@@ -508,11 +508,16 @@ static st_status read_run(const reader *r, const cJSON *root, ckpt_manifest *m) 
   const cJSON *data;
   ST_CHECK(field(r, root, "data", &data));
   const int dp = cJSON_IsArray(data) ? cJSON_GetArraySize(data) : 0;
-  if (dp < 1) return st_error(ST_ERR_FORMAT, "%s: 'data' is not a non-empty array", r->path);
+  if (dp != m->R * m->S) { /* a position per dp rank of the mesh */
+    return st_error(ST_ERR_FORMAT, "%s: 'data' is not an array of %d positions (one per dp rank)",
+                    r->path, m->R * m->S);
+  }
   ST_CHECK(ckpt_manifest_set_data(m, dp, (token_position){0, 0}));
-  for (int d = 0; d < dp; d++) {
+  /* Lists are walked, not indexed: cJSON_GetArrayItem walks from the first item each time. */
+  const cJSON *position = data->child;
+  for (int d = 0; d < dp; d++, position = position->next) {
     int64_t at[2];
-    ST_CHECK(int_list(r, cJSON_GetArrayItem(data, d), "a 'data' position", 2, 0, most, at, NULL));
+    ST_CHECK(int_list(r, position, "a 'data' position", 2, 0, most, at, NULL));
     m->data[d] = (token_position){(uint64_t)at[0], (uint64_t)at[1]};
   }
   return ST_OK;
@@ -564,25 +569,26 @@ static st_status check_plan(const reader *r, const cJSON *root, ckpt_manifest *m
   if (ckpt_manifest_plan(m) != ST_OK) {
     return st_error(ST_ERR_FORMAT, "%s: %s", r->path, st_last_error());
   }
-  for (int i = 0; i < m->n_params; i++) {
+  const cJSON *param = params->child, *piece = pieces->child, *file = files->child;
+  for (int i = 0; i < m->n_params; i++, param = param->next) {
     char name[CKPT_NAME_MAX];
-    ST_CHECK(string(r, cJSON_GetArrayItem(params, i), "name", name, sizeof name));
+    ST_CHECK(string(r, param, "name", name, sizeof name));
     if (strcmp(name, m->params[i].name) != 0) {
       return st_error(ST_ERR_FORMAT, "%s: parameter %d is '%s', the model's is '%s'", r->path, i,
                       name, m->params[i].name);
     }
   }
-  for (int i = 0; i < m->n_pieces; i++) {
+  for (int i = 0; i < m->n_pieces; i++, piece = piece->next) {
     int64_t row[5];
     const ckpt_piece *p = &m->pieces[i];
-    ST_CHECK(int_list(r, cJSON_GetArrayItem(pieces, i), "a piece", 5, 0, most, row, NULL));
+    ST_CHECK(int_list(r, piece, "a piece", 5, 0, most, row, NULL));
     if (row[0] != p->param || row[1] != p->file || row[2] != p->t || row[3] != p->begin ||
         row[4] != p->end) {
       return st_error(ST_ERR_FORMAT, "%s: piece %d does not match the mesh's layout", r->path, i);
     }
   }
-  for (int f = 0; f < m->n_files; f++) {
-    const cJSON *o = cJSON_GetArrayItem(files, f);
+  for (int f = 0; f < m->n_files; f++, file = file->next) {
+    const cJSON *o = file;
     char name[sizeof m->files[f].name];
     int64_t bytes;
     ST_CHECK(string(r, o, "name", name, sizeof name));

@@ -12,6 +12,8 @@
 #include "core/alloc.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "engine/checkpoint/ckpt_dirs.h"
+#include "engine/checkpoint/ckpt_done.h"
 #include "engine/io/file_io.h"
 #include "engine/io/safetensors.h"
 #include "engine/model/gpt_io.h"
@@ -69,6 +71,18 @@ static st_status reshard_file(ckpt_source *src, const ckpt_manifest *m, int f, c
 }
 
 /* The manifest of src moved to another mesh: same run, new piece table. */
+/* The batch a run on the target mesh takes for the source's global batch: a step's sequences
+ * over its dp ranks, in the source's grad_accum micro-batches where that divides them, else in
+ * one. Where the dp ranks do not divide the sequences, no run on the mesh takes that global
+ * batch, and the source's numbers stay (inspect says so). */
+static void target_batch(const ckpt_manifest *from, ckpt_manifest *to) {
+  const int64_t sequences = from->h.global_tokens / from->cfg.max_seq, dp = (int64_t)to->R * to->S;
+  if (sequences % dp != 0) return;
+  const int64_t per_rank = sequences / dp;
+  to->h.grad_accum = per_rank % from->h.grad_accum == 0 ? from->h.grad_accum : 1;
+  to->micro_batch = (int)(per_rank / to->h.grad_accum);
+}
+
 static st_status target_manifest(const ckpt_manifest *from, int R, int S, int T, int zero,
                                  ckpt_manifest *to) {
   *to = *from;
@@ -80,18 +94,10 @@ static st_status target_manifest(const ckpt_manifest *from, int R, int S, int T,
   to->S = S;
   to->T = T;
   to->zero = zero;
+  target_batch(from, to);
   ST_CHECK(gpt_config_finish(&to->cfg, T)); /* ckpt_reshard_check passed it */
   ST_CHECK(ckpt_manifest_set_data(to, R * S, from->data[0]));
   return ckpt_manifest_plan(to);
-}
-
-static st_status write_marker(const char *dir, const ckpt_manifest *m) {
-  char path[PATH_BYTES], text[64];
-  ST_CHECK(file_path_join(path, sizeof path, dir, "DONE"));
-  const int n = snprintf(text, sizeof text, "step %lld\n", (long long)m->step);
-  atomic_file done;
-  ST_CHECK(atomic_file_create(&done, path));
-  return atomic_file_finish(&done, atomic_file_write(&done, text, (size_t)n));
 }
 
 static st_status reshard_into(ckpt_source *src, ckpt_manifest *m, const char *temp, float *buf) {
@@ -101,29 +107,15 @@ static st_status reshard_into(ckpt_source *src, ckpt_manifest *m, const char *te
     ST_CHECK(reshard_file(src, m, f, path, buf));
     ST_CHECK(sha256_file(path, m->files[f].sha256, &m->files[f].bytes));
   }
-  ST_CHECK(file_path_join(path, sizeof path, temp, "manifest.json"));
-  ST_CHECK(ckpt_manifest_write(m, path));
-  ST_CHECK(write_marker(temp, m));
+  ST_CHECK(ckpt_done_write(temp, m));
   return file_sync_directory(temp, temp);
-}
-
-/* "step_<N>" -> N; -1 for another name. */
-static long long step_of_name(const char *dir) {
-  size_t len = strlen(dir);
-  while (len > 1 && dir[len - 1] == '/') len--;
-  size_t at = len;
-  while (at > 0 && dir[at - 1] != '/') at--;
-  long long step = -1;
-  int used = 0;
-  if (sscanf(dir + at, "step_%lld%n", &step, &used) != 1 || at + (size_t)used != len) return -1;
-  return step;
 }
 
 st_status ckpt_reshard_check(const ckpt_source *src, const char *dst, int R, int S, int T,
                              int zero) {
   const ckpt_manifest *m = ckpt_source_manifest(src);
   ST_CHECK(ckpt_mesh_check(&m->cfg, R, S, T, zero));
-  const long long named = step_of_name(dst);
+  const long long named = ckpt_step_of_dir(dst);
   if (named >= 0 && named != (long long)m->step) {
     return st_error(ST_ERR_INVALID_ARG,
                     "DST %s is named for step %lld, the checkpoint is of step %lld: --resume "
@@ -133,7 +125,9 @@ st_status ckpt_reshard_check(const ckpt_source *src, const char *dst, int R, int
   return ST_OK;
 }
 
-st_status ckpt_reshard(ckpt_source *src, const char *dst, int R, int S, int T, int zero) {
+st_status ckpt_reshard(ckpt_source *src, const char *dst_given, int R, int S, int T, int zero) {
+  char dst[PATH_BYTES]; /* "out/step_3/" names out/step_3, written beside it as a temporary */
+  ST_CHECK(file_path_trim_slashes(dst, sizeof dst, dst_given));
   ST_CHECK(ckpt_reshard_check(src, dst, R, S, T, zero));
   struct stat st;
   if (stat(dst, &st) == 0) {
@@ -240,8 +234,17 @@ st_status ckpt_describe(const ckpt_source *src, FILE *out) {
           m->h.schedule.total_steps == 1 ? "" : "s", (double)m->h.adam.beta1,
           (double)m->h.adam.beta2, (double)m->h.adam.eps, (double)m->h.weight_decay,
           (double)m->h.clip);
-  fprintf(out, "  batch       micro-batch %d x grad-accum %d, %lld tokens per step\n",
-          m->micro_batch, m->h.grad_accum, (long long)m->h.global_tokens);
+  const int64_t sequences = m->h.global_tokens / c->max_seq;
+  if ((int64_t)m->micro_batch * m->h.grad_accum * m->dp_size == sequences) {
+    fprintf(out, "  batch       micro-batch %d x grad-accum %d, %lld tokens per step\n",
+            m->micro_batch, m->h.grad_accum, (long long)m->h.global_tokens);
+  } else { /* resharded onto a mesh whose dp ranks do not divide the batch (target_batch) */
+    fprintf(out,
+            "  batch       %lld tokens per step: %lld sequences, which the %d dp rank%s of this "
+            "mesh do not divide\n",
+            (long long)m->h.global_tokens, (long long)sequences, m->dp_size,
+            m->dp_size == 1 ? "" : "s");
+  }
   fprintf(out, "  data        next batch at shard %llu, token %llu (%d dp rank%s)\n",
           (unsigned long long)m->data[0].shard, (unsigned long long)m->data[0].offset, m->dp_size,
           m->dp_size == 1 ? "" : "s");

@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/ckpt_dirs.h"
+#include "engine/checkpoint/ckpt_done.h"
 #include "engine/io/file_io.h"
 #include "engine/io/job_agree.h"
 #include "engine/plan/planner.h"
@@ -189,15 +190,7 @@ void ckpt_save_write(ckpt_save_job *job, gpt_model *model, const ckpt_unit_snaps
 
 /* Rank 0, after every file is in the temporary directory: manifest, DONE, rename into place. */
 static st_status finish_save(const ckpt_save_job *job) {
-  char path[CKPT_PATH_BYTES];
-  ST_CHECK(file_path_join(path, sizeof path, job->temp, "manifest.json"));
-  ST_CHECK(ckpt_manifest_write(&job->m, path));
-  ST_CHECK(file_path_join(path, sizeof path, job->temp, "DONE"));
-  atomic_file done;
-  ST_CHECK(atomic_file_create(&done, path));
-  char text[64];
-  int n = snprintf(text, sizeof text, "step %lld\n", (long long)job->m.step);
-  ST_CHECK(atomic_file_finish(&done, atomic_file_write(&done, text, (size_t)n)));
+  ST_CHECK(ckpt_done_write(job->temp, &job->m));
   ST_CHECK(ckpt_dirs_publish(job->dir, job->temp, job->final, (long long)job->m.step));
   return ckpt_dirs_tidy(job->dir, job->keep, (long long)job->m.step);
 }

@@ -10,6 +10,7 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/ckpt_done.h"
 #include "engine/io/safetensors.h"
 
 struct ckpt_source {
@@ -77,6 +78,7 @@ st_status ckpt_source_open(ckpt_source **out, const char *dir) {
   if (stat(path, &st) != 0) status = no_done_marker(src->dir);
   path_in(src, "manifest.json", path, sizeof path);
   if (status == ST_OK) status = ckpt_manifest_read(&src->m, path);
+  if (status == ST_OK) status = ckpt_done_check(src->dir, &src->m);
   if (status == ST_OK) {
     status = mem_alloc_zeroed((void **)&src->files, (size_t)src->m.n_files * sizeof *src->files,
                               MEM_HOST, MEM_WORKSPACE, NULL);

@@ -84,7 +84,7 @@ static st_status make_parent(const char *dst, char *created, size_t size) {
   /* Its own parent missing too (ENOENT): output_dir_check names the directory that is not. */
   if (mkdir(parent, 0777) == 0) {
     snprintf(created, size, "%s", parent);
-  } else if (errno != ENOENT) {
+  } else if (errno != ENOENT && errno != EEXIST) { /* EEXIST: made meanwhile, say by a twin */
     return st_error(ST_ERR_INVALID_ARG, "DST %s: cannot create directory %s: %s", dst, parent,
                     strerror(errno));
   }

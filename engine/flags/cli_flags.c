@@ -35,7 +35,8 @@ static st_status set_value(const cli_flag *f, const char *text) {
     }
     case FLAG_DOUBLE: {
       double v = strtod(text, &end);
-      if (end == text || *end || errno || !isfinite(v)) {
+      /* ERANGE with a finite value is an underflow (4e-324): a number, judged by its flag */
+      if (end == text || *end || (errno && errno != ERANGE) || !isfinite(v)) {
         return st_error(ST_ERR_INVALID_ARG, "--%s: '%s' is not a finite number", f->name, text);
       }
       *(double *)f->value = v;

@@ -187,6 +187,17 @@ st_status file_path_join(char *out, size_t size, const char *dir, const char *na
   return ST_OK;
 }
 
+st_status file_path_trim_slashes(char *out, size_t size, const char *path) {
+  size_t len = strlen(path);
+  while (len > 1 && path[len - 1] == '/') len--;
+  if (len >= size) {
+    return st_error(ST_ERR_INVALID_ARG, "%s: path longer than %zu bytes", path, size - 1);
+  }
+  memcpy(out, path, len);
+  out[len] = '\0';
+  return ST_OK;
+}
+
 st_status file_remove_flat_dir(const char *dir) {
   enum { PATH_BYTES = 4200 };
   DIR *d = opendir(dir);

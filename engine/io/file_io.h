@@ -65,6 +65,10 @@ st_status file_sync_directory(const char *dir, const char *what);
  * truncation. */
 st_status file_path_join(char *out, size_t size, const char *dir, const char *name);
 
+/* `path` without the trailing slashes a shell's completion adds to a directory ("/" stays),
+ * into out; one that does not fit is ST_ERR_INVALID_ARG. */
+st_status file_path_trim_slashes(char *out, size_t size, const char *path);
+
 /* Removes a directory holding only plain files (a checkpoint step directory); a directory
  * that does not exist is fine. */
 st_status file_remove_flat_dir(const char *dir);

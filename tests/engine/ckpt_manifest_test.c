@@ -331,8 +331,13 @@ static void edit_huge_plan(cJSON *r) {
   cJSON_SetNumberValue(cJSON_GetArrayItem(obj(r, "mesh"), 1), S);
   cJSON_SetNumberValue(cJSON_GetArrayItem(obj(r, "mesh"), 2), 1);
   cJSON *files = cJSON_CreateArray(), *file = cJSON_GetArrayItem(obj(r, "files"), 0);
-  for (int f = 0; f < S; f++) cJSON_AddItemToArray(files, cJSON_Duplicate(file, 1));
+  cJSON *data = cJSON_CreateArray(), *position = cJSON_GetArrayItem(obj(r, "data"), 0);
+  for (int f = 0; f < S; f++) {
+    cJSON_AddItemToArray(files, cJSON_Duplicate(file, 1));
+    cJSON_AddItemToArray(data, cJSON_Duplicate(position, 1));
+  }
   cJSON_ReplaceItemInObjectCaseSensitive(r, "files", files);
+  cJSON_ReplaceItemInObjectCaseSensitive(r, "data", data);
   cJSON_ReplaceItemInObjectCaseSensitive(r, "params", cJSON_CreateArray());
   cJSON_ReplaceItemInObjectCaseSensitive(r, "pieces", cJSON_CreateArray());
 }
@@ -340,6 +345,13 @@ static void edit_params_object(cJSON *r) {
   cJSON_ReplaceItemInObjectCaseSensitive(r, "params", cJSON_CreateObject());
 }
 static void edit_min_lr_above_lr(cJSON *r) { set_number(obj(r, "optimizer"), "min_lr", 1); }
+static void edit_mesh_and_data(cJSON *r) { /* 2 x 4 dp ranks, each with a position */
+  edit_mesh(r);
+  cJSON *data = obj(r, "data");
+  while (cJSON_GetArraySize(data) < 8) {
+    cJSON_AddItemToArray(data, cJSON_Duplicate(cJSON_GetArrayItem(data, 0), 1));
+  }
+}
 static void edit_file_name(cJSON *r) {
   cJSON *f = cJSON_GetArrayItem(obj(r, "files"), 1);
   cJSON_ReplaceItemInObjectCaseSensitive(f, "name", cJSON_CreateString("rank_00009.safetensors"));
@@ -404,7 +416,9 @@ static void test_refused(void) {
       {"a piece removed", edit_piece_dropped, "pieces listed"},
       {"a newer version", edit_version, "format version 2"},
       {"another format", edit_format, "not a shardtrain checkpoint manifest"},
-      {"the mesh edited", edit_mesh, "6 files listed; mesh 2x4x2 writes 8"},
+      {"the mesh edited", edit_mesh, "'data' is not an array of 8 positions (one per dp rank)"},
+      {"the mesh edited, data positions added", edit_mesh_and_data,
+       "6 files listed; mesh 2x4x2 writes 8"},
       {"a thousand layers on 131072 shards, only the files listed", edit_huge_plan,
        "0 params and 0 pieces listed; model and mesh give more than 0 and more than 0"},
       {"params an object", edit_params_object, "'params' is not an array"},

@@ -3,7 +3,9 @@
 # rank and on two, the job exits 2 (bad input, like a bad flag) within the time limit, every
 # rank prints exactly one error line, that line names the file or flag at fault and the
 # problem, and no checkpoint directory changes in any byte (nor gains or loses a file).
-# Cases: a truncated rank file, a flipped byte in one, a missing one, an edited manifest, a
+# Cases: a truncated rank file, a flipped byte in one, a missing one, an edited manifest (its
+# piece table, or only its vocabulary: DONE records its SHA-256), a DONE or a directory name of
+# another step (through inspect), a
 # checkpoint of another model (--n-layer 3 on 2 layers), a step directory without DONE, a path
 # that does not exist, --tp 3 (tp does not divide the 4 heads), --resume without --ckpt-dir,
 # --resume with --resume-from, a --ckpt-dir that is a regular file or lies under one (what
@@ -44,6 +46,17 @@ m = json.load(open(sys.argv[1]))
 m["pieces"][3][4] -= 16
 json.dump(m, open(sys.argv[1], "w"))
 PY
+# Edits the piece table does not show, which DONE's record of the manifest and its step does:
+# another vocabulary (an export would drop 56 trained rows), DONE of another step, a copy
+# named for another step.
+damaged vocab && python3 - "$work/bad/vocab/step_2/manifest.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["model"]["vocab"] = 200
+json.dump(m, open(sys.argv[1], "w"))
+PY
+damaged donestep && printf 'step 5\n' > "$work/bad/donestep/step_2/DONE"
+mkdir -p "$work/bad/renamed" && cp -a "$good" "$work/bad/renamed/step_3"
 printf 'not a directory\n' > "$work/plainfile"
 
 snapshot() {
@@ -94,6 +107,20 @@ refused "missing rank file" "$b/missing/step_2/rank_00000.safetensors: " "cannot
   --resume-from "$b/missing/step_2"
 refused "edited manifest" "$b/edited/step_2/manifest.json: " "piece 3 does not match" \
   --resume-from "$b/edited/step_2"
+refused "edited vocabulary" "$b/vocab/step_2/manifest.json: SHA-256 " \
+  "DONE records" --resume-from "$b/vocab/step_2"
+# The same check in the offline tools (one process, exit 1 for a damaged checkpoint).
+for c in "donestep/step_2|DONE says step 5, its manifest step 2" \
+         "renamed/step_3|is named for step 3, its manifest is of step 2"; do
+  dir=$b/${c%%|*} needle=${c#*|}
+  err=$(timeout 60 "$shardtrain" inspect "$dir" 2>&1 >/dev/null)
+  rc=$?
+  if [ "$rc" -ne 1 ] || [ "$(grep -c . <<<"$err")" -ne 1 ] || ! grep -qF -- "$needle" <<<"$err"; then
+    echo "FAIL: inspect $dir: exit $rc (want 1), output:"; echo "$err"; fail=1
+  else
+    echo "ok: inspect $dir -> $rc: $err"
+  fi
+done
 refused "another model" "$good/manifest.json: " "n_layer 2, n_head 4, n_embd 64" \
   --resume-from "$good" --n-layer 3
 refused "no DONE" "$b/nodone/step_2: " "no DONE marker" --resume-from "$b/nodone/step_2"

@@ -202,4 +202,17 @@ expect_bad "$ck/step_10/manifest.json records n_head 4 and --n-head is 2" \
 # makes --ckpt-dir
 "$shardtrain" reshard "$ck/step_5" "$work/ck8/step_5" --dp-shard 2 > "$work/bad.log" 2>&1 \
   && [ -f "$work/ck8/step_5/DONE" ] || { cat "$work/bad.log"; fail "reshard into a new parent"; }
+# DST with the slash a shell's completion adds names the same directory (its temporary went
+# inside the directory still to be made: exit 1)
+"$shardtrain" reshard "$ck/step_5" "$work/ck9/step_5/" --dp-shard 4 > "$work/bad.log" 2>&1 \
+  && [ -f "$work/ck9/step_5/DONE" ] || { cat "$work/bad.log"; fail "reshard into DST/"; }
+# The resharded manifest's batch is the source's global batch (8 sequences) on the new dp
+# ranks: 4 take micro-batches of 2; 3 cannot take it, which inspect says.
+"$shardtrain" inspect "$work/ck9/step_5" > "$work/inspect9.log" 2>&1
+grep -q "micro-batch 2 x grad-accum 1, 512 tokens per step" "$work/inspect9.log" \
+  || { cat "$work/inspect9.log"; fail "a reshard onto 4 dp ranks records another batch"; }
+"$shardtrain" reshard "$ck/step_5" "$work/ck3/step_5" --dp-shard 3 > "$work/bad.log" 2>&1 \
+  && "$shardtrain" inspect "$work/ck3/step_5" > "$work/inspect3.log" 2>&1
+grep -q "512 tokens per step: 8 sequences, which the 3 dp ranks of this mesh do not divide" \
+  "$work/inspect3.log" || { cat "$work/bad.log" "$work/inspect3.log"; fail "inspect of a reshard onto 3 dp ranks"; }
 echo "PASS"

@@ -190,6 +190,8 @@ expect 2 "--weight-decay 1e+40 is above 1e+09" train --steps 0 --weight-decay 1e
 expect 2 "--clip 2e+38 is above 1e+38" train --steps 0 --clip 2e38
 expect 2 "--eps 2 is above 1" train --steps 0 --eps 2
 expect 2 "--clip 1e-50 is outside fp32's range" train --steps 0 --clip 1e-50
+# A double's subnormal (strtod's ERANGE) is a number, judged by its flag, not "not finite".
+expect 2 "--lr 1e-310 is outside fp32's range" train --steps 0 --lr 1e-310
 
 # --init-from a file of another model: refused naming both, not loaded in part. tiny has 2
 # layers and 4 heads (recorded in the export's metadata).

@@ -183,7 +183,7 @@ static void save(ckpt_writer *w, gpt_model *m, const step_case *c, const train_h
                        .micro_batch = B,
                        .h = *h,
                        .seed = 7,
-                       .dp_size = at->S};
+                       .dp_size = at->R * at->S};
   snprintf(run.model, sizeof run.model, "lazy");
   token_position data = {0};
   run.data = &data;
