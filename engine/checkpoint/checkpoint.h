@@ -34,6 +34,14 @@
 st_status ckpt_save(gpt_model *model, const ckpt_manifest *run, const char *ckpt_dir, int keep,
                     char *saved, size_t saved_size);
 
+/* Claims ckpt_dir, which exists, for this job (one process of it, at start-up, before looking
+ * for checkpoints there): an exclusive lock on ckpt_dir/.lock, held through *lock_fd until it
+ * is closed or the process ends, so that no two jobs save into one directory (each would remove
+ * the other's saves in progress and replace its checkpoints); then a checkpoint that a crash
+ * left aside while it was being replaced (.step_<N>.old) is put back. A directory another job
+ * holds is ST_ERR_INVALID_ARG naming the holder; a file system without locks only warns. */
+st_status ckpt_dir_claim(const char *ckpt_dir, int *lock_fd);
+
 /* The newest complete checkpoint (holding DONE) under ckpt_dir: *found is 0 when there is
  * none; a ckpt_dir that does not exist is ST_ERR_INVALID_ARG. */
 st_status ckpt_find_latest(const char *ckpt_dir, char *out, size_t size, int *found);

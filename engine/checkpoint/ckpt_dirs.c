@@ -4,10 +4,13 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
 #include "core/error.h"
@@ -80,6 +83,28 @@ st_status ckpt_find_latest(const char *ckpt_dir, char *out, size_t size, int *fo
   return ST_OK;
 }
 
+/* Removes `dir`, a directory of step `step` (a complete checkpoint, or one replaced and now
+ * aside), under `.step_<step>.tmp`: renamed there first, so that a crash in the removal never
+ * leaves part of a checkpoint as step_<N>, which --resume would take for complete; what it
+ * leaves there the next save removes (ckpt_dirs_prepare). A failure only warns: the checkpoint
+ * just saved is complete, and the old one stays whole, or aside. Returns whether it was
+ * removed. */
+static int retire(const char *ckpt_dir, const char *dir, long long step) {
+  char aside[PATH_BYTES];
+  snprintf(aside, sizeof aside, "%s/.step_%lld.tmp", ckpt_dir, step);
+  st_status status = ST_OK;
+  if (strcmp(dir, aside) != 0) {
+    status = file_remove_flat_dir(aside); /* a crashed save's, of that step */
+    if (status == ST_OK && rename(dir, aside) != 0) {
+      status =
+          st_error(ST_ERR_IO, "%s: cannot move it aside to remove it: %s", dir, strerror(errno));
+    }
+  }
+  if (status == ST_OK) status = file_remove_flat_dir(aside);
+  if (status != ST_OK) st_log(ST_LOG_WARN, "an old checkpoint stays: %s", st_last_error());
+  return status == ST_OK;
+}
+
 /* Checkpoints of later steps than `saved` are left from a
  * run that this one, resumed from an earlier step, has branched off: they are not this run's to
  * delete (counting them would delete the one just written), but --resume would pick the newest,
@@ -96,15 +121,14 @@ st_status ckpt_dirs_tidy(const char *ckpt_dir, int keep, long long saved) {
   }
   int n = listed;
   while (n > 0 && steps[n - 1] > saved) n--;
-  st_status status = ST_OK;
   char path[PATH_BYTES];
   int removed = 0;
-  for (int i = 0; keep > 0 && status == ST_OK && i + keep < n; i++, removed++) {
+  for (int i = 0; keep > 0 && i + keep < n; i++) {
     snprintf(path, sizeof path, "%s/step_%lld", ckpt_dir, steps[i]);
-    status = file_remove_flat_dir(path);
+    removed += retire(ckpt_dir, path, steps[i]);
   }
   mem_free(steps);
-  return status == ST_OK && removed ? file_sync_directory(ckpt_dir, ckpt_dir) : status;
+  return removed ? file_sync_directory(ckpt_dir, ckpt_dir) : ST_OK;
 }
 
 st_status ckpt_dirs_prepare(const char *ckpt_dir, const char *temp) {
@@ -132,20 +156,109 @@ st_status ckpt_dirs_prepare(const char *ckpt_dir, const char *temp) {
   return ST_OK;
 }
 
-st_status ckpt_dirs_publish(const char *ckpt_dir, const char *temp, const char *final,
-                            long long step) {
-  char path[PATH_BYTES];
-  /* The checkpoint replaced is moved aside, the new one renamed in, the old one removed. */
-  snprintf(path, sizeof path, "%s/.step_%lld.old", ckpt_dir, step);
-  struct stat st;
-  int replacing = stat(final, &st) == 0;
-  ST_CHECK(file_remove_flat_dir(path));
-  if (replacing && rename(final, path) != 0) {
+/* Where the file system cannot swap two directories (NFS): the checkpoint replaced is moved
+ * aside to .step_<N>.old and the new one renamed in; a failure moves the old one back, and a
+ * crash in between leaves it aside, where ckpt_dir_claim finds it at the next start. */
+static st_status replace_aside(const char *ckpt_dir, const char *temp, const char *final,
+                               long long step) {
+  char old[PATH_BYTES];
+  snprintf(old, sizeof old, "%s/.step_%lld.old", ckpt_dir, step);
+  ST_CHECK(file_remove_flat_dir(old)); /* ckpt_dir_claim left none whose step_<N> was missing */
+  if (rename(final, old) != 0) {
     return st_error(ST_ERR_IO, "%s: cannot move aside: %s", final, strerror(errno));
   }
   if (rename(temp, final) != 0) {
-    return st_error(ST_ERR_IO, "%s: cannot rename into place: %s", final, strerror(errno));
+    const st_status status =
+        st_error(ST_ERR_IO, "%s: cannot rename into place: %s", final, strerror(errno));
+    rename(old, final);
+    return status;
   }
   ST_CHECK(file_sync_directory(ckpt_dir, final));
-  return replacing ? file_remove_flat_dir(path) : ST_OK;
+  retire(ckpt_dir, old, step);
+  return ST_OK;
+}
+
+st_status ckpt_dirs_publish(const char *ckpt_dir, const char *temp, const char *final,
+                            long long step) {
+  struct stat st;
+  if (stat(final, &st) != 0) {
+    if (rename(temp, final) != 0) {
+      return st_error(ST_ERR_IO, "%s: cannot rename into place: %s", final, strerror(errno));
+    }
+    return file_sync_directory(ckpt_dir, final);
+  }
+  /* A checkpoint of the same step is there (a run resumed from an earlier one saves it again):
+   * swapped with the new one in one step, so that step_<N> is always one whole checkpoint; the
+   * old one, now at `temp`, is then removed. */
+  if (renameat2(AT_FDCWD, temp, AT_FDCWD, final, RENAME_EXCHANGE) != 0) {
+    if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) {
+      return st_error(ST_ERR_IO, "%s: cannot swap in the new checkpoint: %s", final,
+                      strerror(errno));
+    }
+    return replace_aside(ckpt_dir, temp, final, step);
+  }
+  ST_CHECK(file_sync_directory(ckpt_dir, final));
+  retire(ckpt_dir, temp, step);
+  return ST_OK;
+}
+
+/* A checkpoint a crash left aside while replace_aside replaced it (.step_<N>.old, no step_<N>)
+ * is moved back; one whose replacement is in place is removed. */
+static st_status recover_aside(const char *ckpt_dir) {
+  DIR *d = opendir(ckpt_dir);
+  if (!d) return st_error(ST_ERR_IO, "--ckpt-dir %s: cannot open: %s", ckpt_dir, strerror(errno));
+  char old[PATH_BYTES], final[PATH_BYTES];
+  st_status status = ST_OK;
+  for (struct dirent *e; status == ST_OK && (e = readdir(d)) != NULL;) {
+    long long step = -1;
+    int used = 0;
+    if (sscanf(e->d_name, ".step_%lld.old%n", &step, &used) != 1 || e->d_name[used] != '\0') {
+      continue;
+    }
+    snprintf(old, sizeof old, "%s/%s", ckpt_dir, e->d_name);
+    snprintf(final, sizeof final, "%s/step_%lld", ckpt_dir, step);
+    struct stat st;
+    if (stat(final, &st) == 0) {
+      retire(ckpt_dir, old, step);
+    } else if (rename(old, final) == 0) {
+      st_log(ST_LOG_WARN, "%s: restored from %s, where a crash left it while it was replaced",
+             final, old);
+    } else {
+      status = st_error(ST_ERR_IO, "%s: cannot restore it as %s: %s", old, final, strerror(errno));
+    }
+  }
+  closedir(d);
+  return status;
+}
+
+st_status ckpt_dir_claim(const char *ckpt_dir, int *lock_fd) {
+  *lock_fd = -1;
+  char path[PATH_BYTES];
+  snprintf(path, sizeof path, "%s/.lock", ckpt_dir);
+  const int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) return st_error(ST_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      char holder[256] = {0};
+      const ssize_t got = pread(fd, holder, sizeof holder - 1, 0);
+      holder[got > 0 ? got : 0] = '\0';
+      holder[strcspn(holder, "\n")] = '\0';
+      close(fd);
+      return st_error(ST_ERR_INVALID_ARG,
+                      "--ckpt-dir %s is in use by another job (%s): two jobs saving into one "
+                      "directory would remove and replace each other's checkpoints",
+                      ckpt_dir, holder[0] ? holder : "its lock file names none");
+    }
+    st_log(ST_LOG_WARN, "--ckpt-dir %s: cannot lock %s (%s): make sure no other job saves into it",
+           ckpt_dir, path, strerror(errno));
+  } else {
+    char host[128] = "?", text[200];
+    gethostname(host, sizeof host - 1);
+    const int n = snprintf(text, sizeof text, "pid %d on %s\n", (int)getpid(), host);
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)n, 0) != n) {
+      st_log(ST_LOG_WARN, "%s: cannot record this job in it: %s", path, strerror(errno));
+    }
+  }
+  *lock_fd = fd;
+  return recover_aside(ckpt_dir);
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
 #include "core/check_mpi.h"
@@ -47,6 +48,7 @@ typedef struct train_run {
   int64_t tokens_trained; /* in every step so far, the resumed checkpoint's included */
   int eval_batches;  /* --eval-batches, or the validation data's batches where it holds fewer */
   ckpt_writer *ckpt; /* with --ckpt-dir: the run's saves */
+  int ckpt_lock;     /* world rank 0's hold on --ckpt-dir (ckpt_dir_claim), or -1 */
   int setup_failed;  /* the inputs named on the command line could not be used */
   int stopped_by;    /* the signal that stopped the run before its last step, or 0 */
   int stopped_after; /* the steps trained when it stopped */
@@ -228,6 +230,9 @@ static st_status setup(train_run *r) {
   ST_CHECK(create_mesh(r));
   ST_CHECK(job_agree(job_file_limit_check())); /* a value one rank rejects: every rank says so */
   ST_CHECK(output_paths_check_train(r->o, 0));
+  if (r->o->ckpt_dir) { /* made by output_paths_check_train */
+    ST_CHECK(job_agree(is_writer(r) ? ckpt_dir_claim(r->o->ckpt_dir, &r->ckpt_lock) : ST_OK));
+  }
   ST_CHECK(find_latest(r));
   ST_CHECK(job_agree(train_fit_check(r->o, &r->cfg, r->mesh))); /* before anything large */
   ST_CHECK(run_report_start(&r->report, r->o, &r->cfg, &r->h, r->mesh, &r->mfu));
@@ -239,6 +244,7 @@ static st_status setup(train_run *r) {
 
 static void teardown(train_run *r) {
   ckpt_writer_destroy(r->ckpt);
+  if (r->ckpt_lock >= 0) close(r->ckpt_lock); /* after the last save */
   ckpt_source_close(r->resume);
   if (r->metrics) fclose(r->metrics);
   mem_free(r->tokens);
@@ -514,7 +520,7 @@ int cmd_train(int argc, char **argv) {
                    flags, nflags);
     return 0;
   }
-  train_run r = {.o = &o};
+  train_run r = {.o = &o, .ckpt_lock = -1};
   /* Values that need no mesh are checked before MPI starts (dp size 1 is a placeholder). */
   if (status == ST_OK) status = train_options_resolve(&o, 1, &r.cfg, &r.h);
   const int start = cli_job_start("train", status, &argc, &argv);

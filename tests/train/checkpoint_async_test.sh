@@ -31,7 +31,8 @@ check() { # check DESCRIPTION COMMAND...: the command must succeed
 }
 untimed() { sed -E 's/"tokens_per_s".*//' "$@"; }
 same_run() { # same_run A B: the checkpoints, metrics and export of runs A and B are the same
-  check "$1 and $2: the same checkpoint directories" diff -r "$work/$1" "$work/$2"
+  # (but for the lock file each job holds, which names its process)
+  check "$1 and $2: the same checkpoint directories" diff -r -x .lock "$work/$1" "$work/$2"
   check "$1 and $2: the same metrics" test "$(untimed "$work/$1.jsonl")" = \
     "$(untimed "$work/$2.jsonl")"
   check "$1 and $2: the same export" cmp -s "$work/$1.safetensors" "$work/$2.safetensors"

@@ -13,6 +13,7 @@
 #     and unchanged, no step_2 appears, a --resume run continues from step_1 (its log says
 #     "resumed from .../step_1") bit-identically to a run that never stopped, and its save
 #     (step_3, the last step) removes the partial .step_2.tmp;
+#   - two jobs on one --ckpt-dir: the second is refused at start-up (the first holds its lock);
 #   - a save that cannot be written on one rank (rank 1 under a file-size limit: EFBIG, what a
 #     full disk's ENOSPC looks like to the writer): every rank exits 1 naming the file, the
 #     earlier checkpoints and the metrics already written are kept, no step_3 appears, and a
@@ -31,8 +32,8 @@ check() { # check DESCRIPTION COMMAND...: the command must succeed
   shift
   if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; fail=1; fi
 }
-listing() { # the names in directory $1, sorted bytewise, each followed by a space
-  (cd "$1" && find . -mindepth 1 -maxdepth 1 -printf '%f\n' | LC_ALL=C sort | tr '\n' ' ')
+listing() { # the names in directory $1 but the job's lock file, sorted bytewise, each followed by a space
+  (cd "$1" && find . -mindepth 1 -maxdepth 1 ! -name .lock -printf '%f\n' | LC_ALL=C sort | tr '\n' ' ')
 }
 # shellcheck disable=SC2317 # called through check
 logged() { grep -q -F -- "$2" "$work/$1.log"; }
@@ -156,6 +157,22 @@ check "a run without the limit resumed from step_2" \
   logged full_resumed "resumed from $work/full/step_2: step 2"
 check "its saves removed the partial .step_3.tmp (found: $(listing "$work/full"))" \
   test "$(listing "$work/full")" = "step_1 step_2 step_3 step_4 "
+
+# Two jobs on one --ckpt-dir (each would remove the other's save in progress and replace its
+# checkpoints): the second is refused at start-up, exit 2, naming the first, which goes on.
+ST_CKPT_TEST_DELAY_MS=1500 timeout 120 "$mpirun_sh" 1 "$shardtrain" "${common[@]}" --steps 2 \
+  --ckpt-every 1 --micro-batch 8 --ckpt-dir "$work/shared" > "$work/first.log" 2>&1 &
+first=$!
+for _ in $(seq 300); do grep -q pid "$work/shared/.lock" 2> /dev/null && break; sleep 0.1; done
+timeout 60 "$mpirun_sh" 1 "$shardtrain" "${common[@]}" --steps 2 --micro-batch 8 \
+  --ckpt-dir "$work/shared" > "$work/second.log" 2>&1
+rc=$?
+check "a second job on the --ckpt-dir is refused (exit $rc, want 2)" test $rc -eq 2
+check "... naming the first" logged second "--ckpt-dir $work/shared is in use by another job (pid "
+wait $first
+rc=$?
+check "the first job goes on (exit $rc) and saves both steps (found: $(listing "$work/shared"))" \
+  test $rc -eq 0 -a "$(listing "$work/shared")" = "step_1 step_2 "
 
 [ $fail -eq 0 ] && echo "checkpoint_dir_test: passed" || echo "checkpoint_dir_test: FAILED"
 exit $fail

@@ -59,9 +59,9 @@ damaged donestep && printf 'step 5\n' > "$work/bad/donestep/step_2/DONE"
 mkdir -p "$work/bad/renamed" && cp -a "$good" "$work/bad/renamed/step_3"
 printf 'not a directory\n' > "$work/plainfile"
 
-snapshot() {
-  (cd "$work" && find ck1 ck2 bad plainfile -printf '%y %p %s %m\n' | sort &&
-   find ck1 ck2 bad plainfile -type f -print0 | sort -z | xargs -0 sha256sum)
+snapshot() { # every checkpoint file, not the lock file a job on a --ckpt-dir holds
+  (cd "$work" && find ck1 ck2 bad plainfile ! -name .lock -printf '%y %p %s %m\n' | sort &&
+   find ck1 ck2 bad plainfile -type f ! -name .lock -print0 | sort -z | xargs -0 sha256sum)
 }
 before=$(snapshot)
 

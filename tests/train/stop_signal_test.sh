@@ -78,7 +78,8 @@ stopped() {
   wait "$job"
   rc=$?
 }
-listing() { (cd "$1" && find . -mindepth 1 -maxdepth 1 -printf '%f\n' | LC_ALL=C sort | tr '\n' ' '); }
+# The names in directory $1 but the job's lock file (ckpt_dir_claim's .lock), sorted.
+listing() { (cd "$1" && find . -mindepth 1 -maxdepth 1 ! -name .lock -printf '%f\n' | LC_ALL=C sort | tr '\n' ' '); }
 
 # SIGUSR1 through mpirun.
 stopped usr1 2 USR1 mpirun --ckpt-dir "$work/usr1" --ckpt-every 100000 \

@@ -1,0 +1,109 @@
+/* ckpt_dirs_test.c - the checkpoint directory's moves where a crash or a failure could lose a
+ * checkpoint, or leave part of one under a step_<N> name (found by a crash-injection review):
+ * - --keep's removal of an old checkpoint that fails midway (here: a subdirectory the flat
+ *   removal cannot unlink) leaves no step_<N> (which --resume would take for complete) but a
+ *   .step_<N>.tmp, which the next save removes, and is a warning, not the save's failure;
+ * - publishing over a checkpoint of the same step swaps them: step_<N> is the new one, and
+ *   nothing of the old one stays;
+ * - a checkpoint a crash left at .step_<N>.old while it was replaced is put back by
+ *   ckpt_dir_claim, or removed where its replacement is in place;
+ * - ckpt_dir_claim holds the directory: a second claim (another job) is refused naming the
+ *   holder, and a claim after the first is released succeeds. */
+#include "engine/checkpoint/ckpt_dirs.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/checkpoint/checkpoint.h"
+#include "tests/engine/test_files.h"
+#include "tests/testing.h"
+
+static int exists(const char *dir, const char *name) {
+  char path[600];
+  struct stat st;
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  return stat(path, &st) == 0;
+}
+
+/* dir/name as a complete checkpoint whose one file holds `content`. */
+static void make_step(const char *dir, const char *name, const char *content) {
+  char path[600];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  CHECK(mkdir(path, 0777) == 0);
+  snprintf(path, sizeof path, "%s/%s/rank_00000.safetensors", dir, name);
+  test_write_file(path, content, strlen(content));
+  snprintf(path, sizeof path, "%s/%s/DONE", dir, name);
+  test_write_file(path, "step\n", 5);
+}
+
+static int holds(const char *dir, const char *name, const char *content) {
+  char path[600], text[64] = {0};
+  snprintf(path, sizeof path, "%s/%s/rank_00000.safetensors", dir, name);
+  FILE *f = fopen(path, "rb");
+  if (!f) return 0;
+  const size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  return n == strlen(content) && memcmp(text, content, n) == 0;
+}
+
+static void removal_fails_midway(void) {
+  char dir[512], sub[600];
+  test_make_dir(dir, sizeof dir, "tidy");
+  make_step(dir, "step_1", "one");
+  make_step(dir, "step_2", "two");
+  snprintf(sub, sizeof sub, "%s/step_1/stray", dir); /* file_remove_flat_dir cannot unlink it */
+  CHECK(mkdir(sub, 0777) == 0);
+  CHECK_OK(ckpt_dirs_tidy(dir, 1, 2));
+  CHECK_MSG(!exists(dir, "step_1"), "a half-removed step_1 is left for --resume");
+  CHECK(exists(dir, ".step_1.tmp"));
+  CHECK(holds(dir, "step_2", "two"));
+  snprintf(sub, sizeof sub, "%s/.step_1.tmp/stray", dir); /* moved with it; now removable */
+  CHECK(rmdir(sub) == 0);
+  char temp[600];
+  snprintf(temp, sizeof temp, "%s/.step_3.tmp", dir);
+  CHECK_OK(ckpt_dirs_prepare(dir, temp));
+  CHECK_MSG(!exists(dir, ".step_1.tmp"), "the next save does not remove the leftover");
+}
+
+static void publish_over_same_step(void) {
+  char dir[512], temp[600], final[600];
+  test_make_dir(dir, sizeof dir, "publish");
+  make_step(dir, "step_3", "old");
+  make_step(dir, ".step_3.tmp", "new");
+  snprintf(temp, sizeof temp, "%s/.step_3.tmp", dir);
+  snprintf(final, sizeof final, "%s/step_3", dir);
+  CHECK_OK(ckpt_dirs_publish(dir, temp, final, 3));
+  CHECK(holds(dir, "step_3", "new"));
+  CHECK(!exists(dir, ".step_3.tmp") && !exists(dir, ".step_3.old"));
+}
+
+static void claim_recovers_and_locks(void) {
+  char dir[512];
+  test_make_dir(dir, sizeof dir, "claim");
+  make_step(dir, ".step_4.old", "aside"); /* a crash between replace_aside's renames */
+  make_step(dir, ".step_2.old", "stale");
+  make_step(dir, "step_2", "replacement");
+  int fd = -1, second = -1;
+  CHECK_OK(ckpt_dir_claim(dir, &fd));
+  CHECK_MSG(holds(dir, "step_4", "aside"), "the checkpoint left aside is not back");
+  CHECK(!exists(dir, ".step_4.old") && !exists(dir, ".step_2.old"));
+  CHECK(holds(dir, "step_2", "replacement"));
+  char want[64];
+  snprintf(want, sizeof want, "is in use by another job (pid %d on ", (int)getpid());
+  CHECK_STATUS(ckpt_dir_claim(dir, &second), ST_ERR_INVALID_ARG);
+  CHECK_MSG(strstr(st_last_error(), want) != NULL, "'%s'", st_last_error());
+  CHECK(second == -1);
+  close(fd);
+  CHECK_OK(ckpt_dir_claim(dir, &second));
+  if (second >= 0) close(second);
+}
+
+int main(void) {
+  removal_fails_midway();
+  publish_over_same_step();
+  claim_recovers_and_locks();
+  return test_finish("ckpt_dirs_test");
+}
