@@ -1,6 +1,7 @@
 /* mesh.c - validating and building the process mesh. Validation is a pure function of the
- * config and the world size, so an impossible mesh fails identically on every rank with no
- * communication; device choices, which can differ between nodes, are agreed on with one
+ * config and the world size; its verdict, and the resolved mesh compared with world rank 0's,
+ * are shared in one agreement, so a mesh one rank refuses or asks differently fails every rank
+ * alike; device choices, which can differ between nodes, are agreed on with one
  * all-reduce so that either every rank proceeds or every rank fails, and the backend is chosen
  * from every rank's GPU and NCCL_HOSTID, gathered, by the same pure check on every rank. */
 #include "sharding/mesh.h"

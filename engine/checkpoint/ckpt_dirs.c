@@ -29,6 +29,7 @@ static int is_complete(const char *ckpt_dir, const char *name) {
 
 long long ckpt_step_of_name(const char *name) {
   if (strncmp(name, "step_", 5) != 0 || !isdigit((unsigned char)name[5])) return -1;
+  if (name[5] == '0' && name[6]) return -1; /* step_05 is not step_5's name, which saves use */
   char *end;
   errno = 0;
   long long step = strtoll(name + 5, &end, 10);
@@ -99,6 +100,9 @@ static int retire(const char *ckpt_dir, const char *dir, long long step) {
       status =
           st_error(ST_ERR_IO, "%s: cannot move it aside to remove it: %s", dir, strerror(errno));
     }
+    /* The rename on disk before the removal: a file system that reorders metadata could
+     * otherwise bring step_<N> back after a power loss, missing the files removed. */
+    if (status == ST_OK) status = file_sync_directory(ckpt_dir, aside);
   }
   if (status == ST_OK) status = file_remove_flat_dir(aside);
   if (status != ST_OK) st_log(ST_LOG_WARN, "an old checkpoint stays: %s", st_last_error());
@@ -139,17 +143,19 @@ st_status ckpt_dirs_prepare(const char *ckpt_dir, const char *temp) {
   if (!d) return st_error(ST_ERR_IO, "--ckpt-dir %s: cannot open: %s", ckpt_dir, strerror(errno));
   struct dirent *e;
   char path[PATH_BYTES];
-  st_status status = ST_OK;
-  while ((e = readdir(d)) != NULL && status == ST_OK) {
+  while ((e = readdir(d)) != NULL) {
     size_t len = strlen(e->d_name);
     if (strncmp(e->d_name, ".step_", 6) == 0 && len > 4 &&
         strcmp(e->d_name + len - 4, ".tmp") == 0) {
       snprintf(path, sizeof path, "%s/%s", ckpt_dir, e->d_name);
-      status = file_remove_flat_dir(path);
+      /* Another step's leftover that cannot be removed holds no save back; this save's own
+       * name, if it stays, fails the mkdir below. */
+      if (file_remove_flat_dir(path) != ST_OK) {
+        st_log(ST_LOG_WARN, "a crashed save's leftover stays: %s", st_last_error());
+      }
     }
   }
   closedir(d);
-  ST_CHECK(status);
   if (mkdir(temp, 0777) != 0) {
     return st_error(ST_ERR_IO, "%s: cannot create: %s", temp, strerror(errno));
   }
@@ -190,8 +196,15 @@ st_status ckpt_dirs_publish(const char *ckpt_dir, const char *temp, const char *
   /* A checkpoint of the same step is there (a run resumed from an earlier one saves it again):
    * swapped with the new one in one step, so that step_<N> is always one whole checkpoint; the
    * old one, now at `temp`, is then removed. */
-  if (renameat2(AT_FDCWD, temp, AT_FDCWD, final, RENAME_EXCHANGE) != 0) {
-    if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) {
+#ifdef RENAME_EXCHANGE
+  const int swapped = renameat2(AT_FDCWD, temp, AT_FDCWD, final, RENAME_EXCHANGE) == 0;
+#else /* a C library without renameat2 (glibc before 2.28) */
+  const int swapped = 0;
+  errno = ENOSYS;
+#endif
+  if (!swapped) {
+    /* A file system that cannot swap (EINVAL), a kernel or sandbox without the call */
+    if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP && errno != EPERM) {
       return st_error(ST_ERR_IO, "%s: cannot swap in the new checkpoint: %s", final,
                       strerror(errno));
     }

@@ -523,11 +523,13 @@ static st_status read_run(const reader *r, const cJSON *root, ckpt_manifest *m) 
   return ST_OK;
 }
 
-static void count_text(char *out, size_t size, int64_t counted, int listed) {
+/* A count plan_walk made up to the lists' lengths: past its list it stopped there ("more
+ * than"); below it, where the walk stopped for the other list, it is a lower bound. */
+static void count_text(char *out, size_t size, int64_t counted, int listed, int stopped) {
   if (counted > listed) {
     snprintf(out, size, "more than %d", listed);
   } else {
-    snprintf(out, size, "%lld", (long long)counted);
+    snprintf(out, size, "%s%lld", stopped ? "at least " : "", (long long)counted);
   }
 }
 
@@ -560,8 +562,9 @@ static st_status check_plan(const reader *r, const cJSON *root, ckpt_manifest *m
   }
   if (n_params != listed_params || n_pieces != listed_pieces) {
     char params_text[32], pieces_text[32]; /* a count stopped past the list says "more than" */
-    count_text(params_text, sizeof params_text, n_params, listed_params);
-    count_text(pieces_text, sizeof pieces_text, n_pieces, listed_pieces);
+    const int stopped = n_params > listed_params || n_pieces > listed_pieces;
+    count_text(params_text, sizeof params_text, n_params, listed_params, stopped);
+    count_text(pieces_text, sizeof pieces_text, n_pieces, listed_pieces, stopped);
     return st_error(ST_ERR_FORMAT,
                     "%s: %d params and %d pieces listed; model and mesh give %s and %s", r->path,
                     listed_params, listed_pieces, params_text, pieces_text);

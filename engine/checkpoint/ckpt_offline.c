@@ -4,6 +4,7 @@
 #include "engine/checkpoint/ckpt_offline.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -70,7 +71,6 @@ static st_status reshard_file(ckpt_source *src, const ckpt_manifest *m, int f, c
   return status;
 }
 
-/* The manifest of src moved to another mesh: same run, new piece table. */
 /* The batch a run on the target mesh takes for the source's global batch: a step's sequences
  * over its dp ranks, in the source's grad_accum micro-batches where that divides them, else in
  * one. Where the dp ranks do not divide the sequences, no run on the mesh takes that global
@@ -79,10 +79,12 @@ static void target_batch(const ckpt_manifest *from, ckpt_manifest *to) {
   const int64_t sequences = from->h.global_tokens / from->cfg.max_seq, dp = (int64_t)to->R * to->S;
   if (sequences % dp != 0) return;
   const int64_t per_rank = sequences / dp;
+  if (per_rank < 1 || per_rank > INT_MAX) return;
   to->h.grad_accum = per_rank % from->h.grad_accum == 0 ? from->h.grad_accum : 1;
   to->micro_batch = (int)(per_rank / to->h.grad_accum);
 }
 
+/* The manifest of src moved to another mesh: same run, new piece table. */
 static st_status target_manifest(const ckpt_manifest *from, int R, int S, int T, int zero,
                                  ckpt_manifest *to) {
   *to = *from;

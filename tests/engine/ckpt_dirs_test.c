@@ -7,6 +7,8 @@
  *   nothing of the old one stays;
  * - a checkpoint a crash left at .step_<N>.old while it was replaced is put back by
  *   ckpt_dir_claim, or removed where its replacement is in place;
+ * - step_<N> names: decimal digits without a leading zero (step_05 would be a second name of
+ *   step 5, and --keep would remove the checkpoint saved as step_5 in its stead);
  * - ckpt_dir_claim holds the directory: a second claim (another job) is refused naming the
  *   holder, and a claim after the first is released succeeds. */
 #include "engine/checkpoint/ckpt_dirs.h"
@@ -101,7 +103,19 @@ static void claim_recovers_and_locks(void) {
   if (second >= 0) close(second);
 }
 
+static void step_names(void) {
+  CHECK_EQ_INT(ckpt_step_of_name("step_5"), 5);
+  CHECK_EQ_INT(ckpt_step_of_name("step_0"), 0);
+  CHECK_EQ_INT(ckpt_step_of_name("step_05"), -1);
+  CHECK_EQ_INT(ckpt_step_of_name("step_+5"), -1);
+  CHECK_EQ_INT(ckpt_step_of_name("step_5x"), -1);
+  CHECK_EQ_INT(ckpt_step_of_dir("out/step_3/"), 3);
+  CHECK_EQ_INT(ckpt_step_of_dir("step_3"), 3);
+  CHECK_EQ_INT(ckpt_step_of_dir("out/.step_3.tmp"), -1);
+}
+
 int main(void) {
+  step_names();
   removal_fails_midway();
   publish_over_same_step();
   claim_recovers_and_locks();
