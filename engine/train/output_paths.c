@@ -177,8 +177,9 @@ st_status output_path_outside(const char *what, const char *path, const char *di
 }
 
 /* Where `path` stands among the step directories of `ckpt_dir`, which a run makes, replaces and
- * deletes: step_<N>, and .step_<N>.tmp and .step_<N>.old on the way. */
-typedef enum step_place { NOT_A_STEP = 0, NAMED_AS_A_STEP, IN_A_STEP } step_place;
+ * deletes: step_<N>, and .step_<N>.tmp and .step_<N>.old on the way; or whether it is the lock
+ * file the run holds there (ckpt_dir_claim's .lock). */
+typedef enum step_place { NOT_A_STEP = 0, NAMED_AS_A_STEP, IN_A_STEP, THE_LOCK } step_place;
 
 /* The length of the step directory's name `below` begins with, ending at its end or a '/'; 0
  * when it begins with none (step_log.jsonl is no step directory). */
@@ -199,6 +200,7 @@ static size_t step_name_length(const char *below) {
 static step_place step_place_of(const char *path, const char *ckpt_dir) {
   char rp[PATH_MAX];
   const char *below = below_dir(path, ckpt_dir, rp);
+  if (below && strcmp(below, ".lock") == 0) return THE_LOCK;
   const size_t n = below ? step_name_length(below) : 0;
   if (n == 0) return NOT_A_STEP;
   return below[n] == '/' ? IN_A_STEP : NAMED_AS_A_STEP;
@@ -264,6 +266,12 @@ static st_status check_train_distinct(const train_options *o) {
         return st_error(ST_ERR_INVALID_ARG,
                         "%s %s is inside a checkpoint of --ckpt-dir %s, which the run writes "
                         "and reads: write it elsewhere",
+                        what, path, o->ckpt_dir);
+      }
+      if (place == THE_LOCK) {
+        return st_error(ST_ERR_INVALID_ARG,
+                        "%s %s is the lock file the run holds in --ckpt-dir %s: write it "
+                        "elsewhere",
                         what, path, o->ckpt_dir);
       }
       if (place == NAMED_AS_A_STEP) {

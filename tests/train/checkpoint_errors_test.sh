@@ -12,7 +12,8 @@
 # an unwritable directory looks like even to root, who ignores chmod), a --ckpt-dir or a file
 # given as the checkpoint, --init-from with --resume or --resume-from, outputs that are
 # inputs (a file of the resumed checkpoint, a training shard) or each other, outputs named as
-# step directories of --ckpt-dir, and a --ckpt-dir inside the --resume-from checkpoint.
+# step directories of --ckpt-dir or as its lock file, and a --ckpt-dir inside the --resume-from
+# checkpoint.
 set -uo pipefail
 shardtrain=$1
 prepare=$2
@@ -157,6 +158,8 @@ refused "--export named as a step directory of --ckpt-dir" "--export $work/ck1/s
   "" --ckpt-dir "$work/ck1" --export "$work/ck1/step_3"
 refused "--metrics named as a step on its way" "--metrics $work/ck1/.step_2.old has the name of a checkpoint of --ckpt-dir $work/ck1" \
   "" --ckpt-dir "$work/ck1" --metrics "$work/ck1/.step_2.old"
+refused "--metrics the lock file of --ckpt-dir" "--metrics $work/ck1/.lock is the lock file the run holds in --ckpt-dir $work/ck1" \
+  "" --ckpt-dir "$work/ck1" --metrics "$work/ck1/.lock"
 refused "--ckpt-dir inside --resume-from" "--ckpt-dir $good/sub is in the checkpoint --resume-from $good" \
   "" --resume-from "$good" --ckpt-dir "$good/sub"
 refused "--ckpt-dir the --resume-from" "--ckpt-dir $good is in the checkpoint --resume-from $good" \
