@@ -52,15 +52,11 @@ static declared_param declared_param_of(const unit_param *p) {
   return d;
 }
 
-static const char *split_name(int split) {
-  static const char *const names[] = {"replicated", "column", "row"};
-  return (unsigned)split < sizeof names / sizeof *names ? names[split] : "invalid";
-}
-
 static void describe_param(const declared_param *p, char *out, size_t size) {
   char shape[96];
   snprintf(out, size, "'%s' %s %s", p->name,
-           tensor_shape_text(shape, sizeof shape, p->ndim, p->shape), split_name(p->split));
+           tensor_shape_text(shape, sizeof shape, p->ndim, p->shape),
+           tp_split_name((tp_split)p->split));
 }
 
 /* What differs between world rank 0's unit `first` and this rank's `here`, in `out`; 0 when

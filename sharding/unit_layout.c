@@ -26,6 +26,11 @@ void unit_layout_free(unit_layout *layout) {
   memset(layout, 0, sizeof *layout);
 }
 
+const char *tp_split_name(tp_split split) {
+  static const char *const names[] = {"replicated", "column", "row"};
+  return (unsigned)split < sizeof names / sizeof *names ? names[split] : "invalid";
+}
+
 int64_t unit_layout_table_bytes(const unit_layout *layout) {
   return (int64_t)layout->capacity * (int64_t)sizeof *layout->params;
 }

@@ -23,6 +23,9 @@
 
 typedef enum tp_split { TP_REPLICATED = 0, TP_COLUMN = 1, TP_ROW = 2 } tp_split;
 
+/* "replicated", "column" or "row" (as checkpoints record it); "invalid" for another value. */
+const char *tp_split_name(tp_split split);
+
 typedef struct unit_param {
   char name[UNIT_NAME_MAX];
   int ndim;

@@ -36,16 +36,29 @@ long long ckpt_step_of_name(const char *name) {
   return *end || errno ? -1 : step;
 }
 
+/* ckpt_step_of_name of the n bytes at s. */
+static long long step_of_span(const char *s, size_t n) {
+  char name[64];
+  if (n >= sizeof name) return -1; /* longer than any step_<N> */
+  memcpy(name, s, n);
+  name[n] = '\0';
+  return ckpt_step_of_name(name);
+}
+
 long long ckpt_step_of_dir(const char *path) {
   size_t len = strlen(path);
   while (len > 1 && path[len - 1] == '/') len--;
   size_t at = len;
   while (at > 0 && path[at - 1] != '/') at--;
-  char name[64];
-  if (len - at >= sizeof name) return -1; /* longer than any step_<N> */
-  memcpy(name, path + at, len - at);
-  name[len - at] = '\0';
-  return ckpt_step_of_name(name);
+  return step_of_span(path + at, len - at);
+}
+
+/* The N of an entry named .step_<N><suffix> (".tmp": a save in progress or a removal; ".old": a
+ * checkpoint being replaced), or -1. */
+static long long aside_step(const char *name, const char *suffix) {
+  const size_t len = strlen(name), tail = strlen(suffix);
+  if (name[0] != '.' || len <= tail + 1 || strcmp(name + len - tail, suffix) != 0) return -1;
+  return step_of_span(name + 1, len - 1 - tail);
 }
 
 /* The complete checkpoints' steps, ascending (at most `capacity`); returns the count. */
@@ -144,9 +157,7 @@ st_status ckpt_dirs_prepare(const char *ckpt_dir, const char *temp) {
   struct dirent *e;
   char path[PATH_BYTES];
   while ((e = readdir(d)) != NULL) {
-    size_t len = strlen(e->d_name);
-    if (strncmp(e->d_name, ".step_", 6) == 0 && len > 4 &&
-        strcmp(e->d_name + len - 4, ".tmp") == 0) {
+    if (aside_step(e->d_name, ".tmp") >= 0) {
       snprintf(path, sizeof path, "%s/%s", ckpt_dir, e->d_name);
       /* Another step's leftover that cannot be removed holds no save back; this save's own
        * name, if it stays, fails the mkdir below. */
@@ -223,11 +234,8 @@ static st_status recover_aside(const char *ckpt_dir) {
   char old[PATH_BYTES], final[PATH_BYTES];
   st_status status = ST_OK;
   for (struct dirent *e; status == ST_OK && (e = readdir(d)) != NULL;) {
-    long long step = -1;
-    int used = 0;
-    if (sscanf(e->d_name, ".step_%lld.old%n", &step, &used) != 1 || e->d_name[used] != '\0') {
-      continue;
-    }
+    const long long step = aside_step(e->d_name, ".old");
+    if (step < 0) continue;
     snprintf(old, sizeof old, "%s/%s", ckpt_dir, e->d_name);
     snprintf(final, sizeof final, "%s/step_%lld", ckpt_dir, step);
     struct stat st;

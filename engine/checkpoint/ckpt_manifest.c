@@ -23,10 +23,6 @@ const char *ckpt_state_name(ckpt_state state) {
   return (unsigned)state < CKPT_STATE_COUNT ? names[state] : "invalid";
 }
 
-static const char *split_name(tp_split split) {
-  return split == TP_COLUMN ? "column" : split == TP_ROW ? "row" : "replicated";
-}
-
 int ckpt_piece_range(const unit_layout *l, int k, int s, int64_t *begin, int64_t *end) {
   const unit_param *p = &l->params[k];
   if (p->split == TP_REPLICATED && l->t > 0) return 0;
@@ -115,13 +111,8 @@ st_status ckpt_mesh_check(const gpt_config *cfg, int R, int S, int T, int zero) 
   return ST_OK;
 }
 
-st_status ckpt_manifest_plan(ckpt_manifest *m) {
-  int64_t n_params, n_pieces;
-  ST_CHECK(plan_walk(m, INT_MAX, INT_MAX, &n_params, &n_pieces));
-  if (n_params > INT_MAX || n_pieces > INT_MAX) {
-    return st_error(ST_ERR_INVALID_ARG, "mesh %dx%dx%d: the checkpoint would hold over %d pieces",
-                    m->R, m->S, m->T, INT_MAX);
-  }
+/* Allocates the tables for the n_params and n_pieces a count gave and records the plan. */
+static st_status plan_record(ckpt_manifest *m, int64_t n_params, int64_t n_pieces) {
   m->n_files = m->S * m->T;
   ST_CHECK(mem_alloc_zeroed((void **)&m->params, (size_t)n_params * sizeof *m->params, MEM_HOST,
                             MEM_WORKSPACE, NULL));
@@ -137,6 +128,16 @@ st_status ckpt_manifest_plan(ckpt_manifest *m) {
     snprintf(m->files[f].name, sizeof m->files[f].name, "rank_%05d.safetensors", f);
   }
   return ST_OK;
+}
+
+st_status ckpt_manifest_plan(ckpt_manifest *m) {
+  int64_t n_params, n_pieces;
+  ST_CHECK(plan_walk(m, INT_MAX, INT_MAX, &n_params, &n_pieces));
+  if (n_params > INT_MAX || n_pieces > INT_MAX) {
+    return st_error(ST_ERR_INVALID_ARG, "mesh %dx%dx%d: the checkpoint would hold over %d pieces",
+                    m->R, m->S, m->T, INT_MAX);
+  }
+  return plan_record(m, n_params, n_pieces);
 }
 
 st_status ckpt_manifest_set_data(ckpt_manifest *m, int dp_size, token_position position) {
@@ -182,7 +183,7 @@ void ckpt_piece_describe(const ckpt_manifest *m, const ckpt_piece *piece, char *
   snprintf(out, size,
            "{\"shape\":%s,\"split\":\"%s\",\"blocks\":%d,\"tp\":%d,\"tp_rank\":%d,"
            "\"begin\":%lld,\"end\":%lld}",
-           shape, split_name(p->split), p->blocks, m->T, piece->t, (long long)piece->begin,
+           shape, tp_split_name(p->split), p->blocks, m->T, piece->t, (long long)piece->begin,
            (long long)piece->end);
 }
 
@@ -305,7 +306,7 @@ static cJSON *manifest_json(const ckpt_manifest *m) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", p->name);
     cJSON_AddItemToObject(o, "shape", int_array(p->shape, p->ndim));
-    cJSON_AddStringToObject(o, "split", split_name(p->split));
+    cJSON_AddStringToObject(o, "split", tp_split_name(p->split));
     cJSON_AddNumberToObject(o, "blocks", p->blocks);
     cJSON_AddItemToArray(params, o);
   }
@@ -569,7 +570,8 @@ static st_status check_plan(const reader *r, const cJSON *root, ckpt_manifest *m
                     "%s: %d params and %d pieces listed; model and mesh give %s and %s", r->path,
                     listed_params, listed_pieces, params_text, pieces_text);
   }
-  if (ckpt_manifest_plan(m) != ST_OK) {
+  /* Counted already, to the lists' exact lengths */
+  if (plan_record(m, n_params, n_pieces) != ST_OK) {
     return st_error(ST_ERR_FORMAT, "%s: %s", r->path, st_last_error());
   }
   const cJSON *param = params->child, *piece = pieces->child, *file = files->child;

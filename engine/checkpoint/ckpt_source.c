@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/ckpt_done.h"
+#include "engine/io/file_io.h"
 #include "engine/io/safetensors.h"
 
 struct ckpt_source {
@@ -69,13 +70,10 @@ st_status ckpt_source_open(ckpt_source **out, const char *dir) {
   }
   ckpt_source *src = NULL;
   ST_CHECK(mem_alloc_zeroed((void **)&src, sizeof *src, MEM_HOST, MEM_WORKSPACE, NULL));
-  snprintf(src->dir, sizeof src->dir, "%s", dir);
-  size_t len = strlen(src->dir);
-  while (len > 1 && src->dir[len - 1] == '/') src->dir[--len] = '\0';
+  st_status status = file_path_trim_slashes(src->dir, sizeof src->dir, dir);
   char path[4200];
   path_in(src, "DONE", path, sizeof path);
-  st_status status = ST_OK;
-  if (stat(path, &st) != 0) status = no_done_marker(src->dir);
+  if (status == ST_OK && stat(path, &st) != 0) status = no_done_marker(src->dir);
   path_in(src, "manifest.json", path, sizeof path);
   if (status == ST_OK) status = ckpt_manifest_read(&src->m, path);
   if (status == ST_OK) status = ckpt_done_check(src->dir, &src->m);

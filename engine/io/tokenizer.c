@@ -95,10 +95,10 @@ st_status tokenizer_load(tokenizer **out, const char *path) {
   /* Each token takes 2 to 256 bytes (its length, then its bytes): a body outside that range
    * is not this format, and the offset table, sized by the declared count, stays within a
    * multiple of the file's size. */
-  if (body > (uint64_t)t->vocab * 256 || body < (uint64_t)t->vocab * 2) {
+  const int too_few = body < (uint64_t)t->vocab * 2;
+  if (too_few || body > (uint64_t)t->vocab * 256) {
     status = st_error(ST_ERR_FORMAT, "%s: %llu bytes of tokens, %s %d tokens can hold", path,
-                      (unsigned long long)body,
-                      body < (uint64_t)t->vocab * 2 ? "fewer than" : "more than", t->vocab);
+                      (unsigned long long)body, too_few ? "fewer than" : "more than", t->vocab);
     goto done;
   }
   ST_CHECK_GOTO(mem_alloc((void **)&t->bytes, body ? body : 1, MEM_HOST, MEM_WORKSPACE, NULL),

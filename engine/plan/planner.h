@@ -76,10 +76,9 @@ typedef struct plan_input {
 /* Where the bytes live: host_bytes is what is allocated in host memory whatever the device
  * (the offloaded optimizer state and its staging, the micro-batches' tokens, the kernel
  * backend's host staging, a checkpoint save's staging or snapshot, and the model's tables),
- * device_bytes
- * everything else. On the CPU both are the same RAM, and a budget must count their sum; on a
- * GPU device_bytes is what its memory must hold. total = device_bytes + host_bytes is the sum
- * of the categories' peaks. */
+ * device_bytes everything else. On the CPU both are the same RAM, and a budget must count their
+ * sum; on a GPU device_bytes is what its memory must hold. total = device_bytes + host_bytes is the
+ * sum of the categories' peaks. */
 typedef struct memory_plan {
   uint64_t bytes[MEM_CATEGORY_COUNT]; /* peak per category on any rank */
   uint64_t model_states;              /* params + grads + optimizer (+ optimizer_host) */
