@@ -11,13 +11,15 @@
 #include "core/error.h"
 
 /* The watchdog: the armed deadlines, and the process whose thread watches them (a forked child
- * has no thread until it arms a deadline). */
+ * has no thread until it arms a deadline), the thread, and whether it is asked to end. */
 static struct {
   pthread_mutex_t lock;
   deadline *armed;
-  pid_t watching; /* 0: no thread yet */
+  pid_t watching; /* 0: no thread */
   int fork_handlers;
-} watch = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0};
+  pthread_t thread;
+  int ending;
+} watch = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* How often the watchdog looks: the deadlines are minutes, so a few tens of ms late is nothing. */
 #define WATCH_PERIOD_NS 20000000L
@@ -64,10 +66,11 @@ static void check_due(void) {
 static void *watchdog(void *arg) {
   (void)arg;
   const struct timespec period = {0, WATCH_PERIOD_NS};
-  for (;;) {
+  for (int ending = 0; !ending;) {
     nanosleep(&period, NULL);
     pthread_mutex_lock(&watch.lock);
     check_due();
+    ending = watch.ending;
     pthread_mutex_unlock(&watch.lock);
   }
   return NULL;
@@ -80,6 +83,7 @@ static void after_fork_parent(void) { pthread_mutex_unlock(&watch.lock); }
 static void after_fork_child(void) {
   watch.armed = NULL;
   watch.watching = 0;
+  watch.ending = 0;
   pthread_mutex_unlock(&watch.lock);
 }
 
@@ -92,13 +96,24 @@ static st_status start_watchdog(void) {
     }
     watch.fork_handlers = 1;
   }
-  pthread_t thread;
-  if (pthread_create(&thread, NULL, watchdog, NULL) != 0) {
+  if (pthread_create(&watch.thread, NULL, watchdog, NULL) != 0) {
     return st_error(ST_ERR_INTERNAL, "deadline: cannot start its watchdog thread");
   }
-  pthread_detach(thread);
   watch.watching = getpid();
   return ST_OK;
+}
+
+void deadline_watchdog_stop(void) {
+  pthread_mutex_lock(&watch.lock);
+  const int stops = watch.watching == getpid() && watch.armed == NULL;
+  if (stops) watch.ending = 1;
+  pthread_mutex_unlock(&watch.lock);
+  if (!stops) return;
+  pthread_join(watch.thread, NULL); /* it takes the lock once more before it ends */
+  pthread_mutex_lock(&watch.lock);
+  watch.watching = 0;
+  watch.ending = 0;
+  pthread_mutex_unlock(&watch.lock);
 }
 
 st_status deadline_arm(deadline *d, deadline_kind kind, double seconds, const char *what) {

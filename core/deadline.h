@@ -12,7 +12,8 @@
  * The same guard bounds a stall in a rank's file work (engine/io/job_agree.h): a rank stuck on a
  * hung file system would hold itself and the others for ever.
  *
- * One watchdog thread per process, started by the first arm, keeps the armed deadlines. If a
+ * One watchdog thread per process, started by the first arm (until deadline_watchdog_stop), keeps
+ * the armed deadlines. If a
  * call is still running `seconds` after its arm, the watchdog writes one error line to stderr
  * naming what did not finish, the limit and the variable that sets it (the kind's), and ends
  * the process with exit code DEADLINE_EXIT_CODE at once (_exit: nothing else may run meanwhile,
@@ -55,5 +56,10 @@ void deadline_extend(deadline *d);
 
 /* Disarms `d`, armed before. */
 void deadline_disarm(deadline *d);
+
+/* Ends the watchdog thread, if it runs and nothing is armed, and waits for it (st_finalize): a
+ * program that unloads the library (dlclose) after st_finalize must not keep a thread running
+ * its code. The next arm starts a new one. */
+void deadline_watchdog_stop(void);
 
 #endif /* ST_CORE_DEADLINE_H */

@@ -8,7 +8,7 @@
 
 #include "core/log.h"
 
-static _Thread_local char error_detail[1024];
+static _Thread_local char error_detail[ST_ERROR_DETAIL_BYTES];
 static _Thread_local int error_traced;
 
 const char *st_status_string(st_status status) {
@@ -52,6 +52,15 @@ st_status st_error(st_status status, const char *fmt, ...) {
 
 void st_error_clear(void) {
   error_detail[0] = '\0';
+  error_traced = 0;
+}
+
+void st_error_save(st_error_saved *out) {
+  memcpy(out->detail, error_detail, strlen(error_detail) + 1);
+}
+
+void st_error_restore(const st_error_saved *saved) {
+  memcpy(error_detail, saved->detail, strlen(saved->detail) + 1);
   error_traced = 0;
 }
 

@@ -22,6 +22,16 @@ st_status st_error(st_status status, const char *fmt, ...) __attribute__((format
 /* Clears this thread's detail (used by tests and by callers that handled an error). */
 void st_error_clear(void);
 
+/* A failure its caller handles (a fallback) inside a call of the public API must not replace
+ * the program's last error, which st_last_error keeps until the next failing call: the detail
+ * is saved before the attempt and put back after it. */
+enum { ST_ERROR_DETAIL_BYTES = 1024 };
+typedef struct st_error_saved {
+  char detail[ST_ERROR_DETAIL_BYTES];
+} st_error_saved;
+void st_error_save(st_error_saved *out);
+void st_error_restore(const st_error_saved *saved);
+
 /* Called by the check macros: logs the propagation site once per fresh error. */
 void st_error_trace(st_status status, const char *expr, const char *file, int line);
 

@@ -35,6 +35,7 @@ struct st_mesh {
   st_device device;
   st_comm_backend backend;
   comm *groups[ST_GROUP_COUNT];
+  MPI_Comm control; /* mesh_control */
 };
 
 const char *mesh_group_name(st_group group) {
@@ -169,14 +170,16 @@ static st_status choose_backend(st_mesh *mesh, const st_mesh_config *cfg, place_
     return st_error(ST_ERR_INVALID_ARG, "collective backend %d is not one of auto, mpi, nccl",
                     (int)cfg->backend);
   }
-  MPI_CHECK(MPI_Allgather(&t->me, sizeof t->me, MPI_BYTE, t->all, sizeof t->me, MPI_BYTE,
-                          MPI_COMM_WORLD));
+  MPI_CHECK(
+      MPI_Allgather(&t->me, sizeof t->me, MPI_BYTE, t->all, sizeof t->me, MPI_BYTE, mesh->control));
   int shares_gpu = 0;
+  st_error_saved before;
+  st_error_save(&before);
   const st_status verdict =
       nccl_place_check(t->all, mesh->coords.world_size, t->scratch, &shares_gpu);
   if (verdict != ST_OK) {
     if (cfg->backend == ST_COMM_NCCL) return verdict;
-    st_error_clear(); /* auto falls back to MPI: nothing failed */
+    st_error_restore(&before); /* auto falls back to MPI: nothing failed */
     mesh->backend = ST_COMM_MPI;
     return ST_OK;
   }
@@ -195,7 +198,7 @@ static st_status agree_and_choose(st_mesh *mesh, const st_mesh_config *cfg, cons
                                   st_status mine, place_table *t) {
   char step[128];
   snprintf(step, sizeof step, "set-up of device '%s'", request);
-  ST_CHECK(mpi_agree_naming(MPI_COMM_WORLD, mine, step));
+  ST_CHECK(mpi_agree_naming(mesh->control, mine, step));
   return choose_backend(mesh, cfg, t);
 }
 
@@ -204,14 +207,17 @@ static st_status agree_and_choose(st_mesh *mesh, const st_mesh_config *cfg, cons
 static st_status choose_device_and_backend(st_mesh *mesh, const st_mesh_config *cfg) {
   MPI_Comm node;
   int local_rank = 0;
-  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  MPI_CHECK(MPI_Comm_split_type(mesh->control, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
   MPI_Comm_rank(node, &local_rank);
   MPI_Comm_free(&node);
 
   const char *request = cfg->device ? cfg->device : env_get_string(ENV_DEVICE);
   place_table t = {0};
-  st_status mine = cfg->backend == ST_COMM_MPI ? ST_OK : check_host_id();
-  if (mine == ST_OK) mine = device_select(request, local_rank, &mesh->device);
+  st_status mine = device_select(request, local_rank, &mesh->device);
+  /* NCCL_HOSTID matters only where NCCL may join the ranks: on a GPU. */
+  if (mine == ST_OK && cfg->backend != ST_COMM_MPI && mesh->device.backend->kind != ST_DEVICE_CPU) {
+    mine = check_host_id();
+  }
   if (mine == ST_OK) mine = place_table_prepare(&t, &mesh->device, mesh->coords.world_size);
   const st_status status = agree_and_choose(mesh, cfg, request, mine, &t);
   mem_free(t.scratch);
@@ -251,7 +257,7 @@ static st_status create_groups(st_mesh *mesh, double timeout_s, int nccl_max_cta
     int color, key;
     group_color_key(&mesh->coords, (st_group)g, &color, &key);
     MPI_Comm split;
-    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, key, &split));
+    MPI_CHECK(MPI_Comm_split(mesh->control, color, key, &split));
     st_status status = mesh->backend == ST_COMM_NCCL
                            ? comm_nccl_create(&mesh->groups[g], split, mesh_group_name(g),
                                               &mesh->device, timeout_s, nccl_max_ctas)
@@ -282,11 +288,12 @@ static const char *backend_request_name(int backend) {
 
 /* A config that one rank refuses (`mine`), or that resolves to another mesh than world rank 0's,
  * fails every rank with the lowest such rank's reason. */
-static st_status agree_on_config(st_status mine, const st_mesh_config *resolved, int world_rank) {
-  ST_CHECK(mpi_agree_share(MPI_COMM_WORLD, mine));
+static st_status agree_on_config(MPI_Comm control, st_status mine, const st_mesh_config *resolved,
+                                 int world_rank) {
+  ST_CHECK(mpi_agree_share(control, mine));
   const mesh_shape here = shape_of(resolved);
   mesh_shape first = here;
-  MPI_CHECK(MPI_Bcast(&first, (int)sizeof first, MPI_BYTE, 0, MPI_COMM_WORLD));
+  MPI_CHECK(MPI_Bcast(&first, (int)sizeof first, MPI_BYTE, 0, control));
   if (memcmp(&first, &here, sizeof here) != 0) {
     mine =
         st_error(ST_ERR_INVALID_ARG,
@@ -297,7 +304,20 @@ static st_status agree_on_config(st_status mine, const st_mesh_config *resolved,
                  first.nccl_max_ctas, here.dp_replicate, here.dp_shard, here.tp,
                  backend_request_name(here.backend), here.nccl_max_ctas, world_rank);
   }
-  return mpi_agree_share(MPI_COMM_WORLD, mine);
+  return mpi_agree_share(control, mine);
+}
+
+/* The mesh's own duplicate of the world, on which errors come back as codes: its set-up and
+ * checks never meet the program's collectives on MPI_COMM_WORLD, nor change its error handler. */
+static st_status control_create(MPI_Comm *out) {
+  MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, out));
+  MPI_CHECK(MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN));
+  return ST_OK;
+}
+
+static void control_free(MPI_Comm *control) {
+  /* After MPI_Finalize the duplicate is MPI's to drop (comm_mpi_finalized). */
+  if (*control != MPI_COMM_NULL && !comm_mpi_finalized()) MPI_Comm_free(control);
 }
 
 st_status st_mesh_create(st_mesh **out, const st_mesh_config *config) {
@@ -314,16 +334,24 @@ st_status st_mesh_create(st_mesh **out, const st_mesh_config *config) {
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
   /* Collective from here: a rank's own refusal is every rank's. */
+  MPI_Comm control = MPI_COMM_NULL;
+  ST_CHECK(control_create(&control));
   st_mesh_config cfg, resolved = {0};
   double timeout_s = 0;
   st_status mine = out ? ST_OK : st_error(ST_ERR_INVALID_ARG, "st_mesh_create: out is NULL");
   if (mine == ST_OK) mine = read_config(config, &cfg);
   if (mine == ST_OK) mine = mesh_validate(&cfg, world_size, &resolved);
   if (mine == ST_OK) mine = resolve_timeout(&resolved, &timeout_s);
-  ST_CHECK(agree_on_config(mine, &resolved, world_rank));
-
   st_mesh *mesh = NULL;
-  ST_CHECK(mem_alloc_zeroed((void **)&mesh, sizeof *mesh, MEM_HOST, MEM_WORKSPACE, NULL));
+  st_status status = agree_on_config(control, mine, &resolved, world_rank);
+  if (status == ST_OK) {
+    status = mem_alloc_zeroed((void **)&mesh, sizeof *mesh, MEM_HOST, MEM_WORKSPACE, NULL);
+  }
+  if (status != ST_OK) {
+    control_free(&control);
+    return status;
+  }
+  mesh->control = control;
   st_mesh_coords *c = &mesh->coords;
   c->world_rank = world_rank;
   c->world_size = world_size;
@@ -333,7 +361,6 @@ st_status st_mesh_create(st_mesh **out, const st_mesh_config *config) {
   mesh_coords_of(&resolved, world_rank, &c->r, &c->s, &c->t);
   st_log_set_rank(world_rank);
 
-  st_status status;
   ST_CHECK_GOTO(choose_device_and_backend(mesh, &resolved), status, fail);
   ST_CHECK_GOTO(create_groups(mesh, timeout_s, resolved.nccl_max_ctas), status, fail);
   *out = mesh;
@@ -347,6 +374,7 @@ fail:
 
 static void mesh_free(st_mesh *mesh) {
   for (int g = ST_GROUP_COUNT - 1; g >= 0; g--) comm_destroy(mesh->groups[g]);
+  control_free(&mesh->control);
   if (mesh->counted) mesh_live--;
   mem_free(mesh);
 }
@@ -411,6 +439,8 @@ const char *st_mesh_device_name(const st_mesh *mesh) {
 }
 
 comm *mesh_comm(const st_mesh *mesh, st_group group) { return mesh->groups[group]; }
+
+MPI_Comm mesh_control(const st_mesh *mesh) { return mesh->control; }
 
 comm *mesh_swap_comm(st_mesh *mesh, st_group group, comm *replacement) {
   comm *old = mesh->groups[group];

@@ -4,12 +4,19 @@
 #ifndef ST_SHARDING_MESH_H
 #define ST_SHARDING_MESH_H
 
+#include <mpi.h>
+
 #include "core/device.h"
 #include "sharding/comm.h"
 #include "shardtrain.h"
 
 /* The communicator of a group; never NULL for a created mesh. */
 comm *mesh_comm(const st_mesh *mesh, st_group group);
+
+/* The mesh's duplicate of MPI_COMM_WORLD for the library's own checks and agreements (errors
+ * come back as codes): never the program's MPI_COMM_WORLD, whose collectives a program may
+ * have in flight, from another thread or not yet completed, while it calls the library. */
+MPI_Comm mesh_control(const st_mesh *mesh);
 
 /* Puts `replacement` (same ranks; the mesh owns it from now on) in place of a group's
  * communicator and returns the old one, now the caller's: for tests that stand another backend

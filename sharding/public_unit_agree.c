@@ -4,8 +4,9 @@
  * another layout and get wrong values with no error, or an MPI error that names no cause. World
  * rank 0's declaration is broadcast, every rank compares its own with it, and the lowest rank
  * that differs tells every rank what differs. The allocation's outcome is agreed on next, so an
- * out-of-memory rank fails them all. The MPI calls run under the mesh's collective timeout: a
- * rank that never calls st_unit_finalize ends the job instead of holding it. */
+ * out-of-memory rank fails them all. The MPI calls run on the mesh's own duplicate of the world
+ * (mesh_control), under the mesh's collective timeout: a rank that never calls st_unit_finalize
+ * ends the job instead of holding it. */
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
@@ -92,7 +93,7 @@ static st_status declared_differently(const st_unit *h, const char *caller, int 
 static st_status compare_unit(const st_unit *h, const char *caller, int world_rank) {
   const declared_unit here = declared_unit_of(h);
   declared_unit first = here;
-  MPI_CHECK(MPI_Bcast(&first, (int)sizeof first, MPI_BYTE, 0, MPI_COMM_WORLD));
+  MPI_CHECK(MPI_Bcast(&first, (int)sizeof first, MPI_BYTE, 0, mesh_control(h->mesh)));
   char difference[512];
   if (!unit_difference(&first, &here, difference, sizeof difference)) return ST_OK;
   return declared_differently(h, caller, world_rank, difference);
@@ -106,7 +107,7 @@ static st_status compare_params(const st_unit *h, const char *caller, int world_
   for (int i = 0; i < h->u.layout.count; i++) {
     const declared_param here = declared_param_of(&h->u.layout.params[i]);
     declared_param first = here;
-    MPI_CHECK(MPI_Bcast(&first, (int)sizeof first, MPI_BYTE, 0, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Bcast(&first, (int)sizeof first, MPI_BYTE, 0, mesh_control(h->mesh)));
     if (differs || memcmp(&first, &here, sizeof here) == 0) continue;
     char first_text[160], here_text[160];
     describe_param(&first, first_text, sizeof first_text);
@@ -129,12 +130,12 @@ static st_status arm(const st_unit *h, const char *caller, deadline *d) {
 st_status unit_handle_agree_declaration(const st_unit *h, const char *caller) {
   if (!h->mesh) return ST_OK;
   int world_rank = 0;
-  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
+  MPI_CHECK(MPI_Comm_rank(mesh_control(h->mesh), &world_rank));
   deadline d;
   ST_CHECK(arm(h, caller, &d));
-  st_status status = mpi_agree_share(MPI_COMM_WORLD, compare_unit(h, caller, world_rank));
+  st_status status = mpi_agree_share(mesh_control(h->mesh), compare_unit(h, caller, world_rank));
   if (status == ST_OK) {
-    status = mpi_agree_share(MPI_COMM_WORLD, compare_params(h, caller, world_rank));
+    status = mpi_agree_share(mesh_control(h->mesh), compare_params(h, caller, world_rank));
   }
   deadline_disarm(&d);
   return status;
@@ -146,7 +147,7 @@ st_status unit_handle_agree_outcome(const st_unit *h, st_status mine, const char
   ST_CHECK(arm(h, caller, &d));
   char step[160];
   snprintf(step, sizeof step, "%s of unit '%s'", caller, h->u.name);
-  const st_status status = mpi_agree_naming(MPI_COMM_WORLD, mine, step);
+  const st_status status = mpi_agree_naming(mesh_control(h->mesh), mine, step);
   deadline_disarm(&d);
   return status;
 }

@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include "core/check_mpi.h"
+#include "core/deadline.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "sharding/comm_mpi.h"
@@ -27,10 +28,8 @@ st_status st_init(int *argc, char ***argv) {
     int provided = 0;
     MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
     we_started_mpi = 1;
-    /* Errors come back as codes we turn into st_status, instead of MPI's default abort. A
-     * program that started MPI itself keeps its own choice for MPI_COMM_WORLD; the library's
-     * communicators are duplicates, which inherit it. */
-    MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    /* MPI_COMM_WORLD keeps MPI's error handler: it is the program's. The library talks on
+     * duplicates that return errors as codes (mesh_control and the groups split from it). */
   }
   int rank = 0, size = 1;
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
@@ -44,6 +43,7 @@ st_status st_finalize(void) {
     /* The program finalized MPI itself: nothing is left to shut down, and handles still live
      * release only their memory when destroyed (comm_mpi_finalized). */
     we_started_mpi = 0;
+    deadline_watchdog_stop();
     return ST_OK;
   }
   const int live = mesh_live_handles();
@@ -53,6 +53,7 @@ st_status st_finalize(void) {
                     "st_finalize: %d meshes or units on a mesh are still live; destroy them first",
                     live);
   }
+  deadline_watchdog_stop();
   if (!we_started_mpi) return ST_OK;
   MPI_CHECK(MPI_Finalize());
   we_started_mpi = 0;

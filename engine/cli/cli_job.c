@@ -68,6 +68,9 @@ static st_status same_arguments_as_rank0(int argc, char **argv) {
 
 /* Collective over the launched job: the end's communicator, then one verdict on the arguments. */
 static st_status agree_on_arguments(st_status parsed, int argc, char **argv) {
+  /* The program's choice for its world, which the library leaves alone: MPI errors come back as
+   * codes that the command reports on one line, instead of MPI's abort. */
+  MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &end_comm));
   ST_CHECK(mpi_agree_share(MPI_COMM_WORLD, parsed));
   return same_arguments_as_rank0(argc, argv);

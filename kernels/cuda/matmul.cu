@@ -155,11 +155,13 @@ extern "C" st_status cuda_matmul_forward(void *ctx, const st_tensor *out, const 
     Gemm fused = g;
     fused.epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
     fused.aux = pre_gelu->data;
+    st_error_saved before;
+    st_error_save(&before);
     const st_status status = run_gemm(cx, op, inp->dtype, inp->dtype, fused, stream);
     // Any failure but "no algorithm for this epilogue" (warned once by the plan cache) is an
     // error; that one falls through to the two-step path below.
     if (status != ST_ERR_UNSUPPORTED) return status;
-    st_error_clear();
+    st_error_restore(&before);
   }
   // A width (or dtype) the epilogue cannot take: the product plus bias into pre_gelu, then
   // GELU from it (elementwise.cu).

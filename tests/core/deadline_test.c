@@ -5,7 +5,10 @@
  * disarmed inside it (that line names the outer deadline's kind's variable); a deadline extended
  * as a call progresses ends it only once it stalls (checked in forked
  * children, their stderr through a pipe, after the parent's own watchdog started: a child starts
- * its own); a limit that is not a positive number is refused.
+ * its own); a limit that is not a positive number is refused; deadline_watchdog_stop ends the
+ * watchdog thread (which ran the library's code after st_finalize: a program that unloaded the
+ * library crashed in it), leaves it running while a deadline is armed, and the next arm starts a
+ * new one that still ends an overrun.
  */
 #include "core/deadline.h"
 
@@ -159,11 +162,56 @@ static void check_refusals(void) {
   }
 }
 
+/* The threads of this process. */
+static int thread_count(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  int threads = -1;
+  while (f && fgets(line, sizeof line, f)) {
+    if (sscanf(line, "Threads: %d", &threads) == 1) break;
+  }
+  if (f) fclose(f);
+  return threads;
+}
+
+static void check_watchdog_stop(void) {
+  deadline d;
+  CHECK_OK(deadline_arm(&d, DEADLINE_COLLECTIVE, 60, "a call"));
+  const int watched = thread_count();
+  deadline_watchdog_stop(); /* something is armed: the thread stays */
+  CHECK_EQ_INT(thread_count(), watched);
+  deadline_disarm(&d);
+  deadline_watchdog_stop();
+  CHECK_EQ_INT(thread_count(), watched - 1);
+  deadline_watchdog_stop(); /* no thread: nothing to do */
+  CHECK_EQ_INT(thread_count(), watched - 1);
+  CHECK_OK(deadline_arm(&d, DEADLINE_COLLECTIVE, 60, "a call"));
+  CHECK_EQ_INT(thread_count(), watched);
+  deadline_disarm(&d);
+}
+
+/* The watchdog stopped, then the call of check_overrun: the next arm's new thread ends it. */
+static void call_after_stop(double seconds, double call_s) {
+  deadline d;
+  if (deadline_arm(&d, DEADLINE_COLLECTIVE, 60, "a call") != ST_OK) _exit(92);
+  deadline_disarm(&d);
+  deadline_watchdog_stop();
+  guarded_call(seconds, call_s);
+}
+
+static void check_overrun_after_stop(void) {
+  const child_result r = run_child(call_after_stop, 0.2, 30.0);
+  CHECK_MSG(r.exited && r.code == DEADLINE_EXIT_CODE, "exited %d with code %d", r.exited, r.code);
+  CHECK_MSG(r.seconds < 10.0, "ended after %.2f s", r.seconds);
+}
+
 int main(void) {
   check_in_time();
   check_overrun();
   check_nested();
   check_extend();
   check_refusals();
+  check_watchdog_stop();
+  check_overrun_after_stop();
   return test_finish("deadline_test");
 }

@@ -316,6 +316,24 @@ static void test_membership(const st_mesh *mesh, st_group g) {
   dbuf_free(&all);
 }
 
+/* With NCCL_HOSTID set on every rank (the hostid variant), an empty one on the last rank, which
+ * NCCL would read as a host named "", is refused on every rank: the rank itself names the
+ * variable, the others that rank. */
+static void test_empty_host_id(const st_mesh_config *config, int world, int me) {
+  const char *mine = getenv("NCCL_HOSTID");
+  if (!mine || world < 2) return;
+  char saved[256];
+  snprintf(saved, sizeof saved, "%s", mine);
+  if (me == world - 1) setenv("NCCL_HOSTID", "", 1);
+  st_mesh *mesh = NULL;
+  CHECK_STATUS(st_mesh_create(&mesh, config), ST_ERR_INVALID_ARG);
+  CHECK(mesh == NULL);
+  char want[96] = "NCCL_HOSTID is set but empty";
+  if (me != world - 1) snprintf(want, sizeof want, "abandoned: world rank %d failed", world - 1);
+  CHECK_MSG(strstr(st_last_error(), want) != NULL, "rank %d: message '%s'", me, st_last_error());
+  setenv("NCCL_HOSTID", saved, 1);
+}
+
 int main(int argc, char **argv) {
   CHECK_OK(st_init(&argc, &argv));
   int world = 1;
@@ -365,6 +383,9 @@ int main(int argc, char **argv) {
     stream_destroy(&test_stream);
   }
   st_mesh_destroy(mesh);
+  int me = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  test_empty_host_id(&config, world, me);
   mem_stats stats;
   mem_stats_get(&stats);
   CHECK_EQ_INT(stats.live_blocks, 0);
