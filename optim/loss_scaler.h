@@ -4,9 +4,11 @@
  *
  * Modes:
  *   - none: scale 1 forever, nothing is ever skipped by it (fp32 and bf16);
- *   - fixed: a constant scale; an overflowing step is skipped, the scale does not change;
+ *   - fixed: a constant scale in [LOSS_SCALER_MIN_SCALE, LOSS_SCALER_MAX_SCALE]; an overflowing
+ *     step is skipped, the scale does not change;
  *   - dynamic (fp16's default): an overflowing step is skipped and halves the scale (never
- *     below LOSS_SCALER_MIN_SCALE); `window` clean steps in a row double it.
+ *     below LOSS_SCALER_MIN_SCALE); `window` clean steps in a row double it (never above
+ *     LOSS_SCALER_MAX_SCALE).
  * The state that a checkpoint must carry for a resumed run to continue bit-identically is
  * loss_scaler_state: the scale, the clean steps since the last change, and the steps skipped
  * so far (AdamW's step count leaves them out). */
@@ -17,9 +19,14 @@
 
 #define LOSS_SCALER_INITIAL_SCALE 65536.0
 #define LOSS_SCALER_DEFAULT_WINDOW 2000
-/* Halving stops here: a step that overflows at scale 1 has gradients that are not finite in
- * fp32 either, which the training step reports as divergence. */
+/* Halving stops here: a scale below 1 would only push small gradients further into fp16's
+ * underflow. A step that overflows at scale 1 has gradients beyond the reduce dtype's range
+ * unscaled (fp16's 65504, or fp32's), which the training step reports as divergence. */
 #define LOSS_SCALER_MIN_SCALE 1.0
+/* Doubling stops here (2^24, as NVIDIA's apex caps it): with fp32 gradients nothing else bounds
+ * the growth but fp32's range, where a step skipped for overflow is a step lost, and a loss
+ * scaled by more already overflows fp16 for a gradient of 2^-8. */
+#define LOSS_SCALER_MAX_SCALE 16777216.0
 
 typedef enum loss_scaler_mode {
   LOSS_SCALER_NONE = 0,
@@ -41,7 +48,7 @@ typedef struct loss_scaler {
 
 /* Mode none (scale 1). */
 void loss_scaler_init_none(loss_scaler *s);
-/* A constant positive scale. */
+/* A constant scale, in [LOSS_SCALER_MIN_SCALE, LOSS_SCALER_MAX_SCALE]. */
 void loss_scaler_init_fixed(loss_scaler *s, double scale);
 /* Starts at `initial` (a power of two) and doubles after `window` (>= 1) clean steps. */
 void loss_scaler_init_dynamic(loss_scaler *s, double initial, int window);
@@ -51,6 +58,13 @@ void loss_scaler_init_dynamic(loss_scaler *s, double initial, int window);
  * without a scale there is nothing to lower, and the caller treats non-finite gradients as
  * divergence. */
 int loss_scaler_update(loss_scaler *s, int overflow);
+
+/* A resumed run's scaler from a checkpoint's state: the steps skipped always carry on; a dynamic
+ * scaler continues from the saved scale and window count when the scale is one it can hold (a
+ * power of two from LOSS_SCALER_MIN_SCALE to LOSS_SCALER_MAX_SCALE: any dynamic run's, or a
+ * fixed run's such as 1024), else it starts anew at its initial scale; a fixed one keeps its
+ * own scale. Returns 1 when a dynamic scaler took the saved scale, 0 otherwise. */
+int loss_scaler_adopt(loss_scaler *s, const loss_scaler_state *saved);
 
 /* 1 when a dynamic scaler has reached LOSS_SCALER_MIN_SCALE and another overflow cannot lower
  * it any further. */

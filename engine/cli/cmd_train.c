@@ -202,18 +202,24 @@ static st_status resume(train_run *r) {
   if (r->train) ST_CHECK(job_agree(token_loader_seek(r->train, m->data[0])));
   r->first_step = (int)m->step;
   r->tokens_trained = m->tokens; /* its runs' batches may differ from this one's */
-  /* A dynamic scale continues where the checkpoint left it, even at its floor of 1 (a fixed one
-   * is the flag's, and a checkpoint of a run without fp16 has no scale to give); the skipped
-   * steps always carry on, as AdamW's step count leaves them out whatever the dtype. */
+  /* A dynamic scale continues where the checkpoint left it, even at its floor of 1, where it is
+   * one a dynamic scaler holds (loss_scaler_adopt; a fixed one is the flag's, and a checkpoint
+   * of a run without fp16 has no scale to give); the skipped steps always carry on, as AdamW's
+   * step count leaves them out whatever the dtype. */
   const int scaled = m->param_dtype == ST_FP16 || m->reduce_dtype == ST_FP16;
-  if (r->scaler.mode == LOSS_SCALER_DYNAMIC && scaled) r->scaler.state = m->scaler;
+  const int adopted = scaled && loss_scaler_adopt(&r->scaler, &m->scaler);
   r->scaler.state.skipped = m->scaler.skipped;
   if (is_writer(r)) {
-    char scale[96] = "";
+    char scale[160] = "", whose[64] = "the checkpoint's";
+    if (!scaled) snprintf(whose, sizeof whose, "anew: it had none");
+    if (scaled && !adopted) {
+      snprintf(whose, sizeof whose, "anew: its %g is no power of two from %.0f to %.0f",
+               m->scaler.scale, LOSS_SCALER_MIN_SCALE, LOSS_SCALER_MAX_SCALE);
+    }
     if (r->scaler.mode == LOSS_SCALER_DYNAMIC) {
       snprintf(scale, sizeof scale, "; loss scale %g (%s), %lld step%s skipped before",
-               r->scaler.state.scale, scaled ? "the checkpoint's" : "anew: it had none",
-               (long long)r->scaler.state.skipped, r->scaler.state.skipped == 1 ? "" : "s");
+               r->scaler.state.scale, whose, (long long)r->scaler.state.skipped,
+               r->scaler.state.skipped == 1 ? "" : "s");
     }
     st_log(ST_LOG_INFO, "resumed from %s: step %lld, saved on mesh %dx%dx%d at ZeRO-%d in %s%s",
            ckpt_source_dir(r->resume), (long long)m->step, m->R, m->S, m->T, m->zero,

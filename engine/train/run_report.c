@@ -63,17 +63,17 @@ static text count_text(double n) {
 
 /* "step 12/400 | loss 3.2 | lr 3.0e-03 | norm 0.52 | 24.1 ms | 42000 tok/s | MFU 41.2% |
  * exposed comm 1.3 ms | 0:12 elapsed | ETA 2:30 | val 3.3": the step counted from 1; no MFU
- * where no peak is known. With loss scaling (fp16) the scale follows, and a skipped step says so
- * (its norm is nan). */
-static void print_step(FILE *out, const step_record *r, int total_steps, double elapsed_s,
-                       double left_s) {
+ * where no peak is known. With loss scaling (fp16, `scaled`) the scale follows, 1 included, and
+ * a skipped step says so (its norm is nan). */
+static void print_step(FILE *out, const step_record *r, int scaled, int total_steps,
+                       double elapsed_s, double left_s) {
   fprintf(out, "step %5d/%d | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s", r->step + 1,
           total_steps, r->loss, r->lr, r->grad_norm, r->step_ms, r->tokens_per_s);
   if (isfinite(r->mfu)) fprintf(out, " | MFU %.1f%%", 100 * r->mfu);
   fprintf(out, " | exposed comm %.1f ms | %s elapsed | ETA %s", r->comm_exposed_ms,
           duration_text(elapsed_s).s, duration_text(left_s).s);
   if (r->has_val) fprintf(out, " | val %.6f", r->val_loss);
-  if (r->loss_scale != 1.0) fprintf(out, " | scale %g", r->loss_scale);
+  if (scaled) fprintf(out, " | scale %g", r->loss_scale);
   if (r->skipped) fprintf(out, " | skipped: fp16 overflow");
   fputc('\n', out);
   fflush(out);
@@ -89,6 +89,15 @@ static void print_model(FILE *out, const train_options *o, const gpt_config *cfg
           cfg->n_embd, cfg->vocab, cfg->max_seq);
 }
 
+/* The run's loss scaler as it starts (checked by train_options_resolve before). */
+static loss_scaler run_scaler(const train_options *o) {
+  unit_precision p = {ST_FP32, ST_FP32};
+  loss_scaler scaler;
+  loss_scaler_init_none(&scaler);
+  if (train_options_precision(o, &p) == ST_OK) (void)train_options_loss_scaler(o, p, &scaler);
+  return scaler;
+}
+
 static void print_run(FILE *out, const train_options *o, const gpt_config *cfg,
                       const train_hparams *h, const st_mesh *mesh, const st_mesh_coords *c) {
   unit_precision p = {ST_FP32, ST_FP32};
@@ -99,9 +108,7 @@ static void print_run(FILE *out, const train_options *o, const gpt_config *cfg,
           c->R, c->S, c->T, c->world_size, c->world_size == 1 ? "" : "s", o->zero,
           st_mesh_device_name(mesh), st_mesh_backend_name(mesh), dtype_name(p.param),
           dtype_name(p.reduce));
-  loss_scaler scaler;
-  loss_scaler_init_none(&scaler);
-  (void)train_options_loss_scaler(o, p, &scaler); /* checked by train_options_resolve too */
+  const loss_scaler scaler = run_scaler(o);
   if (scaler.mode == LOSS_SCALER_DYNAMIC) {
     /* A resumed fp16 checkpoint's scale is only known once it is read ("resumed from" says). */
     fprintf(out, ", loss scale dynamic from %g%s (doubled every %d clean step%s)",
@@ -204,7 +211,8 @@ st_status run_report_start(run_report *rep, const train_options *o, const gpt_co
                       .step_tokens = h->global_tokens,
                       .start_ms = now_ms(),
                       .metrics_path = o->metrics,
-                      .mfu = mfu};
+                      .mfu = mfu,
+                      .scaled = run_scaler(o).mode != LOSS_SCALER_NONE};
   int sharing = 1;
   ST_CHECK(train_fit_ranks_sharing(mesh_device(mesh), &sharing));
   if (!writer) return ST_OK;
@@ -228,7 +236,6 @@ void run_report_step(run_report *rep, const step_record *rec) {
   } else {
     rep->timed_ms += rec->step_ms;
   }
-  rep->scaled |= rec->loss_scale != 1.0;
   rep->skipped_steps += rec->skipped != 0;
   rep->last_scale = rec->loss_scale;
   if (rec->has_val && (!rep->has_val || rec->val_loss < rep->best_val)) {
@@ -261,7 +268,8 @@ void run_report_step(run_report *rep, const step_record *rec) {
 void run_report_show_last(run_report *rep) {
   if (!rep->out || rep->last_shown || rep->steps_run == 0) return;
   rep->last_shown = 1;
-  print_step(rep->out, &rep->last, rep->total_steps, rep->last_elapsed_s, rep->last_left_s);
+  print_step(rep->out, &rep->last, rep->scaled, rep->total_steps, rep->last_elapsed_s,
+             rep->last_left_s);
 }
 
 void run_report_memory(run_report *rep, const mem_stats *mem) {

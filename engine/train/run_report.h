@@ -47,7 +47,7 @@ typedef struct run_report {
   int best_val_step;        /* counted from 0, like the metrics */
   uint64_t predicted_bytes; /* the planner's peak per rank, every category (0: unknown) */
   uint64_t peak_bytes;      /* measured: category peaks summed, maximum over ranks */
-  int scaled;               /* some step scaled its loss (fp16) */
+  int scaled;               /* the run scales its loss (fp16), at a scale of 1 too */
   int skipped_steps;        /* steps skipped for an fp16 overflow */
   double last_scale;        /* the loss scale of the last step reported */
   const step_mfu *mfu;      /* the MFU's basis (not owned) */

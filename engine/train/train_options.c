@@ -298,7 +298,20 @@ st_status train_options_loss_scaler(const train_options *o, unit_precision preci
       return st_error(ST_ERR_INVALID_ARG,
                       "--loss-scale '%s' is not dynamic or a positive fp32 number", o->loss_scale);
     }
+    if (rounded < LOSS_SCALER_MIN_SCALE || rounded > LOSS_SCALER_MAX_SCALE) {
+      return st_error(ST_ERR_INVALID_ARG,
+                      "--loss-scale %s is out of range: a fixed scale is %.0f to %.0f (2^24)",
+                      o->loss_scale, LOSS_SCALER_MIN_SCALE, LOSS_SCALER_MAX_SCALE);
+    }
     loss_scaler_init_fixed(out, rounded);
+  }
+  /* The default is taken by every run; a window given otherwise where nothing doubles is a
+   * flag that would do nothing, refused as --loss-scale is without fp16. */
+  if (out->mode != LOSS_SCALER_DYNAMIC && o->loss_scale_window != LOSS_SCALER_DEFAULT_WINDOW) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "--loss-scale-window %d: only a dynamic loss scale (fp16's default) has a "
+                    "window, and this run's is %s",
+                    o->loss_scale_window, out->mode == LOSS_SCALER_FIXED ? "fixed" : "none");
   }
   return ST_OK;
 }

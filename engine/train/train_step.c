@@ -151,8 +151,9 @@ st_status train_step(gpt_model *m, const train_hparams *h, loss_scaler *scaler, 
   }
   if (overflow && loss_scaler_at_floor(scaler)) {
     return st_error(ST_ERR_INTERNAL,
-                    "step %d: the gradients overflow at loss scale %g: training diverged", step + 1,
-                    scale);
+                    "step %d: the gradients overflow at loss scale %g, beyond the reduce "
+                    "dtype's range unscaled: training diverged",
+                    step + 1, scale);
   }
   out->skipped = !loss_scaler_update(scaler, overflow);
   if (out->skipped != (host[GPT_STEP_FACTORS + KERNEL_STEP_SKIP] != 0.0f)) {

@@ -162,6 +162,18 @@ expect 2 "--loss-scale dynamic: only fp16 scales the loss (param fp32, reduce fp
   train --loss-scale dynamic --steps 0
 expect 2 "--loss-scale-window must be >= 1, got 0" \
   train --param-dtype fp16 --loss-scale-window 0 --steps 0
+# A fixed scale outside 1 to 2^24: NaN parameters below (1/S overflows), no norm (its square
+# underflows), a checkpoint its own resume refused above.
+expect 2 "--loss-scale 2e38 is out of range: a fixed scale is 1 to 16777216 (2^24)" \
+  train --param-dtype fp16 --loss-scale 2e38 --steps 0
+expect 2 "--loss-scale 1e-30 is out of range: a fixed scale is 1 to 16777216 (2^24)" \
+  train --param-dtype fp16 --loss-scale 1e-30 --steps 0
+expect 2 "--loss-scale 0.5 is out of range" plan --param-dtype fp16 --loss-scale 0.5
+# A window where no scale doubles would do nothing.
+expect 2 "--loss-scale-window 5: only a dynamic loss scale (fp16's default) has a window, and this run's is none" \
+  train --loss-scale-window 5 --steps 0
+expect 2 "--loss-scale-window 5: only a dynamic loss scale (fp16's default) has a window, and this run's is fixed" \
+  train --param-dtype fp16 --loss-scale 8 --loss-scale-window 5 --steps 0
 expect 2 "--loss-scale 64: only fp16 scales the loss (param bf16, reduce fp32 never do)" \
   plan --param-dtype bf16 --loss-scale 64
 expect 2 "--loss-scale '0.0' is not dynamic or a positive fp32 number" \

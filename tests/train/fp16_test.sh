@@ -22,7 +22,10 @@
 #     `shardtrain inspect` shows the scaler's state; resumed in fp32 instead, the run starts from
 #     the fp16 run's masters byte for byte and never scales, and an fp32 checkpoint resumed in
 #     fp16 starts the dynamic scale afresh at 65536, while an fp16 checkpoint at scale 1 (a
-#     dynamic scale's floor; saved here at a fixed 1) resumed dynamically goes on at 1.
+#     dynamic scale's floor; saved here at a fixed 1) resumed dynamically goes on at 1, and one
+#     at a fixed 1000 (no scale a dynamic scaler holds: it would halve below 1) starts afresh at
+#     65536, saying why; a run at a fixed scale of 1 still shows its scale on every step line
+#     and reports its loss scaling at the end.
 set -uo pipefail
 shardtrain=$1
 prepare=$2
@@ -61,6 +64,9 @@ run fp32_to_fp16 2 --steps 10 "${s2[@]}" --param-dtype fp16 --resume-from "$work
 run floor_part 2 --steps 10 "${s2[@]}" --param-dtype fp16 --loss-scale 1 --stop-at 6 \
   --ckpt-dir "$work/ck_floor"
 run floor_res 2 --steps 10 "${s2[@]}" --param-dtype fp16 --resume-from "$work/ck_floor/step_6"
+run odd_part 1 --steps 8 --micro-batch 4 --param-dtype fp16 --loss-scale 1000 --stop-at 6 \
+  --ckpt-dir "$work/ck_odd"
+run odd_res 1 --steps 8 --micro-batch 4 --param-dtype fp16 --resume-from "$work/ck_odd/step_6"
 
 PYTHONPATH="$(dirname "$0")" python3 - "$work" <<'PY'
 import filecmp, os, sys
@@ -181,6 +187,18 @@ if [r["loss_scale"] for r in metrics(work, "fp32_to_fp16")] != [65536] * 4:
     fail.append("fp32_to_fp16: the dynamic scale should start at 65536 for steps 6..9")
 if metrics(work, "floor_res")[0]["loss_scale"] != 1:
     fail.append("floor_res: a checkpoint at scale 1 resumed dynamically should go on at 1")
+with open(os.path.join(work, "floor_part.log")) as f:
+    floor_log = f.read().splitlines()
+step_lines = [l for l in floor_log if l.startswith("step ")]
+if not step_lines or any(" | scale 1" not in l for l in step_lines) or \
+        not any(l.startswith("fp16 loss scaling: 0 steps of this run skipped") for l in floor_log):
+    fail.append("floor_part: at a fixed scale of 1 the step lines or the summary leave the "
+                "scaling out")
+if [r["loss_scale"] for r in metrics(work, "odd_res")] != [65536] * 2:
+    fail.append("odd_res: a fixed 1000 resumed dynamically should start afresh at 65536")
+with open(os.path.join(work, "odd_res.log")) as f:
+    if "loss scale 65536 (anew: its 1000 is no power of two from 1 to 16777216)" not in f.read():
+        fail.append("odd_res: the resumed line does not say why the scale starts anew")
 
 for f in fail: print("FAIL:", f)
 print("fp16_test:", "FAILED" if fail else "passed")
