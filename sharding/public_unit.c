@@ -68,7 +68,8 @@ st_status unit_handle_check(const st_unit *h, const char *caller, unsigned needs
   if ((needs & UNIT_NEEDS_GRADS_ZERO) && h->grads != UNIT_GRADS_ZERO) {
     return refuse(h, caller, "has gradients of a step in progress; call st_unit_zero_grads first");
   }
-  return ST_OK;
+  /* The program may have made another GPU current for work of its own since the last call. */
+  return h->u.dev ? device_bind(h->u.dev) : ST_OK;
 }
 
 st_status unit_handle_check_index(const st_unit *h, const char *caller, int index) {
@@ -178,6 +179,7 @@ st_status st_unit_create(st_unit **out, const st_mesh *mesh, const char *name,
                     "MPI_Finalize), so a unit on a mesh cannot communicate",
                     __func__, name);
   }
+  if (mesh) ST_CHECK(device_bind(mesh_device(mesh)));
   st_unit *h = NULL;
   ST_CHECK(mem_alloc_zeroed((void **)&h, sizeof *h, MEM_HOST, MEM_WORKSPACE, NULL));
   h->zero_stage = cfg.zero_stage;
@@ -197,6 +199,9 @@ st_status st_unit_create(st_unit **out, const st_mesh *mesh, const char *name,
 
 void st_unit_destroy(st_unit *unit) {
   if (!unit) return;
+  /* Its GPU current while its streams and buffers are freed; should that fail, so does
+   * nothing that follows but the freeing itself, which CUDA does on any device. */
+  if (unit->u.dev) (void)device_bind(unit->u.dev);
   unit_free(&unit->u);
   kernel_backend_destroy(unit->kb);
   if (unit->mesh) mesh_unhold(unit->mesh); /* after the unit let go of its communicators */
