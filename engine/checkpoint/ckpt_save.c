@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "core/alloc.h"
 #include "core/env.h"
@@ -175,13 +174,13 @@ void ckpt_save_write(ckpt_save_job *job, gpt_model *model, const ckpt_unit_snaps
   st_status status = job_file_deadline_arm(&d, what);
   const int armed = status == ST_OK;
   const int delay_ms = atoi(env_get_string(ENV_CKPT_TEST_DELAY_MS));
-  if (armed && delay_ms > 0 && job->delay_first) usleep((useconds_t)delay_ms * 1000);
+  if (armed && job->delay_first) job_test_sleep_ms(delay_ms);
   if (armed && job->mine.file >= 0) {
     status = write_rank_file(&src, &job->m, job->mine.file, job->path, job->report, &d);
     deadline_extend(&d); /* the checksum reads the file back: as long again at most */
     if (status == ST_OK) status = sha256_file(job->path, job->mine.sha256, &job->mine.bytes);
   }
-  if (delay_ms > 0 && !job->delay_first && status == ST_OK) usleep((useconds_t)delay_ms * 1000);
+  if (!job->delay_first && status == ST_OK) job_test_sleep_ms(delay_ms);
   if (armed) deadline_disarm(&d);
   job->written = status;
   snprintf(job->written_error, sizeof job->written_error, "%s",

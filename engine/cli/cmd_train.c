@@ -375,12 +375,15 @@ static st_status over_ranks(step_record *rec, int world_size, mem_stats *mem) {
 
 /* Writes --ckpt-dir/step_<step + 1> when the step is due (every --ckpt-every, the last of this
  * run, and one the run stops after). */
-static st_status maybe_save(train_run *r, int step, int stopping) {
+/* Whether a checkpoint is written after `step`: a stop's, the last step's, or --ckpt-every's. */
+static int save_due(const train_run *r, int step, int stopping) {
   const train_options *o = r->o;
   const int last = step == train_options_end(o) - 1;
-  if (!o->ckpt_dir || !(stopping || last || (o->ckpt_every && (step + 1) % o->ckpt_every == 0))) {
-    return ST_OK;
-  }
+  return o->ckpt_dir && (stopping || last || (o->ckpt_every && (step + 1) % o->ckpt_every == 0));
+}
+
+static st_status save(train_run *r, int step) {
+  const train_options *o = r->o;
   ckpt_manifest m = {.step = step + 1,
                      .tokens = r->tokens_trained,
                      .cfg = r->cfg,
@@ -415,7 +418,8 @@ static st_status write_metrics(const train_run *r, const step_record *rec) {
 }
 
 /* Steps first_step to end - 1, each followed by its metrics and its checkpoint when due; a stop
- * signal any rank caught (stop_request.h) ends the run after the step, with a checkpoint. */
+ * signal any rank caught (stop_request.h) ends the run after the step, with a checkpoint: one
+ * that came while a due checkpoint was written ends it there, on that checkpoint. */
 static st_status train_steps(train_run *r, int end) {
   mem_stats mem;
   for (int step = r->first_step; step < end; step++) {
@@ -431,7 +435,9 @@ static st_status train_steps(train_run *r, int end) {
     if (r->ckpt) ST_CHECK(ckpt_writer_poll(r->ckpt, 0, step + 1));
     int signo = 0;
     if (step + 1 < end) ST_CHECK(stop_request_agree(&signo));
-    ST_CHECK(maybe_save(r, step, signo != 0));
+    const int due = save_due(r, step, signo != 0);
+    if (due) ST_CHECK(save(r, step));
+    if (due && !signo && step + 1 < end) ST_CHECK(stop_request_agree(&signo));
     if (signo) {
       if (is_writer(r)) run_report_show_last(&r->report);
       r->stopped_by = signo;
@@ -463,6 +469,43 @@ static void report_stop(const train_run *r, int end) {
   }
 }
 
+/* After the steps: the save still in the background committed, the export and the summaries,
+ * all while a stop signal is still caught (a scheduler's SIGTERM must not end their writes; a
+ * second signal still ends the process). A signal that came during the last step or after it
+ * stopped nothing: the run finished, which a warning says. */
+static st_status finish(train_run *r, int end) {
+  if (r->ckpt) ST_CHECK(ckpt_writer_poll(r->ckpt, 1, r->stopped_by ? r->stopped_after : end));
+  /* The peak the summary prints includes the save after the last step, which no step's record
+   * saw (the planner counts it); not the export, which it does not. */
+  mem_stats mem;
+  peaks_over_ranks(&mem);
+  if (is_writer(r) && r->report.steps_run > 0) run_report_memory(&r->report, &mem);
+  /* A run stopped, or ended by --stop-at, before --steps has not finished: the export is the
+   * finished model's, written by the run that reaches the last step. */
+  const int finished = !r->stopped_by && end == r->o->steps;
+  if (r->o->export_path && finished) {
+    ST_CHECK(job_agree(gpt_export(r->model, r->o->export_path, is_writer(r))));
+  } else if (r->o->export_path && !r->stopped_by && is_writer(r)) {
+    st_log(ST_LOG_INFO,
+           "--stop-at %d of --steps %d: the export is written by the run that ends at step %d", end,
+           r->o->steps, r->o->steps);
+  }
+  run_report_finish(&r->report, finished ? r->o->export_path : NULL, saved_checkpoint(r));
+  if (r->stopped_by) {
+    report_stop(r, end);
+    return ST_OK;
+  }
+  int late = 0;
+  ST_CHECK(stop_request_agree(&late));
+  if (late && is_writer(r)) {
+    st_log(ST_LOG_WARN,
+           "%s came during the last step or after it: the run finished its %d steps as if it "
+           "had not (exit code 0)",
+           stop_request_signal_name(late), end);
+  }
+  return ST_OK;
+}
+
 static st_status train(train_run *r) {
   st_status status = setup(r);
   if (status != ST_OK) {
@@ -484,31 +527,9 @@ static st_status train(train_run *r) {
   }
   stop_request_install();
   status = train_steps(r, end);
-  /* A save still in the background is committed before the export and the summaries, and
-   * while a stop signal is still caught: a scheduler's SIGTERM must not end its write. */
-  if (status == ST_OK && r->ckpt) {
-    status = ckpt_writer_poll(r->ckpt, 1, r->stopped_by ? r->stopped_after : end);
-  }
+  if (status == ST_OK) status = finish(r, end);
   stop_request_restore();
-  ST_CHECK(status);
-  /* The peak the summary prints includes the save after the last step, which no step's record
-   * saw (the planner counts it); not the export, which it does not. */
-  mem_stats mem;
-  peaks_over_ranks(&mem);
-  if (is_writer(r) && r->report.steps_run > 0) run_report_memory(&r->report, &mem);
-  /* A run stopped, or ended by --stop-at, before --steps has not finished: the export is the
-   * finished model's, written by the run that reaches the last step. */
-  const int finished = !r->stopped_by && end == r->o->steps;
-  if (r->o->export_path && finished) {
-    ST_CHECK(job_agree(gpt_export(r->model, r->o->export_path, is_writer(r))));
-  } else if (r->o->export_path && !r->stopped_by && is_writer(r)) {
-    st_log(ST_LOG_INFO,
-           "--stop-at %d of --steps %d: the export is written by the run that ends at step %d", end,
-           r->o->steps, r->o->steps);
-  }
-  run_report_finish(&r->report, finished ? r->o->export_path : NULL, saved_checkpoint(r));
-  if (r->stopped_by) report_stop(r, end);
-  return ST_OK;
+  return status;
 }
 
 int cmd_train(int argc, char **argv) {

@@ -2,9 +2,10 @@
  * ST_IO_TIMEOUT's deadline on a rank's file work. */
 #include "engine/io/job_agree.h"
 
+#include <errno.h>
 #include <mpi.h>
 #include <stdlib.h>
-#include <unistd.h>
+#include <time.h>
 
 #include "core/env.h"
 #include "core/error.h"
@@ -32,10 +33,13 @@ st_status job_file_deadline_arm(deadline *d, const char *what) {
   return deadline_arm(d, DEADLINE_FILE_WORK, seconds, what);
 }
 
-void job_file_test_delay(void) {
-  const int delay_ms = atoi(env_get_string(ENV_WRITE_TEST_DELAY_MS));
-  if (delay_ms > 0) usleep((useconds_t)delay_ms * 1000);
+void job_test_sleep_ms(int ms) {
+  struct timespec left = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  while (ms > 0 && nanosleep(&left, &left) != 0 && errno == EINTR) {
+  }
 }
+
+void job_file_test_delay(void) { job_test_sleep_ms(atoi(env_get_string(ENV_WRITE_TEST_DELAY_MS))); }
 
 st_status job_agree(st_status mine) {
   int initialized = 0, finalized = 0;

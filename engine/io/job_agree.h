@@ -33,6 +33,10 @@ st_status job_file_deadline_arm(deadline *d, const char *what);
  * system, in the writing rank's file work under its deadline (an export, a metrics line). */
 void job_file_test_delay(void);
 
+/* Sleeps `ms` milliseconds (none for ms <= 0), all of them though a caught signal interrupts the
+ * sleep: the test delays' windows, in which the tests send their signals. */
+void job_test_sleep_ms(int ms);
+
 /* This process's rank in MPI_COMM_WORLD and the world's size (0 and 1 where MPI is not
  * initialised). */
 void job_world(int *rank, int *size);

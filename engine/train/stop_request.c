@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "core/check_mpi.h"
@@ -10,13 +11,21 @@
 static const int caught_signals[] = {SIGTERM, SIGUSR1};
 enum { CAUGHT_COUNT = sizeof caught_signals / sizeof caught_signals[0] };
 
-static volatile sig_atomic_t received;
+/* The largest signal number caught, as the ranks agree on it (stop_request_agree), so that a
+ * rank that got SIGTERM and then SIGUSR1 reports what the others would. Atomic: a signal sent
+ * to the process may run its handler on any of its threads (the watchdog's, MPI's, BLAS's). */
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "a lock-free int, safe in a signal handler");
+static atomic_int received;
 static struct sigaction previous[CAUGHT_COUNT];
 
-static void note_signal(int signo) { received = signo; }
+static void note_signal(int signo) {
+  int seen = atomic_load(&received);
+  while (signo > seen && !atomic_compare_exchange_weak(&received, &seen, signo)) {
+  }
+}
 
 void stop_request_install(void) {
-  received = 0;
+  atomic_store(&received, 0);
   struct sigaction action;
   memset(&action, 0, sizeof action);
   action.sa_handler = note_signal;
@@ -29,11 +38,11 @@ void stop_request_install(void) {
 
 void stop_request_restore(void) {
   for (int i = 0; i < CAUGHT_COUNT; i++) sigaction(caught_signals[i], &previous[i], NULL);
-  received = 0;
+  atomic_store(&received, 0);
 }
 
 st_status stop_request_agree(int *signo) {
-  *signo = received;
+  *signo = atomic_load(&received);
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, signo, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
   return ST_OK;
 }

@@ -16,7 +16,7 @@ void stop_request_install(void);
 void stop_request_restore(void);
 
 /* Collective over MPI_COMM_WORLD: *signo is the largest signal number any rank has caught since
- * stop_request_install, or 0 when none has. */
+ * stop_request_install (a rank that caught two, the larger), or 0 when none has. */
 st_status stop_request_agree(int *signo);
 
 /* "SIGTERM" or "SIGUSR1" (the signals caught). */

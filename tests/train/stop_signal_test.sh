@@ -11,7 +11,11 @@
 #     complete checkpoint of both ranks' files;
 #   - SIGTERM without --ckpt-dir: exit 143 and a line saying no checkpoint was written; with
 #     --log-every 1000 the step line of the step it stopped after is printed all the same;
-#   - a second signal while the stop's checkpoint is being written ends the process at once.
+#   - a second signal while the stop's checkpoint is being written ends the process at once;
+#   - a signal while a due checkpoint (--ckpt-every) is written stops the run on it: no step
+#     more, no second save;
+#   - a signal while the last step's checkpoint is written stops nothing: the run finishes with
+#     its export and exit code 0, and a warning says the signal came too late to stop it.
 # The learning rate is constant (--lr-schedule constant), so the steps do not depend on --steps
 # and a run of 100000 steps stopped at step K continues as a run of K + 2 steps does.
 set -uo pipefail
@@ -144,6 +148,37 @@ check "a second SIGUSR1 during the save ended the job within 10 s (took $SECONDS
   test "$SECONDS" -lt 10 -a "$rc" -ne 0 -a "$rc" -ne 124
 check "... with no checkpoint completed (found: $(listing "$work/twice"))" \
   test -z "$(compgen -G "$work/twice/step_*")"
+
+# signal_in_save NAME DIR STEP: once the save of step STEP has begun in DIR (its .step_STEP.tmp is
+# there; the test delay holds it 2 s), sends SIGUSR1 to NAME's mpirun; $rc is the job's status.
+signal_in_save() {
+  local name=$1 dir=$2 step=$3
+  for _ in $(seq 600); do
+    [ -d "$dir/.step_$step.tmp" ] && break
+    sleep 0.05
+  done
+  kill -USR1 "$(pgrep -f -- "^mpirun .*--metrics $work/$name.jsonl")"
+  wait "$job"
+  rc=$?
+}
+
+ST_CKPT_TEST_DELAY_MS=2000 start insave 2 --ckpt-dir "$work/insave" --ckpt-every 3
+signal_in_save insave "$work/insave" 3
+check "SIGUSR1 during step 3's due save: exit 138 (got $rc)" test "$rc" -eq 138
+check "... stopped on it: step_3 alone, after 3 steps (found: $(listing "$work/insave"), \
+$(wc -l < "$work/insave.jsonl") steps)" \
+  test "$(listing "$work/insave")" = "step_3 " -a "$(wc -l < "$work/insave.jsonl")" -eq 3
+
+ST_CKPT_TEST_DELAY_MS=2000 timeout 60 "$mpirun_sh" 2 "$shardtrain" "${common[@]}" --steps 3 \
+  --ckpt-dir "$work/late" --export "$work/late.safetensors" --metrics "$work/late.jsonl" \
+  > "$work/late.log" 2>&1 &
+job=$!
+signal_in_save late "$work/late" 3
+check "SIGUSR1 during the last step's save: exit 0 (got $rc)" test "$rc" -eq 0
+check "... the export written" test -s "$work/late.safetensors"
+check "... and a warning that the run finished" grep -qF \
+  "warn: SIGUSR1 came during the last step or after it: the run finished its 3 steps as if it \
+had not (exit code 0)" "$work/late.log"
 
 [ $fail -eq 0 ] && echo "stop_signal_test: passed" || echo "stop_signal_test: FAILED"
 exit $fail
