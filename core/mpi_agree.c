@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/check_mpi.h"
+#include "core/error.h"
 
 typedef struct failure {
   int rank; /* the lowest rank of `comm` that failed; -1 when none did */
@@ -25,18 +26,6 @@ static st_status lowest_failure(MPI_Comm comm, st_status mine, int *rank, failur
   return ST_OK;
 }
 
-st_status mpi_agree_share(MPI_Comm comm, st_status mine) {
-  int rank = 0;
-  failure first;
-  ST_CHECK(lowest_failure(comm, mine, &rank, &first));
-  if (first.rank < 0) return ST_OK;
-  char text[1024] = {0};
-  if (rank == first.rank) strncpy(text, st_last_error(), sizeof text - 1);
-  MPI_CHECK(MPI_Bcast(text, (int)sizeof text, MPI_CHAR, first.rank, comm));
-  if (rank == first.rank) return mine;
-  return st_error((st_status)first.status, "%s", text);
-}
-
 /* A rank of `comm` as the job numbers it: the world rank users see in every log line. */
 static st_status world_rank_of(MPI_Comm comm, int rank, int *world_rank) {
   MPI_Group group, world;
@@ -47,6 +36,23 @@ static st_status world_rank_of(MPI_Comm comm, int rank, int *world_rank) {
   MPI_Group_free(&group);
   MPI_CHECK(rc);
   return ST_OK;
+}
+
+st_status mpi_agree_share(MPI_Comm comm, st_status mine) {
+  int rank = 0;
+  failure first;
+  ST_CHECK(lowest_failure(comm, mine, &rank, &first));
+  if (first.rank < 0) return ST_OK;
+  char text[ST_ERROR_DETAIL_BYTES] = {0};
+  if (rank == first.rank) strncpy(text, st_last_error(), sizeof text - 1);
+  MPI_CHECK(MPI_Bcast(text, (int)sizeof text, MPI_CHAR, first.rank, comm));
+  if (rank == first.rank) return mine;
+  /* A rank that failed too most likely failed alike (a bad flag fails them all); one that did
+   * not says whose failure it reports, lest "x: cannot open" read as its own. */
+  if (mine != ST_OK) return st_error((st_status)first.status, "%s", text);
+  int world_rank = -1;
+  ST_CHECK(world_rank_of(comm, first.rank, &world_rank));
+  return st_error((st_status)first.status, "on world rank %d: %s", world_rank, text);
 }
 
 st_status mpi_agree_naming(MPI_Comm comm, st_status mine, const char *abandoned) {

@@ -232,6 +232,30 @@ static st_status resume(train_run *r) {
   return ST_OK;
 }
 
+/* Every rank's `flag` matched the same shards as world rank 0's: each rank globs the pattern on
+ * its own, and a relative pattern from another directory, or a node's own copy of other files,
+ * would train the ranks on other data, and hang them in evaluations of other lengths. */
+static st_status agree_on_data(const token_loader *loader, const char *flag, const char *pattern) {
+  if (!loader) return ST_OK; /* the same options on every rank: none has it */
+  const uint64_t here[2] = {token_loader_fingerprint(loader), token_loader_shard_count(loader)};
+  uint64_t first[2] = {here[0], here[1]};
+  MPI_CHECK(MPI_Bcast(first, 2, MPI_UINT64_T, 0, MPI_COMM_WORLD));
+  st_status mine = ST_OK;
+  if (first[0] != here[0] || first[1] != here[1]) {
+    int rank = 0, len = 0;
+    char host[MPI_MAX_PROCESSOR_NAME] = "";
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Get_processor_name(host, &len);
+    mine = st_error(ST_ERR_INVALID_ARG,
+                    "%s %s matches other shards on world rank %d (host %s, %llu files) than on "
+                    "world rank 0 (%llu files): every rank must read the same files (names and "
+                    "sizes; a relative pattern is taken from each rank's working directory)",
+                    flag, pattern, rank, host, (unsigned long long)here[1],
+                    (unsigned long long)first[1]);
+  }
+  return job_agree(mine);
+}
+
 static st_status setup(train_run *r) {
   ST_CHECK(create_mesh(r));
   ST_CHECK(job_agree(job_file_limit_check())); /* a value one rank rejects: every rank says so */
@@ -243,6 +267,8 @@ static st_status setup(train_run *r) {
   ST_CHECK(job_agree(train_fit_check(r->o, &r->cfg, r->mesh))); /* before anything large */
   ST_CHECK(run_report_start(&r->report, r->o, &r->cfg, &r->h, r->mesh, &r->mfu));
   ST_CHECK(job_agree(setup_local(r)));
+  ST_CHECK(agree_on_data(r->train, "--data-train", r->o->data_train));
+  ST_CHECK(agree_on_data(r->val, "--data-val", r->o->data_val));
   if (r->resume) ST_CHECK(resume(r));
   if (r->o->ckpt_dir) ST_CHECK(job_agree(ckpt_writer_create(&r->ckpt, r->model, r->o->ckpt_async)));
   return ST_OK;

@@ -188,6 +188,25 @@ uint64_t token_loader_batches_per_pass(const token_loader *loader) {
   return sequences_per_pass(loader) / loader->global_sequences;
 }
 
+static uint64_t fnv1a(uint64_t hash, const void *bytes, size_t n) {
+  const unsigned char *b = bytes;
+  for (size_t i = 0; i < n; i++) hash = (hash ^ b[i]) * 1099511628211ull;
+  return hash;
+}
+
+uint64_t token_loader_fingerprint(const token_loader *loader) {
+  uint64_t hash = 14695981039346656037ull;
+  for (size_t i = 0; i < loader->shard_count; i++) {
+    const char *slash = strrchr(loader->shards[i].path, '/');
+    const char *name = slash ? slash + 1 : loader->shards[i].path;
+    hash = fnv1a(hash, name, strlen(name) + 1);
+    hash = fnv1a(hash, &loader->shards[i].tokens, sizeof loader->shards[i].tokens);
+  }
+  return hash;
+}
+
+size_t token_loader_shard_count(const token_loader *loader) { return loader->shard_count; }
+
 /* A shard too short for one sequence is skipped with a warning (the last shard of a dataset
  * may be); data that holds fewer sequences than one global batch is refused, naming its largest
  * shard, in the error alone: a warning per shard before it would only say the same again (and

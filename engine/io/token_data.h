@@ -59,6 +59,15 @@ st_status token_loader_next(token_loader *loader, int32_t *inputs, int32_t *targ
 /* The whole global batches one pass over the data holds. */
 uint64_t token_loader_batches_per_pass(const token_loader *loader);
 
+/* What the loader reads, as one number: a 64-bit FNV-1a hash of each shard's file name (without
+ * its directory: a node may hold its own copy elsewhere) and token count, in the loaders' order.
+ * Ranks stay in step without communicating only where every rank's pattern matched the same
+ * shards; equal fingerprints say they did. */
+uint64_t token_loader_fingerprint(const token_loader *loader);
+
+/* How many shards it reads. */
+size_t token_loader_shard_count(const token_loader *loader);
+
 /* The position of the next global batch (for a checkpoint, between global batches). */
 token_position token_loader_tell(const token_loader *loader);
 

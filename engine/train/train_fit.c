@@ -3,6 +3,7 @@
 #include "engine/train/train_fit.h"
 
 #include <mpi.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,6 +15,19 @@
 /* Larger than any job shardtrain would be asked to suggest. */
 #define FIT_MAX_RANKS 65536
 
+/* The colour of the memory `dev` allocates from among a node's: 0 for the host's RAM; for a GPU,
+ * a 31-bit FNV-1a hash of its PCI bus id, which names the GPU whatever each rank sees of the
+ * node's GPUs (under `srun --gpus-per-task=1` every rank's one GPU is its ordinal 0), or of the
+ * ordinal where the backend has no bus id. */
+static int memory_color(const st_device *dev) {
+  if (dev->backend->device_memory_is_host) return 0;
+  char id[DEVICE_BUS_ID_SIZE] = "";
+  if (device_bus_id(dev, id) != ST_OK || !id[0]) snprintf(id, sizeof id, "#%d", dev->ordinal);
+  uint32_t hash = 2166136261u;
+  for (const char *c = id; *c; c++) hash = (hash ^ (uint8_t)*c) * 16777619u;
+  return (int)(hash & 0x7fffffff);
+}
+
 /* The ranks of this node whose allocations come out of the same memory as this rank's: all of
  * the node's on the CPU, those on the same GPU otherwise. Collective over MPI_COMM_WORLD. */
 st_status train_fit_ranks_sharing(const st_device *dev, int *sharers) {
@@ -22,7 +36,7 @@ st_status train_fit_ranks_sharing(const st_device *dev, int *sharers) {
       MPI_SUCCESS) {
     return st_error(ST_ERR_MPI, "MPI_Comm_split_type failed");
   }
-  const int color = dev->backend->device_memory_is_host ? 0 : dev->ordinal;
+  const int color = memory_color(dev);
   int rc = MPI_Comm_split(node, color, 0, &same);
   MPI_Comm_free(&node);
   if (rc != MPI_SUCCESS) return st_error(ST_ERR_MPI, "MPI_Comm_split failed");

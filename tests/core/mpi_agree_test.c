@@ -1,7 +1,8 @@
 /* mpi_agree_test.c - the verdict of core/mpi_agree.h, on every rank, with failures injected on
  * chosen ranks. Every rank must return: ST_OK when nobody failed; otherwise the status of the
- * lowest failing rank, with that rank's text (mpi_agree_share) or, on the ranks that did not
- * fail, a line naming its world rank (mpi_agree_naming). Each case is followed by an
+ * lowest failing rank, with that rank's text (mpi_agree_share: after "on world rank N: " on the
+ * ranks that did not fail) or, on the ranks that did not fail, a line naming its world rank
+ * (mpi_agree_naming). Each case is followed by an
  * all-reduce that every rank must reach, so a rank left behind would hang the test (and fail
  * it by Bazel's timeout) instead of passing. Run at 1, 2 and 4 ranks. */
 #include "core/mpi_agree.h"
@@ -38,8 +39,12 @@ static void check_share(MPI_Comm comm, int me, unsigned failing, int lowest) {
   if (lowest < 0) {
     CHECK_OK(got);
   } else {
-    char want[64];
-    snprintf(want, sizeof want, "rank %d ran out of luck", lowest);
+    char want[96];
+    if ((failing >> me) & 1) {
+      snprintf(want, sizeof want, "rank %d ran out of luck", lowest);
+    } else { /* a rank that did not fail says whose failure it reports */
+      snprintf(want, sizeof want, "on world rank %d: rank %d ran out of luck", lowest, lowest);
+    }
     CHECK_MSG(got == status_of(lowest) && strcmp(st_last_error(), want) == 0,
               "rank %d, failing 0x%x: got %s '%s', want %s '%s'", me, failing,
               st_status_string(got), st_last_error(), st_status_string(status_of(lowest)), want);

@@ -355,7 +355,8 @@ fills_up() {
     'if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then trap "" XFSZ; ulimit -f 2; fi; exec "$@"' full \
     "$shardtrain" train "${data[@]}" --steps 10 "$@" 2>&1)
   rc=$?
-  n=$(grep -c -- "error: shardtrain train: $what$file: write failed" <<<"$out")
+  # Rank 1 reports rank 0's failure as such.
+  n=$(grep -cE -- "error: shardtrain train: (on world rank 0: )?$what$file: write failed" <<<"$out")
   if [ "$rc" -ne 1 ] || [ "$n" -ne 2 ] || compgen -G "$file.tmp*" >/dev/null; then
     echo "FAIL: $what$file fills up on rank 0: exit $rc (want 1), $n of 2 ranks reported," \
       "temporary files: $(compgen -G "$file.tmp*")"
@@ -367,6 +368,25 @@ fills_up() {
 }
 fills_up "--metrics " "$work/full.jsonl" --metrics "$work/full.jsonl"
 fills_up "" "$work/full.safetensors" --save-init "$work/full.safetensors"
+
+# Each rank globs --data-train itself: ranks started in other directories (as on other nodes)
+# whose relative pattern matches other shards are refused on every rank, naming the rank.
+mkdir -p "$work/node0/data" "$work/node1/data"
+make_shard "$work/node0/data/a.bin" 8192
+make_shard "$work/node1/data/a.bin" 8192
+make_shard "$work/node1/data/b.bin" 8192
+printf '#!/bin/sh\ncd "%s/node$OMPI_COMM_WORLD_RANK" && exec "$@"\n' "$work" > "$work/per_rank_cwd"
+chmod +x "$work/per_rank_cwd"
+out=$(timeout 60 "$(dirname "$0")/../mpirun.sh" 2 "$work/per_rank_cwd" "$(realpath "$shardtrain")" train \
+      --data-train 'data/*.bin' --steps 1 --micro-batch 2 2>&1)
+rc=$?
+n=$(grep -c -- "--data-train data/\*.bin matches other shards on world rank 1 (host .*, 2 files) than on world rank 0 (1 files)" <<<"$out")
+if [ "$rc" -ne 2 ] || [ "$n" -ne 2 ]; then
+  echo "FAIL: ranks matching other shards: exit $rc (want 2), $n of 2 ranks said so:"; echo "$out"
+  fail=1
+else
+  echo "ok: ranks whose --data-train matches other shards are refused by both"
+fi
 
 # An unknown log level is said, not taken silently for info.
 out=$(ST_LOG_LEVEL=bogus timeout 60 "$shardtrain" train --steps 0 2>&1 >/dev/null)
