@@ -42,6 +42,12 @@ st_status ckpt_save(gpt_model *model, const ckpt_manifest *run, const char *ckpt
  * holds is ST_ERR_INVALID_ARG naming the holder; a file system without locks only warns. */
 st_status ckpt_dir_claim(const char *ckpt_dir, int *lock_fd);
 
+/* The claim's record in ckpt_dir/.lock ("pid P on HOST, TIME"), its first line, into `out`; ""
+ * where there is none to read (no such file, or a file system without locks left it empty):
+ * the ranks compare what they read with what the claiming rank wrote, to find that they all
+ * see the same directory. */
+void ckpt_dir_read_claim(const char *ckpt_dir, char *out, size_t size);
+
 /* The newest complete checkpoint (holding DONE) under ckpt_dir: *found is 0 when there is
  * none; a ckpt_dir that does not exist is ST_ERR_INVALID_ARG. */
 st_status ckpt_find_latest(const char *ckpt_dir, char *out, size_t size, int *found);

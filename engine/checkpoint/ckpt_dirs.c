@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/alloc.h"
@@ -252,6 +253,18 @@ static st_status recover_aside(const char *ckpt_dir) {
   return status;
 }
 
+void ckpt_dir_read_claim(const char *ckpt_dir, char *out, size_t size) {
+  char path[PATH_BYTES];
+  snprintf(path, sizeof path, "%s/.lock", ckpt_dir);
+  out[0] = '\0';
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  const ssize_t got = pread(fd, out, size - 1, 0);
+  out[got > 0 ? got : 0] = '\0';
+  out[strcspn(out, "\n")] = '\0';
+  close(fd);
+}
+
 st_status ckpt_dir_claim(const char *ckpt_dir, int *lock_fd) {
   *lock_fd = -1;
   char path[PATH_BYTES];
@@ -260,23 +273,27 @@ st_status ckpt_dir_claim(const char *ckpt_dir, int *lock_fd) {
   if (fd < 0) return st_error(ST_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK) {
-      char holder[256] = {0};
-      const ssize_t got = pread(fd, holder, sizeof holder - 1, 0);
-      holder[got > 0 ? got : 0] = '\0';
-      holder[strcspn(holder, "\n")] = '\0';
       close(fd);
+      char holder[256];
+      ckpt_dir_read_claim(ckpt_dir, holder, sizeof holder);
       return st_error(ST_ERR_INVALID_ARG,
                       "--ckpt-dir %s is in use by another job (%s): two jobs saving into one "
-                      "directory would remove and replace each other's checkpoints",
-                      ckpt_dir, holder[0] ? holder : "its lock file names none");
+                      "directory would remove and replace each other's checkpoints (if that job "
+                      "is gone, its file system kept its lock: remove %s)",
+                      ckpt_dir, holder[0] ? holder : "its lock file names none", path);
     }
     st_log(ST_LOG_WARN, "--ckpt-dir %s: cannot lock %s (%s): make sure no other job saves into it",
            ckpt_dir, path, strerror(errno));
   } else {
+    /* The time makes the record this job's own, which ckpt_dir_read_claim finds on every rank
+     * where the directory is the same. */
     char host[128] = "?", text[200];
     gethostname(host, sizeof host - 1);
-    const int n = snprintf(text, sizeof text, "pid %d on %s\n", (int)getpid(), host);
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)n, 0) != n) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    const int n = snprintf(text, sizeof text, "pid %d on %s, %lld.%09ld\n", (int)getpid(), host,
+                           (long long)now.tv_sec, now.tv_nsec);
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)n, 0) != n || fsync(fd) != 0) {
       st_log(ST_LOG_WARN, "%s: cannot record this job in it: %s", path, strerror(errno));
     }
   }

@@ -256,12 +256,44 @@ static st_status agree_on_data(const token_loader *loader, const char *flag, con
   return job_agree(mine);
 }
 
+/* Every rank sees the directory world rank 0 claimed: each rank writes its part of every
+ * checkpoint there and reads it on --resume, so a path that is another directory on some rank (a
+ * node-local one, another working directory) would fail at the first save, or save some ranks'
+ * parts where no resume finds them. The claim's record in its lock file, unique to this job,
+ * must read the same on every rank; a file system that is slow to show it gets 5 s. */
+static st_status agree_on_ckpt_dir(const char *ckpt_dir) {
+  char first[256] = "", here[256] = "";
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) ckpt_dir_read_claim(ckpt_dir, first, sizeof first);
+  MPI_CHECK(MPI_Bcast(first, (int)sizeof first, MPI_CHAR, 0, MPI_COMM_WORLD));
+  int same = rank == 0 || !first[0]; /* no record: a file system without locks */
+  for (int tries = 0; !same && tries < 50; tries++) {
+    if (tries > 0) job_test_sleep_ms(100);
+    ckpt_dir_read_claim(ckpt_dir, here, sizeof here);
+    same = strcmp(here, first) == 0;
+  }
+  st_status mine = ST_OK;
+  if (!same) {
+    char host[MPI_MAX_PROCESSOR_NAME] = "";
+    int len = 0;
+    MPI_Get_processor_name(host, &len);
+    mine = st_error(ST_ERR_INVALID_ARG,
+                    "--ckpt-dir %s: world rank %d (host %s) does not find there the lock file "
+                    "world rank 0 wrote (%s) but %s%s%s: every rank saves its part of each "
+                    "checkpoint there, so it must be one directory on a file system they share",
+                    ckpt_dir, rank, host, first, here[0] ? "'" : "none", here, here[0] ? "'" : "");
+  }
+  return job_agree(mine);
+}
+
 static st_status setup(train_run *r) {
   ST_CHECK(create_mesh(r));
   ST_CHECK(job_agree(job_file_limit_check())); /* a value one rank rejects: every rank says so */
   ST_CHECK(output_paths_check_train(r->o, 0));
   if (r->o->ckpt_dir) { /* made by output_paths_check_train */
     ST_CHECK(job_agree(is_writer(r) ? ckpt_dir_claim(r->o->ckpt_dir, &r->ckpt_lock) : ST_OK));
+    ST_CHECK(agree_on_ckpt_dir(r->o->ckpt_dir));
   }
   ST_CHECK(find_latest(r));
   ST_CHECK(job_agree(train_fit_check(r->o, &r->cfg, r->mesh))); /* before anything large */

@@ -308,27 +308,8 @@ static st_status check_train_outputs(const train_options *o) {
   return ST_OK;
 }
 
-/* The ranks of the first replica each write a file into the checkpoint directory, which the
- * writer has just made (or found), and every rank reads it on --resume: a rank that does not see
- * it (another working directory, a node-local path) would fail only at the first save. A new
- * directory may take a moment to appear on a file system that caches lookups, hence a few tries. */
-static st_status ckpt_dir_seen(const char *dir, int rank, int writer) {
-  struct stat st;
-  for (int tries = 0; tries < 50; tries++) {
-    if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) return ST_OK;
-    usleep(100 * 1000);
-  }
-  return st_error(ST_ERR_INVALID_ARG,
-                  "--ckpt-dir %s: world rank %d does not see the directory world rank %d made or "
-                  "found there; the ranks save and resume there, so it must be on a file system "
-                  "they share",
-                  dir, rank, writer);
-}
-
 st_status output_paths_check_train(const train_options *o, int writer) {
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-  ST_CHECK(job_agree(rank == writer ? check_train_outputs(o) : ST_OK));
-  return job_agree(o->ckpt_dir && rank != writer ? ckpt_dir_seen(o->ckpt_dir, rank, writer)
-                                                 : ST_OK);
+  return job_agree(rank == writer ? check_train_outputs(o) : ST_OK);
 }

@@ -116,20 +116,20 @@ ST_IO_TIMEOUT=2 ST_WRITE_TEST_DELAY_MS=600000 check "the writer's --metrics line
   --data-train "$work/good.bin" --metrics "$work/stuck.jsonl"
 
 # Rank 1 sees another --ckpt-dir than rank 0 (here: another working directory; on a cluster a
-# node-local path, or a file system's cache). Without one there at all: every rank stops at
-# start-up, exit 2, not at the first save. With an older checkpoint of its own there: --resume
-# takes the newest rank 0 found, which rank 1 cannot read, and every rank stops, exit 2; ranks
-# that each took their own newest resumed from different steps, and their collectives mismatched.
+# node-local path). Without one there at all, or with one of its own (an older checkpoint
+# there, which --resume would have mixed with rank 0's newer one): every rank stops at start-up,
+# exit 2, not at the first save, rank 1 not finding the lock file rank 0 wrote.
 mkdir -p "$work/r0" "$work/r1" "$work/r1-empty"
 RUN_IN="$work/r1" check "an older checkpoint, seen by rank 1 only" 0 60 0 "error" \
   --data-train "$work/good.bin" --ckpt-dir ck --stop-at 1
 RUN_IN="$work/r0" check "the newer checkpoint, seen by rank 0 only" 0 60 0 "error" \
   --data-train "$work/good.bin" --ckpt-dir ck --stop-at 2
 RUN_IN="$work/r0" R1_CD="$work/r1-empty" check "--ckpt-dir not seen by rank 1" 2 30 2 \
-  "--ckpt-dir ck: world rank 1 does not see the directory world rank 0 made or found there" \
+  "--ckpt-dir ck: world rank 1 (host .*) does not find there the lock file world rank 0 wrote (pid .*) but none" \
   --data-train "$work/good.bin" --ckpt-dir ck
 RUN_IN="$work/r0" R1_CD="$work/r1" check "--resume where rank 1 sees an older checkpoint" 2 30 2 \
-  "--resume: ck/step_2" --data-train "$work/good.bin" --ckpt-dir ck --resume
+  "--ckpt-dir ck: world rank 1 (host .*) does not find there the lock file world rank 0 wrote (pid .*) but 'pid" \
+  --data-train "$work/good.bin" --ckpt-dir ck --resume
 
 # The control: the same job untouched trains.
 check "no rank touched" 0 60 0 "error" --data-train "$work/good.bin"
