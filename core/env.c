@@ -16,10 +16,11 @@ static const env_entry entries[ENV_VAR_COUNT] = {
                                 "caps the memory the start-up fit check finds on the device "
                                 "(a GPU's free memory; on the CPU the host's available RAM, "
                                 "before it is shared among the node's ranks), in bytes"},
-    [ENV_NCCL_HOSTID] = {"NCCL_HOSTID", "unset",
-                         "NCCL's host identity; ranks that share a GPU may use the NCCL backend "
-                         "when each sets a distinct one (unset: NCCL tells hosts apart by name; "
-                         "set but empty: refused, NCCL would take it for a host id)"},
+    [ENV_NCCL_HOSTID] =
+        {"NCCL_HOSTID", "unset",
+         "NCCL's host identity; ranks that share a GPU may use the NCCL backend "
+         "when each sets a distinct one (unset: NCCL tells hosts apart by name and boot id; "
+         "set but empty: refused, NCCL would take it for a host id)"},
     [ENV_TEST_INJECT_OVERFLOW] = {"ST_TEST_INJECT_OVERFLOW", "none",
                                   "testing: STEP:RANK puts an inf into world rank RANK's "
                                   "gradients at step STEP (from 0), as an fp16 overflow would"},

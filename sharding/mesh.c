@@ -2,8 +2,10 @@
  * config and the world size; its verdict, and the resolved mesh compared with world rank 0's,
  * are shared in one agreement, so a mesh one rank refuses or asks differently fails every rank
  * alike; device choices, which can differ between nodes, are agreed on with one
- * all-reduce so that either every rank proceeds or every rank fails, and the backend is chosen
- * from every rank's GPU and NCCL_HOSTID, gathered, by the same pure check on every rank. */
+ * all-reduce so that either every rank proceeds or every rank fails. Every rank's node, device
+ * and NCCL_HOSTID are then gathered, and the same pure checks on every rank (nccl_place.h)
+ * refuse a job that `auto` put partly on the CPU, choose the backend, and find tensor-parallel
+ * groups that span nodes, which world rank 0 warns about once the groups are built. */
 #include "sharding/mesh.h"
 
 #include <math.h>
@@ -36,6 +38,10 @@ struct st_mesh {
   st_comm_backend backend;
   comm *groups[ST_GROUP_COUNT];
   MPI_Comm control; /* mesh_control */
+  /* The fewest ranks of one tp group on one node, a rank with that few and its node's name,
+   * from the gathered reports (nccl_place_tp_node_share). */
+  int tp_node_share, tp_share_rank;
+  char tp_share_node[NCCL_PLACE_NODE_NAME_SIZE];
 };
 
 const char *mesh_group_name(st_group group) {
@@ -129,15 +135,23 @@ static st_status check_host_id(void) {
                   "a distinct non-empty value (docs/ENVIRONMENT.md)");
 }
 
-/* This rank's report for nccl_place: its node, its GPU's bus id, its NCCL_HOSTID. */
-static st_status report_place(const st_device *dev, nccl_place_rank *out) {
+/* This rank's report for nccl_place: its node (the processor name and the kernel's boot id,
+ * as NCCL names a host), its GPU's bus id, its NCCL_HOSTID, whether `auto` chose its device. */
+static st_status report_place(const st_device *dev, int device_auto, nccl_place_rank *out) {
   char node[MPI_MAX_PROCESSOR_NAME];
   int len = 0;
   MPI_CHECK(MPI_Get_processor_name(node, &len));
+  char boot_id[NCCL_PLACE_BOOT_ID_SIZE];
+  const int has_boot_id = nccl_place_read_boot_id(NCCL_PLACE_BOOT_ID_PATH, boot_id, sizeof boot_id);
   char bus[DEVICE_BUS_ID_SIZE];
   ST_CHECK(device_bus_id(dev, bus));
-  nccl_place_rank_make(out, node, comm_nccl_available(), bus[0] ? bus : NULL,
-                       env_lookup(ENV_NCCL_HOSTID));
+  const nccl_place_parts parts = {.node = node,
+                                  .boot_id = has_boot_id ? boot_id : NULL,
+                                  .bus_id = bus[0] ? bus : NULL,
+                                  .host_id = env_lookup(ENV_NCCL_HOSTID),
+                                  .has_nccl = comm_nccl_available(),
+                                  .device_auto = device_auto};
+  nccl_place_rank_make(out, &parts);
   return ST_OK;
 }
 
@@ -148,47 +162,46 @@ typedef struct place_table {
   nccl_place_name *scratch;
 } place_table;
 
-static st_status place_table_prepare(place_table *t, const st_device *dev, int world) {
-  ST_CHECK(report_place(dev, &t->me));
+static st_status place_table_prepare(place_table *t, const st_device *dev, int device_auto,
+                                     int world) {
+  ST_CHECK(report_place(dev, device_auto, &t->me));
   ST_CHECK(
       mem_alloc((void **)&t->all, (size_t)world * sizeof *t->all, MEM_HOST, MEM_WORKSPACE, NULL));
   return mem_alloc((void **)&t->scratch, (size_t)world * sizeof *t->scratch, MEM_HOST,
                    MEM_WORKSPACE, NULL);
 }
 
-/* The backend, from the gathered reports: every rank gathers the same table and so reaches the
- * same verdict. NCCL where it can join the ranks: a GPU per rank, or ranks sharing a GPU with a
- * distinct NCCL_HOSTID each, which nobody sets by accident, so `auto` follows it too (the GPU
- * tests run the real NCCL path this way on one GPU). `auto` falls back to MPI otherwise;
- * `nccl` refuses, naming the ranks at fault. */
+/* The device mix, the backend and the tp groups' nodes, from the gathered reports: every rank
+ * gathers the same table and so reaches the same verdict. A job that `auto` put on the CPU on
+ * some ranks and on a GPU on others is refused. NCCL where it can join the ranks: a GPU per
+ * rank, or ranks sharing a GPU with a distinct NCCL_HOSTID each, which nobody sets by accident,
+ * so `auto` follows it too (the GPU tests run the real NCCL path this way on one GPU). `auto`
+ * falls back to MPI otherwise, which world rank 0 explains when every rank has a GPU; `nccl`
+ * refuses, naming the ranks at fault. */
 static st_status choose_backend(st_mesh *mesh, const st_mesh_config *cfg, place_table *t) {
-  if (cfg->backend == ST_COMM_MPI) {
-    mesh->backend = ST_COMM_MPI;
-    return ST_OK;
-  }
-  if (cfg->backend != ST_COMM_AUTO && cfg->backend != ST_COMM_NCCL) {
-    return st_error(ST_ERR_INVALID_ARG, "collective backend %d is not one of auto, mpi, nccl",
-                    (int)cfg->backend);
-  }
+  const int world = mesh->coords.world_size;
   MPI_CHECK(
       MPI_Allgather(&t->me, sizeof t->me, MPI_BYTE, t->all, sizeof t->me, MPI_BYTE, mesh->control));
-  int shares_gpu = 0;
-  st_error_saved before;
-  st_error_save(&before);
-  const st_status verdict =
-      nccl_place_check(t->all, mesh->coords.world_size, t->scratch, &shares_gpu);
-  if (verdict != ST_OK) {
-    if (cfg->backend == ST_COMM_NCCL) return verdict;
-    st_error_restore(&before); /* auto falls back to MPI: nothing failed */
-    mesh->backend = ST_COMM_MPI;
-    return ST_OK;
-  }
-  if (shares_gpu && mesh->coords.world_rank == 0) {
+  ST_CHECK(nccl_place_check_devices(t->all, world));
+  nccl_place_choice choice;
+  ST_CHECK(nccl_place_choose(t->all, world, cfg->backend, t->scratch, &choice));
+  if (mesh->coords.world_rank == 0 && choice.shares_gpu) {
     st_log(ST_LOG_WARN,
            "ranks share a GPU: NCCL joins them through its socket transport (one NCCL_HOSTID "
            "each), which is correct but slow");
   }
-  mesh->backend = ST_COMM_NCCL;
+  if (mesh->coords.world_rank == 0 && choice.gpu_fallback) {
+    st_log(ST_LOG_WARN,
+           "collective backend auto: MPI, not NCCL, although every rank computes on a GPU: %s",
+           choice.reason);
+  }
+  mesh->backend = choice.backend;
+  mesh->tp_node_share =
+      nccl_place_tp_node_share(t->all, world, mesh->coords.T, &mesh->tp_share_rank);
+  if (mesh->tp_share_rank >= 0) {
+    snprintf(mesh->tp_share_node, sizeof mesh->tp_share_node, "%s",
+             t->all[mesh->tp_share_rank].node_name);
+  }
   return ST_OK;
 }
 
@@ -218,7 +231,10 @@ static st_status choose_device_and_backend(st_mesh *mesh, const st_mesh_config *
   if (mine == ST_OK && cfg->backend != ST_COMM_MPI && mesh->device.backend->kind != ST_DEVICE_CPU) {
     mine = check_host_id();
   }
-  if (mine == ST_OK) mine = place_table_prepare(&t, &mesh->device, mesh->coords.world_size);
+  if (mine == ST_OK) {
+    mine = place_table_prepare(&t, &mesh->device, strcmp(request, "auto") == 0,
+                               mesh->coords.world_size);
+  }
   const st_status status = agree_and_choose(mesh, cfg, request, mine, &t);
   mem_free(t.scratch);
   mem_free(t.all);
@@ -267,6 +283,21 @@ static st_status create_groups(st_mesh *mesh, double timeout_s, int nccl_max_cta
     ST_CHECK(status);
   }
   return ST_OK;
+}
+
+/* The mesh puts a tp group on consecutive world ranks, as launchers place ranks in blocks by
+ * default; a launch that deals them out round-robin (mpirun --map-by node, srun -m cyclic), or
+ * nodes that hold a number of ranks tp does not divide, put a group on several nodes, where its
+ * all-reduces, one or more per layer, cross the network. Legal, so a warning, once. */
+static void warn_tp_across_nodes(const st_mesh *mesh) {
+  const int T = mesh->coords.T;
+  if (mesh->coords.world_rank != 0 || mesh->tp_node_share >= T) return;
+  st_log(ST_LOG_WARN,
+         "tensor-parallel groups span nodes (tp=%d): as few as %d of a group's %d ranks share a "
+         "node (world rank %d on %s), so tp's all-reduces cross the network; the mesh puts a tp "
+         "group on %d consecutive world ranks: launch ranks in blocks (mpirun --map-by slot, "
+         "srun -m block) with a multiple of %d on each node",
+         T, mesh->tp_node_share, T, mesh->tp_share_rank, mesh->tp_share_node, T, T);
 }
 
 /* What every rank's groups are built from: a mesh the ranks disagree on would split the world
@@ -363,6 +394,7 @@ st_status st_mesh_create(st_mesh **out, const st_mesh_config *config) {
 
   ST_CHECK_GOTO(choose_device_and_backend(mesh, &resolved), status, fail);
   ST_CHECK_GOTO(create_groups(mesh, timeout_s, resolved.nccl_max_ctas), status, fail);
+  warn_tp_across_nodes(mesh);
   *out = mesh;
   mesh->counted = 1;
   mesh_live++;

@@ -1,32 +1,58 @@
-/* nccl_place.c - NCCL's view of the ranks' GPUs (see nccl_place.h). Two sorts replace a
+/* nccl_place.c - the job's placement as NCCL sees it (see nccl_place.h). Two sorts replace a
  * comparison of every pair: of the GPUs' physical names (node, bus id), where equal neighbours
  * share a GPU; and of the names NCCL gives them (host, bus id), where equal neighbours are a
  * duplicate NCCL would refuse. Ties are broken by rank, so the order, and with it the pair a
- * message names, is the same on every rank. */
+ * message names, is the same on every rank. Nothing here communicates; the one file it reads is
+ * the boot id, for the report. */
 #include "sharding/nccl_place.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 
-/* FNV-1a: a stable 64-bit hash of a name, so a report has a fixed size. */
-static uint64_t name_hash(const char *s) {
-  uint64_t h = 14695981039346656037ull;
+/* FNV-1a, continued over `s` from h: a stable 64-bit hash of a name, so a report has a fixed
+ * size. */
+static uint64_t hash_more(uint64_t h, const char *s) {
   for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
   return h;
 }
 
-void nccl_place_rank_make(nccl_place_rank *out, const char *node, int has_nccl, const char *bus_id,
-                          const char *host_id) {
+static uint64_t name_hash(const char *s) { return hash_more(14695981039346656037ull, s); }
+
+void nccl_place_rank_make(nccl_place_rank *out, const nccl_place_parts *parts) {
   memset(out, 0, sizeof *out);
-  out->node = name_hash(node);
-  out->has_nccl = has_nccl != 0;
-  out->on_gpu = bus_id != NULL;
-  if (bus_id) snprintf(out->bus_id, sizeof out->bus_id, "%s", bus_id);
-  out->has_host_id = host_id != NULL;
-  if (host_id) out->host_id = name_hash(host_id);
+  /* NCCL's host name is the hostname and the boot id run together (getHostHash). */
+  out->node = name_hash(parts->node);
+  if (parts->boot_id) out->node = hash_more(out->node, parts->boot_id);
+  snprintf(out->node_name, sizeof out->node_name, "%s", parts->node);
+  out->has_nccl = parts->has_nccl != 0;
+  out->device_auto = parts->device_auto != 0;
+  out->on_gpu = parts->bus_id != NULL;
+  if (parts->bus_id) snprintf(out->bus_id, sizeof out->bus_id, "%s", parts->bus_id);
+  out->has_host_id = parts->host_id != NULL;
+  if (parts->host_id) out->host_id = name_hash(parts->host_id);
+}
+
+int nccl_place_read_boot_id(const char *path, char *out, size_t size) {
+  out[0] = '\0';
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  char text[128];
+  const size_t got = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[got] = '\0';
+  const char *word = text;
+  while (*word && isspace((unsigned char)*word)) word++;
+  size_t len = 0;
+  while (word[len] && !isspace((unsigned char)word[len])) len++;
+  if (len == 0 || size == 0) return 0;
+  if (len >= size) len = size - 1;
+  memcpy(out, word, len);
+  out[len] = '\0';
+  return 1;
 }
 
 static int cmp_int(int64_t a, int64_t b) { return (a > b) - (a < b); }
@@ -121,4 +147,81 @@ st_status nccl_place_check(const nccl_place_rank *ranks, int n, nccl_place_name 
   ST_CHECK(check_every_rank(ranks, n, lacks_gpu, "computes on the CPU, not a GPU",
                             "compute on the CPU, not a GPU"));
   return check_pairs(ranks, n, scratch, shares_gpu);
+}
+
+/* How many CPU ranks a refusal of a mixed job names before it counts the rest. */
+#define PLACE_NAMED_RANKS 4
+
+st_status nccl_place_check_devices(const nccl_place_rank *ranks, int n) {
+  int on_cpu = 0, any_auto = 0;
+  for (int i = 0; i < n; i++) {
+    on_cpu += !ranks[i].on_gpu;
+    any_auto |= ranks[i].device_auto != 0;
+  }
+  if (on_cpu == 0 || on_cpu == n || !any_auto) return ST_OK;
+  char named[PLACE_NAMED_RANKS * (NCCL_PLACE_NODE_NAME_SIZE + 24) + 32] = "";
+  size_t used = 0;
+  int listed = 0;
+  for (int i = 0; i < n && listed < PLACE_NAMED_RANKS; i++) {
+    if (ranks[i].on_gpu) continue;
+    used += (size_t)snprintf(named + used, sizeof named - used, "%s%d (on %s)", listed ? ", " : "",
+                             i, ranks[i].node_name);
+    listed++;
+  }
+  if (on_cpu > listed) {
+    snprintf(named + used, sizeof named - used, " and %d more", on_cpu - listed);
+  }
+  return st_error(ST_ERR_UNSUPPORTED,
+                  "%d of the %d ranks found no usable GPU under device auto and would compute on "
+                  "the CPU while the others use a GPU (world rank%s %s); a job computes on one "
+                  "kind of device: check the GPUs and driver of those nodes, or run every rank on "
+                  "the CPU with --device cpu",
+                  on_cpu, n, on_cpu == 1 ? "" : "s", named);
+}
+
+st_status nccl_place_choose(const nccl_place_rank *ranks, int n, st_comm_backend request,
+                            nccl_place_name *scratch, nccl_place_choice *out) {
+  memset(out, 0, sizeof *out);
+  out->backend = ST_COMM_MPI;
+  if (request != ST_COMM_AUTO && request != ST_COMM_MPI && request != ST_COMM_NCCL) {
+    return st_error(ST_ERR_INVALID_ARG, "collective backend %d is not one of auto, mpi, nccl",
+                    (int)request);
+  }
+  if (request == ST_COMM_MPI) return ST_OK;
+  st_error_saved before;
+  st_error_save(&before);
+  const st_status verdict = nccl_place_check(ranks, n, scratch, &out->shares_gpu);
+  if (verdict == ST_OK) {
+    out->backend = ST_COMM_NCCL;
+    return ST_OK;
+  }
+  out->shares_gpu = 0;
+  if (request == ST_COMM_NCCL) return verdict;
+  /* auto falls back to MPI: nothing failed. A job on the CPU expects MPI; one on GPUs is told
+   * why it does not get NCCL. */
+  int every_gpu = 1;
+  for (int i = 0; i < n; i++) every_gpu &= ranks[i].on_gpu != 0;
+  if (every_gpu) {
+    out->gpu_fallback = 1;
+    snprintf(out->reason, sizeof out->reason, "%s", st_last_error());
+  }
+  st_error_restore(&before);
+  return ST_OK;
+}
+
+int nccl_place_tp_node_share(const nccl_place_rank *ranks, int n, int tp, int *first_rank) {
+  int least = tp;
+  *first_rank = -1;
+  if (tp < 1 || n % tp != 0) return least;
+  /* tp is a few ranks in practice; counting every pair of a group costs n * tp comparisons. */
+  for (int i = 0; i < n; i++) {
+    const int group = i - i % tp;
+    int here = 0;
+    for (int j = group; j < group + tp; j++) here += ranks[j].node == ranks[i].node;
+    if (here < least) {
+      least = here;
+      *first_rank = i;
+    }
+  }
+  return least;
 }

@@ -7,7 +7,9 @@
  * from the others' or is refused. Finally every factorisation of the world size is built
  * and each rank's coordinates are compared with rank = (r*S + s)*T + t. The NCCL backend on
  * ranks that cannot use it is refused by every rank alike, and so is an empty NCCL_HOSTID on one
- * rank.
+ * rank. A job on one machine's CPUs, tp spanning the world, is built without a warning: its tp
+ * group sits on one node, and a job on the CPU expects MPI (the decisions that warn are proved
+ * on tables in nccl_place_test).
  */
 #include "sharding/mesh.h"
 
@@ -16,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
 #include "tests/testing_mpi.h"
@@ -246,6 +249,40 @@ static void test_empty_host_id_on_cpu(int world, int me) {
   unsetenv("NCCL_HOSTID");
 }
 
+/* Runs st_mesh_create with this rank's stderr in `captured`. */
+static st_status create_capturing(st_mesh **mesh, const st_mesh_config *cfg, char *captured,
+                                  size_t cap) {
+  captured[0] = '\0';
+  FILE *tmp = tmpfile();
+  if (!CHECK(tmp != NULL)) return st_mesh_create(mesh, cfg);
+  fflush(stderr);
+  const int saved = dup(STDERR_FILENO);
+  dup2(fileno(tmp), STDERR_FILENO);
+  const st_status s = st_mesh_create(mesh, cfg);
+  fflush(stderr);
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  rewind(tmp);
+  const size_t n = fread(captured, 1, cap - 1, tmp);
+  captured[n] = '\0';
+  fclose(tmp);
+  return s;
+}
+
+/* Every rank of this test shares one machine: a tp group of the whole world sits on one node,
+ * and `auto` on the CPU takes MPI, so no rank warns. */
+static void test_one_node_is_silent(int world, int me) {
+  st_mesh_config cfg = ST_MESH_CONFIG_INIT;
+  cfg.device = "cpu";
+  cfg.tp = world;
+  st_mesh *mesh = NULL;
+  char captured[4096];
+  CHECK_OK(create_capturing(&mesh, &cfg, captured, sizeof captured));
+  CHECK_MSG(strstr(captured, "warn") == NULL, "rank %d warned: '%s'", me, captured);
+  if (mesh) CHECK(strcmp(st_mesh_backend_name(mesh), "mpi") == 0);
+  st_mesh_destroy(mesh);
+}
+
 static void test_every_factorisation(int world, int me) {
   for (int R = 1; R <= world; R++) {
     for (int T = 1; R * T <= world; T++) {
@@ -398,6 +435,7 @@ int main(int argc, char **argv) {
   test_bad_timeout_config();
   test_nccl_refused_on_every_rank(world, me);
   test_empty_host_id_on_cpu(world, me);
+  test_one_node_is_silent(world, me);
   test_every_factorisation(world, me);
   test_reduce_allocation_failures(world);
   test_null_arguments();
