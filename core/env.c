@@ -40,6 +40,9 @@ static const env_entry entries[ENV_VAR_COUNT] = {
                                  "testing: milliseconds the writing rank waits, inside the "
                                  "write's ST_IO_TIMEOUT, before it writes an export file or a "
                                  "metrics line"},
+    [ENV_SLURM_STEP_TASKS] = {"SLURM_STEP_NUM_TASKS", "unset",
+                              "srun's; read (with OMPI_COMM_WORLD_SIZE and PMI_SIZE) to find "
+                              "tasks that MPI did not join into one world"},
 };
 
 const env_entry *env_table(void) { return entries; }
@@ -51,6 +54,21 @@ const char *env_lookup(env_var var) {
 
 int env_launched_by_mpi(void) {
   return env_lookup(ENV_OMPI_WORLD_SIZE) || env_lookup(ENV_PMI_SIZE) || env_lookup(ENV_PMIX_RANK);
+}
+
+long env_launched_tasks(const char **name) {
+  static const env_var counts[] = {ENV_OMPI_WORLD_SIZE, ENV_PMI_SIZE, ENV_SLURM_STEP_TASKS};
+  long most = 0;
+  for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+    const char *v = env_lookup(counts[i]);
+    char *end = NULL;
+    const long n = v ? strtol(v, &end, 10) : 0;
+    if (v && *end == '\0' && n > most) {
+      most = n;
+      if (name) *name = entries[counts[i]].name;
+    }
+  }
+  return most;
 }
 
 int env_is_set_empty(env_var var) {

@@ -22,7 +22,8 @@ typedef enum env_var {
   ENV_PMIX_RANK = 10,           /* PMIX_RANK (set by PMIx launchers: prterun, srun --mpi=pmix) */
   ENV_IO_TIMEOUT = 11,          /* ST_IO_TIMEOUT */
   ENV_WRITE_TEST_DELAY_MS = 12, /* ST_WRITE_TEST_DELAY_MS */
-  ENV_VAR_COUNT = 13
+  ENV_SLURM_STEP_TASKS = 13,    /* SLURM_STEP_NUM_TASKS (set by srun for every task of a step) */
+  ENV_VAR_COUNT = 14
 } env_var;
 
 typedef struct env_entry {
@@ -44,6 +45,11 @@ const char *env_lookup(env_var var);
 /* Whether a launcher (mpirun, srun) started this process as one rank of several: any of the
  * launchers' variables set. Without one, MPI would start as a singleton of one rank. */
 int env_launched_by_mpi(void);
+
+/* How many tasks a launcher says it started with this process: the largest count among
+ * OMPI_COMM_WORLD_SIZE, PMI_SIZE and SLURM_STEP_NUM_TASKS, 0 when none holds a number. *name
+ * (when not NULL) receives that variable's name. */
+long env_launched_tasks(const char **name);
 
 /* Whether the variable is set to the empty string, which env_lookup reads as unset: for a
  * variable whose other reader tells the two apart (NCCL takes NCCL_HOSTID="" for a host id). */

@@ -76,6 +76,23 @@ static st_status agree_on_arguments(st_status parsed, int argc, char **argv) {
   return same_arguments_as_rank0(argc, argv);
 }
 
+/* A launcher that started N tasks whose MPI did not join them (srun without the MPI plugin its
+ * MPI needs, another MPI's mpirun) leaves each a world of its own: N one-rank jobs would train
+ * side by side, writing the same files. */
+static st_status joined_as_launched(void) {
+  int size = 1;
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+  const char *variable = NULL;
+  const long tasks = env_launched_tasks(&variable);
+  if (size != 1 || tasks <= 1) return ST_OK;
+  return st_error(ST_ERR_INVALID_ARG,
+                  "launched as one of %ld tasks (%s=%ld), but MPI put this one in a world of its "
+                  "own: the launcher and this program's MPI did not meet (with srun, pass "
+                  "--mpi=pmix, or the MPI plugin your site documents; with mpirun, use the one of "
+                  "the MPI shardtrain was built with)",
+                  tasks, variable, tasks);
+}
+
 int cli_job_start(const char *command, st_status parsed, int *argc, char ***argv) {
   if (parsed != ST_OK && !env_launched_by_mpi()) {
     st_log(ST_LOG_ERROR, "shardtrain %s: %s", command, st_last_error());
@@ -83,6 +100,7 @@ int cli_job_start(const char *command, st_status parsed, int *argc, char ***argv
   }
   st_status status = st_init(argc, argv);
   if (status == ST_OK) status = agree_on_arguments(parsed, *argc, *argv);
+  if (status == ST_OK) status = joined_as_launched();
   if (status == ST_OK) return CLI_JOB_RUN;
   st_log(ST_LOG_ERROR, "shardtrain %s: %s", command, st_last_error());
   const int code = cli_job_end(exit_code_for(status));

@@ -29,6 +29,7 @@ static void test_table(void) {
       [ENV_PMIX_RANK] = "PMIX_RANK",
       [ENV_IO_TIMEOUT] = "ST_IO_TIMEOUT",
       [ENV_WRITE_TEST_DELAY_MS] = "ST_WRITE_TEST_DELAY_MS",
+      [ENV_SLURM_STEP_TASKS] = "SLURM_STEP_NUM_TASKS",
   };
   const env_entry *table = env_table();
   for (int v = 0; v < ENV_VAR_COUNT; v++) {
@@ -114,6 +115,20 @@ static void test_lookup(void) {
   unset_all();
 }
 
+/* The launchers' task counts: the largest number among them, naming its variable; none, or
+ * none that is a number, is 0. */
+static void test_launched_tasks(void) {
+  unset_all();
+  const char *name = NULL;
+  CHECK_EQ_INT(env_launched_tasks(&name), 0);
+  setenv("SLURM_STEP_NUM_TASKS", "8", 1);
+  setenv("PMI_SIZE", "2", 1);
+  setenv("OMPI_COMM_WORLD_SIZE", "many", 1);
+  CHECK_EQ_INT(env_launched_tasks(&name), 8);
+  CHECK(name && strcmp(name, "SLURM_STEP_NUM_TASKS") == 0);
+  unset_all();
+}
+
 /* Each launcher's variable alone marks a launched rank; none (or only empty ones) a singleton. */
 static void test_launcher(void) {
   unset_all();
@@ -131,6 +146,7 @@ static void test_launcher(void) {
 int main(void) {
   test_table();
   test_launcher();
+  test_launched_tasks();
   test_lookup();
   test_defaults_when_unset();
   test_set_values();

@@ -141,6 +141,11 @@ if ! NCCL_HOSTID= timeout 60 "$(dirname "$0")/../mpirun.sh" 2 "$shardtrain" self
 else
   echo "ok: an empty NCCL_HOSTID is ignored on the CPU"
 fi
+# Tasks a launcher started that MPI did not join (srun without --mpi=pmix) are one-rank worlds:
+# each stops instead of training as a job of its own beside the others.
+SLURM_STEP_NUM_TASKS=4 expect 2 \
+  "launched as one of 4 tasks (SLURM_STEP_NUM_TASKS=4), but MPI put this one in a world of its own" \
+  train --steps 0
 expect 2 "--param-dtype 'int8' is not a dtype" train --param-dtype int8 --steps 0
 expect 2 "--reduce-dtype 'int8' is not a dtype" train --reduce-dtype int8 --steps 0
 
