@@ -23,7 +23,9 @@ long test_checks_failed(void);
 /* Prints the summary line and returns 0 when nothing failed, 1 otherwise. */
 int test_finish(const char *name);
 
-/* Prints "SKIP <name>: <why>" and returns 0 (the exit code of a skipped test). */
+/* Prints "SKIP <name>: <why>" and returns 0 (the exit code of a skipped test). Where the
+ * environment sets ST_TEST_REQUIRE_GPU=1 (the GPU suite) a skip is a failure instead: it prints
+ * "FAIL <name>: would SKIP (<why>) ...", counts a failed check and returns 1. */
 int test_skip(const char *name, const char *why);
 
 /* Back ends of CHECK_EQ_INT and CHECK_NEAR: each argument is evaluated exactly once. */

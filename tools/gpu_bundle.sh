@@ -7,15 +7,22 @@
 # benchmarks/gpu_bench.sh records). The bundle also carries benchmarks/ceilings for that
 # benchmark (docs/PERFORMANCE.md), and op_timings and mpi_p2p for the simulator's GPU
 # calibration (the suite's calibrate section, benchmarks/hardware/measure_gpu.sh). Then, with
-# the device tool, carry `gpu` and run on the GPU machine, section by section (each under the
-# 10-minute limit of one command; docs/BUILD.md plans a session's 15 minutes):
-#   source gpu/env.sh && bash tests/gpu/run_gpu_suite.sh gpu ops train streams
-#   source gpu/env.sh && bash tests/gpu/run_gpu_suite.sh gpu equivalence d12
+# the device tool, carry `gpu` and run on the GPU machine, a group of sections a command (each
+# command with timeout_s 540: the suite keeps within SUITE_BUDGET, 510 s; docs/BUILD.md plans a
+# session's 15 minutes):
+#   source gpu/env.sh && bash tests/gpu/run_gpu_suite.sh gpu ops train streams d12
+#   source gpu/env.sh && bash tests/gpu/run_gpu_suite.sh gpu equivalence d12x4
 #   source gpu/env.sh && bash tests/gpu/run_gpu_suite.sh gpu sanitizer
 #   source gpu/env.sh && bash tests/gpu/run_gpu_suite.sh gpu calibrate
-# (tests/gpu/run_gpu_suite.sh lists the sections and what each checks.)
+# (tests/gpu/run_gpu_suite.sh lists the sections and what each checks.) The binaries must be a
+# real nvcc's: with ST_CUDA_PATH set (the CUDA emulation, tools/cuda_emu) it refuses to start,
+# and it checks that the main binary holds device code (a .nv_fatbin section). The emulation's
+# rehearsal of the suite (tools/cuda_emu/rehearse_suite.sh) lays out a bundle of its own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+die() { echo "gpu_bundle: $*" >&2; exit 1; }
+[ -z "${ST_CUDA_PATH:-}" ] || die "ST_CUDA_PATH is set ($ST_CUDA_PATH): that builds against it" \
+  "(the CUDA emulation, or another toolkit), not for the GPU; unset it"
 # shellcheck source=tools/gpu_bundle_targets.sh
 . tools/gpu_bundle_targets.sh
 [ -f third_party/cudnn_frontend/include/cudnn_frontend.h ] ||
@@ -23,13 +30,31 @@ cd "$(dirname "$0")/.."
     "no cuDNN attention, and ops_vocab_test will fail on ST_CUDA_ATTENTION=cudnn" >&2
 bazel build "${bundle_targets[@]}"
 ../shared/tools/gpu-bundle gpu "${bundle_binaries[@]}"
+# A bazel-bin built against the emulation (or without a toolkit) has no device code.
+for b in shardtrain ops_vocab_test; do
+  case "$(readelf -SW "gpu/bin/$b")" in
+    *" .nv_fatbin "*) ;;
+    *) die "gpu/bin/$b has no .nv_fatbin section: not built by a real nvcc (the CUDA" \
+      "emulation's toolkit, or none found by third_party/cuda/cuda_configure.bzl)" ;;
+  esac
+done
+# compute-sanitizer (the suite's sanitizer section) lives beside nvcc, which the GPU machine's
+# PATH may leave out; ../shared/tools/gpu-bundle writes the rest of env.sh.
+cat >> gpu/env.sh <<'EOW'
+if [ -z "$(command -v compute-sanitizer)" ] && [ -x /usr/local/cuda/bin/compute-sanitizer ]; then
+  export PATH=$PATH:/usr/local/cuda/bin
+fi
+EOW
 git describe --always --dirty > gpu/version.txt
 mkdir -p gpu/fortunes
 find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' \
   -exec cp {} gpu/fortunes/ \;
-# The device tool carries at most 64 MiB; two dozen binaries that each hold the CUDA runtime
-# and OpenBLAS come to about 110 MiB, and xz's window finds what they share: about 11 MiB.
+# The device tool carries at most 64 MiB, the working tree included; two dozen binaries that
+# each hold the CUDA runtime and the kernels' device code (with -lineinfo's line tables) come
+# to about 270 MiB, and what they share is found only by a window that spans them all: one
+# stream (no -T2, whose blocks are compressed apart) with a 256 MiB dictionary, about 15 MiB in
+# 45 s (xz's default 8 MiB window, binaries of 10 MiB apiece: 53 MiB). Unpacking needs 256 MiB.
 # run_gpu_suite.sh unpacks it on the GPU machine.
-tar -cf - -C gpu bin lib fortunes | xz -T2 -6 > gpu/bundle.tar.xz
+tar -cf - -C gpu bin lib fortunes | xz -T1 --lzma2=preset=3,dict=256MiB > gpu/bundle.tar.xz
 rm -rf gpu/bin gpu/lib gpu/fortunes
 du -sh gpu

@@ -52,6 +52,7 @@ int test_on_backends(const char *name, void (*body)(test_backend *tb)) {
   if (device_cuda_count() > 0 && device_select("cuda", 0, &gpu) == ST_OK) {
     run_on(name, &gpu, body);
   } else {
+    /* A failure, not a skip, where ST_TEST_REQUIRE_GPU=1 (the GPU suite; tests/testing.h). */
     test_skip(name, "no usable GPU: ran on the CPU backend only");
   }
   return test_finish(name);

@@ -7,21 +7,79 @@
 # writes $work/NAME.jsonl (metrics), $work/NAME.safetensors (export) and $work/NAME.log; a
 # run that exits non-zero fails the test, printing its log. And fail MESSAGE: prints
 # "FAIL: MESSAGE" and ends the test with exit 1.
-work=${TEST_TMPDIR:-$(mktemp -d)}
+# Set by the GPU suite (tests/gpu/run_gpu_suite.sh); unset, as in `bazel test`, none applies:
+#   TRAIN_RUN_LOG_DIR       $work is made under it (where TEST_TMPDIR is unset), so the runs'
+#                           logs are among the suite's
+#   TRAIN_RUN_TIMEOUT       each run is stopped after this many seconds (`timeout`: exit 124)
+#   TRAIN_RUN_DEADLINE      and no later than this time (seconds since 1970); a run is not
+#                           started past it
+#   TRAIN_RUN_KEEP_GOING=1  a failed run prints "FAIL NAME (N s, exit X)" and the last 1,500
+#                           bytes of its log, is recorded in $runs_failed and the test goes on
+#                           (run returns 1); the test then exits 1 whatever it found, naming
+#                           the failed runs. Each run that passes prints "ok   NAME (N s)".
+if [ -n "${TEST_TMPDIR:-}" ]; then
+  work=$TEST_TMPDIR
+elif [ -n "${TRAIN_RUN_LOG_DIR:-}" ]; then
+  work=$(mktemp -d -p "$TRAIN_RUN_LOG_DIR" "$(basename "$0" .sh).XXXXXX") || exit 1
+else
+  work=$(mktemp -d) || exit 1
+fi
 # shellcheck disable=SC2086 # the flags are words
 python3 "$prepare" --out-dir "$work/data" ${train_data_flags:-} > /dev/null || exit 1
 common=(train --model tiny --data-train "$work/data/bytes_train_*.bin" --steps 10 --lr 3e-3
         --warmup 3 --min-lr 3e-4 --seed 7)
+runs_failed=()
 
 run() {
-  local name=$1 ranks=$2
+  local name=$1 ranks=$2 start=$SECONDS rc bound=()
   shift 2
-  # shellcheck disable=SC2086 # both variables are lists of words on purpose
-  if ! "$mpirun_sh" "$ranks" ${TRAIN_RUN_WRAPPER:-} "$shardtrain" "${common[@]}" \
-       --metrics "$work/$name.jsonl" --export "$work/$name.safetensors" "$@" ${TRAIN_RUN_FLAGS:-} \
-       > "$work/$name.log" 2>&1; then
-    echo "FAIL: $name exited non-zero"; cat "$work/$name.log"; exit 1
+  if [ -n "${TRAIN_RUN_TIMEOUT:-}${TRAIN_RUN_DEADLINE:-}" ]; then
+    local secs=${TRAIN_RUN_TIMEOUT:-86400}
+    if [ -n "${TRAIN_RUN_DEADLINE:-}" ] && [ $((TRAIN_RUN_DEADLINE - $(date +%s))) -lt "$secs" ]
+    then
+      secs=$((TRAIN_RUN_DEADLINE - $(date +%s)))
+    fi
+    if [ "$secs" -le 0 ]; then
+      echo "not started: past TRAIN_RUN_DEADLINE" > "$work/$name.log"
+      run_failed "$name" 124
+      return 1
+    fi
+    bound=(timeout -k 10 "$secs")
   fi
+  # shellcheck disable=SC2086 # both variables are lists of words on purpose
+  ${bound[@]+"${bound[@]}"} "$mpirun_sh" "$ranks" ${TRAIN_RUN_WRAPPER:-} "$shardtrain" \
+    "${common[@]}" --metrics "$work/$name.jsonl" --export "$work/$name.safetensors" "$@" \
+    ${TRAIN_RUN_FLAGS:-} > "$work/$name.log" 2>&1
+  rc=$?
+  if [ "$rc" -ne 0 ]; then
+    run_failed "$name" "$rc"
+    return 1
+  fi
+  [ "${TRAIN_RUN_KEEP_GOING:-0}" != 1 ] || echo "ok   $name ($((SECONDS - start)) s)"
 }
+
+# run_failed NAME STATUS: ends the test, or with TRAIN_RUN_KEEP_GOING=1 records the failure.
+run_failed() {
+  if [ "${TRAIN_RUN_KEEP_GOING:-0}" != 1 ]; then
+    echo "FAIL: $1 exited non-zero"; cat "$work/$1.log"; exit 1
+  fi
+  local what="exit $2"
+  [ "$2" -ne 124 ] && [ "$2" -ne 137 ] || what="exit $2: timed out"
+  echo "FAIL $1 ($((SECONDS - start)) s, $what); the end of $(basename "$work")/$1.log:"
+  tail -c 1500 "$work/$1.log"
+  echo
+  runs_failed+=("$1")
+}
+
+# With TRAIN_RUN_KEEP_GOING=1 a test that had a failed run fails, whatever its own checks said.
+runs_verdict() {
+  local rc=$?
+  if [ "${#runs_failed[@]}" -gt 0 ]; then
+    echo "FAIL: ${#runs_failed[@]} run(s) failed: ${runs_failed[*]}"
+    exit 1
+  fi
+  exit "$rc"
+}
+[ "${TRAIN_RUN_KEEP_GOING:-0}" != 1 ] || trap runs_verdict EXIT
 
 fail() { echo "FAIL: $*"; exit 1; }

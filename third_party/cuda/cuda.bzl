@@ -15,6 +15,9 @@ _NVCC_FLAGS = [
     "-gencode=arch=compute_90,code=sm_90",
     "-gencode=arch=compute_90,code=compute_90",
     "-DST_HAVE_CUDA=1",
+    # Source lines for the device code, so that compute-sanitizer's reports (the GPU suite's
+    # sanitizer section) name them; unlike -G it leaves the optimisation as it is.
+    "-lineinfo",
 ]
 
 def _cuda_archive_impl(ctx):

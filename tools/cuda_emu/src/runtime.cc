@@ -6,6 +6,7 @@
 // (the arena, page-aligned blocks never reused) kept PROT_NONE except while the emulated device
 // works on it (cuda_emu_device_begin/end: launches, copies, fills, cuBLASLt, NCCL, cub), so host
 // code that dereferences a device pointer faults as on a GPU, and a handler names the address.
+// A new block is filled with 0xFF bytes (NaN in every floating type), as a GPU's holds old data.
 // Under AddressSanitizer (run_tests.sh with CUDA_EMU_ASAN=1) blocks are instead heap blocks,
 // 256-byte aligned as cudaMalloc's and exactly as long as asked, so a kernel faults on the
 // first byte past a buffer. Streams and events are synchronous, or asynchronous under
@@ -296,6 +297,13 @@ cudaError_t cudaMalloc(void **ptr, size_t size) {
   if (device_bytes + size > memory_total()) return fail(cudaErrorMemoryAllocation);
   void *p = device_block(size);
   if (!p) return fail(cudaErrorMemoryAllocation);
+  {
+    // A GPU's new block holds whatever was there before, where the arena's fresh pages would
+    // read as zeros and hide a read before the first write: all-ones bytes are NaN in every
+    // floating type (and -1 in every integer), so such a read shows in the results.
+    cuda_emu_device_scope device;
+    memset(p, 0xFF, size);
+  }
   device_blocks[static_cast<const char *>(p)] = size;
   device_bytes += size;
   *ptr = p;
