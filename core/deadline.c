@@ -11,7 +11,9 @@
 #include "core/error.h"
 
 /* The watchdog: the armed deadlines, and the process whose thread watches them (a forked child
- * has no thread until it arms a deadline), the thread, and whether it is asked to end. */
+ * has no thread until it arms a deadline), the thread, and whether it is asked to end (it ends
+ * once nothing is armed, and says so by clearing `watching`, so that an arm in the meantime is
+ * still watched, and one after it starts a new thread). */
 static struct {
   pthread_mutex_t lock;
   deadline *armed;
@@ -66,11 +68,12 @@ static void check_due(void) {
 static void *watchdog(void *arg) {
   (void)arg;
   const struct timespec period = {0, WATCH_PERIOD_NS};
-  for (int ending = 0; !ending;) {
+  for (int ends = 0; !ends;) {
     nanosleep(&period, NULL);
     pthread_mutex_lock(&watch.lock);
     check_due();
-    ending = watch.ending;
+    ends = watch.ending && watch.armed == NULL;
+    if (ends) watch.watching = 0;
     pthread_mutex_unlock(&watch.lock);
   }
   return NULL;
@@ -100,20 +103,19 @@ static st_status start_watchdog(void) {
     return st_error(ST_ERR_INTERNAL, "deadline: cannot start its watchdog thread");
   }
   watch.watching = getpid();
+  watch.ending = 0;
   return ST_OK;
 }
 
 void deadline_watchdog_stop(void) {
   pthread_mutex_lock(&watch.lock);
-  const int stops = watch.watching == getpid() && watch.armed == NULL;
+  /* Once: a second stop while the first waits finds `ending` set and leaves the join to it. */
+  const int stops = watch.watching == getpid() && watch.armed == NULL && !watch.ending;
+  const pthread_t thread = watch.thread;
   if (stops) watch.ending = 1;
   pthread_mutex_unlock(&watch.lock);
-  if (!stops) return;
-  pthread_join(watch.thread, NULL); /* it takes the lock once more before it ends */
-  pthread_mutex_lock(&watch.lock);
-  watch.watching = 0;
-  watch.ending = 0;
-  pthread_mutex_unlock(&watch.lock);
+  /* A deadline armed meanwhile keeps the thread until it is disarmed. */
+  if (stops) pthread_join(thread, NULL);
 }
 
 st_status deadline_arm(deadline *d, deadline_kind kind, double seconds, const char *what) {

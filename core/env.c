@@ -57,18 +57,19 @@ int env_launched_by_mpi(void) {
 }
 
 long env_launched_tasks(const char **name) {
+  /* The MPI launchers' own counts first: srun's may be inherited from an allocation by an
+   * mpirun inside it that starts fewer. */
   static const env_var counts[] = {ENV_OMPI_WORLD_SIZE, ENV_PMI_SIZE, ENV_SLURM_STEP_TASKS};
-  long most = 0;
   for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
     const char *v = env_lookup(counts[i]);
     char *end = NULL;
     const long n = v ? strtol(v, &end, 10) : 0;
-    if (v && *end == '\0' && n > most) {
-      most = n;
+    if (v && *end == '\0' && n > 0) {
       if (name) *name = entries[counts[i]].name;
+      return n;
     }
   }
-  return most;
+  return 0;
 }
 
 int env_is_set_empty(env_var var) {

@@ -46,9 +46,10 @@ const char *env_lookup(env_var var);
  * launchers' variables set. Without one, MPI would start as a singleton of one rank. */
 int env_launched_by_mpi(void);
 
-/* How many tasks a launcher says it started with this process: the largest count among
- * OMPI_COMM_WORLD_SIZE, PMI_SIZE and SLURM_STEP_NUM_TASKS, 0 when none holds a number. *name
- * (when not NULL) receives that variable's name. */
+/* How many tasks a launcher says it started with this process: the first of
+ * OMPI_COMM_WORLD_SIZE, PMI_SIZE and SLURM_STEP_NUM_TASKS that holds a positive number (an MPI
+ * launcher's count over srun's, which an mpirun inside an allocation inherits), 0 when none
+ * does. *name (when not NULL) receives that variable's name. */
 long env_launched_tasks(const char **name);
 
 /* Whether the variable is set to the empty string, which env_lookup reads as unset: for a

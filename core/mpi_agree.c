@@ -2,6 +2,7 @@
  * the error text, where it is shared, follows in one broadcast from that rank. */
 #include "core/mpi_agree.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "core/check_mpi.h"
@@ -47,11 +48,15 @@ st_status mpi_agree_share(MPI_Comm comm, st_status mine) {
   if (rank == first.rank) strncpy(text, st_last_error(), sizeof text - 1);
   MPI_CHECK(MPI_Bcast(text, (int)sizeof text, MPI_CHAR, first.rank, comm));
   if (rank == first.rank) return mine;
-  /* A rank that failed too most likely failed alike (a bad flag fails them all); one that did
-   * not says whose failure it reports, lest "x: cannot open" read as its own. */
-  if (mine != ST_OK) return st_error((st_status)first.status, "%s", text);
+  /* A rank that failed alike (a bad flag fails them all) reports the text as its own; any
+   * other says whose failure it reports, lest "x: cannot open" read as its own, unless the
+   * text names that rank already ("world rank N (host H) ..."). */
+  if (mine != ST_OK && strcmp(st_last_error(), text) == 0) return (st_status)first.status;
   int world_rank = -1;
   ST_CHECK(world_rank_of(comm, first.rank, &world_rank));
+  char named[40];
+  snprintf(named, sizeof named, "world rank %d ", world_rank);
+  if (strstr(text, named)) return st_error((st_status)first.status, "%s", text);
   return st_error((st_status)first.status, "on world rank %d: %s", world_rank, text);
 }
 

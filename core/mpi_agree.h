@@ -12,7 +12,7 @@
 
 /* On failure, every rank returns the status and the error text (st_last_error) of the lowest
  * rank that failed: the whole job reports that rank's reason, which a rank that did not fail
- * itself prefixes with "on world rank N: ". */
+ * alike prefixes with "on world rank N: " (unless the text names "world rank N " itself). */
 st_status mpi_agree_share(MPI_Comm comm, st_status mine);
 
 /* On failure, a rank that failed keeps its own status and error; every other rank returns the

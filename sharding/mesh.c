@@ -342,7 +342,10 @@ static st_status agree_on_config(MPI_Comm control, st_status mine, const st_mesh
  * checks never meet the program's collectives on MPI_COMM_WORLD, nor change its error handler. */
 static st_status control_create(MPI_Comm *out) {
   MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, out));
-  MPI_CHECK(MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN));
+  /* A failure here is this rank's alone: the caller agrees on it over the duplicate. */
+  if (MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN) != MPI_SUCCESS) {
+    return st_error(ST_ERR_MPI, "st_mesh_create: MPI_Comm_set_errhandler failed");
+  }
   return ST_OK;
 }
 
@@ -366,19 +369,21 @@ st_status st_mesh_create(st_mesh **out, const st_mesh_config *config) {
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
   /* Collective from here: a rank's own refusal is every rank's. */
   MPI_Comm control = MPI_COMM_NULL;
-  ST_CHECK(control_create(&control));
+  st_status mine = control_create(&control);
+  if (control == MPI_COMM_NULL) return mine; /* the duplicate failed: nothing to agree over */
   st_mesh_config cfg, resolved = {0};
   double timeout_s = 0;
-  st_status mine = out ? ST_OK : st_error(ST_ERR_INVALID_ARG, "st_mesh_create: out is NULL");
+  st_mesh *mesh = NULL; /* allocated before the agreement, which then covers it */
+  if (mine == ST_OK && !out) mine = st_error(ST_ERR_INVALID_ARG, "st_mesh_create: out is NULL");
   if (mine == ST_OK) mine = read_config(config, &cfg);
   if (mine == ST_OK) mine = mesh_validate(&cfg, world_size, &resolved);
   if (mine == ST_OK) mine = resolve_timeout(&resolved, &timeout_s);
-  st_mesh *mesh = NULL;
-  st_status status = agree_on_config(control, mine, &resolved, world_rank);
-  if (status == ST_OK) {
-    status = mem_alloc_zeroed((void **)&mesh, sizeof *mesh, MEM_HOST, MEM_WORKSPACE, NULL);
+  if (mine == ST_OK) {
+    mine = mem_alloc_zeroed((void **)&mesh, sizeof *mesh, MEM_HOST, MEM_WORKSPACE, NULL);
   }
+  st_status status = agree_on_config(control, mine, &resolved, world_rank);
   if (status != ST_OK) {
+    mem_free(mesh);
     control_free(&control);
     return status;
   }

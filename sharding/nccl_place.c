@@ -12,15 +12,13 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/fnv.h"
 
-/* FNV-1a, continued over `s` from h: a stable 64-bit hash of a name, so a report has a fixed
+/* A name's hash continued over `s` (its characters, run together), so a report has a fixed
  * size. */
-static uint64_t hash_more(uint64_t h, const char *s) {
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h;
-}
+static uint64_t hash_more(uint64_t h, const char *s) { return fnv1a(h, s, strlen(s)); }
 
-static uint64_t name_hash(const char *s) { return hash_more(14695981039346656037ull, s); }
+static uint64_t name_hash(const char *s) { return hash_more(FNV_OFFSET_BASIS, s); }
 
 void nccl_place_rank_make(nccl_place_rank *out, const nccl_place_parts *parts) {
   memset(out, 0, sizeof *out);
@@ -152,31 +150,35 @@ st_status nccl_place_check(const nccl_place_rank *ranks, int n, nccl_place_name 
 /* How many CPU ranks a refusal of a mixed job names before it counts the rest. */
 #define PLACE_NAMED_RANKS 4
 
+/* A rank that `auto` put on the CPU. */
+static int cpu_by_auto(const nccl_place_rank *r) { return !r->on_gpu && r->device_auto; }
+
 st_status nccl_place_check_devices(const nccl_place_rank *ranks, int n) {
-  int on_cpu = 0, any_auto = 0;
+  int on_cpu = 0, by_auto = 0;
   for (int i = 0; i < n; i++) {
     on_cpu += !ranks[i].on_gpu;
-    any_auto |= ranks[i].device_auto != 0;
+    by_auto += cpu_by_auto(&ranks[i]);
   }
-  if (on_cpu == 0 || on_cpu == n || !any_auto) return ST_OK;
+  /* A mix asked for by name (cpu on some ranks) is the program's to want. */
+  if (on_cpu == n || by_auto == 0) return ST_OK;
   char named[PLACE_NAMED_RANKS * (NCCL_PLACE_NODE_NAME_SIZE + 24) + 32] = "";
   size_t used = 0;
   int listed = 0;
   for (int i = 0; i < n && listed < PLACE_NAMED_RANKS; i++) {
-    if (ranks[i].on_gpu) continue;
+    if (!cpu_by_auto(&ranks[i])) continue;
     used += (size_t)snprintf(named + used, sizeof named - used, "%s%d (on %s)", listed ? ", " : "",
                              i, ranks[i].node_name);
     listed++;
   }
-  if (on_cpu > listed) {
-    snprintf(named + used, sizeof named - used, " and %d more", on_cpu - listed);
+  if (by_auto > listed) {
+    snprintf(named + used, sizeof named - used, " and %d more", by_auto - listed);
   }
   return st_error(ST_ERR_UNSUPPORTED,
                   "%d of the %d ranks found no usable GPU under device auto and would compute on "
                   "the CPU while the others use a GPU (world rank%s %s); a job computes on one "
                   "kind of device: check the GPUs and driver of those nodes, or run every rank on "
                   "the CPU with --device cpu",
-                  on_cpu, n, on_cpu == 1 ? "" : "s", named);
+                  by_auto, n, by_auto == 1 ? "" : "s", named);
 }
 
 st_status nccl_place_choose(const nccl_place_rank *ranks, int n, st_comm_backend request,

@@ -69,7 +69,10 @@ st_status unit_handle_check(const st_unit *h, const char *caller, unsigned needs
     return refuse(h, caller, "has gradients of a step in progress; call st_unit_zero_grads first");
   }
   /* The program may have made another GPU current for work of its own since the last call. */
-  return h->u.dev ? device_bind(h->u.dev) : ST_OK;
+  const st_status bound = h->u.dev ? device_bind(h->u.dev) : ST_OK;
+  if (bound == ST_OK) return ST_OK;
+  return st_error(bound, "%s: unit '%s': cannot make its GPU current: %s", caller, h->u.name,
+                  st_last_error());
 }
 
 st_status unit_handle_check_index(const st_unit *h, const char *caller, int index) {

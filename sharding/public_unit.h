@@ -58,8 +58,10 @@ enum {
   UNIT_NEEDS_OPTIMIZER = UNIT_NEEDS_STATE_SET | UNIT_NEEDS_NOT_RESTORING
 };
 
-/* ST_OK when `handle` is not NULL and its state meets every bit of `needs`; otherwise
- * ST_ERR_INVALID_ARG with a message that names `caller`, the unit and the call missing. */
+/* ST_OK when `handle` is not NULL and its state meets every bit of `needs`, having made the
+ * unit's GPU current (the program may have made another one current since); otherwise
+ * ST_ERR_INVALID_ARG with a message that names `caller`, the unit and the call missing, or the
+ * device's error naming `caller` and the unit. */
 st_status unit_handle_check(const st_unit *handle, const char *caller, unsigned needs);
 
 /* ST_OK when `index` names one of the handle's parameters / `p` is not NULL; otherwise

@@ -265,6 +265,20 @@ void ckpt_dir_read_claim(const char *ckpt_dir, char *out, size_t size) {
   close(fd);
 }
 
+/* Writes this job into its lock file `path` (open as fd), locked or not: pid, host and the time,
+ * which makes the record this job's own, for ckpt_dir_read_claim on every rank. */
+static void record_claim(int fd, const char *path) {
+  char host[128] = "?", text[200];
+  gethostname(host, sizeof host - 1);
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  const int n = snprintf(text, sizeof text, "pid %d on %s, %lld.%09ld\n", (int)getpid(), host,
+                         (long long)now.tv_sec, now.tv_nsec);
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)n, 0) != n || fsync(fd) != 0) {
+    st_log(ST_LOG_WARN, "%s: cannot record this job in it: %s", path, strerror(errno));
+  }
+}
+
 st_status ckpt_dir_claim(const char *ckpt_dir, int *lock_fd) {
   *lock_fd = -1;
   char path[PATH_BYTES];
@@ -284,19 +298,8 @@ st_status ckpt_dir_claim(const char *ckpt_dir, int *lock_fd) {
     }
     st_log(ST_LOG_WARN, "--ckpt-dir %s: cannot lock %s (%s): make sure no other job saves into it",
            ckpt_dir, path, strerror(errno));
-  } else {
-    /* The time makes the record this job's own, which ckpt_dir_read_claim finds on every rank
-     * where the directory is the same. */
-    char host[128] = "?", text[200];
-    gethostname(host, sizeof host - 1);
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    const int n = snprintf(text, sizeof text, "pid %d on %s, %lld.%09ld\n", (int)getpid(), host,
-                           (long long)now.tv_sec, now.tv_nsec);
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)n, 0) != n || fsync(fd) != 0) {
-      st_log(ST_LOG_WARN, "%s: cannot record this job in it: %s", path, strerror(errno));
-    }
   }
+  record_claim(fd, path);
   *lock_fd = fd;
   return recover_aside(ckpt_dir);
 }

@@ -267,7 +267,7 @@ static st_status agree_on_ckpt_dir(const char *ckpt_dir) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank == 0) ckpt_dir_read_claim(ckpt_dir, first, sizeof first);
   MPI_CHECK(MPI_Bcast(first, (int)sizeof first, MPI_CHAR, 0, MPI_COMM_WORLD));
-  int same = rank == 0 || !first[0]; /* no record: a file system without locks */
+  int same = rank == 0 || !first[0]; /* no record: the claim could not write one (warned) */
   for (int tries = 0; !same && tries < 50; tries++) {
     if (tries > 0) job_test_sleep_ms(100);
     ckpt_dir_read_claim(ckpt_dir, here, sizeof here);
@@ -431,8 +431,6 @@ static st_status over_ranks(step_record *rec, int world_size, mem_stats *mem) {
   return ST_OK;
 }
 
-/* Writes --ckpt-dir/step_<step + 1> when the step is due (every --ckpt-every, the last of this
- * run, and one the run stops after). */
 /* Whether a checkpoint is written after `step`: a stop's, the last step's, or --ckpt-every's. */
 static int save_due(const train_run *r, int step, int stopping) {
   const train_options *o = r->o;
@@ -440,6 +438,7 @@ static int save_due(const train_run *r, int step, int stopping) {
   return o->ckpt_dir && (stopping || last || (o->ckpt_every && (step + 1) % o->ckpt_every == 0));
 }
 
+/* Writes --ckpt-dir/step_<step + 1> (in the background with --ckpt-async). */
 static st_status save(train_run *r, int step) {
   const train_options *o = r->o;
   ckpt_manifest m = {.step = step + 1,

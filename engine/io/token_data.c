@@ -14,6 +14,7 @@
 
 #include "core/alloc.h"
 #include "core/error.h"
+#include "core/fnv.h"
 #include "core/log.h"
 #include "engine/io/file_io.h"
 
@@ -188,14 +189,8 @@ uint64_t token_loader_batches_per_pass(const token_loader *loader) {
   return sequences_per_pass(loader) / loader->global_sequences;
 }
 
-static uint64_t fnv1a(uint64_t hash, const void *bytes, size_t n) {
-  const unsigned char *b = bytes;
-  for (size_t i = 0; i < n; i++) hash = (hash ^ b[i]) * 1099511628211ull;
-  return hash;
-}
-
 uint64_t token_loader_fingerprint(const token_loader *loader) {
-  uint64_t hash = 14695981039346656037ull;
+  uint64_t hash = FNV_OFFSET_BASIS;
   for (size_t i = 0; i < loader->shard_count; i++) {
     const char *slash = strrchr(loader->shards[i].path, '/');
     const char *name = slash ? slash + 1 : loader->shards[i].path;

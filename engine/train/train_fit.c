@@ -3,12 +3,12 @@
 #include "engine/train/train_fit.h"
 
 #include <mpi.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/env.h"
 #include "core/error.h"
+#include "core/fnv.h"
 #include "core/log.h"
 #include "engine/plan/fit.h"
 
@@ -16,16 +16,14 @@
 #define FIT_MAX_RANKS 65536
 
 /* The colour of the memory `dev` allocates from among a node's: 0 for the host's RAM; for a GPU,
- * a 31-bit FNV-1a hash of its PCI bus id, which names the GPU whatever each rank sees of the
+ * 31 bits of a hash of its PCI bus id, which names the GPU whatever each rank sees of the
  * node's GPUs (under `srun --gpus-per-task=1` every rank's one GPU is its ordinal 0), or of the
  * ordinal where the backend has no bus id. */
 static int memory_color(const st_device *dev) {
   if (dev->backend->device_memory_is_host) return 0;
   char id[DEVICE_BUS_ID_SIZE] = "";
   if (device_bus_id(dev, id) != ST_OK || !id[0]) snprintf(id, sizeof id, "#%d", dev->ordinal);
-  uint32_t hash = 2166136261u;
-  for (const char *c = id; *c; c++) hash = (hash ^ (uint8_t)*c) * 16777619u;
-  return (int)(hash & 0x7fffffff);
+  return (int)(fnv1a(FNV_OFFSET_BASIS, id, strlen(id)) & 0x7fffffff);
 }
 
 /* The ranks of this node whose allocations come out of the same memory as this rank's: all of

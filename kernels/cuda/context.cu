@@ -281,12 +281,16 @@ extern "C" st_status cuda_context_create(const st_device *dev, void **ctx) {
     }
   }
   if (cx->attention == CUDA_ATTENTION_CUDNN) {
+    st_error_saved before;
+    st_error_save(&before);
     status = cuda_cudnn_attention_create(&cx->cudnn, cx, 10 * major + minor, cx->cudnn_region,
                                          layout.bytes[CUDA_REGION_CUDNN]);
     if (status == ST_ERR_UNSUPPORTED) {
-      // No cuDNN here (or none in this build): the run goes on with the next kind.
+      // No cuDNN here (or none in this build): the run goes on with the next kind, and the
+      // program's last error is what it was.
       st_log(ST_LOG_WARN, "ST_CUDA_ATTENTION=cudnn: %s; the flash attention kernels run instead",
              st_last_error());
+      st_error_restore(&before);
       cx->attention = CUDA_ATTENTION_FLASH;
       status = ST_OK;
     }

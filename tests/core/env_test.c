@@ -115,15 +115,18 @@ static void test_lookup(void) {
   unset_all();
 }
 
-/* The launchers' task counts: the largest number among them, naming its variable; none, or
- * none that is a number, is 0. */
+/* The launchers' task counts: an MPI launcher's over srun's (an mpirun -np 1 inside an
+ * allocation of 8 tasks started one), naming its variable; none that is a number is 0. */
 static void test_launched_tasks(void) {
   unset_all();
   const char *name = NULL;
   CHECK_EQ_INT(env_launched_tasks(&name), 0);
   setenv("SLURM_STEP_NUM_TASKS", "8", 1);
-  setenv("PMI_SIZE", "2", 1);
+  setenv("PMI_SIZE", "1", 1);
   setenv("OMPI_COMM_WORLD_SIZE", "many", 1);
+  CHECK_EQ_INT(env_launched_tasks(&name), 1);
+  CHECK(name && strcmp(name, "PMI_SIZE") == 0);
+  unsetenv("PMI_SIZE");
   CHECK_EQ_INT(env_launched_tasks(&name), 8);
   CHECK(name && strcmp(name, "SLURM_STEP_NUM_TASKS") == 0);
   unset_all();

@@ -1,7 +1,8 @@
 /* mpi_agree_test.c - the verdict of core/mpi_agree.h, on every rank, with failures injected on
  * chosen ranks. Every rank must return: ST_OK when nobody failed; otherwise the status of the
  * lowest failing rank, with that rank's text (mpi_agree_share: after "on world rank N: " on the
- * ranks that did not fail) or, on the ranks that did not fail, a line naming its world rank
+ * other ranks, whose own texts differ here; one that names its rank is left as it is, checked
+ * on two ranks) or, on the ranks that did not fail, a line naming its world rank
  * (mpi_agree_naming). Each case is followed by an
  * all-reduce that every rank must reach, so a rank left behind would hang the test (and fail
  * it by Bazel's timeout) instead of passing. Run at 1, 2 and 4 ranks. */
@@ -40,9 +41,9 @@ static void check_share(MPI_Comm comm, int me, unsigned failing, int lowest) {
     CHECK_OK(got);
   } else {
     char want[96];
-    if ((failing >> me) & 1) {
+    if (me == lowest) {
       snprintf(want, sizeof want, "rank %d ran out of luck", lowest);
-    } else { /* a rank that did not fail says whose failure it reports */
+    } else { /* another rank, failed otherwise or not at all, says whose failure it reports */
       snprintf(want, sizeof want, "on world rank %d: rank %d ran out of luck", lowest, lowest);
     }
     CHECK_MSG(got == status_of(lowest) && strcmp(st_last_error(), want) == 0,
@@ -103,6 +104,20 @@ static void test_subgroup(int world, int me) {
   MPI_Comm_free(&half);
 }
 
+/* A text that names its rank ("world rank 1 ...") reaches the others as it is; ranks that all
+ * failed alike (the same text) report it as their own. */
+static void test_texts_left_alone(int world, int me) {
+  if (world < 2) return;
+  st_status mine = me == 1 ? st_error(ST_ERR_INVALID_ARG, "world rank 1 (host h) differs") : ST_OK;
+  CHECK_STATUS(mpi_agree_share(MPI_COMM_WORLD, mine), ST_ERR_INVALID_ARG);
+  CHECK_MSG(strcmp(st_last_error(), "world rank 1 (host h) differs") == 0, "rank %d: '%s'", me,
+            st_last_error());
+  mine = st_error(ST_ERR_INVALID_ARG, "--steps is bad");
+  CHECK_STATUS(mpi_agree_share(MPI_COMM_WORLD, mine), ST_ERR_INVALID_ARG);
+  CHECK_MSG(strcmp(st_last_error(), "--steps is bad") == 0, "rank %d: '%s'", me, st_last_error());
+  check_all_arrive(MPI_COMM_WORLD);
+}
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   int world = 1, me = 0;
@@ -110,6 +125,7 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   test_world(world, me);
   test_subgroup(world, me);
+  test_texts_left_alone(world, me);
   const int rc = test_finish_mpi("mpi_agree_test");
   MPI_Finalize();
   return rc;

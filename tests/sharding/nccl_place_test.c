@@ -303,9 +303,16 @@ static void test_device_mix(void) {
   /* cpu and cuda asked for by name: the caller's mix, accepted. */
   make_job(ranks, N, cpu, 0);
   CHECK_OK(nccl_place_check_devices(ranks, N));
-  /* One rank's auto is enough: it put that rank where it is. */
+  /* One CPU rank's auto is enough: it put that rank where it is, and it alone is named. */
   ranks[N - 1].device_auto = 1;
   CHECK_STATUS(nccl_place_check_devices(ranks, N), ST_ERR_UNSUPPORTED);
+  CHECK_MSG(strstr(st_last_error(), "1 of the 16 ranks") &&
+                strstr(st_last_error(), "(world rank 15 (on node-7))"),
+            "one CPU rank by auto: '%s'", st_last_error());
+  /* A GPU rank's auto beside CPU ranks asked for by name: auto put no rank on the CPU. */
+  ranks[N - 1].device_auto = 0;
+  ranks[0].device_auto = 1;
+  CHECK_OK(nccl_place_check_devices(ranks, N));
 }
 
 /* The backend for each request, and auto's fall back to MPI flagged, with NCCL's reason, only

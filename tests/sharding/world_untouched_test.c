@@ -11,7 +11,7 @@
  *   (MPI_ERRORS_ARE_FATAL): the program's choice, not the library's;
  * - a failed call's text stays st_last_error's through later calls that succeed, a mesh whose
  *   backend auto falls back to MPI among them.
- * Run on 1, 2 and 4 ranks, checked on every rank. */
+ * Run on 1 and 4 ranks, checked on every rank. */
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
