@@ -63,7 +63,9 @@ int loss_scaler_update(loss_scaler *s, int overflow);
  * scaler continues from the saved scale and window count when the scale is one it can hold (a
  * power of two from LOSS_SCALER_MIN_SCALE to LOSS_SCALER_MAX_SCALE: any dynamic run's, or a
  * fixed run's such as 1024), else it starts anew at its initial scale; a fixed one keeps its
- * own scale. Returns 1 when a dynamic scaler took the saved scale, 0 otherwise. */
+ * own scale. (A fixed run's clean-step count runs on since its last overflow, so a dynamic run
+ * resumed from it may double its scale at its first clean step.) Returns 1 when a dynamic
+ * scaler took the saved scale, 0 otherwise. */
 int loss_scaler_adopt(loss_scaler *s, const loss_scaler_state *saved);
 
 /* 1 when a dynamic scaler has reached LOSS_SCALER_MIN_SCALE and another overflow cannot lower
