@@ -43,6 +43,10 @@ static const env_entry entries[ENV_VAR_COUNT] = {
     [ENV_SLURM_STEP_TASKS] = {"SLURM_STEP_NUM_TASKS", "unset",
                               "srun's; read (with OMPI_COMM_WORLD_SIZE and PMI_SIZE) to find "
                               "tasks that MPI did not join into one world"},
+    [ENV_TEST_NODE] = {"ST_TEST_NODE", "unset",
+                       "testing: the node this rank reports to the mesh's placement checks, "
+                       "in place of its host's name and boot id (ranks of one machine "
+                       "standing for several nodes)"},
 };
 
 const env_entry *env_table(void) { return entries; }

@@ -23,7 +23,8 @@ typedef enum env_var {
   ENV_IO_TIMEOUT = 11,          /* ST_IO_TIMEOUT */
   ENV_WRITE_TEST_DELAY_MS = 12, /* ST_WRITE_TEST_DELAY_MS */
   ENV_SLURM_STEP_TASKS = 13,    /* SLURM_STEP_NUM_TASKS (set by srun for every task of a step) */
-  ENV_VAR_COUNT = 14
+  ENV_TEST_NODE = 14,           /* ST_TEST_NODE */
+  ENV_VAR_COUNT = 15
 } env_var;
 
 typedef struct env_entry {

@@ -142,7 +142,12 @@ static st_status report_place(const st_device *dev, int device_auto, nccl_place_
   int len = 0;
   MPI_CHECK(MPI_Get_processor_name(node, &len));
   char boot_id[NCCL_PLACE_BOOT_ID_SIZE];
-  const int has_boot_id = nccl_place_read_boot_id(NCCL_PLACE_BOOT_ID_PATH, boot_id, sizeof boot_id);
+  int has_boot_id = nccl_place_read_boot_id(NCCL_PLACE_BOOT_ID_PATH, boot_id, sizeof boot_id);
+  const char *test_node = env_lookup(ENV_TEST_NODE);
+  if (test_node) {
+    snprintf(node, sizeof node, "%s", test_node);
+    has_boot_id = 0;
+  }
   char bus[DEVICE_BUS_ID_SIZE];
   ST_CHECK(device_bus_id(dev, bus));
   const nccl_place_parts parts = {.node = node,

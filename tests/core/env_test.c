@@ -30,6 +30,7 @@ static void test_table(void) {
       [ENV_IO_TIMEOUT] = "ST_IO_TIMEOUT",
       [ENV_WRITE_TEST_DELAY_MS] = "ST_WRITE_TEST_DELAY_MS",
       [ENV_SLURM_STEP_TASKS] = "SLURM_STEP_NUM_TASKS",
+      [ENV_TEST_NODE] = "ST_TEST_NODE",
   };
   const env_entry *table = env_table();
   for (int v = 0; v < ENV_VAR_COUNT; v++) {

@@ -283,6 +283,33 @@ static void test_one_node_is_silent(int world, int me) {
   st_mesh_destroy(mesh);
 }
 
+/* Ranks standing for two nodes (ST_TEST_NODE): dealt out round-robin, each tp group of 2 spans
+ * both, and world rank 0 alone warns, naming the placement flags; in blocks, none warns. */
+static void test_tp_across_nodes(int world, int me) {
+  if (world % 2) return;
+  st_mesh_config cfg = ST_MESH_CONFIG_INIT;
+  cfg.device = "cpu";
+  cfg.tp = 2;
+  char node[32], captured[4096];
+  snprintf(node, sizeof node, "node-%d", me % 2);
+  setenv("ST_TEST_NODE", node, 1);
+  st_mesh *mesh = NULL;
+  CHECK_OK(create_capturing(&mesh, &cfg, captured, sizeof captured));
+  const int warned = strstr(captured,
+                            "tensor-parallel groups span nodes (tp=2): as few as 1 of a group's 2 "
+                            "ranks share a node") != NULL &&
+                     strstr(captured, "mpirun --map-by slot, srun -m block") != NULL;
+  CHECK_MSG(warned == (me == 0), "rank %d, round-robin: '%s'", me, captured);
+  st_mesh_destroy(mesh);
+  snprintf(node, sizeof node, "node-%d", me / 2);
+  setenv("ST_TEST_NODE", node, 1);
+  mesh = NULL;
+  CHECK_OK(create_capturing(&mesh, &cfg, captured, sizeof captured));
+  CHECK_MSG(strstr(captured, "warn") == NULL, "rank %d, in blocks: '%s'", me, captured);
+  st_mesh_destroy(mesh);
+  unsetenv("ST_TEST_NODE");
+}
+
 static void test_every_factorisation(int world, int me) {
   for (int R = 1; R <= world; R++) {
     for (int T = 1; R * T <= world; T++) {
@@ -436,6 +463,7 @@ int main(int argc, char **argv) {
   test_nccl_refused_on_every_rank(world, me);
   test_empty_host_id_on_cpu(world, me);
   test_one_node_is_silent(world, me);
+  test_tp_across_nodes(world, me);
   test_every_factorisation(world, me);
   test_reduce_allocation_failures(world);
   test_null_arguments();
