@@ -65,17 +65,31 @@ check "resumed from the background save of step 5: the export of the run that ne
   cmp -s "$work/resumed.safetensors" "$work/slow.safetensors"
 
 # held NAME STEP DELAY_MS ARGS...: trains NAME on 2 ranks (ZeRO-3) saving in the background to
-# $work/NAME, each write held back DELAY_MS ms; returns once the save of STEP has begun, the
-# job running in the background ($job, log $work/NAME.log).
+# $work/NAME, each write held back DELAY_MS ms; returns once the save of STEP has begun or the
+# job has ended, the job running in the background ($job, log $work/NAME.log). The job's bound,
+# 60 s, is cut to what is left before TRAIN_RUN_DEADLINE (the GPU suite; train_runs.sh), and
+# past it the job is not started (its status 124); while it runs it is train_run_pid, which a
+# TERM to the test ends (train_runs.sh).
 held() {
-  local name=$1 step=$2 delay=$3
+  local name=$1 step=$2 delay=$3 secs=60
   shift 3
-  ST_CKPT_TEST_DELAY_MS=$delay timeout 60 "$mpirun_sh" 2 "$shardtrain" "${common[@]}" \
+  if [ -n "${TRAIN_RUN_DEADLINE:-}" ] && [ $((TRAIN_RUN_DEADLINE - $(date +%s))) -lt "$secs" ]; then
+    secs=$((TRAIN_RUN_DEADLINE - $(date +%s)))
+  fi
+  if [ "$secs" -le 0 ]; then
+    echo "FAIL $name: not started: past TRAIN_RUN_DEADLINE" | tee "$work/$name.log"
+    (exit 124) &
+    job=$!
+    return
+  fi
+  ST_CKPT_TEST_DELAY_MS=$delay timeout "$secs" "$mpirun_sh" 2 "$shardtrain" "${common[@]}" \
     --dp-shard 2 --zero 3 --micro-batch 4 --ckpt-async --ckpt-dir "$work/$name" "$@" \
     > "$work/$name.log" 2>&1 &
   job=$!
+  train_run_pid=$job
   for _ in $(seq 600); do
     [ -d "$work/$name/.step_$step.tmp" ] && break
+    kill -0 "$job" 2>> "$work/held_wait.log" || break  # ended before that save began
     sleep 0.1
   done
 }
@@ -83,6 +97,7 @@ held() {
 ended() {
   wait "$job"
   rc=$?
+  train_run_pid=
 }
 usr1() { kill -USR1 "$(pgrep -f -- "^mpirun .*--ckpt-dir $work/$1")"; } # usr1 NAME: to mpirun
 

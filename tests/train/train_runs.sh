@@ -12,11 +12,16 @@
 #                           logs are among the suite's
 #   TRAIN_RUN_TIMEOUT       each run is stopped after this many seconds (`timeout`: exit 124)
 #   TRAIN_RUN_DEADLINE      and no later than this time (seconds since 1970); a run is not
-#                           started past it
+#                           started past it, and one it cuts says so
 #   TRAIN_RUN_KEEP_GOING=1  a failed run prints "FAIL NAME (N s, exit X)" and the last 1,500
 #                           bytes of its log, is recorded in $runs_failed and the test goes on
 #                           (run returns 1); the test then exits 1 whatever it found, naming
 #                           the failed runs. Each run that passes prints "ok   NAME (N s)".
+# Under TRAIN_RUN_TIMEOUT or TRAIN_RUN_DEADLINE a run goes to the background and is waited for,
+# and a TERM or INT to the test ends the run in flight ($train_run_pid: a `timeout`, which leads
+# a process group of its own, so the signal to the test's group does not reach it) before the
+# test exits, so no run outlives a test the suite stopped. A sourcing test that starts such a
+# bounded job itself sets train_run_pid to it while it runs (checkpoint_async_test.sh's held).
 if [ -n "${TEST_TMPDIR:-}" ]; then
   work=$TEST_TMPDIR
 elif [ -n "${TRAIN_RUN_LOG_DIR:-}" ]; then
@@ -29,28 +34,42 @@ python3 "$prepare" --out-dir "$work/data" ${train_data_flags:-} > /dev/null || e
 common=(train --model tiny --data-train "$work/data/bytes_train_*.bin" --steps 10 --lr 3e-3
         --warmup 3 --min-lr 3e-4 --seed 7)
 runs_failed=()
+train_run_pid=
 
 run() {
-  local name=$1 ranks=$2 start=$SECONDS rc bound=()
+  local name=$1 ranks=$2 start=$SECONDS rc cut=
   shift 2
-  if [ -n "${TRAIN_RUN_TIMEOUT:-}${TRAIN_RUN_DEADLINE:-}" ]; then
+  if [ -z "${TRAIN_RUN_TIMEOUT:-}${TRAIN_RUN_DEADLINE:-}" ]; then
+    # shellcheck disable=SC2086 # both variables are lists of words on purpose
+    "$mpirun_sh" "$ranks" ${TRAIN_RUN_WRAPPER:-} "$shardtrain" "${common[@]}" \
+      --metrics "$work/$name.jsonl" --export "$work/$name.safetensors" "$@" \
+      ${TRAIN_RUN_FLAGS:-} > "$work/$name.log" 2>&1
+    rc=$?
+  else
     local secs=${TRAIN_RUN_TIMEOUT:-86400}
     if [ -n "${TRAIN_RUN_DEADLINE:-}" ] && [ $((TRAIN_RUN_DEADLINE - $(date +%s))) -lt "$secs" ]
     then
       secs=$((TRAIN_RUN_DEADLINE - $(date +%s)))
+      cut=1
     fi
     if [ "$secs" -le 0 ]; then
       echo "not started: past TRAIN_RUN_DEADLINE" > "$work/$name.log"
-      run_failed "$name" 124
+      run_failed "$name" 124 "not started: past TRAIN_RUN_DEADLINE"
       return 1
     fi
-    bound=(timeout -k 10 "$secs")
+    # shellcheck disable=SC2086 # both variables are lists of words on purpose
+    timeout -k 10 "$secs" "$mpirun_sh" "$ranks" ${TRAIN_RUN_WRAPPER:-} "$shardtrain" \
+      "${common[@]}" --metrics "$work/$name.jsonl" --export "$work/$name.safetensors" "$@" \
+      ${TRAIN_RUN_FLAGS:-} > "$work/$name.log" 2>&1 &
+    train_run_pid=$!
+    wait "$train_run_pid"
+    rc=$?
+    train_run_pid=
+    if [ -n "$cut" ] && { [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; }; then
+      run_failed "$name" "$rc" "exit $rc: cut at TRAIN_RUN_DEADLINE after $secs s"
+      return 1
+    fi
   fi
-  # shellcheck disable=SC2086 # both variables are lists of words on purpose
-  ${bound[@]+"${bound[@]}"} "$mpirun_sh" "$ranks" ${TRAIN_RUN_WRAPPER:-} "$shardtrain" \
-    "${common[@]}" --metrics "$work/$name.jsonl" --export "$work/$name.safetensors" "$@" \
-    ${TRAIN_RUN_FLAGS:-} > "$work/$name.log" 2>&1
-  rc=$?
   if [ "$rc" -ne 0 ]; then
     run_failed "$name" "$rc"
     return 1
@@ -58,14 +77,15 @@ run() {
   [ "${TRAIN_RUN_KEEP_GOING:-0}" != 1 ] || echo "ok   $name ($((SECONDS - start)) s)"
 }
 
-# run_failed NAME STATUS: ends the test, or with TRAIN_RUN_KEEP_GOING=1 records the failure.
+# run_failed NAME STATUS [WHY]: ends the test, or with TRAIN_RUN_KEEP_GOING=1 records the
+# failure (WHY: the words after the time; by default the exit status, 124 and 137 as a time-out).
 run_failed() {
   if [ "${TRAIN_RUN_KEEP_GOING:-0}" != 1 ]; then
     echo "FAIL: $1 exited non-zero"; cat "$work/$1.log"; exit 1
   fi
   local what="exit $2"
   [ "$2" -ne 124 ] && [ "$2" -ne 137 ] || what="exit $2: timed out"
-  echo "FAIL $1 ($((SECONDS - start)) s, $what); the end of $(basename "$work")/$1.log:"
+  echo "FAIL $1 ($((SECONDS - start)) s, ${3:-$what}); the end of $(basename "$work")/$1.log:"
   tail -c 1500 "$work/$1.log"
   echo
   runs_failed+=("$1")
@@ -81,5 +101,18 @@ runs_verdict() {
   exit "$rc"
 }
 [ "${TRAIN_RUN_KEEP_GOING:-0}" != 1 ] || trap runs_verdict EXIT
+
+# A TERM or INT (the suite stopping the test): the run in flight is ended, then the test.
+runs_stopped() {
+  local pid=$train_run_pid
+  trap '' TERM INT # once: timeout passes its signal on to the test and to its group both
+  train_run_pid=
+  if [ -n "$pid" ]; then
+    kill -s TERM -- "-$pid" 2>> "$work/stops.log" || kill -s TERM "$pid" 2>> "$work/stops.log"
+  fi
+  echo "FAIL: stopped by a signal${pid:+ (the run in flight ended)}"
+  exit 143
+}
+[ -z "${TRAIN_RUN_TIMEOUT:-}${TRAIN_RUN_DEADLINE:-}" ] || trap runs_stopped TERM INT
 
 fail() { echo "FAIL: $*"; exit 1; }

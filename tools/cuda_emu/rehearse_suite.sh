@@ -7,11 +7,13 @@
 # CUDA_EMU_ASYNC and CUDA_EMU_SEED pass through; OPS_VOCAB_EMULATED=1 leaves out the shapes the
 # emulation is too slow for; SUITE_EMULATED=1 leaves nvidia-smi and the GPU machine's libraries
 # out of the preflight; every time bound of the suite is SUITE_TIME_SCALE (default 10) times the
-# GPU's (ops_vocab_test takes 80 s of its 3000), SUITE_BUDGET with it. On 2 cores: ops 100 s,
-# streams 15 s, equivalence 47 minutes; train and d12 take hours (past their bounds).
+# GPU's (ops_vocab_test takes 80 s of its 3000), SUITE_BUDGET's default with it. As the device
+# tool does, it gives the suite an emptied OUT ($CUDA_EMU_OUTPUT_BASE/out, unless OUT is set),
+# so suite.log, summary.txt and logs.tar.xz are made as on the GPU machine. On 2 cores: ops
+# 100 s, streams 15 s, equivalence 47 minutes; train and d12 take hours (past their bounds).
 # What the emulation cannot stand in for: docs/BUILD.md, "The CUDA emulation".
 set -euo pipefail
-[ $# -ge 1 ] || { sed -n '2,10p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,14p' "$0"; exit 2; }
 cd "$(dirname "$0")/../.."
 base=${CUDA_EMU_OUTPUT_BASE:-$HOME/.cache/shardtrain-cudaemu}
 toolkit=$base/toolkit
@@ -29,4 +31,8 @@ echo "$(git describe --always --dirty) (emulated)" > "$bundle/version.txt"
 export LD_LIBRARY_PATH=$toolkit/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 export OPS_VOCAB_EMULATED=1 SUITE_EMULATED=1 SUITE_TIME_SCALE=${SUITE_TIME_SCALE:-10}
+if [ -z "${OUT:-}" ]; then
+  export OUT=$base/out
+  rm -rf "$OUT" && mkdir -p "$OUT"
+fi
 exec bash tests/gpu/run_gpu_suite.sh "$bundle" "$@"
