@@ -259,8 +259,7 @@ section_train() {
 setup_stall_check() {
   local log=$logs/nccl_setup_stall.log start rc secs want=$((120 * scale))
   secs=$(limit 120)
-  [ "$secs" -gt 0 ] || { say "FAIL NCCL set-up stall: not started, the section's time is spent"
-    failed "NCCL set-up stall: not started"; return 1; }
+  [ "$secs" -gt 0 ] || { not_started "NCCL set-up stall"; return 1; }
   start=$(now)
   running="NCCL set-up stall"
   # shellcheck disable=SC2016  # the inner script expands its own variables, on each rank

@@ -140,6 +140,11 @@ waited() {
   child=
   return "$rc"
 }
+# not_started NAME: says and records that NAME could not start, its section's time spent.
+not_started() {
+  say "FAIL $1: not started, the section's time is spent"
+  failed "$1: not started, the section's time is spent"
+}
 # bounded NAME SECONDS LOG CMD...: CMD under `timeout` (limit SECONDS), output to LOG, then one
 # line: ok, or FAIL with the log's end; the status is CMD's, or 200 where the section's time
 # was spent before it could start. The partial summary is written before and after.
@@ -149,8 +154,7 @@ bounded() {
   shift 3
   start=$(now)
   if [ "$secs" -le 0 ]; then
-    say "FAIL $name: not started, the section's time is spent"
-    failed "$name: not started, the section's time is spent"
+    not_started "$name"
     return 200
   fi
   running=$name
@@ -181,8 +185,7 @@ run_script() {
   shift 2
   start=$(now)
   if [ "$secs" -lt 30 ]; then
-    say "FAIL $name: not started, the section's time is spent"
-    failed "$name: not started, the section's time is spent"
+    not_started "$name"
     return 200
   fi
   say "$name: up to $secs s"
