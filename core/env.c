@@ -20,7 +20,7 @@ static const env_entry entries[ENV_VAR_COUNT] = {
         {"NCCL_HOSTID", "unset",
          "NCCL's host identity; ranks that share a GPU may use the NCCL backend "
          "when each sets a distinct one (unset: NCCL tells hosts apart by name and boot id; "
-         "set but empty: refused, NCCL would take it for a host id)"},
+         "set but empty: refused on a GPU, NCCL would take it for a host id)"},
     [ENV_TEST_INJECT_OVERFLOW] = {"ST_TEST_INJECT_OVERFLOW", "none",
                                   "testing: STEP:RANK puts an inf into world rank RANK's "
                                   "gradients at step STEP (from 0), as an fp16 overflow would"},
