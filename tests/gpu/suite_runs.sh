@@ -167,9 +167,11 @@ bounded() {
     last=$(tail -n 1 "$log" | cut -c 1-160)
     say "ok   $name ($(($(now) - start)) s)${last:+: $last}"
   else
-    say "FAIL $name ($(($(now) - start)) s, $(why "$rc" "$secs" "$want"))"
+    local what
+    what="$name ($(($(now) - start)) s, $(why "$rc" "$secs" "$want"))"
+    say "FAIL $what"
     excerpt "$log"
-    failed "$name ($(($(now) - start)) s, $(why "$rc" "$secs" "$want"))"
+    failed "$what"
   fi
   write_summary 0
   return "$rc"
