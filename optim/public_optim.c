@@ -4,7 +4,6 @@
 #include <math.h>
 #include <stddef.h>
 
-#include "core/alloc.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "optim/unit_optim.h"
@@ -13,18 +12,16 @@
 st_status st_unit_grad_sumsq(st_unit *unit, double *local) {
   ST_CHECK(unit_handle_check(unit, __func__, UNIT_NEEDS_FINALIZED | UNIT_NEEDS_REDUCED));
   if (!local) return st_error(ST_ERR_INVALID_ARG, "%s: local is NULL", __func__);
-  float *sum = NULL, host_sum = 0;
+  float host_sum = 0;
   st_tensor scalar;
-  st_status status = mem_alloc((void **)&sum, sizeof *sum, MEM_DEVICE, MEM_WORKSPACE, unit->u.dev);
-  if (status == ST_OK)
-    status = tensor_make(&scalar, sum, ST_FP32, unit->u.dev->backend->kind, 1, (int64_t[]){1});
-  if (status == ST_OK) status = stream_memset(&unit->u.stream, sum, 0, sizeof *sum);
-  if (status == ST_OK) status = unit_optim_grad_sumsq(&unit->u, unit->kb, &unit->u.stream, &scalar);
-  if (status == ST_OK) status = stream_memcpy(&unit->u.stream, &host_sum, sum, sizeof *sum);
-  if (status == ST_OK) status = stream_sync(&unit->u.stream);
-  mem_free(sum);
+  ST_CHECK(
+      tensor_make(&scalar, unit->scalar, ST_FP32, unit->u.dev->backend->kind, 1, (int64_t[]){1}));
+  ST_CHECK(stream_memset(&unit->u.stream, unit->scalar, 0, sizeof *unit->scalar));
+  ST_CHECK(unit_optim_grad_sumsq(&unit->u, unit->kb, &unit->u.stream, &scalar));
+  ST_CHECK(stream_memcpy(&unit->u.stream, &host_sum, unit->scalar, sizeof host_sum));
+  ST_CHECK(stream_sync(&unit->u.stream));
   *local = host_sum;
-  return status;
+  return ST_OK;
 }
 
 static st_status read_adamw_config(const st_adamw_config *config, adamw_hparams *h,

@@ -205,6 +205,7 @@ void st_unit_destroy(st_unit *unit) {
   /* Its GPU current while its streams and buffers are freed; should that fail, so does
    * nothing that follows but the freeing itself, which CUDA does on any device. */
   if (unit->u.dev) (void)device_bind(unit->u.dev);
+  mem_free(unit->scalar);
   unit_free(&unit->u);
   kernel_backend_destroy(unit->kb);
   if (unit->mesh) mesh_unhold(unit->mesh); /* after the unit let go of its communicators */
@@ -231,11 +232,19 @@ st_status st_unit_finalize(st_unit *unit) {
     return refuse(unit, __func__, "has no parameters; declare them with st_unit_add_param");
   }
   st_status status = unit_allocate(&unit->u);
+  if (status == ST_OK) {
+    status = mem_alloc((void **)&unit->scalar, sizeof *unit->scalar, MEM_DEVICE, MEM_WORKSPACE,
+                       unit->u.dev);
+  }
   if (status != ST_OK) {
     status = st_error(status, "%s: unit '%s': %s", __func__, unit->u.name, st_last_error());
   }
   status = unit_handle_agree_outcome(unit, status, __func__);
-  if (status != ST_OK) unit_free(&unit->u); /* freed already where the allocation failed */
+  if (status != ST_OK) { /* the unit is freed already where its allocation failed */
+    mem_free(unit->scalar);
+    unit->scalar = NULL;
+    unit_free(&unit->u);
+  }
   unit->phase = status == ST_OK ? UNIT_FINALIZED : UNIT_BROKEN;
   return status;
 }

@@ -40,6 +40,10 @@ struct st_unit {
   /* The mesh whose communicators and device it uses, or NULL: the unit holds it (mesh_hold),
    * which counts the unit in mesh_live_handles (it holds MPI objects). */
   const st_mesh *mesh;
+  /* One float of device memory, allocated with the unit (its allocation agreed on with the
+   * rest): the scalar that the gradient norm and publish's shard-group count pass through, so
+   * no call after st_unit_finalize allocates before a collective. */
+  float *scalar;
 };
 
 /* What a call needs of the handle (bits of `needs` in unit_handle_check). */

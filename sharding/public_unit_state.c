@@ -2,7 +2,6 @@
  * (shardtrain.h, "Checkpointing a unit"): each rank's owned part of each parameter, read and
  * written through the unit's stream (unit_restore_owned, unit_publish), as the engine's
  * checkpoints do. */
-#include "core/alloc.h"
 #include "core/error.h"
 #include "sharding/comm.h"
 #include "sharding/public_unit.h"
@@ -68,23 +67,20 @@ static int owns_no_parameter(const unit *u) {
   return 1;
 }
 
-/* `mine` summed over the unit's shard group, through the device's memory as its collectives
- * need. */
-static st_status shard_group_sum(unit *u, int mine, int *total) {
+/* `mine` summed over the unit's shard group, through the handle's device scalar as its
+ * collectives need. */
+static st_status shard_group_sum(st_unit *h, int mine, int *total) {
   *total = mine;
+  unit *u = &h->u;
   if (u->layout.S == 1) return ST_OK;
-  float count = (float)mine, *shared = NULL;
-  ST_CHECK(mem_alloc((void **)&shared, sizeof *shared, MEM_DEVICE, MEM_WORKSPACE, u->dev));
-  st_status status = stream_memcpy(&u->stream, shared, &count, sizeof count);
-  if (status == ST_OK) status = stream_sync(&u->stream);
-  if (status == ST_OK) {
-    status = comm_all_reduce(u->groups.shard, shared, shared, 1, ST_FP32, COMM_SUM, NULL);
-  }
-  if (status == ST_OK) status = stream_memcpy(&u->stream, &count, shared, sizeof count);
-  if (status == ST_OK) status = stream_sync(&u->stream);
-  mem_free(shared);
+  float count = (float)mine;
+  ST_CHECK(stream_memcpy(&u->stream, h->scalar, &count, sizeof count));
+  ST_CHECK(stream_sync(&u->stream));
+  ST_CHECK(comm_all_reduce(u->groups.shard, h->scalar, h->scalar, 1, ST_FP32, COMM_SUM, NULL));
+  ST_CHECK(stream_memcpy(&u->stream, &count, h->scalar, sizeof count));
+  ST_CHECK(stream_sync(&u->stream));
   *total = (int)count;
-  return status;
+  return ST_OK;
 }
 
 /* A rank that owns none of the parameters has no state to write, and publishes whether or not
@@ -96,7 +92,7 @@ st_status st_unit_publish_state(st_unit *unit) {
   const int unwritten =
       !owns_no_parameter(&unit->u) && unit->optimizer == UNIT_OPTIMIZER_STALE ? 1 : 0;
   int unwritten_ranks = 0;
-  ST_CHECK(shard_group_sum(&unit->u, unwritten, &unwritten_ranks));
+  ST_CHECK(shard_group_sum(unit, unwritten, &unwritten_ranks));
   if (unwritten_ranks > 0) {
     return st_error(ST_ERR_INVALID_ARG,
                     "%s: unit '%s' has no optimizer state on %d of the %d ranks of its shard "

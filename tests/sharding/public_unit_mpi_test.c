@@ -7,7 +7,9 @@
  *   at stages 1-3 every rank then holds the written masters as its parameters and takes an
  *   AdamW step. (Refused on the empty ranks, the collectives of the writers went unmatched.)
  *   The same call on every rank before any state is written is refused on every rank, the empty
- *   ones too (which went on into the gather alone, and waited there for the others).
+ *   ones too (which went on into the gather alone, and waited there for the others), and
+ *   allocates nothing to agree: an allocation failing there on rank 2 alone left the other
+ *   ranks in the shard group's all-reduce.
  * - a unit destroyed after its mesh: st_mesh_destroy leaves the mesh to the unit, which still
  *   gathers, reduces and steps, then frees it (under the sanitizers a freed mesh is caught).
  * - st_unit_finalize where one rank (world rank 2) declares another unit than the others: another
@@ -61,8 +63,10 @@ static void run(const st_mesh *mesh, int stage, int rank) {
   MPI_Allreduce(MPI_IN_PLACE, &owners, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   char refusal[64];
   snprintf(refusal, sizeof refusal, "no optimizer state on %d of the 4 ranks", owners);
+  if (rank == 2) mem_fail_nth(1); /* the refusal allocates nothing, on no rank */
   CHECK_MSG(st_unit_publish_state(u) == ST_ERR_INVALID_ARG && strstr(st_last_error(), refusal),
             "stage %d rank %d: publish before any write: %s", stage, rank, st_last_error());
+  mem_fail_nth(0);
   if (count > 0) CHECK_OK(st_unit_write_state(u, 0, master + first, zero, zero));
   CHECK_MSG(st_unit_publish_state(u) == ST_OK, "stage %d rank %d (owns %lld): %s", stage, rank,
             (long long)count, st_last_error());
