@@ -72,7 +72,23 @@ static st_status block_forward(gpt_model *m, int l, void *x_in) {
 }
 
 /* Copies the host tokens into the model's device buffers. */
+/* ST_OK when every id of `ids` names a row of the vocabulary: wte's padding rows, which the
+ * kernels' own checks allow, would otherwise be trained, and a GPU kernel cannot refuse. */
+static st_status check_vocabulary_ids(const gpt_model *m, const char *what, const int32_t *ids) {
+  const int64_t count = (int64_t)m->B * m->T;
+  for (int64_t i = 0; i < count; i++) {
+    if (ids[i] < 0 || ids[i] >= m->cfg.vocab) {
+      return st_error(ST_ERR_INVALID_ARG,
+                      "gpt_forward: %s %lld is %d, outside the vocabulary [0, %d)", what,
+                      (long long)i, ids[i], m->cfg.vocab);
+    }
+  }
+  return ST_OK;
+}
+
 static st_status upload_tokens(gpt_model *m, const int32_t *inputs, const int32_t *targets) {
+  ST_CHECK(check_vocabulary_ids(m, "input token", inputs));
+  ST_CHECK(check_vocabulary_ids(m, "target", targets));
   size_t bytes = (size_t)m->B * m->T * sizeof(int32_t);
   ST_CHECK(stream_memcpy(&m->stream, m->acts.inputs, inputs, bytes));
   return stream_memcpy(&m->stream, m->acts.targets, targets, bytes);

@@ -8,12 +8,15 @@
  *     and every parameter gradient against the same model with the head in one chunk;
  *   - an evaluation forward gives the training forward's losses bit for bit and changes no
  *     gradient; gpt_head_logits against float64 logits;
- *   - gpt_set_head_rows and gpt_head_logits refuse rows outside their ranges;
+ *   - gpt_set_head_rows and gpt_head_logits refuse rows outside their ranges; gpt_forward
+ *     refuses an input token or target outside the vocabulary, wte's padding rows included
+ *     (the kernels check against the padded table, a GPU kernel not at all);
  *   - gpt_head_rows's rule on hand-computed cases (d12 and d48 sizes, the bounds).
  * Measured: losses 7e-8 from float64, d(lnf) 6e-7, wte's gradient 2e-7; against one chunk
  * every gradient but wte's came out bit-identical and wte's (its sum split at the chunks)
  * 7e-8; the tolerances leave a factor of 10 or more. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -159,6 +162,25 @@ static void check_bad_rows(gpt_model *m) {
 }
 
 /* The rows per chunk of a config `name` (or a shape) at B x T tokens on tp ranks. */
+/* An id `bad` at position `at` of the inputs or the targets; the rest valid. */
+static void check_bad_id(gpt_model *m, int in_targets, int at, int32_t bad) {
+  int32_t inputs[BT], targets[BT];
+  make_tokens(inputs, targets, 0);
+  (in_targets ? targets : inputs)[at] = bad;
+  char words[96];
+  snprintf(words, sizeof words, "%s %d is %d, outside the vocabulary [0, %d)",
+           in_targets ? "target" : "input token", at, bad, V);
+  CHECK_STATUS(gpt_forward(m, inputs, targets, DLOSS_SCALE), ST_ERR_INVALID_ARG);
+  CHECK_MSG(strstr(st_last_error(), words), "want '%s', got: %s", words, st_last_error());
+}
+
+static void check_bad_ids(gpt_model *m) {
+  check_bad_id(m, 0, 3, V); /* wte's first padding row */
+  check_bad_id(m, 0, BT - 1, VP - 1);
+  check_bad_id(m, 0, 0, -1);
+  check_bad_id(m, 1, 5, V);
+}
+
 static int64_t rows_for(int n_layer, int n_head, int n_embd, int vocab, int Bn, int Tn, int tp) {
   gpt_config c = {
       .n_layer = n_layer, .n_head = n_head, .n_embd = n_embd, .vocab = vocab, .max_seq = Tn};
@@ -188,6 +210,7 @@ int main(void) {
   CHECK_EQ_INT(one->acts.head_rows, BT);
   CHECK_OK(gpt_set_head_rows(chunked, CHUNK)); /* 7, 7 and 6 rows */
   check_bad_rows(chunked);
+  check_bad_ids(chunked);
 
   double loss_one = 0, loss_chunked = 0;
   CHECK_OK(gpt_zero_grads(one));
