@@ -171,3 +171,10 @@ void mem_fail_nth(long n) {
   fail_countdown = n > 0 ? n : 0;
   pthread_mutex_unlock(&tracker_lock);
 }
+
+int mem_fail_pending(void) {
+  pthread_mutex_lock(&tracker_lock);
+  const int pending = fail_countdown > 0;
+  pthread_mutex_unlock(&tracker_lock);
+  return pending;
+}

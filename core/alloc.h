@@ -61,6 +61,11 @@ void mem_reset_peak(void);
 /* Test hook: the n-th allocation from now (1 = the next) fails; 0 disables. */
 void mem_fail_nth(long n);
 
+/* Test hook: 1 while the failure mem_fail_nth armed has not happened yet (fewer allocations
+ * since), 0 once it has or when none is armed: a call that succeeded with its failure fired
+ * swallowed an allocation failure. */
+int mem_fail_pending(void);
+
 #ifdef __cplusplus
 }
 #endif

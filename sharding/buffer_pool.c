@@ -32,6 +32,21 @@ void buffer_pool_destroy(buffer_pool *pool) {
   memset(pool, 0, sizeof *pool);
 }
 
+/* Makes the table hold at least `needed` entries. */
+static st_status make_room(buffer_pool *pool, long needed) {
+  if (needed <= pool->capacity) return ST_OK;
+  int capacity = pool->capacity ? pool->capacity : 8;
+  while (capacity < needed) capacity *= 2;
+  pool_entry *grown = NULL;
+  ST_CHECK(
+      mem_alloc((void **)&grown, (size_t)capacity * sizeof *grown, MEM_HOST, MEM_WORKSPACE, NULL));
+  if (pool->count) memcpy(grown, pool->entries, (size_t)pool->count * sizeof *grown);
+  mem_free(pool->entries);
+  pool->entries = grown;
+  pool->capacity = capacity;
+  return ST_OK;
+}
+
 st_status buffer_pool_get(buffer_pool *pool, size_t bytes, mem_category category,
                           const st_stream *user, void **out) {
   *out = NULL;
@@ -43,6 +58,9 @@ st_status buffer_pool_get(buffer_pool *pool, size_t bytes, mem_category category
     remove_entry(pool, i);
     return ST_OK;
   }
+  /* Room to keep every buffer the pool has allocated, made before the new one exists: so put
+   * never needs memory of its own, and a failure here reaches the caller. */
+  ST_CHECK(make_room(pool, pool->allocations + 1));
   ST_CHECK(mem_alloc(out, bytes, MEM_DEVICE, category, pool->dev));
   pool->allocations++;
   return ST_OK;
@@ -62,24 +80,12 @@ static st_status record_readers(pool_entry *e, const st_device *dev,
   return ST_OK;
 }
 
-static st_status make_room(buffer_pool *pool) {
-  if (pool->count < pool->capacity) return ST_OK;
-  const int capacity = pool->capacity ? 2 * pool->capacity : 8;
-  pool_entry *grown = NULL;
-  ST_CHECK(
-      mem_alloc((void **)&grown, (size_t)capacity * sizeof *grown, MEM_HOST, MEM_WORKSPACE, NULL));
-  if (pool->count) memcpy(grown, pool->entries, (size_t)pool->count * sizeof *grown);
-  mem_free(pool->entries);
-  pool->entries = grown;
-  pool->capacity = capacity;
-  return ST_OK;
-}
-
 void buffer_pool_put(buffer_pool *pool, void *ptr, size_t bytes, mem_category category,
                      const st_stream *const *readers, int n_readers) {
   if (!ptr) return;
   pool_entry e = {.ptr = ptr, .bytes = bytes, .category = category};
-  if (record_readers(&e, pool->dev, readers, n_readers) == ST_OK && make_room(pool) == ST_OK) {
+  /* The table has room for every buffer get allocated; a buffer from elsewhere may not fit. */
+  if (pool->count < pool->capacity && record_readers(&e, pool->dev, readers, n_readers) == ST_OK) {
     pool->entries[pool->count++] = e;
     return;
   }

@@ -52,8 +52,9 @@ st_status buffer_pool_get(buffer_pool *pool, size_t bytes, mem_category category
                           const st_stream *user, void **out);
 
 /* Hands back a buffer from buffer_pool_get (NULL is accepted) after the work enqueued so far on
- * `readers` (1 to BUFFER_POOL_MAX_READERS streams). It never fails: a buffer it cannot keep (no
- * memory for its bookkeeping or events) is freed once the host has synchronised its readers. */
+ * `readers` (1 to BUFFER_POOL_MAX_READERS streams). It allocates nothing (get made the room to
+ * keep it) and never fails: a buffer it cannot keep (an event that could not be created or
+ * recorded) is freed once the host has synchronised its readers. */
 void buffer_pool_put(buffer_pool *pool, void *ptr, size_t bytes, mem_category category,
                      const st_stream *const *readers, int n_readers);
 

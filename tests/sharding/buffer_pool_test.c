@@ -119,7 +119,8 @@ static void test_kept_per_size(void) {
   stream_destroy(&c);
 }
 
-/* A failed allocation comes back as ST_ERR_OOM, with nothing allocated or kept. */
+/* A failed allocation comes back as ST_ERR_OOM, with nothing allocated or kept; a hand-back
+ * allocates nothing. */
 static void test_oom(void) {
   const st_device dev = fake_device();
   st_stream c;
@@ -133,7 +134,20 @@ static void test_oom(void) {
   CHECK(p == NULL);
   CHECK_EQ_INT(live_blocks(), blocks);
   mem_fail_nth(0);
+  /* More buffers than the table's first room, all handed back with an allocation failure
+   * armed: get made the room, so put allocates nothing and keeps every one (a put that had to
+   * grow the table freed the buffer instead, swallowing the failure). */
+  enum { MANY = 9 };
+  void *many[MANY];
+  for (int i = 0; i < MANY; i++) CHECK_OK(buffer_pool_get(&pool, 4096, MEM_GATHERED, &c, &many[i]));
+  const st_stream *readers[1] = {&c};
+  mem_fail_nth(1);
+  for (int i = 0; i < MANY; i++) buffer_pool_put(&pool, many[i], 4096, MEM_GATHERED, readers, 1);
+  CHECK(mem_fail_pending());
+  mem_fail_nth(0);
+  CHECK_EQ_INT(pool.count, MANY);
   buffer_pool_destroy(&pool);
+  CHECK_EQ_INT(live_blocks(), blocks);
   stream_destroy(&c);
 }
 
