@@ -63,7 +63,9 @@ static void run(const st_mesh *mesh, int stage, int rank) {
   MPI_Allreduce(MPI_IN_PLACE, &owners, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   char refusal[64];
   snprintf(refusal, sizeof refusal, "no optimizer state on %d of the 4 ranks", owners);
-  if (rank == 2) mem_fail_nth(1); /* the refusal allocates nothing, on no rank */
+  /* The refusal allocates nothing of its own, on no rank (on a GPU, the MPI backend stages
+   * each collective through pinned memory it allocates then: the collective's, not the call's). */
+  if (rank == 2 && strcmp(device, "cpu") == 0) mem_fail_nth(1);
   CHECK_MSG(st_unit_publish_state(u) == ST_ERR_INVALID_ARG && strstr(st_last_error(), refusal),
             "stage %d rank %d: publish before any write: %s", stage, rank, st_last_error());
   mem_fail_nth(0);

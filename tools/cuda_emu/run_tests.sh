@@ -3,7 +3,8 @@
 # emulated toolkit (make_toolkit.sh) and the targets with Bazel pointed at it, in an output base
 # of their own, and tests them (default: the kernel tests, the op vocabulary, the cast test, and
 # the collectives and a unit's stream-ordered gather and reduction on 1 and 2 ranks, NCCL among
-# them, and the public unit calls on 4). With CUDA_EMU_ASAN=1 everything, the kernels included, is built with AddressSanitizer
+# them, and the public unit calls on 4). ST_TEST_REQUIRE_GPU=1 makes a SKIP a failure: a test
+# that did not find the emulated device has run nothing on it. With CUDA_EMU_ASAN=1 everything, the kernels included, is built with AddressSanitizer
 # and UndefinedBehaviorSanitizer (--config=asan; its own output base): an access past the end of
 # a device buffer faults where the GPU would need compute-sanitizer to see it. CUDA_EMU_ASYNC=1
 # (and CUDA_EMU_SEED) pass through to the tests: streams run asynchronously, each on a worker
@@ -32,5 +33,6 @@ if [ "${CUDA_EMU_ASAN:-0}" = 1 ]; then
 fi
 bazel "${build[@]}" test --repo_env=ST_CUDA_PATH="$toolkit" --symlink_prefix=/ \
   --test_output=errors --test_timeout=3600 --test_env=OPS_VOCAB_EMULATED=1 \
+  --test_env=ST_TEST_REQUIRE_GPU=1 \
   --test_env=LD_LIBRARY_PATH="$toolkit/lib64" \
   --test_env=CUDA_EMU_ASYNC --test_env=CUDA_EMU_SEED "${flags[@]}" "${targets[@]}"
