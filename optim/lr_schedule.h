@@ -11,7 +11,10 @@
  *             studies do.
  * A decay's progress is 0 at the step before it, which has lr (cosine's and linear's first
  * after the warmup; wsd's last stable step, total_steps - 1 - decay_steps, or the warmup's last),
- * and 1 at the last step. */
+ * and 1 at the last step; where that step before it is the last step or later (a warmup of
+ * total_steps - 1 steps or more), there is no decay and lr stays to the end. min_lr at the last
+ * step is nanoGPT's convention (PyTorch's CosineAnnealingLR and llm.c reach it one step later):
+ * a min_lr of 0 makes the last step change nothing. */
 #ifndef ST_OPTIM_LR_SCHEDULE_H
 #define ST_OPTIM_LR_SCHEDULE_H
 

@@ -57,7 +57,8 @@ int train_options_flags(train_options *o, cli_flag f[TRAIN_MAX_FLAGS]) {
       {"grad-accum", FLAG_INT, &o->grad_accum, "micro-batches per optimizer step"},
       {"steps", FLAG_INT, &o->steps, "optimizer steps"},
       {"lr", FLAG_DOUBLE, &o->lr, "peak learning rate"},
-      {"min-lr", FLAG_DOUBLE, &o->min_lr, "learning rate at the last step (cosine, linear, wsd)"},
+      {"min-lr", FLAG_DOUBLE, &o->min_lr,
+       "learning rate at the last step (cosine, linear, wsd; 0: that step changes nothing)"},
       {"warmup", FLAG_INT, &o->warmup, "linear warmup steps"},
       {"lr-schedule", FLAG_STRING, &o->lr_schedule,
        "after warmup: cosine, linear or constant; or wsd (constant, then a 1-sqrt decay over the "
