@@ -9,29 +9,14 @@
  * measured on one machine, 2.2e-4 on another (one OpenBLAS thread, core Zen), 1.2e-4 for PyTorch;
  * the Frobenius bound still catches every optimizer mistake tried (3.1e-4 and more). */
 #include <math.h>
-#include <stdio.h>
-#include <string.h>
 
 #include "core/alloc.h"
-#include "engine/io/safetensors.h"
 #include "engine/model/gpt_io.h"
 #include "engine/train/train_step.h"
+#include "tests/golden/golden_testing.h"
 #include "tests/testing.h"
 
-enum { B = 4, T = 32, STEPS = 5 };
-
-static float *read_tensor(const safetensors_reader *r, const char *name, uint64_t *numel) {
-  const safetensors_entry *e = safetensors_reader_find(r, name);
-  CHECK_MSG(e != NULL, "golden file lacks '%s'", name);
-  if (!e) return NULL;
-  float *out = NULL;
-  CHECK_OK(mem_alloc((void **)&out, e->numel * 4, MEM_HOST, MEM_WORKSPACE, NULL));
-  CHECK_OK(safetensors_reader_read(r, e, 0, e->numel, out));
-  if (numel) *numel = e->numel;
-  return out;
-}
-
-static double relative(double got, double want) { return fabs(got - want) / fabs(want); }
+enum { B = GOLDEN_B, T = GOLDEN_T, STEPS = 5 };
 
 /* Compares every parameter (or its gradient) of the model with `<prefix><hf name>`: in the
  * max-norm, max |got - want| / max |want| <= max_tol, and in the Frobenius norm,
@@ -43,9 +28,8 @@ static void compare_all(const gpt_model *m, const safetensors_reader *r, const c
     for (int k = 0; k < un->layout.count; k++) {
       const unit_param *p = &un->layout.params[k];
       char name[160];
-      snprintf(name, sizeof name, "%s%s%s", prefix, m->prefixes[u], p->name);
       uint64_t n = 0;
-      float *want = read_tensor(r, name, &n);
+      float *want = golden_param_read(m, r, prefix, u, k, name, sizeof name, &n);
       if (!want) continue;
       const st_tensor t = gradients ? unit_grad_tensor(un, k) : unit_param_tensor(un, k);
       CHECK_MSG(t.dtype == ST_FP32, "%s: the golden model is fp32", name);
@@ -72,20 +56,11 @@ static void compare_all(const gpt_model *m, const safetensors_reader *r, const c
 /* The loss and every gradient at the reference's initial weights (the model's). */
 static void check_initial(gpt_model *m, const safetensors_reader *r, const int32_t *inputs,
                           const int32_t *targets) {
-  float *loss_init = read_tensor(r, "loss_init", NULL);
-  float loss = 0;
-  const st_tensor sum = gpt_scalar(m, GPT_LOSS_SUM);
-  CHECK_OK(gpt_zero_grads(m));
-  CHECK_OK(stream_memset(&m->stream, sum.data, 0, sizeof loss));
-  CHECK_OK(gpt_forward(m, inputs, targets, 1.0f / (B * T)));
-  CHECK_OK(gpt_loss_sum(m, &sum));
-  CHECK_OK(stream_memcpy(&m->stream, &loss, sum.data, sizeof loss));
-  CHECK_OK(stream_sync(&m->stream));
-  loss /= B * T;
-  CHECK_MSG(relative(loss, loss_init[0]) <= 1e-5,
+  float *loss_init = golden_read(r, "loss_init", NULL);
+  const float loss = golden_loss_and_grads(m, inputs, targets, 0) / (B * T);
+  CHECK_MSG(golden_relative(loss, loss_init[0]) <= 1e-5,
             "head in chunks of %lld: loss %.9g, reference %.9g", (long long)m->acts.head_rows, loss,
             loss_init[0]);
-  CHECK_OK(gpt_backward(m, 0));
   compare_all(m, r, "grad.", 1, 1e-4, 1e-4);
   mem_free(loss_init);
 }
@@ -104,12 +79,8 @@ int main(int argc, char **argv) {
   CHECK_OK(gpt_create(&m, &cfg, &cpu, B, T, NULL));
   CHECK_OK(gpt_import(m, argv[1], "init."));
 
-  int32_t *tokens = (int32_t *)read_tensor(r, "tokens", NULL);
   int32_t inputs[B * T], targets[B * T];
-  for (int b = 0; b < B; b++) {
-    memcpy(inputs + b * T, tokens + b * (T + 1), T * sizeof(int32_t));
-    memcpy(targets + b * T, tokens + b * (T + 1) + 1, T * sizeof(int32_t));
-  }
+  golden_batch(r, 0, B, inputs, targets);
 
   /* Loss and gradients at the initial weights, with the head in one chunk and in three. */
   check_initial(m, r, inputs, targets);
@@ -127,9 +98,9 @@ int main(int argc, char **argv) {
                      .clip = 0.5f,
                      .grad_accum = 1,
                      .global_tokens = B * T};
-  float *ref_loss = read_tensor(r, "step_loss", NULL),
-        *ref_norm = read_tensor(r, "step_grad_norm", NULL),
-        *ref_lr = read_tensor(r, "step_lr", NULL);
+  float *ref_loss = golden_read(r, "step_loss", NULL),
+        *ref_norm = golden_read(r, "step_grad_norm", NULL),
+        *ref_lr = golden_read(r, "step_lr", NULL);
   CHECK_OK(train_state_reset(m));
   const int32_t *in[1] = {inputs}, *tg[1] = {targets};
   loss_scaler scaler;
@@ -137,19 +108,18 @@ int main(int argc, char **argv) {
   for (int step = 0; step < STEPS; step++) {
     step_stats s;
     CHECK_OK(train_step(m, &h, &scaler, step, in, tg, &s));
-    CHECK_MSG(relative(s.loss, ref_loss[step]) <= 1e-5, "step %d loss %.9g, reference %.9g", step,
-              s.loss, ref_loss[step]);
-    CHECK_MSG(relative(s.grad_norm, ref_norm[step]) <= 1e-5, "step %d norm %.9g, reference %.9g",
-              step, s.grad_norm, ref_norm[step]);
-    CHECK_MSG(relative(s.lr, ref_lr[step]) <= 1e-6, "step %d lr %.9g, reference %.9g", step, s.lr,
-              ref_lr[step]);
+    CHECK_MSG(golden_relative(s.loss, ref_loss[step]) <= 1e-5, "step %d loss %.9g, reference %.9g",
+              step, s.loss, ref_loss[step]);
+    CHECK_MSG(golden_relative(s.grad_norm, ref_norm[step]) <= 1e-5,
+              "step %d norm %.9g, reference %.9g", step, s.grad_norm, ref_norm[step]);
+    CHECK_MSG(golden_relative(s.lr, ref_lr[step]) <= 1e-6, "step %d lr %.9g, reference %.9g", step,
+              s.lr, ref_lr[step]);
   }
   compare_all(m, r, "final.", 0, 1e-3, 1e-4);
 
   mem_free(ref_lr);
   mem_free(ref_norm);
   mem_free(ref_loss);
-  mem_free(tokens);
   gpt_destroy(m);
   safetensors_reader_close(r);
   mem_stats stats;
