@@ -12,17 +12,39 @@ packages=(bazel-bootstrap bazel-rules-java libopenmpi-dev openmpi-bin libopenbla
           libcjson-dev fortunes python3 python3-pip python3-matplotlib cmake make pkgconf
           shellcheck)
 
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
+# apt's locks may be held for minutes by the machine's own updates at boot (apt-daily,
+# unattended-upgrades) or by this script in a second shell (the README's two commands started
+# at once): wait for them rather than fail. The second shell waits here, then finds nothing
+# missing.
+apt_get() {
+  local tries=60
+  until "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 \
+        "$@" > "$apt_log" 2>&1; do
+    tries=$((tries - 1))
+    if [ "$tries" -eq 0 ] || ! grep -q 'lock' "$apt_log"; then cat "$apt_log" >&2; return 1; fi
+    sleep 5
+  done
+}
+missing_packages() {
+  missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+}
+missing_packages
+if [ ${#missing[@]} -gt 0 ]; then
+  exec 9> "${TMPDIR:-/tmp}/shardtrain-setup.lock"
+  flock 9
+  missing_packages # another shell may have installed them meanwhile
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}" >&2
   sudo_cmd=()
   [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-  export DEBIAN_FRONTEND=noninteractive
-  "${sudo_cmd[@]}" apt-get update -qq
-  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt_log=$(mktemp)
+  apt_get update -qq
+  apt_get install -y -qq --no-install-recommends "${missing[@]}"
+  rm -f "$apt_log"
 fi
 
 bash tools/setup_cudnn_frontend.sh

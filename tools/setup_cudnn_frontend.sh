@@ -35,7 +35,9 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # The wheel for one fixed platform and Python: every wheel of a version holds the same headers,
 # and one fixed file can be checked against its hash.
-python3 -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
+# Bounded: a package index that hangs instead of refusing must not hold the setup for long.
+timeout 120 python3 -m pip download --quiet --timeout 15 --retries 1 --no-deps --only-binary=:all: \
+  --platform manylinux_2_28_x86_64 \
   --python-version 3.11 --implementation cp --abi cp311 --dest "$tmp" \
   "nvidia-cudnn-frontend==$version" > "$tmp/pip.log" 2>&1 ||
   note "pip download failed: $(tail -1 "$tmp/pip.log")"

@@ -27,9 +27,13 @@ run() {
   bazel "$@" > "$out" 2>&1
   rc=$?
   cat "$out" >> "$log"
-  grep -E '^(//|Executed|ERROR|FAIL)' "$out"
+  if [ "$rc" -eq 0 ]; then
+    grep -E '^(//|Executed|ERROR|FAIL)' "$out"
+  else # the whole output: the compiler's or sanitizer's words, the failed tests' logs
+    cat "$out"
+    status=1
+  fi
   rm -f "$out"
-  [ "$rc" -eq 0 ] || status=1
 }
 
 # The lint's verdict as one per-target line of the log, counted with Bazel's below.
