@@ -16,11 +16,14 @@ cd "$(dirname "$0")/.."
 bash tools/setup.sh
 bazel build //engine/cli:shardtrain
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-st=bazel-bin/engine/cli/shardtrain
+# Each rank gets its own NCCL host id (tests/nccl_hostid.sh): on a machine with one GPU the ranks
+# share it over NCCL's socket transport, as the GPU suite runs them, not through the MPI
+# fallback's host staging; on the CPU the id is ignored.
+st=(tests/nccl_hostid.sh bazel-bin/engine/cli/shardtrain)
 mpirun=(mpirun --oversubscribe --bind-to none)
 
 echo "== collective self-test, 4 ranks"
-"${mpirun[@]}" -np 4 "$st" selftest --dp-replicate 1 --dp-shard 2 --tp 2
+"${mpirun[@]}" -np 4 "${st[@]}" selftest --dp-replicate 1 --dp-shard 2 --tp 2
 
 # The train shard is written last: a preparation cut short is made again.
 [ -f data/fortunes/bytes_train_000000.bin ] || python3 tools/prepare_bytes.py --out-dir data/fortunes
@@ -34,23 +37,23 @@ common=(--model tiny --data-train 'data/fortunes/bytes_train_*.bin'
 
 echo "== training the tiny GPT: 4 ranks, tp 2 x dp-shard 2, ZeRO-3, bf16, checkpoints written in"
 echo "   the background; this run stops at step 300"
-"${mpirun[@]}" -np 4 "$st" train "${common[@]}" --tp 2 --dp-shard 2 --zero 3 \
+"${mpirun[@]}" -np 4 "${st[@]}" train "${common[@]}" --tp 2 --dp-shard 2 --zero 3 \
   --param-dtype bf16 --reduce-dtype bf16 --stop-at 300 --ckpt-async --metrics "$out/first.jsonl" "$@"
 
 echo "== resuming step 300 on 2 ranks: dp-shard 2, ZeRO-2, bf16 (the checkpoint reshards on load)"
-"${mpirun[@]}" -np 2 "$st" train "${common[@]}" --dp-shard 2 --zero 2 \
+"${mpirun[@]}" -np 2 "${st[@]}" train "${common[@]}" --dp-shard 2 --zero 2 \
   --param-dtype bf16 --reduce-dtype bf16 --resume --metrics "$out/resumed.jsonl" \
   --export "$out/model.safetensors" "$@"
 
 echo "== the final checkpoint"
-"$st" inspect "$out/ckpt/step_400"
+"${st[@]}" inspect "$out/ckpt/step_400"
 python3 tools/plot_metrics.py "$out/first.jsonl" "$out/resumed.jsonl" \
   --labels "4 ranks tp2 x s2 ZeRO-3,resumed on 2 ranks s2 ZeRO-2" --out "$out/loss.png"
 
 echo "== text the model writes (greedy, then sampled at temperature 0.8)"
 # The tiny model has 64 positions: prompt and new tokens fill them.
-"$st" sample --from "$out/ckpt/step_400" --prompt "The " --tokens 60 --temperature 0
-"$st" sample --from "$out/model.safetensors" --prompt "Love is " --tokens 56 --temperature 0.8 \
+"${st[@]}" sample --from "$out/ckpt/step_400" --prompt "The " --tokens 60 --temperature 0
+"${st[@]}" sample --from "$out/model.safetensors" --prompt "Love is " --tokens 56 --temperature 0.8 \
   --top-k 40 --seed 7
 cat <<DONE
 
