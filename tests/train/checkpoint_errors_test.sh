@@ -20,6 +20,8 @@ prepare=$2
 mpirun_sh=$3
 # shellcheck source=tests/train/train_runs.sh
 . "$(dirname "$0")/train_runs.sh"
+# shellcheck source=tests/train/each_rank.sh
+. "$(dirname "$0")/each_rank.sh"
 # shardtrain starts MPI even on one rank: see tests/mpirun.sh for why leaks go unchecked here.
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 common=(train --model tiny --data-train "$work/data/bytes_train_*.bin" --steps 3 --lr 3e-3
@@ -67,8 +69,8 @@ snapshot() { # every checkpoint file, not the lock file a job on a --ckpt-dir ho
 before=$(snapshot)
 
 # refused NAME NEEDLE1 NEEDLE2 ARGS...: on 1 rank (stderr must be that one line) and on 2 ranks
-# (one line per rank; mpirun adds its own report), exit 2, each error line holding both
-# needles (fixed strings; NEEDLE2 may be empty).
+# (each rank's one error line, its own exit code: each_rank.sh), exit 2, each error line holding
+# both needles (fixed strings, in that order; NEEDLE2 may be empty).
 refused() {
   local name=$1 n1=$2 n2=$3
   shift 3
@@ -84,18 +86,11 @@ refused() {
   else
     echo "ok: $name on 1 rank -> $rc: $err"
   fi
-  err=$(timeout 60 "$mpirun_sh" 2 "$shardtrain" "${common[@]}" "$@" 2>&1 >/dev/null)
-  rc=$?
-  lines=$(grep -c "error:" <<<"$err")
-  hits=$(grep -F -- "$n1" <<<"$err" | grep -F -- "$n2" | grep -c "error:")
-  if [ "$rc" -ne 2 ] || [ "$lines" -ne 2 ] || [ "$hits" -ne 2 ]; then
-    echo "FAIL: $name on 2 ranks: exit $rc (want 2), $lines error lines, $hits naming the fault"
-    echo "$err"
+  each_rank "$name on 2 ranks" 2 2 "$(bre "$n1").*$(bre "$n2")" "$shardtrain" "${common[@]}" "$@" ||
     fail=1
-  else
-    echo "ok: $name on 2 ranks -> $rc, both ranks"
-  fi
 }
+# bre TEXT: a basic regular expression that matches TEXT (its special characters escaped).
+bre() { sed 's/[][\.*^$]/\\&/g' <<<"$1"; }
 
 b=$work/bad
 refused "truncated rank file" "$b/truncated/step_2/rank_00001.safetensors: " \

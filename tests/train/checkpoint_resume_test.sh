@@ -7,7 +7,8 @@
 #     from step_3 (its log says so), the metrics lines of steps 3..5 carry the very same loss,
 #     grad_norm and lr text as the run that never stopped, and the exports are byte-identical;
 #   - another mesh, stage or param dtype (S, T, R and ZeRO stage all changed, fp32 <-> bf16;
-#     sources of 1, 2 and 4 files, with replicas, and tp 4, whose wte has more padding rows):
+#     sources of 1, 2 and 4 files, with replicas, tp 4, whose wte has more padding rows, and
+#     dp-shard 3, whose units pad to a multiple of 48 elements where dp-shard 2's pad to 32):
 #     the parameters the resumed run starts from (--save-init, the fp32 masters) are
 #     byte-identical to the saving run's export at step 3, and its losses and grad norms follow
 #     the run that never stopped on the TARGET mesh: to 1e-5 relative in fp32; where the first
@@ -56,6 +57,9 @@ run tp4_full 4 --tp 4 --micro-batch 8
 run tp2z0_part 2 --tp 2 --zero 0 --micro-batch 8 --steps $K --ckpt-dir "$work/ck_tp2z0"
 run r2s2z2_part 4 --dp-replicate 2 --dp-shard 2 --zero 2 --micro-batch 2 --steps $K \
   --ckpt-dir "$work/ck_r2s2z2"
+# An uneven shard count: ZeRO-3 on dp-shard 2 resumed on dp-shard 3, a global batch of 6.
+run s2z3b6_part 2 --dp-shard 2 --zero 3 --micro-batch 3 --steps $K --ckpt-dir "$work/ck_s2z3b6"
+run s3z3_full 3 --dp-shard 3 --zero 3 --micro-batch 2
 
 # target run, source, target mesh
 resumed s2z3_to_one s2z3 1 --micro-batch 8
@@ -66,6 +70,7 @@ resumed tp2s2z2_to_tp4 tp2s2z2 4 --tp 4 --micro-batch 8
 resumed r2s2z2_to_one r2s2z2 1 --micro-batch 8
 resumed s2z3_to_s2z1bf s2z3 2 --dp-shard 2 --zero 1 --micro-batch 4 "${bf16[@]}"
 resumed s2z1bf_to_one s2z1bf 1 --micro-batch 8
+resumed s2z3b6_to_s3z3 s2z3b6 3 --dp-shard 3 --zero 3 --micro-batch 2
 # Half the global batch from step K on: the tokens trained on go on from the checkpoint's count.
 # Its checkpoint at step 6 records them, not 6 steps of its own batch.
 run one_half_batch 1 --micro-batch 4 --resume-from "$work/ck_one/step_$K" --ckpt-dir "$work/ck_half"
@@ -123,6 +128,7 @@ cases = [  # resumed run, source, never-stopped reference on the target, toleran
     ("r2s2z2_to_one", "r2s2z2", "one_full", 1e-5),
     ("s2z3_to_s2z1bf", "s2z3", "s2z1bf_full", BF16_TOL),
     ("s2z1bf_to_one", "s2z1bf", "one_full", BF16_TOL),
+    ("s2z3b6_to_s3z3", "s2z3b6", "s3z3_full", 1e-5),
 ]
 for name, source, ref, tol in cases:
     if not same_file(name + ".init.safetensors", source + "_part.safetensors"):

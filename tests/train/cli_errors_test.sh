@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Bad input to the shardtrain CLI: each case must exit with the expected code, print exactly
-# one error line (per rank) naming the problem, and never hang. The multi-rank case checks that
-# every rank reports.
+# one error line (per rank) naming the problem, and never hang. The multi-rank cases check each
+# rank's own error line and exit code (each_rank.sh), not only the job's.
 set -uo pipefail
 # shardtrain starts MPI even on one rank: under --config=asan, leak detection is off for it as
 # for every MPI program (see tests/mpirun.sh for why).
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 shardtrain=$1
+mpirun_sh=$(dirname "$0")/../mpirun.sh
+# shellcheck source=tests/train/each_rank.sh
+. "$(dirname "$0")/each_rank.sh"
 work=${TEST_TMPDIR:-$(mktemp -d)}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fail=0
@@ -101,22 +104,13 @@ else
   echo "ok: an 80-layer tiny model builds and exports"
 fi
 
-# expect_every_rank RANKS CODE PATTERN ARGS...: on RANKS ranks, every rank reports PATTERN
-# and the job exits with CODE, within the time limit.
+# expect_every_rank RANKS CODE PATTERN ARGS...: on RANKS ranks, within the time limit, every rank
+# says PATTERN on one error line and exits with CODE (each_rank.sh).
 expect_every_rank() {
   local ranks=$1 code=$2 pattern=$3
   shift 3
-  local out rc n
-  out=$(timeout 60 "$(dirname "$0")/../mpirun.sh" "$ranks" "$shardtrain" "$@" 2>&1)
-  rc=$?
-  n=$(grep -c -- "$pattern" <<<"$out")
-  if [ "$rc" -ne "$code" ] || [ "$n" -ne "$ranks" ]; then
-    echo "FAIL: shardtrain $* on $ranks ranks: exit $rc (want $code), $n of $ranks ranks reported"
-    echo "$out"
+  each_rank "shardtrain $* on $ranks ranks" "$ranks" "$code" "$pattern" "$shardtrain" "$@" ||
     fail=1
-  else
-    echo "ok: shardtrain $* refused by all $ranks ranks, exit $rc"
-  fi
 }
 
 # An impossible mesh, a TP size that does not divide the heads, a GPU asked for where none is
@@ -135,7 +129,7 @@ expect_every_rank 2 2 "NCCL cannot join the ranks: every rank (all 2)" \
 # wherever the NCCL backend may be chosen, on a GPU (tests/sharding:collectives_test, --device
 # cuda), and ignored on the CPU, where only MPI joins the ranks.
 # shellcheck disable=SC1007 # NCCL_HOSTID set to the empty string for one command, on purpose
-if ! NCCL_HOSTID= timeout 60 "$(dirname "$0")/../mpirun.sh" 2 "$shardtrain" selftest \
+if ! NCCL_HOSTID= timeout 60 "$mpirun_sh" 2 "$shardtrain" selftest \
      --device cpu --iters 1 --count 16 > "$work/hostid.log" 2>&1; then
   echo "FAIL: an empty NCCL_HOSTID stops a CPU mesh:"; tail -5 "$work/hostid.log"; fail=1
 else
@@ -353,22 +347,16 @@ expect_untouched "--save-init in a missing directory, 2 ranks"
 fills_up() {
   local what=$1 file=$2
   shift 2
-  local out rc n
+  # Rank 1 reports rank 0's failure as such. TCP between the ranks: the limit would stop rank 0
+  # sizing a shared-memory segment.
   # shellcheck disable=SC2016  # the inner script expands its own variables, on each rank
-  # TCP between the ranks: the limit would stop rank 0 sizing a shared-memory segment.
-  out=$(OMPI_MCA_btl=self,tcp timeout 60 "$(dirname "$0")/../mpirun.sh" 2 bash -c \
-    'if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then trap "" XFSZ; ulimit -f 2; fi; exec "$@"' full \
-    "$shardtrain" train "${data[@]}" --steps 10 "$@" 2>&1)
-  rc=$?
-  # Rank 1 reports rank 0's failure as such.
-  n=$(grep -cE -- "error: shardtrain train: (on world rank 0: )?$what$file: write failed" <<<"$out")
-  if [ "$rc" -ne 1 ] || [ "$n" -ne 2 ] || compgen -G "$file.tmp*" >/dev/null; then
-    echo "FAIL: $what$file fills up on rank 0: exit $rc (want 1), $n of 2 ranks reported," \
-      "temporary files: $(compgen -G "$file.tmp*")"
-    echo "$out"
+  OMPI_MCA_btl=self,tcp each_rank "$what$file fills up on rank 0" 2 1 \
+    "error: shardtrain train: \(on world rank 0: \)\{0,1\}$what$file: write failed" \
+    bash -c 'if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then trap "" XFSZ; ulimit -f 2; fi; exec "$@"' \
+    full "$shardtrain" train "${data[@]}" --steps 10 "$@" || fail=1
+  if compgen -G "$file.tmp*" >/dev/null; then
+    echo "FAIL: $what$file fills up on rank 0: temporary files left: $(compgen -G "$file.tmp*")"
     fail=1
-  else
-    echo "ok: $what$file filling up on rank 0 stops both ranks, exit 1"
   fi
 }
 fills_up "--metrics " "$work/full.jsonl" --metrics "$work/full.jsonl"
@@ -382,16 +370,10 @@ make_shard "$work/node1/data/a.bin" 8192
 make_shard "$work/node1/data/b.bin" 8192
 printf '#!/bin/sh\ncd "%s/node$OMPI_COMM_WORLD_RANK" && exec "$@"\n' "$work" > "$work/per_rank_cwd"
 chmod +x "$work/per_rank_cwd"
-out=$(timeout 60 "$(dirname "$0")/../mpirun.sh" 2 "$work/per_rank_cwd" "$(realpath "$shardtrain")" train \
-      --data-train 'data/*.bin' --steps 1 --micro-batch 2 2>&1)
-rc=$?
-n=$(grep -c -- "--data-train data/\*.bin matches other shards on world rank 1 (host .*, 2 files) than on world rank 0 (1 files)" <<<"$out")
-if [ "$rc" -ne 2 ] || [ "$n" -ne 2 ]; then
-  echo "FAIL: ranks matching other shards: exit $rc (want 2), $n of 2 ranks said so:"; echo "$out"
-  fail=1
-else
-  echo "ok: ranks whose --data-train matches other shards are refused by both"
-fi
+each_rank "ranks whose --data-train matches other shards" 2 2 \
+  "--data-train data/\*.bin matches other shards on world rank 1 (host .*, 2 files) than on world rank 0 (1 files)" \
+  "$work/per_rank_cwd" "$(realpath "$shardtrain")" train --data-train 'data/*.bin' --steps 1 \
+  --micro-batch 2 || fail=1
 
 # An unknown log level is said, not taken silently for info.
 out=$(ST_LOG_LEVEL=bogus timeout 60 "$shardtrain" train --steps 0 2>&1 >/dev/null)

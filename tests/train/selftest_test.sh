@@ -5,10 +5,13 @@
 # `--backend nccl` where NCCL cannot join the ranks, every rank reports and exits 2, promptly.
 set -uo pipefail
 shardtrain=$1
+mpirun_sh=$(dirname "$0")/../mpirun.sh
+# shellcheck source=tests/train/each_rank.sh
+. "$(dirname "$0")/each_rank.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 fail=0
 for cold in 0 2; do
-  out=$(timeout 120 "$(dirname "$0")/../mpirun.sh" 2 "$shardtrain" selftest --count 4096 \
+  out=$(timeout 120 "$mpirun_sh" 2 "$shardtrain" selftest --count 4096 \
     --iters 3 --cold-cache-mib "$cold" 2>&1)
   rc=$?
   rows=$(grep -cE '^[a-z]+ +[0-9]+  (all_gather|reduce_scatter|all_reduce|broadcast) ' <<<"$out")
@@ -25,7 +28,7 @@ for cold in 0 2; do
 done
 
 # One rank, one element, one iteration: the header counts each in the singular.
-out=$(timeout 60 "$(dirname "$0")/../mpirun.sh" 1 "$shardtrain" selftest --count 1 --iters 1 2>&1)
+out=$(timeout 60 "$mpirun_sh" 1 "$shardtrain" selftest --count 1 --iters 1 2>&1)
 want="shardtrain selftest: 1 rank, mesh 1 x 1 x 1 (dp_replicate x dp_shard x tp), backend mpi, "
 want+="device cpu, 1 fp32 element per rank, 1 iteration"
 if ! grep -qxF "$want" <<<"$out"; then
@@ -37,25 +40,8 @@ else
 fi
 
 # CPU devices (or a build without NCCL): each rank prints the error, saying that it applies to
-# every rank, and each rank's own exit code is 2. A wrapper around each rank prints that code and
-# exits 0, so that mpirun lets every wrapper finish (it ends the job at the first non-zero exit;
-# cli_errors_test checks the job's code).
-out=$(timeout 60 "$(dirname "$0")/../mpirun.sh" 2 \
-  sh -c '"$0" "$@"; echo "rank $OMPI_COMM_WORLD_RANK exit $?"' \
-  "$shardtrain" selftest --device cpu --backend nccl 2>&1)
-rc=$?
-want="error: shardtrain selftest: NCCL cannot join the ranks: every rank (all 2) "
-reported=0
-for r in 0 1; do
-  grep -qF "[rank $r] $want" <<<"$out" && grep -qx "rank $r exit 2" <<<"$out" &&
-    reported=$((reported + 1))
-done
-if [ "$rc" -ne 0 ] || [ "$reported" -ne 2 ]; then
-  echo "FAIL: selftest --backend nccl on CPU ranks: wrappers exit $rc (want 0), $reported of 2 ranks"
-  echo "reported for every rank and exited 2:"
-  echo "$out"
-  fail=1
-else
-  echo "ok: selftest --backend nccl on CPU ranks: every rank reported and exited 2"
-fi
+# every rank, and each rank's own exit code is 2 (each_rank.sh).
+each_rank "selftest --backend nccl on CPU ranks" 2 2 \
+  "error: shardtrain selftest: NCCL cannot join the ranks: every rank (all 2) " \
+  "$shardtrain" selftest --device cpu --backend nccl || fail=1
 exit $fail
