@@ -2,6 +2,7 @@
  * resumes from a checkpoint, trains on token shards (each data-parallel rank reading its slice
  * of every global batch), evaluates, writes metrics (rank 0), checkpoints and exports. Every
  * rank runs the same sequence of collectives. */
+#include <errno.h>
 #include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -62,8 +63,9 @@ static double now_ms(void) {
 
 static int is_writer(const train_run *r) { return r->coords.world_rank == 0; }
 
-/* A loader whose global batch is `micro_batches` micro-batches: the step's (--grad-accum) for the
- * training data, one for the validation data, whose batches are evaluated one at a time. */
+/* A loader whose global batch is `micro_batches` micro-batches, the step's (--grad-accum), for the
+ * training data and the validation data alike: an evaluation batch is the global batch, so a
+ * validation loss compares across meshes and micro-batch sizes that keep it. */
 static st_status open_loader(const train_run *r, const char *pattern, int micro_batches,
                              token_loader **out) {
   token_loader_config c = {.pattern = pattern,
@@ -167,7 +169,7 @@ static st_status setup_local(train_run *r) {
   }
   ST_CHECK(train_state_reset(r->model));
   if (o->data_train) ST_CHECK(open_loader(r, o->data_train, o->grad_accum, &r->train));
-  if (o->data_val) ST_CHECK(open_loader(r, o->data_val, 1, &r->val));
+  if (o->data_val) ST_CHECK(open_loader(r, o->data_val, o->grad_accum, &r->val));
   /* An evaluation reads each validation batch once at most: more would weigh some twice, and an
    * --eval-batches far above the data would hold a step (and a stop signal) for hours. */
   const uint64_t val_batches = r->val ? token_loader_batches_per_pass(r->val) : 0;
@@ -176,19 +178,21 @@ static st_status setup_local(train_run *r) {
     r->eval_batches = (int)val_batches;
     if (is_writer(r)) {
       st_log(ST_LOG_WARN,
-             "--eval-batches %d: the validation data holds %llu batches of %d x %d x %d tokens; "
-             "each evaluation reads those %llu",
-             o->eval_batches, (unsigned long long)val_batches, r->coords.R * r->coords.S,
-             o->micro_batch, r->cfg.max_seq, (unsigned long long)val_batches);
+             "--eval-batches %d: the validation data holds %llu batches (global batches of %d x "
+             "%d x %d x %d tokens); each evaluation reads those %llu",
+             o->eval_batches, (unsigned long long)val_batches, o->grad_accum,
+             r->coords.R * r->coords.S, o->micro_batch, r->cfg.max_seq,
+             (unsigned long long)val_batches);
     }
   }
   size_t per_batch = (size_t)o->micro_batch * r->cfg.max_seq;
   ST_CHECK(mem_alloc((void **)&r->tokens, 2 * per_batch * (size_t)o->grad_accum * sizeof(int32_t),
                      MEM_HOST, MEM_WORKSPACE, NULL));
   if (o->metrics && is_writer(r)) {
-    r->metrics = fopen(o->metrics, "a");
+    r->metrics = metrics_open_append(o->metrics);
     if (!r->metrics)
-      return st_error(ST_ERR_IO, "--metrics %s: cannot open for appending", o->metrics);
+      return st_error(ST_ERR_IO, "--metrics %s: cannot open for appending: %s", o->metrics,
+                      strerror(errno));
   }
   return ST_OK;
 }
@@ -329,7 +333,8 @@ static st_status evaluate(train_run *r, double *val_loss) {
   gpt_model *m = r->model;
   const st_tensor sum = gpt_scalar(m, GPT_LOSS_SUM);
   ST_CHECK(stream_memset(&m->stream, sum.data, 0, sizeof(float)));
-  for (int i = 0; i < r->eval_batches; i++) {
+  const int micro_batches = r->eval_batches * r->o->grad_accum;
+  for (int i = 0; i < micro_batches; i++) {
     ST_CHECK(job_agree(token_loader_next(r->val, inputs, targets))); /* as run_step's */
     ST_CHECK(gpt_forward(m, inputs, targets, 0.0f));
     ST_CHECK(gpt_loss_sum(m, &sum));
@@ -339,7 +344,7 @@ static st_status evaluate(train_run *r, double *val_loss) {
   float host_sum = 0;
   ST_CHECK(stream_memcpy(&m->stream, &host_sum, sum.data, sizeof host_sum));
   ST_CHECK(stream_sync(&m->stream));
-  const double tokens = (double)m->B * m->T * r->eval_batches * comm_size(dp);
+  const double tokens = (double)m->B * m->T * micro_batches * comm_size(dp);
   *val_loss = (double)host_sum / tokens;
   return ST_OK;
 }
@@ -438,9 +443,24 @@ static int save_due(const train_run *r, int step, int stopping) {
   return o->ckpt_dir && (stopping || last || (o->ckpt_every && (step + 1) % o->ckpt_every == 0));
 }
 
-/* Writes --ckpt-dir/step_<step + 1> (in the background with --ckpt-async). */
+/* Rank 0's metrics lines made durable (ST_IO_TIMEOUT bounds a stall, as write_metrics's), so a
+ * crash that keeps the checkpoint about to be saved keeps every line up to it: a resume from it
+ * leaves no gap in the file. */
+static st_status sync_metrics(const train_run *r) {
+  char what[PATH_MAX + 32];
+  snprintf(what, sizeof what, "syncing --metrics %s", r->o->metrics);
+  deadline d;
+  ST_CHECK(job_file_deadline_arm(&d, what));
+  const int ok = metrics_sync(r->metrics);
+  deadline_disarm(&d);
+  return ok ? ST_OK : st_error(ST_ERR_IO, "--metrics %s: %s", r->o->metrics, strerror(errno));
+}
+
+/* Writes --ckpt-dir/step_<step + 1> (in the background with --ckpt-async), the metrics lines
+ * written so far made durable first. */
 static st_status save(train_run *r, int step) {
   const train_options *o = r->o;
+  ST_CHECK(job_agree(is_writer(r) && r->metrics ? sync_metrics(r) : ST_OK));
   ckpt_manifest m = {.step = step + 1,
                      .tokens = r->tokens_trained,
                      .cfg = r->cfg,

@@ -1,7 +1,9 @@
 /* metrics.c - step records as JSON lines. */
 #include "engine/train/metrics.h"
 
+#include <errno.h>
 #include <math.h>
+#include <unistd.h>
 
 /* `"key": value` with %.9g, or null for a value JSON cannot hold (inf, nan). */
 static void number(FILE *out, const char *key, double value) {
@@ -41,3 +43,21 @@ int metrics_write_json(FILE *out, const step_record *r) {
   fputs("}\n", out);
   return fflush(out) == 0 && !ferror(out);
 }
+
+FILE *metrics_open_append(const char *path) {
+  FILE *f = fopen(path, "a+");
+  if (!f) return NULL;
+  int ends_mid_line = 0;
+  if (fseek(f, -1, SEEK_END) == 0) ends_mid_line = fgetc(f) != '\n'; /* fails when empty */
+  clearerr(f);
+  /* From reading to writing, an update stream goes through a seek. */
+  if (fseek(f, 0, SEEK_END) != 0 || (ends_mid_line && (fputc('\n', f) == EOF || fflush(f) != 0))) {
+    const int saved = errno;
+    fclose(f);
+    errno = saved;
+    return NULL;
+  }
+  return f;
+}
+
+int metrics_sync(FILE *out) { return fflush(out) == 0 && fsync(fileno(out)) == 0; }

@@ -13,6 +13,10 @@
 #   - the mode took effect: the activations the allocator measured shrink from none to gelu
 #     to block, and the tp 2 block run's all-reduce bytes exceed its none run's by one
 #     B x T x C fp32 all-reduce per block but the last, per step.
+# And across meshes: the fp32 `none` runs on dp-shard 2 (ZeRO 0-3), tp 2 and with 2
+# micro-batches per step, whose global batch is the one-rank run's, validate to one rank's
+# val_loss within 1e-5 relative: an evaluation batch is the global batch, grad-accum included
+# (it was micro-batch x dp ranks, so the run with 2 micro-batches validated on half the data).
 set -uo pipefail
 shardtrain=$1
 prepare=$2
@@ -66,6 +70,17 @@ for name in names:
                     f"block {acts['block']} bytes do not shrink")
     print(f"{name}: bit-identical in every mode; activations none {acts['none']}, "
           f"gelu {acts['gelu']}, block {acts['block']} bytes")
+# Across meshes: the fp32 runs with one rank's global batch (not bf16's) train the same model and
+# validate it on the same batches, the fp32 sums in another order (measured: within 1e-7
+# relative of one rank's val_loss).
+want = [(r["step"], r["val_loss"]) for r in metrics(work, "one_none") if "val_loss" in r]
+for name in ("s2z0", "s2z1", "s2z2", "s2z3", "tp2", "s2z3accum"):
+    got = [(r["step"], r["val_loss"]) for r in metrics(work, f"{name}_none") if "val_loss" in r]
+    worst = max((abs(g[1] - w[1]) / abs(w[1]) for g, w in zip(got, want)), default=0.0)
+    if [g[0] for g in got] != [w[0] for w in want] or worst > 1e-5:
+        fail.append(f"{name}_none: val_loss {got} differs from one rank's {want} (bound 1e-5)")
+    else:
+        print(f"{name}_none: val_loss within {worst:.1e} of one rank's")
 # tp 2, ring all-reduce over 2 ranks: each rank sends half the fp32 buffer, twice.
 want = (LAYERS - 1) * B_T_C * 4
 extra = metrics(work, "tp2_block")[0]["comm_bytes"]["all_reduce"] - \
