@@ -23,6 +23,7 @@
 #include "engine/io/job_agree.h"
 #include "engine/io/token_data.h"
 #include "engine/model/gpt_io.h"
+#include "engine/train/host_threads.h"
 #include "engine/train/metrics.h"
 #include "engine/train/output_paths.h"
 #include "engine/train/run_report.h"
@@ -301,6 +302,7 @@ static st_status setup(train_run *r) {
   }
   ST_CHECK(find_latest(r));
   ST_CHECK(job_agree(train_fit_check(r->o, &r->cfg, r->mesh))); /* before anything large */
+  host_threads_check();
   ST_CHECK(run_report_start(&r->report, r->o, &r->cfg, &r->h, r->mesh, &r->mfu));
   ST_CHECK(job_agree(setup_local(r)));
   ST_CHECK(agree_on_data(r->train, "--data-train", r->o->data_train));

@@ -21,6 +21,8 @@
 #     the peak line of a run with checkpoints is within 3% too
 #     (its measured peak includes the save after step 2, which step 3's record holds), and so
 #     is a run's whose only save follows its last step, which no step's record holds;
+#   - a node whose ranks run more OpenMP threads than it has CPUs is warned of once (the node's
+#     first rank), naming the OMP_NUM_THREADS that fits; one within its CPUs is not;
 #   - --beta1 0.9 --beta2 0.95 --eps 1e-8 reproduce the default run bit for bit; changing a beta
 #     leaves the losses of steps 0 and 1 as they were (AdamW's first, bias-corrected update is
 #     g / (|g| + eps), whatever the betas) and changes step 2's; changing eps changes step 1's.
@@ -49,10 +51,14 @@ run wide_async 2 --steps 2 --vocab 50257 --micro-batch 2 --dp-shard 2 --zero 3 \
 run ckpt 1 --steps 4 --ckpt-dir "$work/ckpt" --ckpt-every 2
 run ckpt_end 1 --steps 2 --ckpt-dir "$work/ckpt_end"
 run one_step 1 --steps 1
+# More OpenMP threads per rank than the node's CPUs over its ranks (the test environment's 1 per
+# rank fits, even with more ranks than CPUs).
+cpus=$(getconf _NPROCESSORS_ONLN)
+OMP_NUM_THREADS=$((cpus + 1)) run threads 2 --steps 1 --dp-shard 2
 
-python3 - "$work" <<'PY'
+python3 - "$work" "$cpus" <<'PY'
 import json, os, re, sys
-work = sys.argv[1]
+work, cpus = sys.argv[1], int(sys.argv[2])
 fail = []
 
 
@@ -203,6 +209,16 @@ one(log("one_step"), r"  batch 512 tokens per step = micro-batch 8 x 64 tokens x
     r"grad-accum 1; 1 step = 512 tokens", "one step: batch")
 one(log("one_step"), r"done: 1 step \(1-1\), 512 tokens in \S+; \d+ tok/s \(one step, warm-up "
     r"included\)", "one step: done")
+
+# Oversubscribed threads are warned of once, by the node's first rank, with the count that fits;
+# a run within the CPUs is not.
+one(log("threads"), rf"\[rank 0\] warn: 2 ranks on this node each run up to {cpus + 1} OpenMP "
+    rf"threads on its {cpus} CPUs: their CPU work is oversubscribed; set "
+    rf"OMP_NUM_THREADS={max(1, cpus // 2)} \(or bind each rank to its own cores\)", "threads")
+if any("OpenMP threads" in line for line in log("threads") if not line.startswith("[rank 0]")):
+    fail.append("threads: a rank other than the node's first warned of its threads")
+if any("OpenMP threads" in line for line in log("two")):
+    fail.append("two: warned of threads with OMP_NUM_THREADS=1")
 
 # The optimizer flags reach AdamW.
 base = [r["loss"] for r in metrics("base")]

@@ -1,0 +1,36 @@
+/* host_threads.c - the node's OpenMP threads against its CPUs (host_threads.h). */
+#include "engine/train/host_threads.h"
+
+#include <mpi.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include "core/log.h"
+
+int host_threads_fitting(int ranks, int threads, long cpus) {
+  if (ranks < 1 || threads < 1 || cpus < 1) return 0;
+  const long fitting = cpus / ranks > 1 ? cpus / ranks : 1;
+  return threads > fitting ? (int)fitting : 0;
+}
+
+void host_threads_check(void) {
+  MPI_Comm node;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) !=
+      MPI_SUCCESS) {
+    return;
+  }
+  int ranks = 1, local = 0, threads = omp_get_max_threads();
+  MPI_Comm_size(node, &ranks);
+  MPI_Comm_rank(node, &local);
+  /* The largest count: the node is as slow as its most oversubscribed rank. */
+  MPI_Allreduce(MPI_IN_PLACE, &threads, 1, MPI_INT, MPI_MAX, node);
+  MPI_Comm_free(&node);
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  const int fitting = host_threads_fitting(ranks, threads, cpus);
+  if (local == 0 && fitting > 0) {
+    st_log(ST_LOG_WARN,
+           "%d ranks on this node each run up to %d OpenMP threads on its %ld CPUs: their CPU "
+           "work is oversubscribed; set OMP_NUM_THREADS=%d (or bind each rank to its own cores)",
+           ranks, threads, cpus, fitting);
+  }
+}

@@ -1,0 +1,23 @@
+/* host_threads.h - the start-up warning for a node whose ranks together run more OpenMP threads
+ * than it has CPUs. Each rank's CPU work (the whole step on the CPU device, the offloaded AdamW
+ * on a GPU) runs on omp_get_max_threads() threads, by default one per CPU the rank may run on;
+ * with several ranks on a node not bound to their own cores (mpirun binds to a socket above
+ * two ranks), every rank starts one thread per core and the node runs ranks x cores threads,
+ * each step waiting on the slowest of them. */
+#ifndef ST_ENGINE_TRAIN_HOST_THREADS_H
+#define ST_ENGINE_TRAIN_HOST_THREADS_H
+
+#include "shardtrain.h"
+
+/* The warning, from the node's first rank, when the node's ranks' threads add up to more than
+ * its online CPUs and fewer threads would help: how many of each, and the OMP_NUM_THREADS that
+ * fits. Collective over
+ * MPI_COMM_WORLD; never fails the run (an MPI failure only skips the check). */
+void host_threads_check(void);
+
+/* The OMP_NUM_THREADS that keeps `ranks` ranks of `threads` threads each within `cpus` (at least
+ * 1: more ranks than CPUs is the launch's choice, which no thread count changes), or 0 when
+ * `threads` is no more than that already. */
+int host_threads_fitting(int ranks, int threads, long cpus);
+
+#endif /* ST_ENGINE_TRAIN_HOST_THREADS_H */
