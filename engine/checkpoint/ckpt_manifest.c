@@ -461,7 +461,14 @@ static st_status read_model(const reader *r, const cJSON *root, ckpt_manifest *m
   ST_CHECK(number(r, root, "loss_scale", 1e-38, 1e38, &m->scaler.scale)); /* > 0 */
   /* The loss scaler's counters came with fp16: a manifest without them had no loss scaling. */
   ST_CHECK(optional_integer(r, root, "loss_scale_clean_steps", &m->scaler.clean_steps));
-  return optional_integer(r, root, "skipped_steps", &m->scaler.skipped);
+  ST_CHECK(optional_integer(r, root, "skipped_steps", &m->scaler.skipped));
+  /* Every skipped step is one of the steps taken: AdamW's step count, the steps less those
+   * skipped, goes on from here ("step" is read before). */
+  if (m->scaler.skipped > m->step) {
+    return st_error(ST_ERR_FORMAT, "%s: 'skipped_steps' %lld is more than the %lld steps taken",
+                    r->path, (long long)m->scaler.skipped, (long long)m->step);
+  }
+  return ST_OK;
 }
 
 static st_status read_run(const reader *r, const cJSON *root, ckpt_manifest *m) {

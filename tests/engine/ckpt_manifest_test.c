@@ -207,7 +207,7 @@ static void fill_run(ckpt_manifest *m) {
   m->zero = 3;
   m->param_dtype = ST_BF16;
   m->reduce_dtype = ST_FP32;
-  m->scaler = (loss_scaler_state){1024.0, 1999, 9007199254740991}; /* 2^53 - 1 steps skipped */
+  m->scaler = (loss_scaler_state){1024.0, 1999, m->step}; /* every step skipped, the most */
   m->micro_batch = 3;
   m->h = (train_hparams){.schedule = {LR_COSINE, 3e-3, 3e-4, 7, 1000, 0},
                          .adam = {0.9f, 0.95f, 1e-8f},
@@ -377,6 +377,9 @@ static void drop_sha256(cJSON *r) { remove_key(cJSON_GetArrayItem(obj(r, "files"
 static void drop_bytes(cJSON *r) { remove_key(cJSON_GetArrayItem(obj(r, "files"), 1), "bytes"); }
 static void edit_clean_fraction(cJSON *r) { set_number(r, "loss_scale_clean_steps", 0.5); }
 static void edit_skipped_negative(cJSON *r) { set_number(r, "skipped_steps", -1); }
+static void edit_skipped_past_step(cJSON *r) {
+  set_number(r, "skipped_steps", cJSON_GetObjectItemCaseSensitive(r, "step")->valuedouble + 1);
+}
 static void edit_tokens_fraction(cJSON *r) { set_number(r, "tokens", 0.5); }
 static void edit_decay_on_cosine(cJSON *r) {
   cJSON_AddNumberToObject(obj(r, "optimizer"), "decay_steps", 3);
@@ -443,6 +446,8 @@ static void test_refused(void) {
       {"no files[1].bytes", drop_bytes, "field 'bytes' is missing"},
       {"half a clean step", edit_clean_fraction, "'loss_scale_clean_steps' is not a whole number"},
       {"-1 skipped steps", edit_skipped_negative, "'skipped_steps' is not a number in [0"},
+      {"more skipped steps than steps", edit_skipped_past_step,
+       "is more than the 123456789012 steps taken"},
       {"decay steps on a cosine", edit_decay_on_cosine, "decay_steps is for lr_schedule wsd"},
       {"wsd without decay steps", edit_wsd_without_decay, "field 'decay_steps' is missing"},
   };
