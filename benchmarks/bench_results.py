@@ -5,19 +5,22 @@ A run is one system training one model size; benchmarks/gpu_bench.sh collects on
 as a JSON line (`result {...}` in a run's log, gathered into runs.jsonl):
     {"system", "model", "seq_len", "status", "micro_batch", "grad_accum", "tokens_per_s",
      "peak_mem_bytes", "version", "note"}
-status is "ok" or what went wrong ("does not fit", "failed", "timeout"); a run that is not ok
-has no tokens_per_s or peak memory. Subcommands:
+status is "ok" or what went wrong ("does not fit", "failed", "timeout"), or "skipped" (not
+started: the call's time budget was spent); a run that is not ok has no tokens_per_s or peak
+memory. Subcommands:
 
   shardtrain METRICS.jsonl --system S --model M --seq-len T --micro-batch B --grad-accum A
              --warmup W [--version V]
       the record of a `shardtrain train --metrics` run: tokens/s over the steps after the first
-      W (the steps' tokens over their summed step times, as the trainer's own summary), and the
-      peak memory as the trainer reports it (category peaks summed; docs/CLI.md).
+      W (the steps' tokens over their summed step times, as the trainer's own summary; the
+      tokens exactly, from the records' running count `tokens`), and the peak memory as the
+      trainer reports it (category peaks summed; docs/CLI.md).
   record --system S --model M --seq-len T --status TEXT [--note TEXT] [--micro-batch B] ...
       the record of a run that produced no measurement.
   table RUNS.jsonl [MORE.jsonl ...] --csv OUT.csv
       one row per (model, system), a later record replacing an earlier one (so several partial
-      benchmark runs merge); MFU from tokens/s (bench_common.py); prints the table, writes CSV.
+      benchmark runs merge), except that a "skipped" record replaces none; MFU from tokens/s
+      (bench_common.py); prints the table, writes CSV.
 
 Bad input: one error line, exit 2.
 """
@@ -60,15 +63,34 @@ def shardtrain_record(path, warmup, **fields):
         return record(status="failed", note=f"no metrics: {e.strerror}", **fields)
     try:
         steps = [json.loads(line) for line in lines]
-        timed = [s for s in steps if s["step"] >= warmup]
-        seconds = sum(s["step_ms"] for s in timed) / 1e3
-        tokens = sum(s["tokens_per_s"] * s["step_ms"] / 1e3 for s in timed)
+        timed = [i for i, s in enumerate(steps) if s["step"] >= warmup]
+        seconds = sum(steps[i]["step_ms"] for i in timed) / 1e3
+        counts = [s["tokens"] for s in steps]
+        if not all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
+            raise TypeError(f"tokens: not whole numbers: {counts}")
         peak = max(sum(s["mem"].values()) for s in steps) if steps else 0
     except (ValueError, KeyError, TypeError) as e:
         bench_common.fail(PROG, f"{path}: not a shardtrain metrics file ({type(e).__name__}: {e})")
     if not timed:
         return record(status="failed", note=f"{len(steps)} steps recorded, none after the "
                       f"{warmup} warm-up steps", **fields)
+    # `tokens` counts every token trained so far (engine/train/metrics.h), so a step's own are
+    # its count less the step's before it (the record just before it, of the step before; none
+    # before step 0). Records without that (a file that starts later, or has steps again after a
+    # resume) cannot tell.
+    tokens = 0
+    for i in timed:
+        step = steps[i]["step"]
+        if step == 0:
+            tokens += counts[i]
+        elif i > 0 and steps[i - 1]["step"] == step - 1:
+            tokens += counts[i] - counts[i - 1]
+        else:
+            return record(status="failed", note=f"step {step} follows no record of step "
+                          f"{step - 1}: the tokens before it are unknown", **fields)
+    if tokens <= 0 or seconds <= 0:
+        return record(status="failed", note=f"{tokens} tokens in {seconds:g} s over the timed "
+                      "steps", **fields)
     return record(status="ok", tokens_per_s=tokens / seconds, peak_mem_bytes=peak,
                   note=f"{len(timed)} timed steps after {warmup} warm-up", **fields)
 
@@ -105,7 +127,9 @@ def table_rows(records):
     by SYSTEMS' order (other systems after, by name)."""
     latest = {}
     for rec in records:
-        latest[(rec["model"], rec["system"])] = rec
+        key = (rec["model"], rec["system"])
+        if rec["status"] != "skipped" or key not in latest:
+            latest[key] = rec
     models = list(bench_common.SHAPES)
 
     def order(key):

@@ -10,7 +10,14 @@ png=$1
 shift
 flags=("$@")
 [ ${#flags[@]} -gt 0 ] || flags=(--gpu h100 --model d48 --micro-batch 4)
-bazel build -c opt //engine/cli:shardtrain >/dev/null 2>&1
+# Bazel's output is shown only when the build fails (then the script stops with it).
+build_log=$(mktemp)
+trap 'rm -f "$build_log"' EXIT
+if ! bazel build -c opt //engine/cli:shardtrain > "$build_log" 2>&1; then
+  cat "$build_log" >&2
+  echo "scaling_sweep: bazel build -c opt //engine/cli:shardtrain failed (above)" >&2
+  exit 1
+fi
 csv="${png%.png}.csv"
 bazel-bin/engine/cli/shardtrain simulate "${flags[@]}" --sweep 8,16,32,64,128,256,512,1024 \
   --configs zero1,zero2,zero3,hsdp3 --csv "$csv"

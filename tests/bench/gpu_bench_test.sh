@@ -4,10 +4,12 @@
 #    and d48; the trainer's own MFU (--peak-tflops, C code) of a real run equals the one its
 #    benchmark record gives (below);
 #  - bench_results.py: hand-made run records (two partial runs, a failed try replaced by a later
-#    one) give the hand-checked table (expected_bench.csv: MFU, GiB, order); a hand-made metrics
-#    file gives the tokens over the summed step times of the steps after the warm-up (4000, not
-#    the mean of the rates) and the largest sum of category peaks; a real CPU run of shardtrain on
-#    random_tokens.py's shard gives an ok record;
+#    one) give the hand-checked table (expected_bench.csv: MFU, GiB, order), and a "skipped"
+#    record replaces no earlier one; a hand-made metrics file gives the tokens over the summed
+#    step times of the steps after the warm-up (4000, not the mean of the rates) and the largest
+#    sum of category peaks, the tokens exactly from the running count `tokens` (rates that
+#    disagree are not used), and no measurement where the count before the first timed step is
+#    unknown; a real CPU run of shardtrain on random_tokens.py's shard gives an ok record;
 #  - kernel_table.py: a hand-made ncu profile of two steps gives the last step's rows as worked out
 #    by hand (shares, TFLOP/s with the calibration GEMM's 2 FLOPs per counted op, GB/s, limits),
 #    and the whole profile when no step boundary is found;
@@ -17,7 +19,16 @@
 #    no PyTorch here) and becomes a row of the table, exit 0, and with ST_CUDA_ATTENTION=flash
 #    shardtrain's rows are named after it; a stand-in shardtrain that succeeds but warns that
 #    the flash kernels ran instead of cuDNN's gives a failed -cudnn row quoting the warning;
-#    a stand-in PyTorch peer gets the library path from before the bundle's env.sh;
+#    a stand-in PyTorch peer gets the library path from before the bundle's env.sh (none, one
+#    directory, two); with stand-in binaries that hang, fail or write bad metrics: a cut run is
+#    a timeout row and leaves no process behind (a TERM-deaf one is KILLed 10 s after its TERM,
+#    one in a process group of its own is killed with the run's session), --budget cuts a run
+#    and makes the next a "skipped" row and the call ends within it, hanging ceilings and ncu
+#    are cut within the budget, no ncu runs after a failed d12 shardtrain-zero0 row, a table
+#    that cannot be made is exit 3, rejected metrics are a failed row and each run prints its
+#    own record, and a call killed mid-run keeps the finished run's record and logs in --out,
+#    and one sent a TERM ends the run in flight (nothing left of it), records it and exits 143;
+#  - plan_d12.sh and scaling_sweep.sh show a failed build's error (a stand-in bazel);
 #  - ceilings prints SKIP and exits 0 here, and a bad flag is one line and exit 2;
 #  - peers/gpt2_torch.py compiles (tests/bench:gpt2_torch_test runs it where PyTorch is).
 # Bad input to each script: one error line, exit 2.
@@ -213,36 +224,321 @@ ST_CUDA_ATTENTION=cudnn TMPDIR=$session OMPI_MCA_btl_vader_backing_directory=$se
 check "gpu_bench: a fallback from cuDNN is a failed row quoting the warning" \
   grep -q '^d24,354.8,shardtrain-zero0-cudnn,failed,8,.*the flash attention kernels run instead' \
   "$work/cudnn/bench.csv"
-rm -rf "$session"
-# The PyTorch peer runs with the library path from before the bundle's env.sh (gpu-bundle's:
-# BUNDLE/lib, /usr/local/cuda/lib64 and /usr/lib/x86_64-linux-gnu first): a stand-in python3
-# reports the path the peer got.
-mkdir -p "$work/peer_path"
-cat > "$work/peer_path/python3" << 'EOF'
+# bench OUT ARGS...: gpu_bench.sh --out OUT ARGS..., Open MPI's session files apart from other
+# tests', bounded (a script that hangs fails the test rather than hanging it); its output in
+# OUT.log, its status returned.
+bench() {
+  local out=$1
+  shift
+  TMPDIR=$session OMPI_MCA_btl_vader_backing_directory=$session timeout -k 5 150 \
+    bash benchmarks/gpu_bench.sh --out "$out" "$@" > "$out.log" 2>&1
+}
+# alive PID: PID runs (it exists and is no zombie).
+alive() {
+  local state
+  state=$(sed 's/.*) //' "/proc/$1/stat" 2>&1) || return 1
+  [ "${state:0:1}" != Z ]
+}
+# ended PID: PID (a pid, not some other text) has ended.
+ended() { [[ $1 =~ ^[0-9]+$ ]] && ! alive "$1"; }
+# none_left WHAT: a check that every process a hanging stand-in wrote down has ended.
+none_left() {
+  local f pid
+  for f in hang sleep orphan; do
+    pid=$(cat "$STANDIN_DIR/$f.pid" 2>&1)
+    check "gpu_bench: nothing of $1 outlives it ($f: $pid)" ended "$pid"
+  done
+}
+# reap_standin: KILL to what a hanging stand-in started that still runs (by the pids it wrote,
+# each checked to be one of its sleepers), whatever the script under test left.
+reap_standin() {
+  local f pid
+  for f in hang sleep orphan; do
+    pid=$(cat "$STANDIN_DIR/$f.pid" 2>&1)
+    if [[ $pid =~ ^[0-9]+$ ]] && alive "$pid" &&
+      grep -qaE 'sleep|bin/shardtrain' "/proc/$pid/cmdline"; then
+      kill -s KILL "$pid"
+    fi
+  done
+  rm -f "$STANDIN_DIR/"*.pid
+}
+# A stand-in shardtrain: at --zero Z it does what STANDIN_Z says (STANDIN_0, STANDIN_3): ok
+# (writes the three-step metrics fixture, exit 0), garbage (a metrics file that is none, exit 0),
+# hang (starts a process that puts itself in a process group of its own, as Open MPI puts each
+# rank, and a sleep, both deaf to TERM; their pids go to $STANDIN_DIR/orphan.pid, once the group
+# is made, and sleep.pid, and last its own to hang.pid; then it waits); else it fails (so does
+# the kernel table's run, which has no --zero).
+mkdir -p "$work/standin/bin"
+cp "$work/bundle/bin/ceilings" "$work/standin/bin/"
+cat > "$work/standin/bin/shardtrain" << 'EOF'
+#!/usr/bin/env bash
+zero=none metrics=
+while [ $# -gt 0 ]; do
+  case $1 in
+    --zero) zero=$2 ;;
+    --metrics) metrics=$2 ;;
+  esac
+  shift
+done
+what=STANDIN_$zero
+case ${!what:-fail} in
+  ok) cp "$STANDIN_METRICS" "$metrics" ;;
+  garbage) echo 'not a metrics line' > "$metrics" ;;
+  hang)
+    trap '' TERM
+    python3 -c 'import os, sys, time
+os.setpgid(0, 0)
+with open(sys.argv[1] + ".part", "w") as f:
+    f.write(str(os.getpid()))
+os.rename(sys.argv[1] + ".part", sys.argv[1])
+time.sleep(300)' "$STANDIN_DIR/orphan.pid" &
+    for ((i = 0; i < 200; i++)); do # until it is in a group of its own
+      [ -s "$STANDIN_DIR/orphan.pid" ] && break
+      sleep 0.05
+    done
+    sleep 300 &
+    echo $! > "$STANDIN_DIR/sleep.pid"
+    echo $$ > "$STANDIN_DIR/hang.pid"
+    wait ;;
+  *) echo "error: the stand-in fails here" >&2; exit 1 ;;
+esac
+EOF
+chmod +x "$work/standin/bin/shardtrain"
+export STANDIN_METRICS=$PWD/$fixtures/metrics_three_steps.jsonl STANDIN_DIR=$work/standin
+# A stand-in python3 for the PyTorch peer (every other script runs in the real one): with
+# PEER=deaf it sleeps 40 s deaf to TERM; else it reports the library path it got, as a failed row.
+mkdir -p "$work/peer"
+cat > "$work/peer/python3" << 'EOF'
 #!/bin/sh
 case "$1" in
   */gpt2_torch.py)
+    if [ "${PEER:-}" = deaf ]; then
+      trap '' TERM
+      sleep 40
+      exit 1
+    fi
     printf 'result {"system": "pytorch-compile", "model": "d12", "seq_len": 1024, '
     printf '"status": "failed", "note": "path %s"}\n' "${LD_LIBRARY_PATH-unset}"
     exit 1 ;;
 esac
 exec "$REAL_PYTHON3" "$@"
 EOF
-chmod +x "$work/peer_path/python3"
-env_sh="$(cd "$work/bundle" && pwd)/lib:/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu"
-for before in "" /opt/mine; do
-  REAL_PYTHON3=$(command -v python3) LD_LIBRARY_PATH=$env_sh${before:+:$before} \
-    PATH=$work/peer_path:$PATH bash benchmarks/gpu_bench.sh --bundle "$work/bundle" \
-    --out "$work/path$before" --sizes d12 --micro-batches 16 --no-kernels \
-    --systems pytorch-compile > "$work/path.log" 2>&1
+chmod +x "$work/peer/python3"
+REAL_PYTHON3=$(command -v python3)
+export REAL_PYTHON3
+
+# The PyTorch peer runs with the library path from before the bundle's env.sh, whose line (as
+# tools/gpu_bundle.sh rewrites ../shared/tools/gpu-bundle's) is copied here: BUNDLE/lib and
+# /usr/local/cuda/lib64, the path from before (here none, one directory, two), then Debian's.
+# shellcheck disable=SC2016 # env.sh's text, expanded where it is sourced
+printf '%s\n' 'here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)' \
+  'export LD_LIBRARY_PATH=$here/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}:/usr/lib/x86_64-linux-gnu' \
+  > "$work/bundle/env.sh"
+n=0
+for before in "" /opt/mine /opt/a:/opt/b; do
+  n=$((n + 1))
+  (
+    if [ -n "$before" ]; then export LD_LIBRARY_PATH=$before; else unset LD_LIBRARY_PATH; fi
+    # shellcheck source=/dev/null # written above
+    . "$work/bundle/env.sh"
+    PATH=$work/peer:$PATH bench "$work/path$n" --bundle "$work/bundle" --sizes d12 \
+      --micro-batches 16 --no-kernels --systems pytorch-compile
+  )
   check "gpu_bench: the peer's library path is '${before:-unset}'" grep -q \
-    "^d12,124.4,pytorch-compile,failed,,,1024,,,,,path ${before:-unset}$" \
-    "$work/path$before/bench.csv"
+    "^d12,124.4,pytorch-compile,failed,,,1024,,,,,path ${before:-unset}$" "$work/path$n/bench.csv"
+done
+
+# A cut run ends with everything it started: the TERM-deaf stand-in rank and the process it put
+# in a process group of its own, out of reach of timeout's signals (killed with the run's
+# session), and the TERM-deaf peer (KILLed 10 s after its TERM: timeout -k). With --run-timeout 3
+# that is about 3 s and 13 s, not the peer's 40.
+SECONDS=0
+STANDIN_0=hang PEER=deaf PATH=$work/peer:$PATH bench "$work/cut" --bundle "$work/standin" \
+  --sizes d12 --micro-batches 16 --no-kernels --run-timeout 3 \
+  --systems shardtrain-zero0,pytorch-compile
+took=$SECONDS
+check "gpu_bench: cut runs are timeout rows" python3 - "$work/cut/bench.csv" << 'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert [(r["system"], r["status"]) for r in rows] == \
+    [("shardtrain-zero0", "timeout"), ("pytorch-compile", "timeout")], rows
+PY
+none_left "a cut run"
+check "gpu_bench: a TERM-deaf run is KILLed (took $took s; the peer sleeps 40)" test "$took" -lt 38
+reap_standin
+
+# The budget: the first run is cut where the budget ends (its --run-timeout is 480), the next is
+# not started but is a "skipped" row, and the whole call ends within the budget.
+SECONDS=0
+STANDIN_0=hang STANDIN_3=hang bench "$work/budget" --bundle "$work/standin" --sizes d12 \
+  --micro-batches 16 --no-kernels --budget 45 --min-run 2 \
+  --systems shardtrain-zero0,shardtrain-zero3
+took=$SECONDS
+check "gpu_bench: --budget cuts a run and skips the next" python3 - "$work/budget/bench.csv" << 'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert [(r["system"], r["status"]) for r in rows] == \
+    [("shardtrain-zero0", "timeout"), ("shardtrain-zero3", "skipped")], rows
+assert "by --budget 45 (--run-timeout 480)" in rows[0]["note"], rows[0]
+assert rows[1]["note"].startswith("budget: ") and rows[1]["micro_batch"] == "16", rows[1]
+PY
+check "gpu_bench: --budget 45 ends within it (took $took s)" test "$took" -le 46
+none_left "a run cut by the budget"
+reap_standin
+# The ceilings and ncu are bounded too: ceilings that hang are cut within the budget (exit 1),
+# and so is an ncu that hangs on the calibration GEMM, after which the profile is skipped.
+mkdir -p "$work/slow/bin"
+cp "$work/standin/bin/shardtrain" "$work/slow/bin/"
+printf '#!/bin/sh\nexec sleep 300\n' > "$work/slow/bin/ceilings"
+chmod +x "$work/slow/bin/ceilings"
+SECONDS=0
+expect_error 1 "^gpu_bench: ceilings timed out after [0-9]+ s" timeout -k 5 60 \
+  bash benchmarks/gpu_bench.sh --bundle "$work/slow" --out "$work/slow_out" --budget 32
+took=$SECONDS
+check "gpu_bench: hanging ceilings end within --budget 32 (took $took s)" test "$took" -le 33
+mkdir -p "$work/ncu"
+printf '#!/bin/sh\nexec sleep 300\n' > "$work/ncu/ncu"
+chmod +x "$work/ncu/ncu"
+SECONDS=0
+PATH=$work/ncu:$PATH bench "$work/ncu_hang" --bundle "$work/standin" --kernels-only \
+  --budget 40 --min-run 2
+took=$SECONDS
+check "gpu_bench: a hanging ncu is cut, the profile skipped" grep -qz \
+  'ncu on the calibration GEMM: exit 124, cut after.*kernel table: skipped: budget' \
+  "$work/ncu_hang/kernels.txt"
+check "gpu_bench: --budget 40 with a hanging ncu (took $took s)" test "$took" -le 41
+
+# No kernel profile after a d12 shardtrain-zero0 row that failed (an ncu that runs leaves a
+# mark); and a table that cannot be made (bench.csv a directory) is exit 3.
+printf '#!/bin/sh\ntouch "%s"\nexit 1\n' "$work/ncu_ran" > "$work/ncu/ncu"
+mkdir -p "$work/failed_row/bench.csv"
+PATH=$work/ncu:$PATH bench "$work/failed_row" --bundle "$work/standin" --sizes d12 \
+  --micro-batches 16 --systems shardtrain-zero0
+rc=$?
+check "gpu_bench: no profile after a failed d12 row" grep -q \
+  "^kernel table: skipped: the d12 shardtrain-zero0 row is 'failed'" "$work/failed_row/kernels.txt"
+check "gpu_bench: no ncu after a failed d12 row" test ! -e "$work/ncu_ran"
+check "gpu_bench: a failed table is exit 3 (got $rc)" test "$rc" -eq 3
+check "gpu_bench: a failed table says so" grep -q '^gpu_bench: bench_results.py table failed' \
+  "$work/failed_row.log"
+
+# Metrics that bench_results.py rejects make a failed row saying so, and the line after each
+# run's heading is its own record (not the run's before it).
+STANDIN_3=ok STANDIN_0=garbage bench "$work/garbage" --bundle "$work/standin" --sizes d12 \
+  --micro-batches 16 --no-kernels --systems shardtrain-zero3,shardtrain-zero0
+check "gpu_bench: rejected metrics are a failed row" grep -q \
+  '^d12,124.4,shardtrain-zero0,failed,16,32,.*not a shardtrain metrics file' \
+  "$work/garbage/bench.csv"
+check "gpu_bench: each run's line is its record" grep -A1 '^== d12 shardtrain-zero0' \
+  "$work/garbage.log"
+grep -A1 '^== d12 shardtrain-zero0' "$work/garbage.log" | tail -1 > "$work/garbage.line"
+check "gpu_bench: ... of shardtrain-zero0, failed" grep -q \
+  '"system": "shardtrain-zero0", .*"status": "failed"' "$work/garbage.line"
+
+# A call killed while a run is in flight (as the device tool kills one at its limit) keeps what
+# finished: the record of the run before it in runs.jsonl, its log and metrics in logs.tar.xz.
+# (Its work folder, left behind, is in $session, with TMPDIR.)
+STANDIN_0=ok STANDIN_3=hang TMPDIR=$session OMPI_MCA_btl_vader_backing_directory=$session \
+  bash benchmarks/gpu_bench.sh --bundle "$work/standin" --out "$work/killed" --sizes d12 \
+  --micro-batches 16 --no-kernels --run-timeout 60 --systems shardtrain-zero0,shardtrain-zero3 \
+  > "$work/killed.log" 2>&1 &
+bench_pid=$!
+for ((i = 0; i < 600; i++)); do
+  [ -s "$work/standin/hang.pid" ] && break
+  sleep 0.1
+done
+kill -s KILL "$bench_pid"
+{ wait "$bench_pid"; } 2> "$work/killed.wait" # bash's "Killed" line
+check "gpu_bench: killed, runs.jsonl has the finished run" python3 - "$work/killed/runs.jsonl" \
+  << 'PY'
+import json, sys
+recs = [json.loads(line) for line in open(sys.argv[1])]
+assert [(r["system"], r["status"]) for r in recs] == [("shardtrain-zero0", "ok")], recs
+PY
+tar -tJf "$work/killed/logs.tar.xz" > "$work/killed.tar.txt" 2>&1
+for f in d12_shardtrain-zero0_mb16.log d12_shardtrain-zero0_mb16.jsonl; do
+  check "gpu_bench: killed, logs.tar.xz has $f" grep -qx "./$f" "$work/killed.tar.txt"
+done
+reap_standin
+# A TERM instead (a person, or a tool that asks first) ends the run in flight with all it
+# started, makes it a failed row, and exits 143.
+STANDIN_0=hang TMPDIR=$session OMPI_MCA_btl_vader_backing_directory=$session \
+  bash benchmarks/gpu_bench.sh --bundle "$work/standin" --out "$work/termed" --sizes d12 \
+  --micro-batches 16 --no-kernels --run-timeout 60 --systems shardtrain-zero0 \
+  > "$work/termed.log" 2>&1 &
+bench_pid=$!
+for ((i = 0; i < 600; i++)); do
+  [ -s "$work/standin/hang.pid" ] && break
+  sleep 0.1
+done
+SECONDS=0
+kill -s TERM "$bench_pid"
+wait "$bench_pid"
+rc=$?
+took=$SECONDS
+check "gpu_bench: a TERM is exit 143 within 10 s (exit $rc, $took s)" test "$rc" -eq 143 -a \
+  "$took" -le 10
+check "gpu_bench: a TERM makes the run in flight a failed row" grep -q \
+  '"system": "shardtrain-zero0", .*"status": "failed", .*"note": "stopped by SIGTERM' \
+  "$work/termed/runs.jsonl"
+check "gpu_bench: a TERM says so" grep -q \
+  '^gpu_bench: stopped by SIGTERM after [0-9]* s, during d12_shardtrain-zero0_mb16' \
+  "$work/termed.log"
+none_left "a run stopped by a TERM"
+reap_standin
+
+# bench_results.py counts the timed steps' tokens from the metrics' running count `tokens`
+# (engine/train/metrics.h), not from the rates (here deliberately wrong): steps 1 and 2, 3000 -
+# 1000 tokens over 0.5 s, exactly; with no step before the first timed one, from 0 at step 0,
+# and unknown where the records start later (a resumed run).
+cat > "$work/rates_off.jsonl" << 'EOF'
+{"step": 0, "tokens": 1000, "tokens_per_s": 1, "step_ms": 100, "mem": {"params": 4}}
+{"step": 1, "tokens": 2000, "tokens_per_s": 2, "step_ms": 200, "mem": {"params": 4}}
+{"step": 2, "tokens": 3000, "tokens_per_s": null, "step_ms": 300, "mem": {"params": 4}}
+EOF
+tail -2 "$work/rates_off.jsonl" > "$work/resumed.jsonl"
+check "bench_results: tokens from the metrics' count" python3 - "$work" << 'PY'
+import json, subprocess, sys
+def rec(name, warmup):
+    out = subprocess.run(["python3", "benchmarks/bench_results.py", "shardtrain",
+                          f"{sys.argv[1]}/{name}.jsonl", "--warmup", str(warmup), "--system",
+                          "shardtrain-zero0", "--model", "d12", "--seq-len", "1024"],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out[len("result "):])
+r = rec("rates_off", 1)
+assert r["status"] == "ok" and r["tokens_per_s"] == 4000, r
+r = rec("rates_off", 0)
+assert r["status"] == "ok" and r["tokens_per_s"] == 5000, r
+r = rec("resumed", 0)
+assert r["status"] == "failed" and "tokens before it are unknown" in r["note"], r
+PY
+
+# When calls merge, a "skipped" record (a later call out of time) replaces no earlier record.
+cat > "$work/skipped_after.jsonl" << 'EOF'
+{"system": "shardtrain-zero0", "model": "d12", "seq_len": 1024, "status": "ok", "tokens_per_s": 9}
+{"system": "shardtrain-zero0", "model": "d12", "seq_len": 1024, "status": "skipped"}
+EOF
+python3 benchmarks/bench_results.py table "$work/skipped_after.jsonl" \
+  --csv "$work/skipped_after.csv" > "$work/skipped_after.txt" 2>&1
+check "bench_results: a skipped record replaces no earlier one" grep -q \
+  '^d12,124.4,shardtrain-zero0,ok,' "$work/skipped_after.csv"
+
+# The scripts that build shardtrain first show a failed build's error (a stand-in bazel).
+mkdir -p "$work/bazel"
+printf '#!/bin/sh\necho "ERROR: stand-in build failure in engine/cli" >&2\nexit 1\n' \
+  > "$work/bazel/bazel"
+chmod +x "$work/bazel/bazel"
+for script in plan_d12.sh scaling_sweep.sh; do
+  PATH=$work/bazel:$PATH bash "benchmarks/$script" "$work/sweep.png" > "$work/$script.out" 2>&1
+  rc=$?
+  check "$script: a failed build fails (exit $rc)" test "$rc" -ne 0
+  check "$script: a failed build says why" grep -q 'stand-in build failure' "$work/$script.out"
 done
 
 check "gpt2_torch.py compiles" python3 -c "import py_compile, sys
 py_compile.compile('benchmarks/peers/gpt2_torch.py', cfile=sys.argv[1], doraise=True)" \
   "$work/gpt2_torch.pyc"
 
+rm -rf "$session"
 [ $fail -eq 0 ] && echo "gpu_bench_test: passed" || echo "gpu_bench_test: FAILED"
 exit $fail
