@@ -37,17 +37,17 @@ static st_status run(gpt_kv *kv, sampler *s, const int32_t *prompt, int n_prompt
                      float *logits) {
   const int max_seq = gpt_kv_config(kv)->max_seq;
   ST_CHECK(prefill(kv, prompt, n_prompt, logits));
-  while (result->generated < n_new) {
-    /* The next token would sit at position gpt_kv_length(kv). */
-    if (gpt_kv_length(kv) == max_seq) {
-      result->full = 1;
-      break;
-    }
+  /* The logits are for the token at position gpt_kv_length(kv): none when the prompt filled
+   * the cache, and a picked token at the last position is not fed (nothing could follow it). */
+  result->full = n_new > 0 && gpt_kv_length(kv) == max_seq;
+  while (result->generated < n_new && !result->full) {
     int32_t token;
     ST_CHECK(sampler_pick(s, logits, &token));
     out[result->generated++] = token;
     if (on_token) ST_CHECK(on_token(ctx, token));
-    if (result->generated < n_new) ST_CHECK(gpt_kv_forward(kv, &token, 1, 1, logits));
+    if (result->generated == n_new) break;
+    result->full = gpt_kv_length(kv) + 1 == max_seq;
+    if (!result->full) ST_CHECK(gpt_kv_forward(kv, &token, 1, 1, logits));
   }
   return ST_OK;
 }

@@ -22,6 +22,8 @@ static const gpt_config CFG = {
 static const int32_t prompt[PROMPT] = {17, 4, 199, 80, 3};
 
 /* Generates with a fresh cache of max_tokens and a sampler of (temperature, top_k, seed). */
+static int cached_tokens; /* the cache's length after the last generate() */
+
 static gpt_generation generate(gpt_model *m, int max_tokens, const int32_t *p, int n_prompt,
                                int n_new, double temperature, int top_k, uint64_t seed,
                                int32_t *out) {
@@ -32,6 +34,7 @@ static gpt_generation generate(gpt_model *m, int max_tokens, const int32_t *p, i
   CHECK_OK(gpt_kv_create(&kv, m, max_tokens, 1));
   CHECK_OK(sampler_create(&s, VOCAB, &sc));
   CHECK_OK(gpt_generate(kv, s, p, n_prompt, n_new, out, NULL, NULL, &g));
+  cached_tokens = gpt_kv_length(kv);
   sampler_destroy(s);
   gpt_kv_destroy(kv);
   return g;
@@ -92,6 +95,8 @@ static void check_stops(gpt_model *m) {
   gpt_generation g = generate(m, T, long_prompt, T - 3, 10, 0.0, 0, 1, out);
   CHECK_MSG(g.generated == 3 && g.full, "3 positions left, 10 asked: %d generated, full %d",
             g.generated, g.full);
+  /* The token at the last position is not fed: nothing could follow it. */
+  CHECK_EQ_INT(cached_tokens, T - 1);
   g = generate(m, T, long_prompt, T - 3, 3, 0.0, 0, 1, out);
   CHECK_MSG(g.generated == 3 && !g.full, "3 positions left, 3 asked: %d generated, full %d",
             g.generated, g.full);
