@@ -14,14 +14,17 @@ packages=(bazel-bootstrap bazel-rules-java libopenmpi-dev openmpi-bin libopenbla
 
 # apt's locks may be held for minutes by the machine's own updates at boot (apt-daily,
 # unattended-upgrades) or by this script in a second shell (the README's two commands started
-# at once): wait for them rather than fail. The second shell waits here, then finds nothing
-# missing.
+# at once): wait for them, up to 10 minutes in all, rather than fail. Any other failure (no
+# root, a read-only file system) ends the setup at once. The second shell waits on the lock
+# file below, then finds nothing missing.
 apt_get() {
-  local tries=60
-  until "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 \
+  until "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=120 \
         "$@" > "$apt_log" 2>&1; do
-    tries=$((tries - 1))
-    if [ "$tries" -eq 0 ] || ! grep -q 'lock' "$apt_log"; then cat "$apt_log" >&2; return 1; fi
+    if [ "$SECONDS" -ge "$apt_deadline" ] ||
+       ! grep -qE 'Could not get lock|is another process using it' "$apt_log"; then
+      cat "$apt_log" >&2
+      return 1
+    fi
     sleep 5
   done
 }
@@ -33,7 +36,10 @@ missing_packages() {
 }
 missing_packages
 if [ ${#missing[@]} -gt 0 ]; then
-  exec 9> "${TMPDIR:-/tmp}/shardtrain-setup.lock"
+  # Open for reading, so a lock file another user made (mode 666 when this script made it) serves.
+  lock=${TMPDIR:-/tmp}/shardtrain-setup.lock
+  [ -e "$lock" ] || { : > "$lock" && chmod 666 "$lock"; }
+  exec 9< "$lock"
   flock 9
   missing_packages # another shell may have installed them meanwhile
 fi
@@ -42,9 +48,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   sudo_cmd=()
   [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
   apt_log=$(mktemp)
+  trap 'rm -f "$apt_log"' EXIT
+  apt_deadline=$((SECONDS + 600))
   apt_get update -qq
   apt_get install -y -qq --no-install-recommends "${missing[@]}"
-  rm -f "$apt_log"
 fi
 
 bash tools/setup_cudnn_frontend.sh
