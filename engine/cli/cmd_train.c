@@ -48,12 +48,13 @@ typedef struct train_run {
   char latest[4200];      /* --resume: the newest checkpoint world rank 0 found, or "" for none */
   int first_step;         /* steps already trained (those of the checkpoint resumed) */
   int64_t tokens_trained; /* in every step so far, the resumed checkpoint's included */
-  int eval_batches;  /* --eval-batches, or the validation data's batches where it holds fewer */
-  ckpt_writer *ckpt; /* with --ckpt-dir: the run's saves */
-  int ckpt_lock;     /* world rank 0's hold on --ckpt-dir (ckpt_dir_claim), or -1 */
-  int setup_failed;  /* the inputs named on the command line could not be used */
-  int stopped_by;    /* the signal that stopped the run before its last step, or 0 */
-  int stopped_after; /* the steps trained when it stopped */
+  int eval_batches;      /* --eval-batches, or the validation data's batches where it holds fewer */
+  int val_micro_batches; /* per validation batch: --grad-accum, or what the data holds if fewer */
+  ckpt_writer *ckpt;     /* with --ckpt-dir: the run's saves */
+  int ckpt_lock;         /* world rank 0's hold on --ckpt-dir (ckpt_dir_claim), or -1 */
+  int setup_failed;      /* the inputs named on the command line could not be used */
+  int stopped_by;        /* the signal that stopped the run before its last step, or 0 */
+  int stopped_after;     /* the steps trained when it stopped */
 } train_run;
 
 static double now_ms(void) {
@@ -64,11 +65,10 @@ static double now_ms(void) {
 
 static int is_writer(const train_run *r) { return r->coords.world_rank == 0; }
 
-/* A loader whose global batch is `micro_batches` micro-batches, the step's (--grad-accum), for the
- * training data and the validation data alike: an evaluation batch is the global batch, so a
- * validation loss compares across meshes and micro-batch sizes that keep it. */
-static st_status open_loader(const train_run *r, const char *pattern, int micro_batches,
-                             token_loader **out) {
+/* A loader of `flag`'s data (--data-train, --data-val) whose global batch is `micro_batches`
+ * micro-batches; `report`: rank 0 warns of what it skips. */
+static st_status open_loader(const train_run *r, const char *flag, const char *pattern,
+                             int micro_batches, int report, token_loader **out) {
   token_loader_config c = {.pattern = pattern,
                            .batch_size = r->o->micro_batch,
                            .seq_len = r->cfg.max_seq,
@@ -76,8 +76,32 @@ static st_status open_loader(const train_run *r, const char *pattern, int micro_
                            .dp_size = r->coords.R * r->coords.S,
                            .vocab_size = r->cfg.vocab,
                            .micro_batches = micro_batches,
-                           .report = is_writer(r)};
-  return token_loader_open(out, &c);
+                           .report = report && is_writer(r)};
+  const st_status status = token_loader_open(out, &c);
+  return status == ST_OK ? ST_OK : st_error(status, "%s %s", flag, st_last_error());
+}
+
+/* The validation data's loader. Its batch is the global batch, the step's --grad-accum
+ * micro-batches, so a validation loss compares across meshes and micro-batch sizes that keep the
+ * global batch. Data that holds fewer sequences than that is read in as many micro-batches as it
+ * holds (rank 0 warns): refusing it would refuse a validation set that suited a smaller
+ * --grad-accum. */
+static st_status open_val_loader(train_run *r) {
+  const train_options *o = r->o;
+  token_loader *probe = NULL;
+  ST_CHECK(open_loader(r, "--data-val", o->data_val, 1, 0, &probe));
+  const uint64_t held = token_loader_batches_per_pass(probe); /* micro-batches, >= 1 */
+  token_loader_close(probe);
+  const int micro_batches = held < (uint64_t)o->grad_accum ? (int)held : o->grad_accum;
+  if (micro_batches < o->grad_accum && is_writer(r)) {
+    st_log(ST_LOG_WARN,
+           "--data-val %s: holds %llu micro-batches of %d x %d x %d tokens, fewer than the %d of "
+           "one global batch (--grad-accum): each validation batch is those %d",
+           o->data_val, (unsigned long long)held, r->coords.R * r->coords.S, o->micro_batch,
+           r->cfg.max_seq, o->grad_accum, micro_batches);
+  }
+  r->val_micro_batches = micro_batches;
+  return open_loader(r, "--data-val", o->data_val, micro_batches, 1, &r->val);
 }
 
 /* The device to train on: --device, else $ST_DEVICE; "auto" means a GPU only where this build
@@ -169,8 +193,10 @@ static st_status setup_local(train_run *r) {
     ST_CHECK(gpt_init_params(r->model, (uint64_t)o->seed));
   }
   ST_CHECK(train_state_reset(r->model));
-  if (o->data_train) ST_CHECK(open_loader(r, o->data_train, o->grad_accum, &r->train));
-  if (o->data_val) ST_CHECK(open_loader(r, o->data_val, o->grad_accum, &r->val));
+  if (o->data_train) {
+    ST_CHECK(open_loader(r, "--data-train", o->data_train, o->grad_accum, 1, &r->train));
+  }
+  if (o->data_val) ST_CHECK(open_val_loader(r));
   /* An evaluation reads each validation batch once at most: more would weigh some twice, and an
    * --eval-batches far above the data would hold a step (and a stop signal) for hours. */
   const uint64_t val_batches = r->val ? token_loader_batches_per_pass(r->val) : 0;
@@ -179,9 +205,9 @@ static st_status setup_local(train_run *r) {
     r->eval_batches = (int)val_batches;
     if (is_writer(r)) {
       st_log(ST_LOG_WARN,
-             "--eval-batches %d: the validation data holds %llu batches (global batches of %d x "
-             "%d x %d x %d tokens); each evaluation reads those %llu",
-             o->eval_batches, (unsigned long long)val_batches, o->grad_accum,
+             "--eval-batches %d: the validation data holds %llu batches (of %d x %d x %d x %d "
+             "tokens); each evaluation reads those %llu",
+             o->eval_batches, (unsigned long long)val_batches, r->val_micro_batches,
              r->coords.R * r->coords.S, o->micro_batch, r->cfg.max_seq,
              (unsigned long long)val_batches);
     }
@@ -335,8 +361,8 @@ static st_status evaluate(train_run *r, double *val_loss) {
   gpt_model *m = r->model;
   const st_tensor sum = gpt_scalar(m, GPT_LOSS_SUM);
   ST_CHECK(stream_memset(&m->stream, sum.data, 0, sizeof(float)));
-  const int micro_batches = r->eval_batches * r->o->grad_accum;
-  for (int i = 0; i < micro_batches; i++) {
+  const int64_t micro_batches = (int64_t)r->eval_batches * r->val_micro_batches;
+  for (int64_t i = 0; i < micro_batches; i++) {
     ST_CHECK(job_agree(token_loader_next(r->val, inputs, targets))); /* as run_step's */
     ST_CHECK(gpt_forward(m, inputs, targets, 0.0f));
     ST_CHECK(gpt_loss_sum(m, &sum));
@@ -445,24 +471,30 @@ static int save_due(const train_run *r, int step, int stopping) {
   return o->ckpt_dir && (stopping || last || (o->ckpt_every && (step + 1) % o->ckpt_every == 0));
 }
 
-/* Rank 0's metrics lines made durable (ST_IO_TIMEOUT bounds a stall, as write_metrics's), so a
- * crash that keeps the checkpoint about to be saved keeps every line up to it: a resume from it
- * leaves no gap in the file. */
-static st_status sync_metrics(const train_run *r) {
+/* Rank 0's metrics line (`rec`), or with rec NULL its lines made durable, under ST_IO_TIMEOUT's
+ * limit on a stall: the other ranks wait for its verdict without one. */
+static st_status metrics_io(const train_run *r, const step_record *rec) {
+  const char *doing = rec ? "write" : "sync";
   char what[PATH_MAX + 32];
-  snprintf(what, sizeof what, "syncing --metrics %s", r->o->metrics);
+  snprintf(what, sizeof what, rec ? "appending to --metrics %s" : "syncing --metrics %s",
+           r->o->metrics);
   deadline d;
   ST_CHECK(job_file_deadline_arm(&d, what));
-  const int ok = metrics_sync(r->metrics);
+  if (rec) job_file_test_delay();
+  errno = 0;
+  const int ok = rec ? metrics_write_json(r->metrics, rec) : metrics_sync(r->metrics);
   deadline_disarm(&d);
-  return ok ? ST_OK : st_error(ST_ERR_IO, "--metrics %s: %s", r->o->metrics, strerror(errno));
+  if (ok) return ST_OK;
+  return st_error(ST_ERR_IO, "--metrics %s: %s failed: %s", r->o->metrics, doing,
+                  errno ? strerror(errno) : "an I/O error");
 }
 
 /* Writes --ckpt-dir/step_<step + 1> (in the background with --ckpt-async), the metrics lines
- * written so far made durable first. */
+ * written so far made durable first: a crash that keeps the checkpoint keeps every line up to
+ * it, so a resume from it leaves no gap in the file. */
 static st_status save(train_run *r, int step) {
   const train_options *o = r->o;
-  ST_CHECK(job_agree(is_writer(r) && r->metrics ? sync_metrics(r) : ST_OK));
+  ST_CHECK(job_agree(is_writer(r) && r->metrics ? metrics_io(r, NULL) : ST_OK));
   ckpt_manifest m = {.step = step + 1,
                      .tokens = r->tokens_trained,
                      .cfg = r->cfg,
@@ -483,19 +515,6 @@ static st_status save(train_run *r, int step) {
   return ckpt_writer_save(r->ckpt, &m, o->ckpt_dir, o->keep);
 }
 
-/* Rank 0's metrics line, under ST_IO_TIMEOUT's limit on a stall: the other ranks wait for its
- * verdict without one. */
-static st_status write_metrics(const train_run *r, const step_record *rec) {
-  char what[PATH_MAX + 32];
-  snprintf(what, sizeof what, "appending to --metrics %s", r->o->metrics);
-  deadline d;
-  ST_CHECK(job_file_deadline_arm(&d, what));
-  job_file_test_delay();
-  const int ok = metrics_write_json(r->metrics, rec);
-  deadline_disarm(&d);
-  return ok ? ST_OK : st_error(ST_ERR_IO, "--metrics %s: write failed", r->o->metrics);
-}
-
 /* Steps first_step to end - 1, each followed by its metrics and its checkpoint when due; a stop
  * signal any rank caught (stop_request.h) ends the run after the step, with a checkpoint: one
  * that came while a due checkpoint was written ends it there, on that checkpoint. */
@@ -508,7 +527,7 @@ static st_status train_steps(train_run *r, int end) {
     st_status written = ST_OK; /* rank 0's: the others must not wait for it in a collective */
     if (is_writer(r)) {
       run_report_step(&r->report, &rec);
-      if (r->metrics) written = write_metrics(r, &rec);
+      if (r->metrics) written = metrics_io(r, &rec);
     }
     ST_CHECK(job_agree(written));
     if (r->ckpt) ST_CHECK(ckpt_writer_poll(r->ckpt, 0, step + 1));

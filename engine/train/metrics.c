@@ -2,7 +2,9 @@
 #include "engine/train/metrics.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* `"key": value` with %.9g, or null for a value JSON cannot hold (inf, nan). */
@@ -44,14 +46,26 @@ int metrics_write_json(FILE *out, const step_record *r) {
   return fflush(out) == 0 && !ferror(out);
 }
 
+/* 1 when `path` is a regular file whose last byte is not a newline (a line cut short); 0 for an
+ * empty or complete file, one this process cannot read, or a device, pipe or terminal. */
+static int ends_mid_line(const char *path) {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  struct stat st;
+  char last = '\n';
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+      pread(fd, &last, 1, st.st_size - 1) != 1) {
+    last = '\n';
+  }
+  close(fd);
+  return last != '\n';
+}
+
 FILE *metrics_open_append(const char *path) {
-  FILE *f = fopen(path, "a+");
-  if (!f) return NULL;
-  int ends_mid_line = 0;
-  if (fseek(f, -1, SEEK_END) == 0) ends_mid_line = fgetc(f) != '\n'; /* fails when empty */
-  clearerr(f);
-  /* From reading to writing, an update stream goes through a seek. */
-  if (fseek(f, 0, SEEK_END) != 0 || (ends_mid_line && (fputc('\n', f) == EOF || fflush(f) != 0))) {
+  const int repair = ends_mid_line(path);
+  FILE *f = fopen(path, "a");
+  if (!f || !repair) return f;
+  if (fputc('\n', f) == EOF || fflush(f) != 0) {
     const int saved = errno;
     fclose(f);
     errno = saved;
@@ -60,4 +74,8 @@ FILE *metrics_open_append(const char *path) {
   return f;
 }
 
-int metrics_sync(FILE *out) { return fflush(out) == 0 && fsync(fileno(out)) == 0; }
+int metrics_sync(FILE *out) {
+  if (fflush(out) != 0) return 0;
+  struct stat st; /* a device (/dev/null), pipe or terminal has nothing to make durable */
+  return fstat(fileno(out), &st) != 0 || !S_ISREG(st.st_mode) || fsync(fileno(out)) == 0;
+}

@@ -46,12 +46,13 @@ typedef struct step_record {
 /* Writes the record as one JSON line and flushes, so a crash loses at most the current step. */
 int metrics_write_json(FILE *out, const step_record *r);
 
-/* Opens `path` for appending records (created if missing); NULL with errno on failure. A file
- * whose last line a cut-short write left without its newline gets one first, so the next record
- * starts a line of its own instead of making that line invalid JSON. */
+/* Opens `path` for appending records (created if missing; writable is enough); NULL with errno
+ * on failure. A regular file whose last line a cut-short write left without its newline gets one
+ * first, so the next record starts a line of its own instead of making that line invalid JSON. */
 FILE *metrics_open_append(const char *path);
 
-/* Makes every record written so far durable (fsync); 1 on success, 0 with errno. */
+/* Makes every record written so far durable (fsync, where the file is a regular one); 1 on
+ * success, 0 with errno. */
 int metrics_sync(FILE *out);
 
 #endif /* ST_ENGINE_TRAIN_METRICS_H */

@@ -264,6 +264,21 @@ if [ -z "$held" ] || ! evaluated "$held" >/dev/null || [ -z "$(val_losses "$held
 else
   echo "ok: --eval-batches 2147483647 evaluates the $held batches the data holds"
 fi
+# Validation data that holds fewer sequences than one global batch (1000 tokens: 15 sequences, 7
+# micro-batches of 2, against --grad-accum 10) is read in batches of the 7 it holds, with a
+# warning, not refused: it suited a smaller --grad-accum.
+make_shard "$work/val_small.bin" 1000
+# shellcheck disable=SC2069  # the warnings to the caller, the step lines dropped
+small_val=$(timeout 60 "$shardtrain" train "${data[@]}" --grad-accum 10 --data-val \
+  "$work/val_small.bin" --eval-batches 1 --metrics "$work/val_small.jsonl" 2>&1 >/dev/null)
+rc=$?
+if [ "$rc" -ne 0 ] || ! grep -q "holds 7 micro-batches of 1 x 2 x 64 tokens, fewer than the 10 of one global batch (--grad-accum): each validation batch is those 7" <<<"$small_val" ||
+   [ "$(grep -c '"val_loss"' "$work/val_small.jsonl")" -ne 1 ]; then
+  echo "FAIL: validation data under one global batch: exit $rc, $small_val"
+  fail=1
+else
+  echo "ok: validation data under one global batch is read in the micro-batches it holds"
+fi
 
 # expect_untouched CASE: the existing export and the directory are as they were.
 expect_untouched() {
