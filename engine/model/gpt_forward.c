@@ -71,7 +71,6 @@ static st_status block_forward(gpt_model *m, int l, void *x_in) {
   return gpt_block_forward_from_ln1(m, l, &v, 1);
 }
 
-/* Copies the host tokens into the model's device buffers. */
 /* ST_OK when every id of `ids` names a row of the vocabulary: wte's padding rows, which the
  * kernels' own checks allow, would otherwise be trained, and a GPU kernel cannot refuse. */
 static st_status check_vocabulary_ids(const gpt_model *m, const char *what, const int32_t *ids) {
@@ -86,6 +85,7 @@ static st_status check_vocabulary_ids(const gpt_model *m, const char *what, cons
   return ST_OK;
 }
 
+/* Copies the host tokens into the model's device buffers, each checked first. */
 static st_status upload_tokens(gpt_model *m, const int32_t *inputs, const int32_t *targets) {
   ST_CHECK(check_vocabulary_ids(m, "input token", inputs));
   ST_CHECK(check_vocabulary_ids(m, "target", targets));

@@ -161,7 +161,6 @@ static void check_bad_rows(gpt_model *m) {
   CHECK_STATUS(gpt_head_logits(m, 0, 0, &t), ST_ERR_INVALID_ARG);
 }
 
-/* The rows per chunk of a config `name` (or a shape) at B x T tokens on tp ranks. */
 /* An id `bad` at position `at` of the inputs or the targets; the rest valid. */
 static void check_bad_id(gpt_model *m, int in_targets, int at, int32_t bad) {
   int32_t inputs[BT], targets[BT];
@@ -181,6 +180,7 @@ static void check_bad_ids(gpt_model *m) {
   check_bad_id(m, 1, 5, V);
 }
 
+/* The rows per chunk of a config `name` (or a shape) at B x T tokens on tp ranks. */
 static int64_t rows_for(int n_layer, int n_head, int n_embd, int vocab, int Bn, int Tn, int tp) {
   gpt_config c = {
       .n_layer = n_layer, .n_head = n_head, .n_embd = n_embd, .vocab = vocab, .max_seq = Tn};
