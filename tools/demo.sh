@@ -16,10 +16,13 @@ cd "$(dirname "$0")/.."
 bash tools/setup.sh
 bazel build //engine/cli:shardtrain
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-# Each rank gets its own NCCL host id (tests/nccl_hostid.sh): on a machine with one GPU the ranks
-# share it over NCCL's socket transport, as the GPU suite runs them, not through the MPI
-# fallback's host staging; on the CPU the id is ignored.
-st=(tests/nccl_hostid.sh bazel-bin/engine/cli/shardtrain)
+# On a machine with fewer GPUs than the demo's 4 ranks, ranks share a GPU: each gets its own
+# NCCL host id (tests/nccl_hostid.sh), so they share it over NCCL's socket transport as the GPU
+# suite runs them, not through the MPI fallback's host staging. With a GPU per rank (or none)
+# they run as they are, NCCL between GPUs over their own links.
+st=(bazel-bin/engine/cli/shardtrain)
+gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU') || gpus=0
+if [ "$gpus" -gt 0 ] && [ "$gpus" -lt 4 ]; then st=(tests/nccl_hostid.sh "${st[@]}"); fi
 mpirun=(mpirun --oversubscribe --bind-to none)
 
 echo "== collective self-test, 4 ranks"

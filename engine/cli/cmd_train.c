@@ -328,7 +328,9 @@ static st_status setup(train_run *r) {
   }
   ST_CHECK(find_latest(r));
   ST_CHECK(job_agree(train_fit_check(r->o, &r->cfg, r->mesh))); /* before anything large */
-  host_threads_check();
+  int offload = 0;
+  ST_CHECK(train_options_offload(r->o, &offload));
+  if (mesh_device(r->mesh)->backend->device_memory_is_host || offload) host_threads_check();
   ST_CHECK(run_report_start(&r->report, r->o, &r->cfg, &r->h, r->mesh, &r->mfu));
   ST_CHECK(job_agree(setup_local(r)));
   ST_CHECK(agree_on_data(r->train, "--data-train", r->o->data_train));

@@ -10,8 +10,9 @@
 #include "shardtrain.h"
 
 /* The warning, from the node's first rank, when the node's ranks' threads add up to more than
- * its online CPUs and fewer threads would help: how many of each, and the OMP_NUM_THREADS that
- * fits. Collective over
+ * the CPUs they may run on (the union of their affinity masks) and fewer threads would help: how
+ * many of each, and the OMP_NUM_THREADS that fits. For runs whose step does CPU work (the CPU
+ * device, or an offloaded optimizer): a GPU's ranks otherwise leave OpenMP idle. Collective over
  * MPI_COMM_WORLD; never fails the run (an MPI failure only skips the check). */
 void host_threads_check(void);
 

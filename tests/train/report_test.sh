@@ -53,7 +53,7 @@ run ckpt_end 1 --steps 2 --ckpt-dir "$work/ckpt_end"
 run one_step 1 --steps 1
 # More OpenMP threads per rank than the node's CPUs over its ranks (the test environment's 1 per
 # rank fits, even with more ranks than CPUs).
-cpus=$(getconf _NPROCESSORS_ONLN)
+cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) # the CPUs its ranks may run on
 OMP_NUM_THREADS=$((cpus + 1)) run threads 2 --steps 1 --dp-shard 2
 
 python3 - "$work" "$cpus" <<'PY'
@@ -213,7 +213,7 @@ one(log("one_step"), r"done: 1 step \(1-1\), 512 tokens in \S+; \d+ tok/s \(one 
 # Oversubscribed threads are warned of once, by the node's first rank, with the count that fits;
 # a run within the CPUs is not.
 one(log("threads"), rf"\[rank 0\] warn: 2 ranks on this node each run up to {cpus + 1} OpenMP "
-    rf"threads on its {cpus} CPUs: their CPU work is oversubscribed; set "
+    rf"threads on the {cpus} CPUs they may use: their CPU work is oversubscribed; set "
     rf"OMP_NUM_THREADS={max(1, cpus // 2)} \(or bind each rank to its own cores\)", "threads")
 if any("OpenMP threads" in line for line in log("threads") if not line.startswith("[rank 0]")):
     fail.append("threads: a rank other than the node's first warned of its threads")
