@@ -80,9 +80,12 @@ def write_shard(path, tokens):
     # A byte is its own token; uint16 little-endian puts it first and a zero byte after it.
     body = bytearray(2 * len(tokens))
     body[0::2] = tokens
-    with open(path, "wb") as f:
+    # Written beside its name, then renamed: a run cut short leaves no truncated shard under it.
+    part = path + ".part"
+    with open(part, "wb") as f:
         f.write(header)
         f.write(body)
+    os.replace(part, path)
 
 
 def unigram_entropy_nats(tokens):
