@@ -48,7 +48,6 @@ mapfile -t static_needs < "$link"
 fill() {
   local text
   text=$(< "$templates/$1")
-  text=${text//@PREFIX@/"$prefix"}
   text=${text//@VERSION@/"$version"}
   text=${text//@VERSION_MAJOR@/"$major"}
   text=${text//@VERSION_MINOR@/"$minor"}

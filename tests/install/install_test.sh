@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Installs libshardtrain into a temporary prefix with install/layout.sh (as tools/install.sh
-# does, from the files of this build), then uses only that copy, as a project outside Bazel:
+# does, from the files of this build), moves it elsewhere, then uses only the moved copy, as a
+# project outside Bazel:
 #   - the shared library is named for its major.minor version (soname, links, what programs
 #     record), exports exactly the functions declared in shardtrain.h, and the static
 #     archive defines no other strong global symbol (its internal names are local), nor a weak
 #     one under the cuDNN frontend's namespace;
-#   - neither links cuBLASLt or cuDNN (the CUDA backend opens them when it makes a context);
+#   - neither links cuBLASLt or cuDNN (the CUDA backend opens them when it makes a context); the
+#     shared library records no run-time search path; the header compiles alone as C89-C17
+#     and C++11-C++20 with -Wall -Wextra -pedantic -Werror;
 #   - CMake (tests/install/CMakeLists.txt, find_package(shardtrain)) builds mlp_consumer.cc
 #     against shardtrain::shardtrain and against shardtrain::shardtrain_static, and the C
 #     program c_consumer.c, which defines names the library uses internally, against the latter;
@@ -15,12 +18,14 @@
 # and every program passes on 1 and on 4 ranks. Where the library was built with sanitizers
 # (--config=asan), the programs are too: an instrumented library needs an instrumented program.
 set -euo pipefail
-# Resolved, as layout.sh writes the prefix into the package files.
 tmp=$(realpath "$(mktemp -d "${TEST_TMPDIR:-/tmp}/install.XXXXXX")")
 trap 'rm -rf "$tmp"' EXIT
-prefix=$tmp/prefix
-bash install/layout.sh "$prefix" install/libshardtrain.so install/libshardtrain.a \
+# Laid out in one place and used from another, as a staged package or a copied prefix is: the
+# package files find the tree from where they are, not from where it was made.
+bash install/layout.sh "$tmp/staged" install/libshardtrain.so install/libshardtrain.a \
   install/libshardtrain.link include/shardtrain.h
+prefix=$tmp/prefix
+mv "$tmp/staged" "$prefix"
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
@@ -34,6 +39,22 @@ got=$(nm -D --defined-only "$prefix/lib/libshardtrain.so" | awk '$2 ~ /^[A-Zuvw]
   sort)
 [ "$(wc -l <<< "$want")" -gt 20 ] || fail "too few functions found in shardtrain.h"
 [ "$want" = "$got" ] || fail "exports differ from shardtrain.h: $(diff <(echo "$want") <(echo "$got"))"
+
+# No run-time search path of its own: where the library's dependencies are is the system's
+# business (and a path of the build machine would be wrong on the user's).
+if readelf -d "$prefix/lib/libshardtrain.so" | grep -qE '\((RPATH|RUNPATH)\)'; then
+  fail "libshardtrain.so records a run-time search path: $(readelf -d "$prefix/lib/libshardtrain.so" | grep -E 'R(UN)?PATH')"
+fi
+
+# The header on its own, in every C and C++ standard a research code base may use, pedantic.
+for std in c89 c99 c11 c17; do
+  echo '#include <shardtrain.h>' | cc -std=$std -Wall -Wextra -pedantic -Werror -fsyntax-only \
+    -I"$prefix/include" -x c - || fail "shardtrain.h does not compile as -std=$std"
+done
+for std in c++11 c++14 c++17 c++20; do
+  echo '#include <shardtrain.h>' | c++ -std=$std -Wall -Wextra -pedantic -Werror -fsyntax-only \
+    -I"$prefix/include" -x c++ - || fail "shardtrain.h does not compile as -std=$std"
+done
 
 # The archive's strong global definitions (nm's capitals but U, V and W) are the same functions;
 # weak and unique ones are C++ inline functions and template instances (CUDA builds).
