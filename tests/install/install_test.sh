@@ -131,6 +131,10 @@ cc "${sanitize[@]}" tests/install/c_consumer.c $(pkg-config --cflags shardtrain)
   $(pkg-config --static --libs shardtrain | sed 's/-lshardtrain\b/-l:libshardtrain.a/') -lm \
   -o "$tmp/c_consumer_pkgconfig_static" || fail "the C pkg-config --static build failed"
 
+# CMake records PREFIX/lib as its program's run-time path: it starts with nothing else to go on.
+ldd "$tmp/cmake/mlp_consumer_shared" | grep -q "$soname => $prefix/lib/$soname " ||
+  fail "the CMake-built program does not find $soname by itself: $(ldd "$tmp/cmake/mlp_consumer_shared" | grep shardtrain)"
+
 # A program built with pkg-config alone finds the library as any other: LD_LIBRARY_PATH.
 export LD_LIBRARY_PATH=$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 shared=("$tmp/cmake/mlp_consumer_shared" "$tmp/mlp_consumer_pkgconfig" "$tmp/c_consumer_pkgconfig")
