@@ -5,14 +5,9 @@
 # Usage: benchmarks/plan_d12.sh [extra flags for shardtrain plan, e.g. --micro-batch 8]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Bazel's output is shown only when the build fails (then the script stops with it).
-build_log=$(mktemp)
-trap 'rm -f "$build_log"' EXIT
-if ! bazel build -c opt //engine/cli:shardtrain > "$build_log" 2>&1; then
-  cat "$build_log" >&2
-  echo "plan_d12: bazel build -c opt //engine/cli:shardtrain failed (above)" >&2
-  exit 1
-fi
+# shellcheck source=benchmarks/build_cli.sh
+. benchmarks/build_cli.sh
+build_cli plan_d12 || exit 1
 for dtype in fp32 bf16; do
   for ranks in 8 64; do
     bazel-bin/engine/cli/shardtrain plan --model d12 --ranks "$ranks" --micro-batch 4 --seq-len 1024 \

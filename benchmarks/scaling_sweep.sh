@@ -10,14 +10,9 @@ png=$1
 shift
 flags=("$@")
 [ ${#flags[@]} -gt 0 ] || flags=(--gpu h100 --model d48 --micro-batch 4)
-# Bazel's output is shown only when the build fails (then the script stops with it).
-build_log=$(mktemp)
-trap 'rm -f "$build_log"' EXIT
-if ! bazel build -c opt //engine/cli:shardtrain > "$build_log" 2>&1; then
-  cat "$build_log" >&2
-  echo "scaling_sweep: bazel build -c opt //engine/cli:shardtrain failed (above)" >&2
-  exit 1
-fi
+# shellcheck source=benchmarks/build_cli.sh
+. benchmarks/build_cli.sh
+build_cli scaling_sweep || exit 1
 csv="${png%.png}.csv"
 bazel-bin/engine/cli/shardtrain simulate "${flags[@]}" --sweep 8,16,32,64,128,256,512,1024 \
   --configs zero1,zero2,zero3,hsdp3 --csv "$csv"

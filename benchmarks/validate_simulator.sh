@@ -64,7 +64,9 @@ st=${SHARDTRAIN:+$(realpath -m "$SHARDTRAIN")}
 cd "$(dirname "$0")/.."
 hw=${hw:-benchmarks/hardware/epyc_2core.hw}
 if [ -z "$st" ]; then
-  bazel build -c opt //engine/cli:shardtrain >/dev/null 2>&1
+  # shellcheck source=benchmarks/build_cli.sh
+  . benchmarks/build_cli.sh
+  build_cli validate_simulator || exit 1
   st=bazel-bin/engine/cli/shardtrain
 fi
 work=$(mktemp -d /tmp/st-validate.XXXXXX)
