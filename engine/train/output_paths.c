@@ -17,9 +17,17 @@
 #include "engine/io/file_io.h"
 #include "engine/io/job_agree.h"
 
-/* The directory that would hold `path` exists and this process can create entries in it, and
- * the last component of `path` fits the file system, with the suffix of the temporary name it is
- * written under first when `temporary`. */
+/* Whether `dir` holds a checkpoint's manifest. */
+static int is_checkpoint(const char *dir) {
+  char manifest[PATH_MAX];
+  struct stat st;
+  return file_path_join(manifest, sizeof manifest, dir, "manifest.json") == ST_OK &&
+         stat(manifest, &st) == 0;
+}
+
+/* The directory that would hold `path` exists, is no checkpoint, and this process can create
+ * entries in it, and the last component of `path` fits the file system, with the suffix of the
+ * temporary name it is written under first when `temporary`. */
 static st_status parent_check(const char *what, const char *path, int temporary) {
   char dir[PATH_MAX];
   const char *slash = strrchr(path, '/');
@@ -42,6 +50,14 @@ static st_status parent_check(const char *what, const char *path, int temporary)
   }
   if (!S_ISDIR(st.st_mode)) {
     return st_error(ST_ERR_INVALID_ARG, "%s %s: %s is not a directory", what, path, dir);
+  }
+  /* Any checkpoint, not only the run's own: a file written into one would replace one of its
+   * files or sit among them, and its manifest's checks would fail it. */
+  if (is_checkpoint(dir)) {
+    return st_error(ST_ERR_INVALID_ARG,
+                    "%s %s is inside the checkpoint %s (its manifest.json is there): write it "
+                    "elsewhere",
+                    what, path, dir);
   }
   /* Writing a new entry needs write and search permission on the directory. */
   if (access(dir, W_OK | X_OK) != 0) {
@@ -283,14 +299,6 @@ static st_status check_train_distinct(const train_options *o) {
     }
   }
   return ST_OK;
-}
-
-/* Whether `dir` holds a checkpoint's manifest. */
-static int is_checkpoint(const char *dir) {
-  char manifest[PATH_MAX];
-  struct stat st;
-  return file_path_join(manifest, sizeof manifest, dir, "manifest.json") == ST_OK &&
-         stat(manifest, &st) == 0;
 }
 
 static st_status check_train_outputs(const train_options *o) {

@@ -147,6 +147,11 @@ refused "--metrics into the resumed checkpoint" "--metrics $good/rank_00001.safe
   "" --resume-from "$good" --metrics "$good/rank_00001.safetensors"
 refused "--save-init into a step directory of --ckpt-dir" "--save-init $work/ck1/step_2/x.safetensors is inside a checkpoint of --ckpt-dir $work/ck1" \
   "" --ckpt-dir "$work/ck1" --save-init "$work/ck1/step_2/x.safetensors"
+# ... and into a checkpoint the run is not given at all: it would damage that one as well.
+refused "--save-init over a manifest of a checkpoint not the run's" "--save-init $good/manifest.json is inside the checkpoint $good" \
+  "" --save-init "$good/manifest.json"
+refused "--metrics into a checkpoint not the run's" "--metrics $good/DONE is inside the checkpoint $good" \
+  "" --metrics "$good/DONE"
 # A file with the name of a step directory (one the run would make, or move aside on the way):
 # the save would fail at that step, or move the file aside and leave it there.
 refused "--export named as a step directory of --ckpt-dir" "--export $work/ck1/step_3 has the name of a checkpoint of --ckpt-dir $work/ck1" \
