@@ -42,7 +42,8 @@ got=$(nm -D --defined-only "$prefix/lib/libshardtrain.so" | awk '$2 ~ /^[A-Zuvw]
 
 # No run-time search path of its own: where the library's dependencies are is the system's
 # business (and a path of the build machine would be wrong on the user's).
-if readelf -d "$prefix/lib/libshardtrain.so" | grep -qE '\((RPATH|RUNPATH)\)'; then
+# (grep without -q: under pipefail, a grep that quits at its first match can fail the pipe.)
+if readelf -d "$prefix/lib/libshardtrain.so" | grep -E '\((RPATH|RUNPATH)\)' > /dev/null; then
   fail "libshardtrain.so records a run-time search path: $(readelf -d "$prefix/lib/libshardtrain.so" | grep -E 'R(UN)?PATH')"
 fi
 
@@ -89,7 +90,7 @@ real=$soname.$(version_part PATCH)
 [ "$(readlink "$prefix/lib/$soname")" = "$real" ] || fail "$soname does not link to $real"
 [ "$(readlink "$prefix/lib/libshardtrain.so")" = "$soname" ] ||
   fail "libshardtrain.so does not link to $soname"
-readelf -d "$prefix/lib/$real" | grep -q "(SONAME).*\[$soname\]" ||
+readelf -d "$prefix/lib/$real" | grep "(SONAME).*\[$soname\]" > /dev/null ||
   fail "the shared library's soname is not $soname: $(readelf -d "$prefix/lib/$real" | grep SONAME)"
 
 # cuBLASLt and cuDNN are opened when a CUDA context is made, never linked: loading cuBLASLt
@@ -132,7 +133,7 @@ cc "${sanitize[@]}" tests/install/c_consumer.c $(pkg-config --cflags shardtrain)
   -o "$tmp/c_consumer_pkgconfig_static" || fail "the C pkg-config --static build failed"
 
 # CMake records PREFIX/lib as its program's run-time path: it starts with nothing else to go on.
-ldd "$tmp/cmake/mlp_consumer_shared" | grep -q "$soname => $prefix/lib/$soname " ||
+ldd "$tmp/cmake/mlp_consumer_shared" | grep "$soname => $prefix/lib/$soname " > /dev/null ||
   fail "the CMake-built program does not find $soname by itself: $(ldd "$tmp/cmake/mlp_consumer_shared" | grep shardtrain)"
 
 # A program built with pkg-config alone finds the library as any other: LD_LIBRARY_PATH.
@@ -148,7 +149,7 @@ for program in "${shared[@]}" "${static[@]}"; do
 done
 # The programs took the installed copy: the shared one loads it, the static ones none.
 for program in "${shared[@]}"; do
-  readelf -d "$program" | grep -q "(NEEDED).*\[$soname\]" ||
+  readelf -d "$program" | grep "(NEEDED).*\[$soname\]" > /dev/null ||
     fail "$(basename "$program") does not record $soname"
   ldd "$program" | grep "$soname => $prefix/lib/$soname " > /dev/null ||
     fail "$(basename "$program") does not load $prefix/lib/$soname"

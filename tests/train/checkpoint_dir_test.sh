@@ -87,7 +87,7 @@ for _ in $(seq 600); do
     # (mpirun and the shell carry the same arguments); take rank 1.
     for pid in $(pgrep -f -- "--ckpt-dir $dir"); do
       if [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = shardtrain ] &&
-         tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -q '^OMPI_COMM_WORLD_RANK=1$'; then
+         tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep '^OMPI_COMM_WORLD_RANK=1$' > /dev/null; then
         victim=$pid
       fi
     done

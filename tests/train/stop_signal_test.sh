@@ -58,7 +58,7 @@ signal_after_steps() {
     # shell carry the same arguments); take the one of rank $target.
     for p in $(pgrep -f -- "--metrics $work/$name.jsonl"); do
       if [ "$(cat "/proc/$p/comm" 2>/dev/null)" = shardtrain ] &&
-         tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$target"; then
+         tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -x "OMPI_COMM_WORLD_RANK=$target" > /dev/null; then
         pid=$p
       fi
     done
