@@ -22,6 +22,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS
 # they run as they are, NCCL between GPUs over their own links.
 st=(bazel-bin/engine/cli/shardtrain)
 gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU') || gpus=0
+if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then # the GPUs the ranks see
+  gpus=$(tr ',' '\n' <<< "$CUDA_VISIBLE_DEVICES" | grep -c .) || gpus=0
+fi
 if [ "$gpus" -gt 0 ] && [ "$gpus" -lt 4 ]; then st=(tests/nccl_hostid.sh "${st[@]}"); fi
 mpirun=(mpirun --oversubscribe --bind-to none)
 

@@ -215,11 +215,12 @@ static st_status check_data_holds_a_batch(const token_loader *loader, const char
   if (held < loader->global_sequences) {
     return st_error(ST_ERR_FORMAT,
                     "%s: the data holds %llu sequences of T + 1 = %llu tokens, fewer than the "
-                    "%llu of one global batch (grad-accum x dp size x B); its largest shard, "
-                    "%s, has %llu tokens",
+                    "%llu of one batch (%d micro-batch%s x dp size %d x B %d); its largest "
+                    "shard, %s, has %llu tokens",
                     pattern, (unsigned long long)held, (unsigned long long)loader->seq_len + 1,
-                    (unsigned long long)loader->global_sequences, largest->path,
-                    (unsigned long long)largest->tokens);
+                    (unsigned long long)loader->global_sequences, loader->micro_batches,
+                    loader->micro_batches == 1 ? "" : "es", loader->dp_size, loader->batch_size,
+                    largest->path, (unsigned long long)largest->tokens);
   }
   for (size_t i = 0; i < loader->shard_count; i++) {
     if (sequences_at(loader, i, 0) == 0 && loader->report) {

@@ -17,12 +17,42 @@
 #include "engine/io/file_io.h"
 #include "engine/io/job_agree.h"
 
-/* Whether `dir` holds a checkpoint's manifest. */
+/* Whether `dir` holds a shardtrain checkpoint: a manifest.json that says it is one (a folder of
+ * another tool may have a manifest.json of its own). */
 static int is_checkpoint(const char *dir) {
-  char manifest[PATH_MAX];
-  struct stat st;
-  return file_path_join(manifest, sizeof manifest, dir, "manifest.json") == ST_OK &&
-         stat(manifest, &st) == 0;
+  char manifest[PATH_MAX], head[4096];
+  if (file_path_join(manifest, sizeof manifest, dir, "manifest.json") != ST_OK) return 0;
+  FILE *f = fopen(manifest, "r");
+  if (!f) return 0;
+  const size_t n = fread(head, 1, sizeof head - 1, f);
+  fclose(f);
+  head[n] = '\0';
+  return strstr(head, "\"shardtrain-checkpoint\"") != NULL;
+}
+
+/* Any checkpoint, not only the run's own: a file written into one would replace one of its
+ * files or sit among them, and its manifest's checks would fail it. */
+static st_status not_in_a_checkpoint(const char *what, const char *path, const char *dir) {
+  if (!is_checkpoint(dir)) return ST_OK;
+  return st_error(ST_ERR_INVALID_ARG,
+                  "%s %s is inside the checkpoint %s (its manifest.json is there): write it "
+                  "elsewhere",
+                  what, path, dir);
+}
+
+/* The directory `path` is in, into dir[PATH_MAX]. */
+static st_status dir_of(const char *what, const char *path, char *dir) {
+  const char *slash = strrchr(path, '/');
+  if (!slash) {
+    snprintf(dir, PATH_MAX, ".");
+  } else if (slash == path) {
+    snprintf(dir, PATH_MAX, "/");
+  } else if ((size_t)(slash - path) < PATH_MAX) {
+    snprintf(dir, PATH_MAX, "%.*s", (int)(slash - path), path);
+  } else {
+    return st_error(ST_ERR_INVALID_ARG, "%s %s: the directory's name is too long", what, path);
+  }
+  return ST_OK;
 }
 
 /* The directory that would hold `path` exists, is no checkpoint, and this process can create
@@ -30,16 +60,7 @@ static int is_checkpoint(const char *dir) {
  * temporary name it is written under first when `temporary`. */
 static st_status parent_check(const char *what, const char *path, int temporary) {
   char dir[PATH_MAX];
-  const char *slash = strrchr(path, '/');
-  if (!slash) {
-    snprintf(dir, sizeof dir, ".");
-  } else if (slash == path) {
-    snprintf(dir, sizeof dir, "/");
-  } else if ((size_t)(slash - path) < sizeof dir) {
-    snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-  } else {
-    return st_error(ST_ERR_INVALID_ARG, "%s %s: the directory's name is too long", what, path);
-  }
+  ST_CHECK(dir_of(what, path, dir));
   struct stat st;
   if (stat(dir, &st) != 0) {
     if (errno == ENOENT) {
@@ -51,20 +72,14 @@ static st_status parent_check(const char *what, const char *path, int temporary)
   if (!S_ISDIR(st.st_mode)) {
     return st_error(ST_ERR_INVALID_ARG, "%s %s: %s is not a directory", what, path, dir);
   }
-  /* Any checkpoint, not only the run's own: a file written into one would replace one of its
-   * files or sit among them, and its manifest's checks would fail it. */
-  if (is_checkpoint(dir)) {
-    return st_error(ST_ERR_INVALID_ARG,
-                    "%s %s is inside the checkpoint %s (its manifest.json is there): write it "
-                    "elsewhere",
-                    what, path, dir);
-  }
+  ST_CHECK(not_in_a_checkpoint(what, path, dir));
   /* Writing a new entry needs write and search permission on the directory. */
   if (access(dir, W_OK | X_OK) != 0) {
     return st_error(ST_ERR_INVALID_ARG, "%s %s: cannot write in directory %s: %s", what, path, dir,
                     strerror(errno));
   }
   /* Else the write would fail only at the end, once training (or resharding) is done. */
+  const char *slash = strrchr(path, '/');
   const size_t name = strlen(slash ? slash + 1 : path);
   long name_max = pathconf(dir, _PC_NAME_MAX);
   if (name_max < 0) name_max = NAME_MAX;
@@ -94,12 +109,17 @@ st_status output_path_check(const char *what, const char *path, int appends) {
                     "%s %s is a %s: opening it would wait for a reader, and the job with it", what,
                     path, S_ISFIFO(st.st_mode) ? "pipe" : "socket");
   }
-  ST_CHECK(parent_check(what, path, !appends));
-  if (appends && exists && access(path, W_OK) != 0) {
-    return st_error(ST_ERR_INVALID_ARG, "%s %s: cannot append to it: %s", what, path,
-                    strerror(errno));
+  if (appends && exists) { /* written through: its directory need not take new entries */
+    char dir[PATH_MAX];
+    ST_CHECK(dir_of(what, path, dir));
+    ST_CHECK(not_in_a_checkpoint(what, path, dir));
+    if (access(path, W_OK) != 0) {
+      return st_error(ST_ERR_INVALID_ARG, "%s %s: cannot append to it: %s", what, path,
+                      strerror(errno));
+    }
+    return ST_OK;
   }
-  return ST_OK;
+  return parent_check(what, path, !appends);
 }
 
 st_status output_dir_check(const char *what, const char *path) {

@@ -48,7 +48,8 @@ static void check_bad_shards(void) {
       {TOKEN_SHARD_MAGIC, 1, 40, 64, "header says 40 tokens (80 bytes) but the file holds 128"},
       {TOKEN_SHARD_MAGIC, 1, -5, 64, "token count -5 is negative"},
       {TOKEN_SHARD_MAGIC, 1, 16, 16,
-       "the data holds 1 sequences of T + 1 = 9 tokens, fewer than the 2 of one global batch"},
+       "the data holds 1 sequences of T + 1 = 9 tokens, fewer than the 2 of one batch (1 "
+       "micro-batch x dp size 1 x B 2)"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     snprintf(path, sizeof path, "%s/case%zu.bin", dir, i);

@@ -152,6 +152,15 @@ refused "--save-init over a manifest of a checkpoint not the run's" "--save-init
   "" --save-init "$good/manifest.json"
 refused "--metrics into a checkpoint not the run's" "--metrics $good/DONE is inside the checkpoint $good" \
   "" --metrics "$good/DONE"
+# A folder whose manifest.json is another tool's is no checkpoint: an output there is fine.
+mkdir -p "$work/webapp" && printf '{"name": "a web app"}\n' > "$work/webapp/manifest.json"
+if ! timeout 60 "$shardtrain" "${common[@]}" --steps 1 --quiet --metrics "$work/webapp/m.jsonl" \
+     2> "$work/webapp.err" || [ ! -s "$work/webapp/m.jsonl" ]; then
+  echo "FAIL: an output beside another tool's manifest.json: $(cat "$work/webapp.err")"
+  fail=1
+else
+  echo "ok: an output beside another tool's manifest.json is written"
+fi
 # A file with the name of a step directory (one the run would make, or move aside on the way):
 # the save would fail at that step, or move the file aside and leave it there.
 refused "--export named as a step directory of --ckpt-dir" "--export $work/ck1/step_3 has the name of a checkpoint of --ckpt-dir $work/ck1" \

@@ -75,7 +75,7 @@ expect 2 "needs a value" train --data-train
 expect 2 "$work/nothing" train --data-train "$work/nothing*.bin" --steps 1
 expect 2 "magic" train --data-train "$work/bad.bin" --steps 1
 # Data that holds no global batch: the error alone, no 'skipped' warning before it.
-expect 2 "the data holds 0 sequences of T + 1 = [0-9]* tokens, fewer than the [0-9]* of one global batch .* its largest shard, $work/small.bin, has 10 tokens" \
+expect 2 "the data holds 0 sequences of T + 1 = [0-9]* tokens, fewer than the [0-9]* of one batch .* its largest shard, $work/small.bin, has 10 tokens" \
   train --data-train "$work/small.bin" --steps 1
 expect 2 "$work/missing.safetensors" train --init-from "$work/missing.safetensors" --steps 0
 expect 2 "bad.safetensors" train --init-from "$work/bad.safetensors" --steps 0
