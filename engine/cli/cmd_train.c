@@ -88,10 +88,9 @@ static st_status open_loader(const train_run *r, const char *flag, const char *p
  * --grad-accum. */
 static st_status open_val_loader(train_run *r) {
   const train_options *o = r->o;
-  token_loader *probe = NULL;
-  ST_CHECK(open_loader(r, "--data-val", o->data_val, 1, 0, &probe));
-  const uint64_t held = token_loader_batches_per_pass(probe); /* micro-batches, >= 1 */
-  token_loader_close(probe);
+  token_loader *single = NULL; /* one micro-batch per batch: what the data holds, in those */
+  ST_CHECK(open_loader(r, "--data-val", o->data_val, 1, 1, &single));
+  const uint64_t held = token_loader_batches_per_pass(single); /* >= 1 */
   const int micro_batches = held < (uint64_t)o->grad_accum ? (int)held : o->grad_accum;
   if (micro_batches < o->grad_accum && is_writer(r)) {
     st_log(ST_LOG_WARN,
@@ -101,7 +100,12 @@ static st_status open_val_loader(train_run *r) {
            r->cfg.max_seq, o->grad_accum, micro_batches);
   }
   r->val_micro_batches = micro_batches;
-  return open_loader(r, "--data-val", o->data_val, micro_batches, 1, &r->val);
+  if (micro_batches == 1) { /* it is the loader wanted: the files are not read again */
+    r->val = single;
+    return ST_OK;
+  }
+  token_loader_close(single);
+  return open_loader(r, "--data-val", o->data_val, micro_batches, 0, &r->val);
 }
 
 /* The device to train on: --device, else $ST_DEVICE; "auto" means a GPU only where this build

@@ -8,7 +8,10 @@
 
 #include "core/log.h"
 
-int host_threads_fitting(int ranks, int threads, long cpus) {
+/* The OMP_NUM_THREADS that keeps `ranks` ranks of `threads` threads each within `cpus` (at least
+ * 1: more ranks than CPUs is the launch's choice, which no thread count changes), or 0 when
+ * `threads` is no more than that already. */
+static int fitting_threads(int ranks, int threads, long cpus) {
   if (ranks < 1 || threads < 1 || cpus < 1) return 0;
   const long fitting = cpus / ranks > 1 ? cpus / ranks : 1;
   return threads > fitting ? (int)fitting : 0;
@@ -36,7 +39,7 @@ void host_threads_check(void) {
   }
   MPI_Comm_free(&node);
   if (cpus < 1) cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  const int fitting = host_threads_fitting(ranks, threads, cpus);
+  const int fitting = fitting_threads(ranks, threads, cpus);
   if (local == 0 && fitting > 0) {
     st_log(ST_LOG_WARN,
            "%d ranks on this node each run up to %d OpenMP threads on the %ld CPUs they may use: "

@@ -16,9 +16,4 @@
  * MPI_COMM_WORLD; never fails the run (an MPI failure only skips the check). */
 void host_threads_check(void);
 
-/* The OMP_NUM_THREADS that keeps `ranks` ranks of `threads` threads each within `cpus` (at least
- * 1: more ranks than CPUs is the launch's choice, which no thread count changes), or 0 when
- * `threads` is no more than that already. */
-int host_threads_fitting(int ranks, int threads, long cpus);
-
 #endif /* ST_ENGINE_TRAIN_HOST_THREADS_H */
