@@ -74,7 +74,7 @@ trap 'rm -rf "$work"' EXIT
 # One thread a rank: the CPU rows are calibrated per core. On the GPU only the host's start-up
 # work is threaded (drawing the initial weights: over a minute for d48 on one thread), so the
 # cuda rows share the cores among their ranks (train_threads).
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+export OMP_NUM_THREADS=1
 train_threads() { # RANKS: OMP_NUM_THREADS for a measured row
   if [ "$device" = cuda ]; then echo $((($(getconf _NPROCESSORS_ONLN) + $1 - 1) / $1)); else echo 1; fi
 }

@@ -1,13 +1,13 @@
 /* attention.c - causal multi-head self-attention on the CPU, forward and backward.
  *
- * Each (batch, head) is a handful of matrix products, all through cblas_sgemm on strided
+ * Each (batch, head) is a handful of matrix products, all through kernel_cpu_sgemm on strided
  * views: head h's q is a [T, hs] matrix starting at feature h*hs of qkv with row stride 3C (k
  * and v C and 2C further on), so nothing is copied or transposed. The score products are full
  * T x T, twice the causal work, because dense sgemm still beats a triangular loop; the masked
- * probabilities are zero, so they add nothing to the products that follow. The softmax and its
- * gradient are the only loops, parallel over rows with OpenMP; sgemm, which threads itself,
- * is called outside OpenMP regions. The backward takes one T x T scratch from the workspace. */
-#include <cblas.h>
+ * probabilities are zero, so they add nothing to the products that follow. The forward runs
+ * one (batch, head) per OpenMP thread, each writing only its own block of the probabilities. The
+ * backward takes one T x T scratch from the workspace, so it goes head by head, each product
+ * cut across the threads by kernel_cpu_sgemm and the softmax's gradient parallel over rows. */
 #include <math.h>
 
 #include "core/alloc.h"
@@ -66,23 +66,21 @@ st_status kernel_cpu_attention_forward(void *ctx, const st_tensor *out, const st
   float *p = probs->data, *y = out->data;
   int ld_qkv = 3 * d.channels;
   float scale = 1.0f / sqrtf((float)d.head_size);
+  /* One head per thread: its products run whole on that thread (kernel_cpu_sgemm inside a
+   * parallel region), and each head writes only its own block of probs and columns of out. */
+#pragma omp parallel for collapse(2) schedule(static)
   for (int b = 0; b < d.batch; b++) {
     for (int h = 0; h < d.heads; h++) {
       const float *q = x + qkv_offset(&d, b, h);
+      float *ph = p + probs_offset(&d, b, h);
       /* scores[T, T] = scale * q[T, hs] @ k[T, hs]^T, written where the probabilities go */
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d.seq, d.seq, d.head_size, scale, q,
-                  ld_qkv, q + d.channels, ld_qkv, 0.0f, p + probs_offset(&d, b, h), d.seq);
-    }
-  }
-  int64_t rows = (int64_t)d.batch * d.heads * d.seq;
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; r++) kernel_cpu_causal_softmax_row(p + r * d.seq, r % d.seq, d.seq);
-  for (int b = 0; b < d.batch; b++) {
-    for (int h = 0; h < d.heads; h++) {
+      kernel_cpu_sgemm(CblasNoTrans, CblasTrans, d.seq, d.seq, d.head_size, scale, q, ld_qkv,
+                       q + d.channels, ld_qkv, 0.0f, ph, d.seq);
+      for (int t = 0; t < d.seq; t++)
+        kernel_cpu_causal_softmax_row(ph + (int64_t)t * d.seq, t, d.seq);
       /* out[T, hs] = probs[T, T] @ v[T, hs] */
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d.seq, d.head_size, d.seq, 1.0f,
-                  p + probs_offset(&d, b, h), d.seq, x + qkv_offset(&d, b, h) + 2 * d.channels,
-                  ld_qkv, 0.0f, y + out_offset(&d, b, h), d.channels);
+      kernel_cpu_sgemm(CblasNoTrans, CblasNoTrans, d.seq, d.head_size, d.seq, 1.0f, ph, d.seq,
+                       q + 2 * d.channels, ld_qkv, 0.0f, y + out_offset(&d, b, h), d.channels);
     }
   }
   return ST_OK;
@@ -111,17 +109,17 @@ static void head_backward(const attention_dims *d, int b, int h, float *dqkv, co
   float *dq = dqkv + qkv_offset(d, b, h), *dk = dq + d->channels, *dv = dq + 2 * d->channels;
   const float *p = probs + probs_offset(d, b, h), *dy = dout + out_offset(d, b, h);
   /* dprobs[T, T] = dout[T, hs] @ v[T, hs]^T */
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, hs, 1.0f, dy, d->channels, v,
-              ld_qkv, 0.0f, scratch, seq);
+  kernel_cpu_sgemm(CblasNoTrans, CblasTrans, seq, seq, hs, 1.0f, dy, d->channels, v, ld_qkv, 0.0f,
+                   scratch, seq);
   /* dv[T, hs] += probs[T, T]^T @ dout[T, hs] */
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, seq, hs, seq, 1.0f, p, seq, dy, d->channels,
-              1.0f, dv, ld_qkv);
+  kernel_cpu_sgemm(CblasTrans, CblasNoTrans, seq, hs, seq, 1.0f, p, seq, dy, d->channels, 1.0f, dv,
+                   ld_qkv);
   softmax_backward(scratch, p, seq);
   /* scores = scale * q k^T, so dq += scale * dscores @ k and dk += scale * dscores^T @ q */
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, seq, hs, seq, scale, scratch, seq, k,
-              ld_qkv, 1.0f, dq, ld_qkv);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, seq, hs, seq, scale, scratch, seq, q, ld_qkv,
-              1.0f, dk, ld_qkv);
+  kernel_cpu_sgemm(CblasNoTrans, CblasNoTrans, seq, hs, seq, scale, scratch, seq, k, ld_qkv, 1.0f,
+                   dq, ld_qkv);
+  kernel_cpu_sgemm(CblasTrans, CblasNoTrans, seq, hs, seq, scale, scratch, seq, q, ld_qkv, 1.0f, dk,
+                   ld_qkv);
 }
 
 /* One head's dscores at a time. */

@@ -2,12 +2,11 @@
  * generation path; no backward).
  *
  * The arithmetic is attention.c's, so a token's output matches what the training forward
- * computes for it: per head, scores = scale * q @ k^T and out = probs @ v through cblas_sgemm
+ * computes for it: per head, scores = scale * q @ k^T and out = probs @ v through kernel_cpu_sgemm
  * on strided views (q rows 3C apart in qkv, cache rows C apart), a max-subtracted softmax in
  * between (attention.c's kernel_cpu_causal_softmax_row). Only the key rows a new token may see take
  * part: new token i (position past + i) sees cache rows [0, past + i], so its scores row is masked
  * from past + i + 1 on. One scratch block of N x (past + N) scores serves every head in turn. */
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
@@ -35,13 +34,13 @@ st_status kernel_cpu_attention_cached_forward(void *ctx, const st_tensor *out,
   const float scale = 1.0f / sqrtf((float)hs);
   for (int64_t h = 0; h < n_head; h++) {
     /* scores[n, len] = scale * q[n, hs] @ k[len, hs]^T */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)len, (int)hs, scale,
-                x + h * hs, (int)(3 * C), kc + h * hs, (int)C, 0.0f, scores, (int)len);
+    kernel_cpu_sgemm(CblasNoTrans, CblasTrans, (int)n, (int)len, (int)hs, scale, x + h * hs,
+                     (int)(3 * C), kc + h * hs, (int)C, 0.0f, scores, (int)len);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++) kernel_cpu_causal_softmax_row(scores + i * len, past + i, len);
     /* out[n, hs] = probs[n, len] @ v[len, hs] */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)hs, (int)len, 1.0f, scores,
-                (int)len, vc + h * hs, (int)C, 0.0f, y + h * hs, (int)C);
+    kernel_cpu_sgemm(CblasNoTrans, CblasNoTrans, (int)n, (int)hs, (int)len, 1.0f, scores, (int)len,
+                     vc + h * hs, (int)C, 0.0f, y + h * hs, (int)C);
   }
   mem_free(scores);
   return ST_OK;

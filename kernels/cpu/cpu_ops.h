@@ -7,6 +7,8 @@
 #ifndef ST_KERNELS_CPU_CPU_OPS_H
 #define ST_KERNELS_CPU_CPU_OPS_H
 
+#include <cblas.h>
+
 #include "kernels/backend_ops.h"
 
 /* Width of the column blocks that a gradient summed over rows (bias, LayerNorm and embedding
@@ -14,6 +16,12 @@
  * these gradients are bit-identical whatever the thread count; 64 floats fill whole cache
  * lines and vectorise, and still split C = 768 twelve ways. */
 #define KERNEL_CPU_COLUMN_CHUNK 64
+
+/* C = alpha op(A) op(B) + beta C in row-major order, as cblas_sgemm takes it, threaded by OpenMP
+ * (gemm.c): every product of the CPU backend goes through it. */
+void kernel_cpu_sgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int m, int n, int k,
+                      float alpha, const float *a, int lda, const float *b, int ldb, float beta,
+                      float *c, int ldc);
 
 st_status kernel_cpu_matmul_forward(void *ctx, const st_tensor *out, const st_tensor *pre_gelu,
                                     const st_tensor *inp, const st_tensor *weight,

@@ -1,13 +1,12 @@
 /* matmul.c - linear layers on the CPU: out = inp @ weight + bias, weight stored [in, out] as in
  * GPT-2's Conv1D, or [out, in] for the tied LM head (the same products with the weight's
- * transpose flag flipped). Every product goes through OpenBLAS's cblas_sgemm, which threads itself;
- * the bias broadcast and the bias gradient's column sums are the only loops here. sgemm is never
- * called from inside an OpenMP region, so OpenBLAS's threads and OpenMP's do not compete.
+ * transpose flag flipped). Every product goes through kernel_cpu_sgemm (gemm.c), which cuts it
+ * across OpenMP's threads; the bias broadcast and the bias gradient's column sums are the only
+ * loops here.
  *
  * The GELU epilogue is not fused on the CPU: the product is written to pre_gelu and gelu.c's
  * loop then makes out from it (backward: dGELU in place over dout before the products), which
  * gives exactly the bits of a matmul followed by kernel_gelu_forward. */
-#include <cblas.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu_ops.h"
@@ -57,8 +56,8 @@ st_status kernel_cpu_matmul_forward(void *ctx, const st_tensor *out, const st_te
       memcpy(y + (int64_t)n * d.outs, bias->data, d.outs * sizeof *y);
     beta = 1.0f;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, d.out_in ? CblasTrans : CblasNoTrans, d.rows, d.outs,
-              d.in, 1.0f, inp->data, d.in, weight->data, d.out_in ? d.in : d.outs, beta, y, d.outs);
+  kernel_cpu_sgemm(CblasNoTrans, d.out_in ? CblasTrans : CblasNoTrans, d.rows, d.outs, d.in, 1.0f,
+                   inp->data, d.in, weight->data, d.out_in ? d.in : d.outs, beta, y, d.outs);
   if (pre_gelu) kernel_cpu_gelu(out->data, y, (int64_t)d.rows * d.outs);
   return ST_OK;
 }
@@ -76,16 +75,16 @@ st_status kernel_cpu_matmul_backward(void *ctx, const st_tensor *dinp, const st_
     kernel_cpu_gelu_grad(dout->data, dout->data, pre_gelu->data, (int64_t)d.rows * d.outs, 0);
   if (d.out_in) {
     /* dinp[N, C] += dout[N, OC] @ weight[OC, C];  dweight[OC, C] += dout^T @ inp[N, C] */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d.rows, d.in, d.outs, 1.0f, dout->data,
-                d.outs, weight->data, d.in, 1.0f, dinp->data, d.in);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d.outs, d.in, d.rows, 1.0f, dout->data,
-                d.outs, inp->data, d.in, 1.0f, dweight->data, d.in);
+    kernel_cpu_sgemm(CblasNoTrans, CblasNoTrans, d.rows, d.in, d.outs, 1.0f, dout->data, d.outs,
+                     weight->data, d.in, 1.0f, dinp->data, d.in);
+    kernel_cpu_sgemm(CblasTrans, CblasNoTrans, d.outs, d.in, d.rows, 1.0f, dout->data, d.outs,
+                     inp->data, d.in, 1.0f, dweight->data, d.in);
   } else {
     /* dinp[N, C] += dout[N, OC] @ weight[C, OC]^T;  dweight[C, OC] += inp^T @ dout[N, OC] */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d.rows, d.in, d.outs, 1.0f, dout->data,
-                d.outs, weight->data, d.outs, 1.0f, dinp->data, d.in);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d.in, d.outs, d.rows, 1.0f, inp->data,
-                d.in, dout->data, d.outs, 1.0f, dweight->data, d.outs);
+    kernel_cpu_sgemm(CblasNoTrans, CblasTrans, d.rows, d.in, d.outs, 1.0f, dout->data, d.outs,
+                     weight->data, d.outs, 1.0f, dinp->data, d.in);
+    kernel_cpu_sgemm(CblasTrans, CblasNoTrans, d.in, d.outs, d.rows, 1.0f, inp->data, d.in,
+                     dout->data, d.outs, 1.0f, dweight->data, d.outs);
   }
   if (dbias) add_column_sums(dbias->data, dout->data, d.rows, d.outs);
   return ST_OK;

@@ -2,8 +2,15 @@
  * shape wider than two of the CPU's column blocks ([2, 1, 130] @ [130, 150]): forward against
  * float64 loops, backward against central differences of those loops, and the backward's
  * accumulation into dinp, dweight and dbias. The tied-head variant (weight stored [out, in],
- * no bias) is checked the same way. */
+ * no bias) is checked the same way.
+ *
+ * Products large enough for the CPU to cut across threads (kernels/cpu/gemm.c: blocks of rows,
+ * or of columns where there are more, 16 at a time, the last one short) are checked on 1 to 3
+ * threads, forward and backward, in both weight layouts, against float64 products: a block
+ * placed or offset wrongly in any of the products' transposes shows there. */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tests/kernels/kernel_testing.h"
 #include "tests/testing.h"
@@ -105,6 +112,88 @@ static void check_matmul(test_backend *tb, test_linear_dims d, int with_bias, in
   tlinear_free(&l);
 }
 
+/* grad = the float64 gradients of sum(dout * out) for r: dinp[rows, in], dweight in r's layout. */
+static void ref_backward(const matmul_ref *r, double *dinp, double *dweight) {
+  for (int64_t n = 0; n < r->rows; n++) {
+    for (int64_t c = 0; c < r->in; c++) {
+      double sum = 0.0;
+      for (int64_t o = 0; o < r->outs; o++) {
+        double w = r->out_in ? r->weight[o * r->in + c] : r->weight[c * r->outs + o];
+        sum += r->dout[n * r->outs + o] * w;
+      }
+      dinp[n * r->in + c] = sum;
+    }
+  }
+  for (int64_t c = 0; c < r->in; c++) {
+    for (int64_t o = 0; o < r->outs; o++) {
+      double sum = 0.0;
+      for (int64_t n = 0; n < r->rows; n++) sum += r->inp[n * r->in + c] * r->dout[n * r->outs + o];
+      dweight[r->out_in ? o * r->in + c : c * r->outs + o] = sum;
+    }
+  }
+}
+
+/* One layer large enough to be cut, on `threads` threads: forward and backward (from zeroed
+ * gradients) against ref_forward and ref_backward. */
+static void check_cut(test_backend *tb, test_linear_dims d, int out_in, int threads) {
+  CHECK_EQ_INT(test_set_threads(threads), threads);
+  test_rng rng = {(uint64_t)(d.in + 3 * d.outs + out_in)};
+  const int64_t rows = d.batch * d.seq;
+  test_linear l = tlinear_alloc(tb, d, out_in);
+  rng_fill(&rng, l.inp.host, rows * d.in, -1.0, 1.0);
+  rng_fill(&rng, l.weight.host, d.in * d.outs, -1.0, 1.0);
+  rng_fill(&rng, l.bias.host, d.outs, -1.0, 1.0);
+  rng_fill(&rng, l.dout.host, rows * d.outs, -1.0, 1.0);
+  test_buf *inputs[] = {&l.inp, &l.weight, &l.bias, &l.dout};
+  for (size_t i = 0; i < sizeof inputs / sizeof *inputs; i++) tbuf_upload(inputs[i]);
+  matmul_ref ref = {rows,
+                    d.in,
+                    d.outs,
+                    out_in,
+                    to_f64(l.inp.host, rows * d.in),
+                    to_f64(l.weight.host, d.in * d.outs),
+                    out_in ? NULL : to_f64(l.bias.host, d.outs),
+                    to_f64(l.dout.host, rows * d.outs)};
+  double *want_out = malloc((size_t)(rows * d.outs) * sizeof *want_out);
+  double *want_dinp = malloc((size_t)(rows * d.in) * sizeof *want_dinp);
+  double *want_dweight = malloc((size_t)(d.in * d.outs) * sizeof *want_dweight);
+  ref_forward(&ref, want_out);
+  ref_backward(&ref, want_dinp, want_dweight);
+
+  if (out_in) {
+    CHECK_OK(kernel_matmul_wt_forward(tb->kb, &l.out.t, &l.inp.t, &l.weight.t, &tb->stream));
+  } else {
+    CHECK_OK(
+        kernel_matmul_forward(tb->kb, &l.out.t, &l.inp.t, &l.weight.t, &l.bias.t, &tb->stream));
+  }
+  matmul_call call = {tb,      out_in, &l.dinp,  &l.dweight, out_in ? NULL : &l.dbias,
+                      &l.dout, &l.inp, &l.weight};
+  CHECK_OK(backward(&call));
+  tbuf_download(&l.out);
+  tbuf_download(&l.dinp);
+  tbuf_download(&l.dweight);
+  char what[120];
+  snprintf(what, sizeof what, "[%lld, %lld] @ %s [%lld, %lld] on %d threads: ", (long long)rows,
+           (long long)d.in, out_in ? "tied" : "", (long long)d.in, (long long)d.outs, threads);
+  const size_t at = strlen(what);
+  snprintf(what + at, sizeof what - at, "forward");
+  check_close(what, l.out.host, want_out, rows * d.outs, TOL_FP32);
+  snprintf(what + at, sizeof what - at, "dinp");
+  check_close(what, l.dinp.host, want_dinp, rows * d.in, TOL_FP32);
+  snprintf(what + at, sizeof what - at, "dweight");
+  check_close(what, l.dweight.host, want_dweight, d.in * d.outs, TOL_FP32);
+
+  free(want_out);
+  free(want_dinp);
+  free(want_dweight);
+  free(ref.inp);
+  free(ref.weight);
+  free(ref.bias);
+  free(ref.dout);
+  tlinear_free(&l);
+  test_set_threads(1);
+}
+
 static void body(test_backend *tb) {
   const test_linear_dims odd = {2, 5, 12, 7}, wide = {2, 1, 130, 150};
   check_matmul(tb, odd, 1, 0);
@@ -112,6 +201,15 @@ static void body(test_backend *tb) {
   check_matmul(tb, wide, 1, 0);
   check_matmul(tb, odd, 0, 1);
   check_matmul(tb, wide, 0, 1);
+  /* More rows than features, and fewer: each product of either is cut by rows or by columns, in
+   * blocks of 16 that do not divide 111, 70, 90, 20, 100 or 200. */
+  const test_linear_dims tall = {3, 37, 70, 90}, flat = {1, 20, 100, 200};
+  for (int threads = 1; threads <= 3; threads++) {
+    for (int out_in = 0; out_in <= 1; out_in++) {
+      check_cut(tb, tall, out_in, threads);
+      check_cut(tb, flat, out_in, threads);
+    }
+  }
 }
 
 int main(void) { return test_on_backends("matmul_test", body); }
