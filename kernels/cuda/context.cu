@@ -1,5 +1,6 @@
 // context.cu - creation and release of the CUDA backend's context (context.h) and its cache of
 // cuBLASLt matmul plans. Host code only: no kernels here.
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -68,9 +69,12 @@ st_status heuristic(const cuda_context *cx, const cuda_matmul_plan *p,
     }                                                                \
   } while (0)
 
-// Descriptors, layouts and the heuristic's first choice for `key`, into *p.
-st_status plan_make(cuda_context *cx, const cuda_matmul_key *key, const void *bias, void *aux,
-                    const char *op, cuda_matmul_plan *p) {
+// Descriptors, layouts and the heuristic's first choice for `key`, into *p. The heuristic reads
+// the bias and aux pointers' alignment from their values (cublasLt.h), and the plan serves every
+// call of its key: so it is shown pointers of exactly the key's (capped) alignments, never the
+// first call's, which may be aligned further than a later call's; each call sets its own.
+st_status plan_make(cuda_context *cx, const cuda_matmul_key *key, const char *op,
+                    cuda_matmul_plan *p) {
   st_status status = ST_OK;
   cublasLtMatmulPreference_t pref = NULL;
   memset(p, 0, sizeof *p);
@@ -78,6 +82,8 @@ st_status plan_make(cuda_context *cx, const cuda_matmul_key *key, const void *bi
   const cudaDataType_t type = cuda_type(key->dtype);
   const cublasOperation_t ta = (cublasOperation_t)key->transa, tb = (cublasOperation_t)key->transb;
   const cublasLtEpilogue_t epilogue = (cublasLtEpilogue_t)key->epilogue;
+  const void *bias = reinterpret_cast<const void *>(static_cast<uintptr_t>(key->align[3]));
+  void *aux = reinterpret_cast<void *>(static_cast<uintptr_t>(key->align[4]));
   // fp32 stays fp32 (no TF32): the CPU reference and the fp32 tests expect fp32 rounding.
   LT_TRY(cublasLtMatmulDescCreate, &p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
   LT_TRY(cublasLtMatmulDescSetAttribute, p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
@@ -184,8 +190,7 @@ extern "C" st_status cuda_lt_status(const cuda_context *cx, cublasStatus_t statu
 }
 
 extern "C" st_status cuda_matmul_plan_get(cuda_context *cx, const cuda_matmul_key *key,
-                                          const void *bias, void *aux, const char *op,
-                                          cuda_matmul_plan **out) {
+                                          const char *op, cuda_matmul_plan **out) {
   for (int i = 0; i < CUDA_MATMUL_PLANS; i++) {
     cuda_matmul_plan *p = &cx->plans[i];
     if (p->used && memcmp(&p->key, key, sizeof *key) == 0) {
@@ -208,7 +213,7 @@ extern "C" st_status cuda_matmul_plan_get(cuda_context *cx, const cuda_matmul_ke
     cx->next_victim = (cx->next_victim + 1) % CUDA_MATMUL_PLANS;
     plan_release(cx, slot);
   }
-  ST_CHECK(plan_make(cx, key, bias, aux, op, slot));
+  ST_CHECK(plan_make(cx, key, op, slot));
   *out = slot;
   return ST_OK;
 }

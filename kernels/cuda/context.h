@@ -82,12 +82,12 @@ typedef struct cuda_context {
 st_status cuda_context_create(const st_device *dev, void **ctx);
 void cuda_context_destroy(void *ctx);
 
-/* The plan for `key`, from the cache or made now (descriptors, layouts, heuristic), with the
- * epilogue's bias and pre-GELU pointers set on its descriptor (the heuristic reads their
- * alignment). `op` names the calling op in messages. ST_ERR_UNSUPPORTED when cuBLASLt has no
- * algorithm for the key (logged as a warning the first time; the answer is cached). */
-st_status cuda_matmul_plan_get(cuda_context *cx, const cuda_matmul_key *key, const void *bias,
-                               void *aux, const char *op, cuda_matmul_plan **out);
+/* The plan for `key`, from the cache or made now (descriptors, layouts, heuristic), for any
+ * call of that key: the caller sets the epilogue's bias and pre-GELU pointers on its descriptor
+ * before each matmul. `op` names the calling op in messages. ST_ERR_UNSUPPORTED when cuBLASLt
+ * has no algorithm for the key (logged as a warning the first time; the answer is cached). */
+st_status cuda_matmul_plan_get(cuda_context *cx, const cuda_matmul_key *key, const char *op,
+                               cuda_matmul_plan **out);
 
 /* ST_ERR_CUDA naming the op, the cuBLASLt call and its status when status is not success. */
 st_status cuda_lt_status(const cuda_context *cx, cublasStatus_t status, const char *op,

@@ -86,7 +86,7 @@ st_status run_gemm(cuda_context *cx, const char *op, st_dtype dtype, st_dtype d_
   key.align[3] = g.bias ? alignment_of(g.bias) : 0;
   key.align[4] = g.aux ? alignment_of(g.aux) : 0;
   cuda_matmul_plan *plan = NULL;
-  ST_CHECK(cuda_matmul_plan_get(cx, &key, g.bias, g.aux, op, &plan));
+  ST_CHECK(cuda_matmul_plan_get(cx, &key, op, &plan));
   if (g.bias) {
     ST_CHECK(
         cuda_lt_status(cx,

@@ -7,7 +7,11 @@
  * Products large enough for the CPU to cut across threads (kernels/cpu/gemm.c: blocks of rows,
  * or of columns where there are more, 16 at a time, the last one short) are checked on 1 to 3
  * threads, forward and backward, in both weight layouts, against float64 products: a block
- * placed or offset wrongly in any of the products' transposes shows there. */
+ * placed or offset wrongly in any of the products' transposes shows there.
+ *
+ * One shape's forward with its bias at a 256-byte boundary and then 16 bytes past one: on CUDA
+ * the two share a cuBLASLt plan, whose heuristic reads the bias's alignment from the pointer it
+ * is shown (the emulation keeps that alignment and refuses a call that breaks it). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,6 +198,47 @@ static void check_cut(test_backend *tb, test_linear_dims d, int out_in, int thre
   test_set_threads(1);
 }
 
+/* The forward of one shape with the bias at `offset` floats into its buffer (the buffer itself
+ * at a 256-byte boundary), against ref_forward. */
+static void check_bias_at(test_backend *tb, int64_t offset) {
+  const test_linear_dims d = {2, 4, 24, 32};
+  const int64_t rows = d.batch * d.seq;
+  test_rng rng = {(uint64_t)(11 + offset)};
+  test_linear l = tlinear_alloc(tb, d, 0);
+  const int64_t padded_shape[1] = {d.outs + offset};
+  test_buf padded = tbuf_tensor(tb, ST_FP32, 1, padded_shape);
+  rng_fill(&rng, l.inp.host, rows * d.in, -1.0, 1.0);
+  rng_fill(&rng, l.weight.host, d.in * d.outs, -1.0, 1.0);
+  rng_fill(&rng, padded.host, d.outs + offset, -1.0, 1.0);
+  tbuf_upload(&l.inp);
+  tbuf_upload(&l.weight);
+  tbuf_upload(&padded);
+  st_tensor bias = l.bias.t; /* shape [outs], data inside `padded` */
+  bias.data = (float *)padded.device + offset;
+  matmul_ref ref = {rows,
+                    d.in,
+                    d.outs,
+                    0,
+                    to_f64(l.inp.host, rows * d.in),
+                    to_f64(l.weight.host, d.in * d.outs),
+                    to_f64((float *)padded.host + offset, d.outs),
+                    NULL};
+  double *want = malloc((size_t)(rows * d.outs) * sizeof *want);
+  ref_forward(&ref, want);
+  CHECK_OK(kernel_matmul_forward(tb->kb, &l.out.t, &l.inp.t, &l.weight.t, &bias, &tb->stream));
+  tbuf_download(&l.out);
+  char what[80];
+  snprintf(what, sizeof what, "matmul forward, bias %lld bytes past a 256-byte boundary",
+           (long long)(offset * 4));
+  check_close(what, l.out.host, want, rows * d.outs, TOL_FP32);
+  free(want);
+  free(ref.inp);
+  free(ref.weight);
+  free(ref.bias);
+  tbuf_free(&padded);
+  tlinear_free(&l);
+}
+
 static void body(test_backend *tb) {
   const test_linear_dims odd = {2, 5, 12, 7}, wide = {2, 1, 130, 150};
   check_matmul(tb, odd, 1, 0);
@@ -203,6 +248,8 @@ static void body(test_backend *tb) {
   check_matmul(tb, wide, 0, 1);
   /* More rows than features, and fewer: each product of either is cut by rows or by columns, in
    * blocks of 16 that do not divide 111, 70, 90, 20, 100 or 200. */
+  check_bias_at(tb, 0);
+  check_bias_at(tb, 4);
   const test_linear_dims tall = {3, 37, 70, 90}, flat = {1, 20, 100, 200};
   for (int threads = 1; threads <= 3; threads++) {
     for (int out_in = 0; out_in <= 1; out_in++) {

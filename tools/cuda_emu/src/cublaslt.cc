@@ -12,8 +12,10 @@
 // Checked like the real library: attribute sizes, layout leading dimensions, consistent
 // dimensions (INVALID_VALUE), the supported type and epilogue combinations (NOT_SUPPORTED), the
 // algorithm matching the descriptors it is run with, and the data pointers having the alignment
-// the heuristic was promised (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES, default 256): on a GPU
-// a misaligned pointer faults; here cublasLtMatmul prints why and returns EXECUTION_FAILED.
+// the heuristic was promised (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES, default 256; for the
+// epilogue's bias and aux, the alignment of the pointers set on the descriptor when the
+// heuristic ran, which it reads from their values): on a GPU a misaligned pointer faults; here
+// cublasLtMatmul prints why and returns EXECUTION_FAILED.
 //
 // Not emulated: compute types other than CUBLAS_COMPUTE_32F, scale types other than fp32, other
 // epilogues, batches, layout attributes, pointer modes, split-K (the single algorithm never
@@ -185,6 +187,14 @@ cublasStatus_t set_value(T *field, const void *buf, size_t size) {
 
 bool aligned(const void *p, uint64_t alignment) {
   return alignment <= 1 || reinterpret_cast<uintptr_t>(p) % alignment == 0;
+}
+
+// The alignment the heuristic reads from a pointer it is given but never dereferences (the
+// epilogue's bias and aux, per cublasLt.h): the largest power of two dividing it, up to 256.
+uint64_t alignment_of_value(const void *p) {
+  uint64_t align = 1;
+  while (align < 256 && reinterpret_cast<uintptr_t>(p) % (align * 2) == 0) align *= 2;
+  return align;
 }
 
 }  // namespace
@@ -383,6 +393,10 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
   r.algo.data[0] = kAlgoMagic;
   r.algo.data[1] = p.fingerprint;
   for (int i = 0; i < 4; i++) r.algo.data[2 + i] = preference->align[i];
+  // The bias and aux pointers set on the descriptor now are the alignments the algorithm keeps.
+  const uint32_t epilogue = operationDesc->epilogue;
+  r.algo.data[6] = has_bias(epilogue) ? alignment_of_value(operationDesc->bias) : 1;
+  r.algo.data[7] = has_aux(epilogue) ? alignment_of_value(operationDesc->aux) : 1;
   r.workspaceSize = 0;
   r.state = CUBLAS_STATUS_SUCCESS;
   r.wavesCount = 1.0f;
@@ -421,14 +435,21 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
     if (algo->data[0] != kAlgoMagic || algo->data[1] != p.fingerprint) {
       return CUBLAS_STATUS_INVALID_VALUE;
     }
-    const void *ptrs[4] = {A, B, be != 0.0f ? C : nullptr, D};
-    for (int i = 0; i < 4; i++) {
+    const void *ptrs[6] = {A, B, be != 0.0f ? C : nullptr, D, computeDesc->bias, computeDesc->aux};
+    static const char *const what[6] = {"matrix A", "matrix B", "matrix C",
+                                        "matrix D", "the bias", "the aux matrix"};
+    static const char *const promised[6] = {"CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES",
+                                            "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES",
+                                            "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES",
+                                            "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES",
+                                            "the bias pointer's own",
+                                            "the aux pointer's own"};
+    for (int i = 0; i < 6; i++) {
       if (ptrs[i] && !aligned(ptrs[i], algo->data[2 + i])) {
         fprintf(stderr,
-                "cuda_emu cublasLtMatmul: matrix %c at %p is not aligned to the %llu bytes "
-                "promised to the heuristic (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_%c_BYTES); a GPU "
-                "would fault (misaligned address)\n",
-                "ABCD"[i], ptrs[i], static_cast<unsigned long long>(algo->data[2 + i]), "ABCD"[i]);
+                "cuda_emu cublasLtMatmul: %s at %p is not aligned to the %llu bytes promised to "
+                "the heuristic (%s); a GPU would fault (misaligned address)\n",
+                what[i], ptrs[i], static_cast<unsigned long long>(algo->data[2 + i]), promised[i]);
         return CUBLAS_STATUS_EXECUTION_FAILED;
       }
     }
