@@ -103,15 +103,24 @@ static void attention_at(pair_env *e, st_dtype dt, attn_shape sh) {
   pair_free(&state_gpu);
 }
 
-void ops_case_attention(pair_env *e, st_dtype dt) {
+/* How many of kAttnShapes ops_case_attention runs: d12's is left out in the emulation. */
+static size_t attn_shapes_run(void) {
   const size_t shapes = sizeof kAttnShapes / sizeof *kAttnShapes;
-  for (size_t i = 0; i < shapes; i++) {
-    if (ops_emulated() && i == shapes - 1) {
-      printf("attention: d12's shape left out (OPS_VOCAB_EMULATED=1)\n");
-      continue;
-    }
-    attention_at(e, dt, kAttnShapes[i]);
-  }
+  return ops_emulated() ? shapes - 1 : shapes;
+}
+
+void ops_case_attention(pair_env *e, st_dtype dt) {
+  for (size_t i = 0; i < attn_shapes_run(); i++) attention_at(e, dt, kAttnShapes[i]);
+  if (ops_emulated()) printf("attention: d12's shape left out (OPS_VOCAB_EMULATED=1)\n");
+}
+
+/* Of one shape's three calls (the forward, the backward twice), those the tiled or cuDNN
+ * kernels must leave to the simple ones: every call whose operands are off a 16-byte boundary
+ * (the backward's alone where only the gradients are), and for flash every call at a head size
+ * other than its 64. */
+static int64_t calls_left(const char *kind, attn_shape sh) {
+  if (sh.off || (strcmp(kind, "flash") == 0 && sh.C / sh.NH != 64)) return 3;
+  return sh.grad_off ? 2 : 0;
 }
 
 void ops_case_attention_cached(pair_env *e, st_dtype dt) {
@@ -144,10 +153,12 @@ void ops_case_attention_cached(pair_env *e, st_dtype dt) {
 
 /* The attention cases again, in bf16 and fp16, on a backend made with ST_CUDA_ATTENTION=kind
  * (the default backend is simple's). flash: the tiled kernels (kernels/cuda/flash_attention.cu)
- * take the head-size-64 shape and the odd one falls back to the simple kernels. cudnn: cuDNN's
- * fused attention (kernels/cuda/cudnn_attention.cpp) takes both shapes (head sizes 16 and 64),
- * every call (kernel_attention_fallbacks stays 0). Same references, tolerances and determinism
- * check. */
+ * take the head-size-64 shapes and the odd one falls back to the simple kernels. cudnn: cuDNN's
+ * fused attention (kernels/cuda/cudnn_attention.cpp) takes every head size here (16 and 64).
+ * Both leave operands off a 16-byte boundary to the simple kernels, and
+ * kernel_attention_fallbacks must count exactly the calls calls_left names: a shape a kind
+ * refused passes on the kernels it falls back to, and would leave that kind untested. Same
+ * references, tolerances and determinism check. */
 void ops_run_attention_kind(pair_env *e, const char *kind, uint64_t rng) {
   kernel_backend *simple = e->gpu;
   CHECK(setenv("ST_CUDA_ATTENTION", kind, 1) == 0);
@@ -163,23 +174,23 @@ void ops_run_attention_kind(pair_env *e, const char *kind, uint64_t rng) {
             "ST_CUDA_ATTENTION=%s: the backend runs the %s kernels (see the warning above)", kind,
             runs);
   const st_dtype dtypes[] = {ST_BF16, ST_FP16};
+  int64_t expected = 0;
   for (int d = 0; d < 2; d++) {
     if (!kernel_supports(e->gpu, KERNEL_OP_ATTENTION, dtypes[d])) continue;
     printf("attention (ST_CUDA_ATTENTION=%s) [%s]\n", kind, dtype_name(dtypes[d]));
     fflush(stdout);
     e->rng = rng + (uint64_t)d;
     ops_case_attention(e, dtypes[d]);
+    for (size_t i = 0; i < attn_shapes_run(); i++) expected += calls_left(kind, kAttnShapes[i]);
   }
-  /* cuDNN must have run every call itself: a shape it refused passes above on the kernels it
-   * falls back to, and would leave cuDNN untested. */
   const int64_t fallbacks = kernel_attention_fallbacks(e->gpu);
-  printf("ST_CUDA_ATTENTION=%s: %lld calls left to other kernels\n", kind, (long long)fallbacks);
-  if (strcmp(kind, "cudnn") == 0) {
-    CHECK_MSG(fallbacks == 0, "cuDNN left %lld attention calls to other kernels (see the warnings)",
-              (long long)fallbacks);
-  } else {
-    CHECK_MSG(fallbacks > 0, "the flash kernels took the odd head size too, or were not counted");
-  }
+  printf("ST_CUDA_ATTENTION=%s: %lld calls left to other kernels, %lld expected\n", kind,
+         (long long)fallbacks, (long long)expected);
+  CHECK_MSG(fallbacks == expected,
+            "ST_CUDA_ATTENTION=%s left %lld attention calls to other kernels, not the %lld of "
+            "operands off a 16-byte boundary%s (see any warnings)",
+            kind, (long long)fallbacks, (long long)expected,
+            strcmp(kind, "flash") == 0 ? " or head sizes other than 64" : "");
   kernel_backend_destroy(e->gpu);
   e->gpu = simple;
 }

@@ -103,7 +103,14 @@ ended() {
   rc=$?
   train_run_pid=
 }
-usr1() { kill -USR1 "$(pgrep -f -- "^mpirun .*--ckpt-dir $work/$1")"; } # usr1 NAME: to mpirun
+# usr1 NAME: SIGUSR1 to NAME's mpirun, named in the log (on the GPU machine, 2026-11-29, the
+# signal sent this way never reached the ranks, and mpirun did not say it forwarded one).
+usr1() {
+  local pid
+  pid=$(mpirun_pid "--ckpt-dir $work/$1") || return 1
+  echo "SIGUSR1 to pid $pid: $(tr '\0' ' ' < "/proc/$pid/cmdline" | cut -c 1-100)"
+  kill -USR1 "$pid"
+}
 
 # SIGUSR1 while step_2's write is held back: both saves complete, exit 138.
 held usr1 2 1000 --steps 100000 --lr-schedule constant --ckpt-every 2

@@ -83,14 +83,7 @@ job=$!
 victim=
 for _ in $(seq 600); do
   if [ -e "$dir/step_1/DONE" ] && compgen -G "$dir/.step_2.tmp/rank_*.safetensors" > /dev/null; then
-    # The rank processes are those of this test's --ckpt-dir whose executable is shardtrain
-    # (mpirun and the shell carry the same arguments); take rank 1.
-    for pid in $(pgrep -f -- "--ckpt-dir $dir"); do
-      if [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = shardtrain ] &&
-         tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep '^OMPI_COMM_WORLD_RANK=1$' > /dev/null; then
-        victim=$pid
-      fi
-    done
+    victim=$(rank_pid "--ckpt-dir $dir" 1)
     break
   fi
   sleep 0.1

@@ -52,16 +52,9 @@ signal_after_steps() {
     sleep 0.1
   done
   if [ "$target" = mpirun ]; then
-    pid=$(pgrep -f -- "^mpirun .*--metrics $work/$name.jsonl")
+    pid=$(mpirun_pid "--metrics $work/$name.jsonl")
   else
-    # The rank processes are those of this run whose executable is shardtrain (mpirun and the
-    # shell carry the same arguments); take the one of rank $target.
-    for p in $(pgrep -f -- "--metrics $work/$name.jsonl"); do
-      if [ "$(cat "/proc/$p/comm" 2>/dev/null)" = shardtrain ] &&
-         tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -x "OMPI_COMM_WORLD_RANK=$target" > /dev/null; then
-        pid=$p
-      fi
-    done
+    pid=$(rank_pid "--metrics $work/$name.jsonl" "$target")
   fi
   if [ -z "$pid" ]; then
     echo "FAIL: $name: no $target process to signal after three steps"
@@ -157,7 +150,7 @@ signal_in_save() {
     [ -d "$dir/.step_$step.tmp" ] && break
     sleep 0.05
   done
-  kill -USR1 "$(pgrep -f -- "^mpirun .*--metrics $work/$name.jsonl")"
+  kill -USR1 "$(mpirun_pid "--metrics $work/$name.jsonl")"
   wait "$job"
   rc=$?
 }

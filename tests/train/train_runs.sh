@@ -6,7 +6,11 @@
 # which trains the tiny GPT 10 steps (the flags in $common, then ARGS) on RANKS ranks and
 # writes $work/NAME.jsonl (metrics), $work/NAME.safetensors (export) and $work/NAME.log; a
 # run that exits non-zero fails the test, printing its log. And fail MESSAGE: prints
-# "FAIL: MESSAGE" and ends the test with exit 1.
+# "FAIL: MESSAGE" and ends the test with exit 1. And, to signal a run's processes:
+#   mpirun_pid TEXT        the pid of the one mpirun whose command line holds TEXT
+#   rank_pid TEXT RANK     the pid of world rank RANK's shardtrain whose command line holds TEXT
+# (read from /proc, not with pgrep, whose lookup sent no SIGUSR1 on the GPU machine, 2026-11-29);
+# each prints nothing, and a line saying why on stderr, unless exactly one process matches.
 # Set by the GPU suite (tests/gpu/run_gpu_suite.sh); unset, as in `bazel test`, none applies:
 #   TRAIN_RUN_LOG_DIR       $work is made under it (where TEST_TMPDIR is unset), so the runs'
 #                           logs are among the suite's
@@ -116,3 +120,30 @@ runs_stopped() {
 [ -z "${TRAIN_RUN_TIMEOUT:-}${TRAIN_RUN_DEADLINE:-}" ] || trap runs_stopped TERM INT
 
 fail() { echo "FAIL: $*"; exit 1; }
+
+# The pids, one a line, of this machine's processes named $1 (/proc/PID/comm: the executable's
+# or the script's name) whose command line holds the text $2 and whose environment holds the
+# line $3 (when given).
+pids_named() {
+  local p
+  for p in /proc/[0-9]*; do
+    [ "$(cat "$p/comm" 2>/dev/null)" = "$1" ] || continue
+    case "$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null)" in *"$2"*) ;; *) continue ;; esac
+    [ -z "${3:-}" ] || tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -qxF -- "$3" || continue
+    echo "${p#/proc/}"
+  done
+}
+
+# The one pid pids_named finds, else nothing and a line on stderr.
+one_pid() {
+  local pids
+  pids=$(pids_named "$@")
+  if [ -z "$pids" ] || [ "$(wc -l <<< "$pids")" -ne 1 ]; then
+    echo "no single $1 process for '$2'${3:+ with $3} (found: ${pids:-none})" >&2
+    return 1
+  fi
+  echo "$pids"
+}
+
+mpirun_pid() { one_pid mpirun "$1"; }
+rank_pid() { one_pid shardtrain "$1" "OMPI_COMM_WORLD_RANK=$2"; }
