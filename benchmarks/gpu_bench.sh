@@ -16,10 +16,11 @@
 #     untimed steps then --steps timed ones. A run that fails, times out or fits at no micro-batch
 #     is a row that says so. shardtrain's grad-accum is at most 64, so it needs a micro-batch of
 #     at least 8 (524,288 / 1024 / 64). shardtrain's attention kernels are the environment's
-#     ST_CUDA_ATTENTION (docs/ENVIRONMENT.md); with one other than simple its rows are named
-#     shardtrain-zeroK-<kind> (shardtrain-zero0-flash, shardtrain-zero0-cudnn), so the kinds can
-#     sit in one table; a run whose log warns that another kind ran instead (no cuDNN library, a
-#     shape cuDNN refused) is a failed row quoting the warning, never a mislabelled speed.
+#     ST_CUDA_ATTENTION (docs/ENVIRONMENT.md); with one other than cudnn, the default, its rows
+#     are named shardtrain-zeroK-<kind> (shardtrain-zero0-flash, shardtrain-zero0-simple), so the
+#     kinds can sit in one table; a run whose log says that another kind ran instead (no cuDNN
+#     library, a shape cuDNN refused) is a failed row quoting that line, never a mislabelled
+#     speed.
 #  3. the table (benchmarks/bench_results.py: MFU = tokens/s x (6N + 6LCT) / 989 TFLOP/s) on
 #     stdout and as CSV;
 #  4. the kernel table (benchmarks/kernel_table.py): ncu profiles 2 steps of shardtrain d12 at
@@ -257,9 +258,9 @@ cat "$out/ceilings.txt"
 
 st_version="shardtrain unknown"
 [ ! -f "$bundle/version.txt" ] || st_version="shardtrain $(cat "$bundle/version.txt")"
-attention=${ST_CUDA_ATTENTION:-simple}
+attention=${ST_CUDA_ATTENTION:-cudnn}
 zero0_label=shardtrain-zero0 # the d12 row the kernel table profiles
-[ "$attention" = simple ] || zero0_label=shardtrain-zero0-$attention
+[ "$attention" = cudnn ] || zero0_label=shardtrain-zero0-$attention
 # PyTorch runs with the library path from before the bundle's env.sh: env.sh puts the system's
 # CUDA libraries first, and the libcudnn that PyTorch's wheel loads from its own package then
 # finds its sub-libraries (loaded by name; checked: libcudnn_graph) there, the GPU machine's
@@ -329,7 +330,7 @@ measure() {
   local label=$system # the row's system
   if [[ $system == shardtrain-* ]]; then
     version=$st_version
-    [ "$attention" = simple ] || label=$system-$attention
+    [ "$attention" = cudnn ] || label=$system-$attention
   fi
   for mb in ${micro_batches:-${MICRO_BATCHES[$size]}}; do
     name=${size}_${label}_mb$mb

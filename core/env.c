@@ -24,10 +24,12 @@ static const env_entry entries[ENV_VAR_COUNT] = {
     [ENV_TEST_INJECT_OVERFLOW] = {"ST_TEST_INJECT_OVERFLOW", "none",
                                   "testing: STEP:RANK puts an inf into world rank RANK's "
                                   "gradients at step STEP (from 0), as an fp16 overflow would"},
-    [ENV_CUDA_ATTENTION] = {"ST_CUDA_ATTENTION", "simple",
-                            "the CUDA backend's attention kernels: simple (a warp per row), "
-                            "flash (tiled on the tensor cores; 16-bit, head size 64) or cudnn "
-                            "(cuDNN's fused attention; 16-bit, head sizes 8 to 128 by 8)"},
+    [ENV_CUDA_ATTENTION] = {"ST_CUDA_ATTENTION", "cudnn",
+                            "the CUDA backend's attention kernels: cudnn (cuDNN's fused "
+                            "attention; 16-bit, head sizes 8 to 128 by 8; flash where cuDNN "
+                            "cannot be loaded), flash (tiled on the tensor cores; 16-bit, head "
+                            "size 64) or simple (a warp per row); each leaves a shape it does not "
+                            "take to the next"},
     [ENV_OMPI_WORLD_SIZE] = {"OMPI_COMM_WORLD_SIZE", "unset",
                              "Open MPI's launcher's; read (with PMI_SIZE and PMIX_RANK) to know "
                              "whether other ranks were started with this one"},

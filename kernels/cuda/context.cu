@@ -292,8 +292,10 @@ extern "C" st_status cuda_context_create(const st_device *dev, void **ctx) {
                                          layout.bytes[CUDA_REGION_CUDNN]);
     if (status == ST_ERR_UNSUPPORTED) {
       // No cuDNN here (or none in this build): the run goes on with the next kind, and the
-      // program's last error is what it was.
-      st_log(ST_LOG_WARN, "ST_CUDA_ATTENTION=cudnn: %s; the flash attention kernels run instead",
+      // program's last error is what it was. Only a user who asked for cuDNN is warned; the
+      // default says so at info level.
+      st_log(env_lookup(ENV_CUDA_ATTENTION) ? ST_LOG_WARN : ST_LOG_INFO,
+             "ST_CUDA_ATTENTION=cudnn: %s; the flash attention kernels run instead",
              st_last_error());
       st_error_restore(&before);
       cx->attention = CUDA_ATTENTION_FLASH;

@@ -17,8 +17,8 @@
 #  - gpu_bench.sh without a GPU (the real `ceilings` prints SKIP): one line, exit 1; without a
 #    bundle or with a bad flag: one line, exit 2; with stand-in ceilings, every run fails (no GPU,
 #    no PyTorch here) and becomes a row of the table, exit 0, and with ST_CUDA_ATTENTION=flash
-#    shardtrain's rows are named after it; a stand-in shardtrain that succeeds but warns that
-#    the flash kernels ran instead of cuDNN's gives a failed -cudnn row quoting the warning;
+#    shardtrain's rows are named after it; a stand-in shardtrain that succeeds but says that
+#    the flash kernels ran instead of cuDNN's (the default) gives a failed row quoting the line;
 #    a stand-in PyTorch peer gets the library path from before the bundle's env.sh (none, one
 #    directory, two); with stand-in binaries that hang, fail or write bad metrics: a cut run is
 #    a timeout row and leaves no process behind (a TERM-deaf one is KILLed 10 s after its TERM,
@@ -214,15 +214,15 @@ check "gpu_bench: ST_CUDA_ATTENTION=flash rows" \
 mkdir -p "$work/fallback/bin"
 cp "$work/bundle/bin/ceilings" "$work/fallback/bin/"
 printf '#!/bin/sh
-echo "W ST_CUDA_ATTENTION=cudnn: cannot load cuDNN; the flash attention kernels run instead" >&2
+echo "I ST_CUDA_ATTENTION=cudnn: cannot load cuDNN; the flash attention kernels run instead" >&2
 ' \
   > "$work/fallback/bin/shardtrain"
 chmod +x "$work/fallback/bin/shardtrain"
-ST_CUDA_ATTENTION=cudnn TMPDIR=$session OMPI_MCA_btl_vader_backing_directory=$session bash \
+TMPDIR=$session OMPI_MCA_btl_vader_backing_directory=$session bash \
   benchmarks/gpu_bench.sh --bundle "$work/fallback" --out "$work/cudnn" --sizes d24 \
   --micro-batches 8 --no-kernels --systems shardtrain-zero0 > "$work/cudnn.log" 2>&1
-check "gpu_bench: a fallback from cuDNN is a failed row quoting the warning" \
-  grep -q '^d24,354.8,shardtrain-zero0-cudnn,failed,8,.*the flash attention kernels run instead' \
+check "gpu_bench: a fallback from cuDNN is a failed row quoting the line" \
+  grep -q '^d24,354.8,shardtrain-zero0,failed,8,.*the flash attention kernels run instead' \
   "$work/cudnn/bench.csv"
 # bench OUT ARGS...: gpu_bench.sh --out OUT ARGS..., Open MPI's session files apart from other
 # tests', bounded (a script that hangs fails the test rather than hanging it); its output in

@@ -152,10 +152,10 @@ void ops_case_attention_cached(pair_env *e, st_dtype dt) {
 }
 
 /* The attention cases again, in bf16 and fp16, on a backend made with ST_CUDA_ATTENTION=kind
- * (the default backend is simple's). flash: the tiled kernels (kernels/cuda/flash_attention.cu)
- * take the head-size-64 shapes and the odd one falls back to the simple kernels. cudnn: cuDNN's
- * fused attention (kernels/cuda/cudnn_attention.cpp) takes every head size here (16 and 64).
- * Both leave operands off a 16-byte boundary to the simple kernels, and
+ * (ops_vocab_test's first backend is simple's). flash: the tiled kernels
+ * (kernels/cuda/flash_attention.cu) take the head-size-64 shapes and the odd one falls back to the
+ * simple kernels. cudnn: cuDNN's fused attention (kernels/cuda/cudnn_attention.cpp) takes every
+ * head size here (16 and 64). Both leave operands off a 16-byte boundary to the simple kernels, and
  * kernel_attention_fallbacks must count exactly the calls calls_left names: a shape a kind
  * refused passes on the kernels it falls back to, and would leave that kind untested. Same
  * references, tolerances and determinism check. */

@@ -5,7 +5,8 @@
  * GPT-2's vocabulary (50257 padded to 50304, d12's head); AdamW also over ranges of several
  * blocks; attention also at head size 64 over 150 rows (B=2, C=128, NH=2: aligned, with every
  * operand 2 bytes past a 16-byte boundary, and with only dout and dqkv so) and at d12's heads over
- * 9 sequences of 1024 (kAttnShapes), and once more with each other kind of ST_CUDA_ATTENTION:
+ * 9 sequences of 1024 (kAttnShapes), on the simple attention kernels (ST_CUDA_ATTENTION=simple,
+ * set for that backend), and once more with each other kind of ST_CUDA_ATTENTION:
  * flash (the tiled kernels: 16-bit P and dS, within the 16-bit tolerances) and cudnn (cuDNN's
  * fused attention, the same tolerances; the test fails when the backend could not run that kind,
  * e.g. no libcudnn.so.9, or a build without it).
@@ -644,7 +645,10 @@ int main(void) {
   e.cpu_dev = device_cpu();
   CHECK_OK(device_select("cuda", 0, &e.gpu_dev));
   CHECK_OK(kernel_backend_create(&e.cpu_dev, &e.cpu));
+  /* The simple attention kernels first (the default is cuDNN's): the other kinds come after. */
+  CHECK(setenv("ST_CUDA_ATTENTION", "simple", 1) == 0);
   CHECK_OK(kernel_backend_create(&e.gpu_dev, &e.gpu));
+  CHECK(unsetenv("ST_CUDA_ATTENTION") == 0);
   CHECK_OK(stream_create(&e.cpu_dev, &e.cpu_stream));
   CHECK_OK(stream_create(&e.gpu_dev, &e.gpu_stream));
   if (test_checks_failed()) return test_finish(name);

@@ -36,8 +36,8 @@
 #                rank 1): the job must end, non-zero, within 120 s at ST_COMM_TIMEOUT=10, with
 #                a line naming ncclCommInitRankConfig (NCCL's own error) or "did not finish
 #                within" (the deadline of core/deadline.h), not hang
-#   d12          d12 in bf16, micro-batch 16 x 1024, 20 steps on one GPU: simple attention, then
-#                ST_CUDA_ATTENTION=flash and =cudnn, each within 1% of simple's losses and no
+#   d12          d12 in bf16, micro-batch 16 x 1024, 20 steps on one GPU: ST_CUDA_ATTENTION=simple,
+#                then =flash and =cudnn (the default), each within 1% of simple's losses and no
 #                fallback warned about; the loss falls; prints step time and tokens/s (median of
 #                steps 6-20)
 #   d12x4        the same d12 run on 4 ranks sharing the GPU at ZeRO-3 (--dp-shard 4)
@@ -370,7 +370,7 @@ PY
 
 section_d12() {
   local fail=0
-  d12_run d12_1gpu 1 90 || fail=1
+  ST_CUDA_ATTENTION=simple d12_run d12_1gpu 1 90 || fail=1
   # The tiled kernels (kernels/cuda/flash_attention.cu) and cuDNN's (cudnn_attention.cpp).
   d12_kind flash || fail=1
   d12_kind cudnn || fail=1

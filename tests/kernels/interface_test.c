@@ -38,9 +38,10 @@ static st_tensor fp32(float *data, int ndim, const int64_t *shape) {
  * and the step's factors are fp32 alone; its state is one fp32 statistic per attention row; its
  * attention takes no scratch of its own; its workspace is 32 MiB (cuBLASLt) + 8 KiB (1024 doubles)
  * + 4 MiB (2^20 floats) + 1 MiB (32768 segments of 32 bytes) + 8 MiB (the sort), every region a
- * multiple of 256 bytes, with 1 MiB of host staging; ST_CUDA_ATTENTION=cudnn adds the cuDNN
- * attention's 256 MiB whether or not the build or the machine has cuDNN (it falls back to flash,
- * holding the region), the other kinds nothing; a kind that is none of them plans like simple. */
+ * multiple of 256 bytes, with 1 MiB of host staging; ST_CUDA_ATTENTION=cudnn, the default, adds
+ * the cuDNN attention's 256 MiB whether or not the build or the machine has cuDNN (it falls back
+ * to flash, holding the region), the other kinds nothing; a kind that is none of them plans like
+ * simple. */
 static void check_cuda_facts(void) {
   for (int op = 0; op < KERNEL_OP_COUNT; op++) {
     const int fp16 = kernel_kind_supports(ST_DEVICE_CUDA, (kernel_op)op, ST_FP16);
@@ -54,10 +55,12 @@ static void check_cuda_facts(void) {
   CHECK(kernel_kind_attention_state_numel(ST_DEVICE_CUDA, B, NH, T) == (int64_t)B * NH * T);
   CHECK(kernel_kind_attention_scratch_bytes(ST_DEVICE_CUDA, T) == 0);
   const uint64_t MiB = 1u << 20, plain = 45 * MiB + 8192;
-  CHECK(unsetenv("ST_CUDA_ATTENTION") == 0);
+  CHECK(setenv("ST_CUDA_ATTENTION", "simple", 1) == 0);
   CHECK_EQ_INT(kernel_kind_workspace_bytes(ST_DEVICE_CUDA, MEM_DEVICE), plain);
   CHECK_EQ_INT(kernel_kind_workspace_bytes(ST_DEVICE_CUDA, MEM_HOST), MiB);
   CHECK_EQ_INT(kernel_kind_workspace_bytes(ST_DEVICE_CUDA, MEM_PINNED), 0);
+  CHECK(unsetenv("ST_CUDA_ATTENTION") == 0);
+  CHECK_EQ_INT(kernel_kind_workspace_bytes(ST_DEVICE_CUDA, MEM_DEVICE), plain + 256 * MiB);
   CHECK(setenv("ST_CUDA_ATTENTION", "flash", 1) == 0);
   CHECK_EQ_INT(kernel_kind_workspace_bytes(ST_DEVICE_CUDA, MEM_DEVICE), plain);
   CHECK(setenv("ST_CUDA_ATTENTION", "cudnn", 1) == 0);
