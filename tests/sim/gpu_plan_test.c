@@ -9,6 +9,7 @@
  * answers are the CUDA backend's facts (kernels/cuda_facts.h), which every build has: this runs
  * the same in a build without the CUDA kernels (`--config=nocuda`), as a login node without CUDA
  * plans a GPU run. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/model/gpt.h"
@@ -41,7 +42,9 @@ static plan_input small_run(st_device_kind device, st_dtype dtype) {
 
 /* The CUDA context's workspace: cuBLASLt 32 MiB + reduction partials 1024 doubles (8 KiB) +
  * column-sum partials 2^20 floats (4 MiB) + 32768 AdamW segments of 32 bytes (1 MiB) + the sort
- * 8 MiB, every region a multiple of 256 bytes; and 1 MiB of host staging for the segments. */
+ * 8 MiB, every region a multiple of 256 bytes; and 1 MiB of host staging for the segments. With
+ * the flash attention kernels, which main asks for: the default, cuDNN's, adds a region of its
+ * own (tests/kernels/interface_test.c). */
 static const uint64_t cuda_device_workspace = 33554432u + 8192u + 4194304u + 1048576u + 8388608u;
 static const uint64_t cuda_host_workspace = 1048576u;
 
@@ -295,6 +298,7 @@ static void check_precision_matrix(void) {
 }
 
 int main(void) {
+  setenv("ST_CUDA_ATTENTION", "flash", 1);
   check_cpu_plan();
   check_precision_matrix();
   check_cuda_plan();
