@@ -21,6 +21,7 @@
 #include "core/check_mpi.h"
 #include "core/check_nccl.h"
 #include "core/deadline.h"
+#include "core/log.h"
 #include "core/mpi_agree.h"
 #include "sharding/comm_mpi.h"
 
@@ -98,6 +99,12 @@ static ncclResult_t call_nccl(nccl_ctx *ctx, nccl_call call, const nccl_args *a,
   }
 }
 
+/* The error of a call on a communicator nccl_test aborted when NCCL reported an error. */
+static st_status aborted_error(const nccl_ctx *ctx) {
+  return st_error(ST_ERR_NCCL, "group %s: its NCCL communicator was aborted after an error",
+                  ctx->group_name);
+}
+
 /* Enqueues one collective on `stream` and records its completion event (created first: once NCCL
  * has the collective, failing would leave it running on buffers the caller takes back). NCCL
  * connects a
@@ -107,6 +114,7 @@ static ncclResult_t call_nccl(nccl_ctx *ctx, nccl_call call, const nccl_args *a,
  * that timeout (core/deadline.h). */
 static st_status enqueue(nccl_ctx *ctx, nccl_call call, const nccl_args *args,
                          const st_stream *stream, comm_work *work) {
+  if (!ctx->comm) return aborted_error(ctx);
   char what[96];
   snprintf(what, sizeof what, "%s on group %s", call_names[call], ctx->group_name);
   nccl_work *w = (nccl_work *)work->backend_state;
@@ -167,14 +175,37 @@ static st_status nccl_barrier(void *vctx, comm_work *work) {
   return enqueue(ctx, CALL_ALL_REDUCE, &args, &ctx->stream, work);
 }
 
+/* ncclCommAbort or ncclCommDestroy (`call`, named `call_name`) of ctx's communicator under the
+ * collective deadline: each waits for NCCL's own streams, which this communicator's kernels, or
+ * another stuck one's, can hold, so the deadline's exit ends a rank that would wait for ever.
+ * The communicator is gone after it, whatever it returns. */
+static ncclResult_t end_comm(nccl_ctx *ctx, ncclResult_t (*call)(ncclComm_t),
+                             const char *call_name) {
+  char what[96];
+  snprintf(what, sizeof what, "%s of group %s", call_name, ctx->group_name);
+  deadline d;
+  const int armed = deadline_arm(&d, DEADLINE_COLLECTIVE, ctx->timeout_s, what) == ST_OK;
+  const ncclResult_t rc = call(ctx->comm);
+  if (armed) deadline_disarm(&d);
+  ctx->comm = NULL;
+  return rc;
+}
+
 static st_status nccl_test(void *vctx, comm_work *work, int *done) {
   nccl_ctx *ctx = vctx;
   nccl_work *w = (nccl_work *)work->backend_state;
+  if (!ctx->comm) {
+    event_destroy(&w->done);
+    return aborted_error(ctx);
+  }
   ncclResult_t async_err = ncclSuccess;
   ncclResult_t rc = ncclCommGetAsyncError(ctx->comm, &async_err);
   if (rc != ncclSuccess || async_err != ncclSuccess) {
     ctx->failed = 1;
     event_destroy(&w->done); /* the work ends here: nobody will test it again */
+    /* NCCL's kernels keep waiting for their peers until the communicator is aborted, and a free
+     * of any buffer they use (the caller's clean-up) would wait for them: abort it now. */
+    (void)end_comm(ctx, ncclCommAbort, "ncclCommAbort");
     NCCL_CHECK(rc);
     NCCL_CHECK(async_err);
   }
@@ -188,17 +219,11 @@ static const st_event *nccl_done_event(void *vctx, comm_work *work) {
   return &((nccl_work *)work->backend_state)->done;
 }
 
-/* ncclCommAbort waits for NCCL's own streams, which kernels of another stuck communicator can
- * hold: under a deadline, so that the caller's MPI_Abort, or the deadline's exit, ends the rank. */
+/* Under a deadline (end_comm), so that the caller's MPI_Abort, or the deadline's exit, ends the
+ * rank. */
 static void nccl_abort(void *vctx) {
   nccl_ctx *ctx = vctx;
-  char what[96];
-  snprintf(what, sizeof what, "ncclCommAbort of group %s", ctx->group_name);
-  deadline d;
-  const int armed = deadline_arm(&d, DEADLINE_COLLECTIVE, ctx->timeout_s, what) == ST_OK;
-  ncclCommAbort(ctx->comm);
-  if (armed) deadline_disarm(&d);
-  ctx->comm = NULL;
+  if (ctx->comm) (void)end_comm(ctx, ncclCommAbort, "ncclCommAbort");
 }
 
 static void nccl_destroy(void *vctx) {
@@ -210,9 +235,13 @@ static void nccl_destroy(void *vctx) {
       ctx->failed = 1;
     }
     if (ctx->failed) {
-      ncclCommAbort(ctx->comm);
+      nccl_abort(ctx);
     } else {
-      ncclCommDestroy(ctx->comm);
+      const ncclResult_t rc = end_comm(ctx, ncclCommDestroy, "ncclCommDestroy");
+      if (rc != ncclSuccess) {
+        st_log(ST_LOG_WARN, "ncclCommDestroy of group %s: %s", ctx->group_name,
+               ncclGetErrorString(rc));
+      }
     }
   }
   mem_free(ctx->barrier_word);

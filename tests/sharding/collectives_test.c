@@ -11,6 +11,12 @@
  * With `--device cuda` the buffers are device memory (NCCL with one GPU per rank, else MPI
  * staging through pinned memory); `--backend nccl` insists on NCCL, which ranks sharing one GPU
  * get with a distinct NCCL_HOSTID each. Without a usable GPU these variants print SKIP and pass.
+ *
+ * On NCCL in the CUDA emulation (tools/cuda_emu), which can report an asynchronous error on
+ * demand, one more case: rank 1's communicator reports one (a peer gone); its collective fails,
+ * and its communicator is aborted there, before any clean-up frees a buffer NCCL's kernels would
+ * still be waiting on (on a GPU such a free waits for them): the next collective on it fails at
+ * once, naming the abort, instead of running.
  */
 #include <math.h>
 #include <mpi.h>
@@ -20,6 +26,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/device.h"
 #include "sharding/comm.h"
 #include "sharding/mesh.h"
 #include "tests/testing_mpi.h"
@@ -289,6 +296,46 @@ static void test_dup_stream_order(comm *c) {
   comm_destroy(dup);
 }
 
+/* Whether the mesh runs NCCL on the CUDA emulation (its device's product name says so). */
+static int on_emulated_nccl(const st_mesh *mesh) {
+  char name[DEVICE_NAME_SIZE];
+  return strcmp(st_mesh_backend_name(mesh), "nccl") == 0 &&
+         device_product_name(mesh_device(mesh), name) == ST_OK && strncmp(name, "cuda_emu", 8) == 0;
+}
+
+/* The case of the file's header, on a duplicate of the dp group (2 ranks): rank 0 joins the first
+ * all-reduce only. */
+static void test_async_error(comm *dp, int me) {
+  comm *c = NULL;
+  CHECK_OK(comm_dup(dp, "async-error", &c));
+  if (!c) return;
+  dbuf b = dbuf_alloc(sizeof(float));
+  *(float *)b.host = 1.0f;
+  dbuf_push(&b);
+  comm_work work;
+  CHECK_OK(comm_all_reduce_on(c, &test_stream, b.dev, b.dev, 1, ST_FP32, COMM_SUM, &work));
+  /* Finished on both ranks first (under CUDA_EMU_ASYNC=1 it runs on the stream's worker): the
+   * emulation's abort unmaps the communicator at once. */
+  CHECK_OK(stream_sync(&test_stream));
+  if (me == 1) CHECK(setenv("CUDA_EMU_NCCL_ASYNC_ERROR", "1", 1) == 0);
+  const st_status waited = comm_wait(&work);
+  if (me == 1) {
+    CHECK(unsetenv("CUDA_EMU_NCCL_ASYNC_ERROR") == 0);
+    CHECK_MSG(waited == ST_ERR_NCCL, "an asynchronous NCCL error fails the wait (got %s)",
+              st_status_string(waited));
+    const st_status again =
+        comm_all_reduce_on(c, &test_stream, b.dev, b.dev, 1, ST_FP32, COMM_SUM, &work);
+    CHECK_MSG(again == ST_ERR_NCCL && strstr(st_last_error(), "aborted") != NULL,
+              "after the error the communicator is aborted: the next collective fails at once "
+              "(got %s: %s)",
+              st_status_string(again), st_last_error());
+  } else {
+    CHECK_OK(waited);
+  }
+  dbuf_free(&b);
+  comm_destroy(c);
+}
+
 static void test_membership(const st_mesh *mesh, st_group g) {
   st_mesh_coords coords;
   CHECK_OK(st_mesh_get_coords(mesh, &coords));
@@ -375,6 +422,11 @@ int main(int argc, char **argv) {
       check_accounting(c, COMM_BARRIER, 0, &before);
       test_async_overlap(c);
       test_dup_stream_order(c);
+    }
+    if (world == 2 && on_emulated_nccl(mesh)) {
+      int me = 0;
+      MPI_Comm_rank(MPI_COMM_WORLD, &me);
+      test_async_error(mesh_comm(mesh, ST_GROUP_DP), me);
     }
     stream_destroy(&test_stream);
   }

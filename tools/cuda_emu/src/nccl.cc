@@ -14,14 +14,17 @@
 // CUDA_EMU_NCCL_SLOT_BYTES (default 1 MiB, at least 1 KiB, the same on every rank) sizes a rank's
 // slot, so small values make many rounds (tests/cuda_emu/nccl_test.cc).
 //
-// Not emulated: groups, point-to-point, asynchronous errors (ncclCommGetAsyncError always
-// reports ncclSuccess), NCCL_DEBUG output, transports and their settings (NCCL_HOSTID), but for
-// the one failure a user's setting causes before any rank meets another: NCCL_SOCKET_IFNAME
-// naming no interface this machine has makes ncclGetUniqueId and ncclCommInitRankConfig return
-// ncclInvalidUsage, as NCCL's bootstrap does ("no socket interface found"), so a rank that cannot
-// join leaves the others waiting as on a GPU. Arguments NCCL refuses are refused with its status:
-// ncclInvalidArgument for a NULL communicator or out pointer, a bad rank, root, type, op or
-// configuration.
+// Asynchronous errors only as a test sets them: ncclCommGetAsyncError reports ncclRemoteError
+// on every communicator of a process whose CUDA_EMU_NCCL_ASYNC_ERROR is 1 (read at each call:
+// a test sets it on one rank, as if a peer had died), else ncclSuccess.
+//
+// Not emulated: groups, point-to-point, NCCL_DEBUG output, transports and their settings
+// (NCCL_HOSTID), but for the one failure a user's setting causes before any rank meets another:
+// NCCL_SOCKET_IFNAME naming no interface this machine has makes ncclGetUniqueId and
+// ncclCommInitRankConfig return ncclInvalidUsage, as NCCL's bootstrap does ("no socket interface
+// found"), so a rank that cannot join leaves the others waiting as on a GPU. Arguments NCCL refuses
+// are refused with its status: ncclInvalidArgument for a NULL communicator or out pointer, a bad
+// rank, root, type, op or configuration.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <fcntl.h>
@@ -394,7 +397,8 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
   if (!comm || !asyncError) return ncclInvalidArgument;
-  *asyncError = ncclSuccess;
+  const char *injected = getenv("CUDA_EMU_NCCL_ASYNC_ERROR");
+  *asyncError = injected && strcmp(injected, "1") == 0 ? ncclRemoteError : ncclSuccess;
   return ncclSuccess;
 }
 
