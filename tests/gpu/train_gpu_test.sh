@@ -5,6 +5,9 @@
 #   - bf16 and fp16 (dynamic loss scaling) on the GPU: the loss after 50 steps within 1% of the
 #     GPU's fp32 run, and different from it somewhere beyond 3e-5 (a run whose dtype flag was
 #     ignored fails); fp16 reports its loss scale in every metrics line;
+#   - an fp16 overflow injected on rank 1 of 2 at step 4 (ST_TEST_INJECT_OVERFLOW=4:1, fp16 at
+#     ZeRO-3 over 2 ranks sharing the GPU): every rank skips that step ("skipped" 2 there and 0
+#     elsewhere, its grad_norm null) and the dynamic scale halves from the next step on;
 #   - bf16 parameters with fp32 gradients (the kernels accumulate the weight gradients in fp32,
 #     --reduce-dtype fp32): the same bounds against fp32 after 50 steps, every metrics line
 #     naming bf16/fp32, and the test prints how far bf16/bf16 and bf16/fp32 each end from fp32;
@@ -69,6 +72,8 @@ run gpu_fp16_50 1 "${long[@]}" --param-dtype fp16 --reduce-dtype fp16
 run gpu_bf16_fp32g_50 1 "${long[@]}" --param-dtype bf16 --reduce-dtype fp32
 run gpu_fp32_offload 1 --device cuda --micro-batch 12 --offload optimizer
 run gpu_bf16_50_offload 1 "${long[@]}" --param-dtype bf16 --reduce-dtype bf16 --offload optimizer
+ST_TEST_INJECT_OVERFLOW=4:1 run gpu_fp16_overflow 2 --device cuda --micro-batch 6 \
+  --dp-shard 2 --zero 3 --param-dtype fp16 --reduce-dtype fp16
 for mode in gelu block; do
   run "gpu_fp32_$mode" 1 --device cuda --micro-batch 12 --recompute "$mode"
   run "gpu_bf16_50_$mode" 1 "${long[@]}" --param-dtype bf16 --reduce-dtype bf16 --recompute "$mode"
@@ -203,7 +208,21 @@ def metrics_lines():
         fail.append("gpu_fp16_50: a metrics line lacks loss_scale")
 
 
+def overflow():
+    rows = metrics(work, "gpu_fp16_overflow")
+    skipped = [r["skipped"] for r in rows]
+    scales = [r["loss_scale"] for r in rows]
+    print(f"fp16 overflow injected on rank 1 at step 4: skipped {skipped}, scales {scales}")
+    if skipped != [2 if r["step"] == 4 else 0 for r in rows] or len(rows) != 10:
+        fail.append(f"gpu_fp16_overflow: skipped per step {skipped}, expected 2 at step 4 only")
+    elif rows[4]["grad_norm"] is not None:
+        fail.append(f"gpu_fp16_overflow: the skipped step reports grad_norm {rows[4]['grad_norm']}")
+    if scales != [scales[0] if r["step"] <= 4 else scales[0] / 2 for r in rows]:
+        fail.append(f"gpu_fp16_overflow: loss scales {scales}, expected a halving after step 4")
+
+
 checked("fp32 gpu vs cpu", fp32_against_cpu)
+checked("fp16 overflow on every rank", overflow)
 for name in ("gpu_bf16_50", "gpu_fp16_50", "gpu_bf16_fp32g_50"):
     checked(name, lambda n=name: low_precision(n))
 for mode in ("gelu", "block"):
