@@ -4,9 +4,11 @@
  * device_backend tables, so a backend depends on this interface and never the reverse. */
 #include "core/device.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "core/deadline.h"
 #include "core/error.h"
 
 /* The accelerator registered under `name`, or NULL when this build has none. */
@@ -115,8 +117,34 @@ void stream_destroy(st_stream *stream) {
   stream->handle = NULL;
 }
 
+/* device_bound_waits's bound in seconds; 0: none. */
+static _Atomic double wait_bound_s;
+
+void device_bound_waits(double seconds) {
+  double now = wait_bound_s;
+  while (seconds > now && !atomic_compare_exchange_weak(&wait_bound_s, &now, seconds)) {
+  }
+}
+
+/* wait(handle), a host wait named `call` for `backend`'s queued work, under the bound. */
+static st_status bounded_wait(const device_backend *backend, st_status (*wait)(void *),
+                              void *handle, const char *call) {
+  const double bound = wait_bound_s;
+  if (backend->kind == ST_DEVICE_CPU || bound <= 0) return wait(handle);
+  char what[160];
+  snprintf(what, sizeof what,
+           "a host wait for the %s device's queued work (%s), which waits for the collectives "
+           "queued before it,",
+           backend->name, call);
+  deadline d;
+  const int armed = deadline_arm(&d, DEADLINE_COLLECTIVE, bound, what) == ST_OK;
+  const st_status status = wait(handle);
+  if (armed) deadline_disarm(&d);
+  return status;
+}
+
 st_status stream_sync(const st_stream *stream) {
-  return stream->backend->stream_sync(stream->handle);
+  return bounded_wait(stream->backend, stream->backend->stream_sync, stream->handle, "stream_sync");
 }
 
 st_status stream_memcpy(const st_stream *stream, void *dst, const void *src, size_t bytes) {
@@ -156,7 +184,7 @@ st_status event_sync(const st_event *event) {
     return st_error(ST_ERR_UNSUPPORTED, "the %s device cannot wait for an event",
                     event->backend->name);
   }
-  return event->backend->event_sync(event->handle);
+  return bounded_wait(event->backend, event->backend->event_sync, event->handle, "event_sync");
 }
 
 st_status event_create_timed(const st_device *dev, st_event *out) {

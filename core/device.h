@@ -128,6 +128,14 @@ st_status device_bus_id(const st_device *dev, char out[DEVICE_BUS_ID_SIZE]);
  * ("NVIDIA H100 80GB HBM3"); "" when its backend has none (the CPU). */
 st_status device_product_name(const st_device *dev, char out[DEVICE_NAME_SIZE]);
 
+/* Bounds every host wait for a device's queued work (stream_sync, event_sync on a device other
+ * than the CPU) at `seconds`, the largest bound asked for so far (0 before any): past it the
+ * watchdog of core/deadline.h ends the process with the collectives' timeout line. A GPU's
+ * streams wait for the collectives queued on them, and a collective whose peer is gone never
+ * finishes, where no other call would notice; so the mesh bounds the waits by its collectives'
+ * timeout. The CPU's waits are no-ops and stay unbounded. */
+void device_bound_waits(double seconds);
+
 st_status stream_create(const st_device *dev, st_stream *out);
 void stream_destroy(st_stream *stream);
 st_status stream_sync(const st_stream *stream);

@@ -7,7 +7,8 @@
 static const env_entry entries[ENV_VAR_COUNT] = {
     [ENV_LOG_LEVEL] = {"ST_LOG_LEVEL", "info", "log level: error, warn, info or debug"},
     [ENV_COMM_TIMEOUT] = {"ST_COMM_TIMEOUT", "300",
-                          "seconds a collective may take before every rank is aborted"},
+                          "seconds a collective, or a host wait for a GPU's queued work, may take "
+                          "before every rank is aborted"},
     [ENV_DEVICE] = {"ST_DEVICE", "auto", "device for compute: cpu, cuda or auto"},
     [ENV_CKPT_TEST_DELAY_MS] = {"ST_CKPT_TEST_DELAY_MS", "0",
                                 "testing: milliseconds each rank waits after writing its "

@@ -404,6 +404,8 @@ st_status st_mesh_create(st_mesh **out, const st_mesh_config *config) {
 
   ST_CHECK_GOTO(choose_device_and_backend(mesh, &resolved), status, fail);
   ST_CHECK_GOTO(create_groups(mesh, timeout_s, resolved.nccl_max_ctas), status, fail);
+  /* A wait for the device's work may wait for a collective (core/device.h). */
+  device_bound_waits(timeout_s);
   warn_tp_across_nodes(mesh);
   *out = mesh;
   mesh->counted = 1;

@@ -3,7 +3,8 @@
 # emulated toolkit (make_toolkit.sh) and the targets with Bazel pointed at it, in an output base
 # of their own, and tests them (default: the kernel tests, the op vocabulary, the cast test, and
 # the collectives and a unit's stream-ordered gather and reduction on 1 and 2 ranks, NCCL among
-# them, and the public unit calls on 4). ST_TEST_REQUIRE_GPU=1 makes a SKIP a failure: a test
+# them, the public unit calls on 4, and a stream's wait for a collective that never finishes).
+# ST_TEST_REQUIRE_GPU=1 makes a SKIP a failure: a test
 # that did not find the emulated device has run nothing on it. With CUDA_EMU_ASAN=1 everything, the kernels included, is built with AddressSanitizer
 # and UndefinedBehaviorSanitizer (--config=asan; its own output base): an access past the end of
 # a device buffer faults where the GPU would need compute-sanitizer to see it. CUDA_EMU_ASYNC=1
@@ -22,7 +23,8 @@ targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(//tests/kernels:all //tests/gpu:cast_test //tests/gpu:ops_vocab_test
     //tests/sharding:collectives_gpu_test_np{1,2} //tests/sharding:collectives_nccl_hostid_test
-    //tests/sharding:unit_streams_gpu_test_np{1,2} //tests/sharding:public_unit_gpu_test_np4)
+    //tests/sharding:unit_streams_gpu_test_np{1,2} //tests/sharding:public_unit_gpu_test_np4
+    //tests/sharding:device_wait_timeout_test)
 fi
 build=(--output_base="$base/bazel")
 flags=()
