@@ -31,7 +31,9 @@
 #   streams      the collectives on device buffers and a unit's stream-ordered gather, publish
 #                and reduction (duplicate NCCL communicators, events between streams) on 1 and 2
 #                ranks sharing the GPU through nccl-hostid; the public unit calls (state written,
-#                published, read back; a publish refused on every rank) on 4; then an NCCL
+#                published, read back; a publish refused on every rank) on 4; a stream that
+#                waits for an all-reduce rank 1 never joins: the host's wait for it ends the job
+#                within ST_COMM_TIMEOUT (tests/sharding/device_wait_timeout_test.sh); then an NCCL
 #                set-up that one rank cannot join (NCCL_SOCKET_IFNAME names no interface on
 #                rank 1): the job must end, non-zero, within 120 s at ST_COMM_TIMEOUT=10, with
 #                a line naming ncclCommInitRankConfig (NCCL's own error) or "did not finish
@@ -300,6 +302,9 @@ section_streams() {
   done
   bounded "public_unit_gpu_test on 4 ranks" 60 "$logs/public_unit_gpu_test_np4.log" \
     "$mpirun_sh" 4 "$bin/nccl-hostid" "$bin/public_unit_gpu_test_bin" --device cuda || fail=1
+  bounded "a stream's wait for a collective that never finishes" 60 \
+    "$logs/device_wait_timeout_test.log" bash "$here/tests/sharding/device_wait_timeout_test.sh" \
+    "$mpirun_sh" "$bin/nccl-hostid" "$bin/timeout_skipper" || fail=1
   setup_stall_check || fail=1
   return $fail
 }
