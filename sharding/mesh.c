@@ -195,6 +195,13 @@ static st_status choose_backend(st_mesh *mesh, const st_mesh_config *cfg, place_
            "ranks share a GPU: NCCL joins them through its socket transport (one NCCL_HOSTID "
            "each), which is correct but slow");
   }
+  if (mesh->coords.world_rank == 0 && choice.split_a >= 0) {
+    st_log(ST_LOG_WARN,
+           "ranks %d and %d compute on different GPUs of node %s, but their NCCL_HOSTIDs make NCCL "
+           "take them for two hosts: it joins them through its network transport, not NVLink or "
+           "shared memory (NCCL_HOSTID is for ranks that share a GPU)",
+           choice.split_a, choice.split_b, t->all[choice.split_a].node_name);
+  }
   if (mesh->coords.world_rank == 0 && choice.gpu_fallback) {
     st_log(ST_LOG_WARN,
            "collective backend auto: MPI, not NCCL, although every rank computes on a GPU: %s",

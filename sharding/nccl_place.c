@@ -181,10 +181,39 @@ st_status nccl_place_check_devices(const nccl_place_rank *ranks, int n) {
                   by_auto, n, by_auto == 1 ? "" : "s", named);
 }
 
+/* Whether NCCL names ranks x and y's hosts differently: by their NCCL_HOSTIDs where set, else by
+ * their nodes. */
+static int nccl_hosts_differ(const nccl_place_rank *x, const nccl_place_rank *y) {
+  if (x->has_host_id != y->has_host_id) return 1;
+  return x->has_host_id ? x->host_id != y->host_id : x->node != y->node;
+}
+
+int nccl_place_split_node(const nccl_place_rank *ranks, int n, nccl_place_name *scratch, int *a,
+                          int *b) {
+  *a = *b = -1;
+  sort_names(ranks, n, 0, scratch); /* by node, then bus id: a node's ranks sit together */
+  for (int start = 0, end; start < n; start = end) {
+    for (end = start + 1; end < n && scratch[end].host == scratch[start].host; end++) {
+    }
+    /* A node's ranks are a handful (its GPUs, or a few sharing one): its pairs are cheap. */
+    for (int i = start; i < end; i++) {
+      for (int j = i + 1; j < end; j++) {
+        const nccl_place_rank *x = &ranks[scratch[i].rank], *y = &ranks[scratch[j].rank];
+        if (strcmp(x->bus_id, y->bus_id) == 0 || !nccl_hosts_differ(x, y)) continue;
+        *a = scratch[i].rank < scratch[j].rank ? scratch[i].rank : scratch[j].rank;
+        *b = scratch[i].rank < scratch[j].rank ? scratch[j].rank : scratch[i].rank;
+        return 1;
+      }
+    }
+  }
+  return 0;
+}
+
 st_status nccl_place_choose(const nccl_place_rank *ranks, int n, st_comm_backend request,
                             nccl_place_name *scratch, nccl_place_choice *out) {
   memset(out, 0, sizeof *out);
   out->backend = ST_COMM_MPI;
+  out->split_a = out->split_b = -1;
   if (request != ST_COMM_AUTO && request != ST_COMM_MPI && request != ST_COMM_NCCL) {
     return st_error(ST_ERR_INVALID_ARG, "collective backend %d is not one of auto, mpi, nccl",
                     (int)request);
@@ -195,6 +224,7 @@ st_status nccl_place_choose(const nccl_place_rank *ranks, int n, st_comm_backend
   const st_status verdict = nccl_place_check(ranks, n, scratch, &out->shares_gpu);
   if (verdict == ST_OK) {
     out->backend = ST_COMM_NCCL;
+    nccl_place_split_node(ranks, n, scratch, &out->split_a, &out->split_b);
     return ST_OK;
   }
   out->shares_gpu = 0;

@@ -87,10 +87,20 @@ st_status nccl_place_check(const nccl_place_rank *ranks, int n, nccl_place_name 
  * the others) is the caller's choice and passes. */
 st_status nccl_place_check_devices(const nccl_place_rank *ranks, int n);
 
+/* For a job NCCL can join: a pair of ranks (*a < *b) on one node and different GPUs whose
+ * NCCL_HOSTIDs make NCCL take them for two hosts (the ids differ, or one rank sets one and the
+ * other not), so that it joins them through its network transport instead of NVLink or shared
+ * memory; 0 (and -1s) when there is none. The same pair on every rank that holds the same table.
+ * An NCCL_HOSTID is for ranks that share a GPU; set on a node of several GPUs it costs their
+ * links silently. scratch as for nccl_place_check. */
+int nccl_place_split_node(const nccl_place_rank *ranks, int n, nccl_place_name *scratch, int *a,
+                          int *b);
+
 /* The collective backend the job takes. */
 typedef struct nccl_place_choice {
   st_comm_backend backend;            /* ST_COMM_MPI or ST_COMM_NCCL */
   int shares_gpu;                     /* NCCL joins ranks that share a GPU: correct, slow */
+  int split_a, split_b;               /* with NCCL, nccl_place_split_node's pair, else -1 */
   int gpu_fallback;                   /* `auto` took MPI though every rank computes on a GPU */
   char reason[ST_ERROR_DETAIL_BYTES]; /* why NCCL could not join them, when gpu_fallback */
 } nccl_place_choice;

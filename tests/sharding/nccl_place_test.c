@@ -12,7 +12,8 @@
  * The job: a mix of CPU and GPU ranks that `auto` made is refused, naming the first CPU ranks
  * and their nodes; `auto`'s fall back to MPI is flagged, with NCCL's reason, when every rank has
  * a GPU and not on the CPU; the fewest ranks of a tp group on one node is found for block,
- * round-robin and uneven placements. */
+ * round-robin and uneven placements; and the GPUs of one node that NCCL_HOSTIDs split into
+ * hosts (NCCL then joins them over its network transport), which the mesh warns about. */
 #include "sharding/nccl_place.h"
 
 #include <stdio.h>
@@ -390,6 +391,75 @@ static void test_tp_node_share(void) {
   CHECK_EQ_INT(nccl_place_tp_node_share(two, 2, 2, &first), 1);
 }
 
+/* A node's GPUs that NCCL_HOSTIDs split into hosts: found (the lower rank first, whatever the
+ * table's order), and not where the ids agree, where no id is set, where the ranks share one GPU
+ * or sit on different nodes; nccl_place_choose reports the pair with NCCL and none with MPI. */
+typedef struct split_case {
+  const char *what;
+  int n;
+  rank_spec ranks[4];
+  int a, b; /* the pair, -1 for none */
+} split_case;
+
+static void test_split_node(void) {
+  static const split_case split_cases[] = {
+      {"two GPUs, no ids",
+       2,
+       {{"n0", "0000:01:00.0", NULL, NULL}, {"n0", "0000:02:00.0", NULL, NULL}},
+       -1,
+       -1},
+      {"two GPUs, one id each",
+       2,
+       {{"n0", "0000:01:00.0", "a", NULL}, {"n0", "0000:02:00.0", "b", NULL}},
+       0,
+       1},
+      {"two GPUs, one id set",
+       2,
+       {{"n0", "0000:01:00.0", "a", NULL}, {"n0", "0000:02:00.0", NULL, NULL}},
+       0,
+       1},
+      {"two GPUs, one id for both",
+       2,
+       {{"n0", "0000:01:00.0", "a", NULL}, {"n0", "0000:02:00.0", "a", NULL}},
+       -1,
+       -1},
+      {"one GPU shared, an id each",
+       2,
+       {{"n0", "0000:01:00.0", "a", NULL}, {"n0", "0000:01:00.0", "b", NULL}},
+       -1,
+       -1},
+      {"two nodes, an id each",
+       2,
+       {{"n0", "0000:01:00.0", "a", NULL}, {"n1", "0000:02:00.0", "b", NULL}},
+       -1,
+       -1},
+      {"the pair apart in the table",
+       4,
+       {{"n0", "0000:02:00.0", "a", NULL},
+        {"n1", "0000:01:00.0", NULL, NULL},
+        {"n1", "0000:02:00.0", NULL, NULL},
+        {"n0", "0000:01:00.0", NULL, NULL}},
+       0,
+       3},
+  };
+  for (size_t c = 0; c < sizeof split_cases / sizeof *split_cases; c++) {
+    const split_case *sc = &split_cases[c];
+    nccl_place_rank ranks[4];
+    nccl_place_name scratch[4];
+    for (int i = 0; i < sc->n; i++) make_rank(&ranks[i], &sc->ranks[i], 1, 0);
+    int a = 7, b = 7;
+    const int found = nccl_place_split_node(ranks, sc->n, scratch, &a, &b);
+    CHECK_MSG(found == (sc->a >= 0) && a == sc->a && b == sc->b,
+              "%s: found %d, pair %d %d, want %d %d", sc->what, found, a, b, sc->a, sc->b);
+    nccl_place_choice choice;
+    CHECK_OK(nccl_place_choose(ranks, sc->n, ST_COMM_AUTO, scratch, &choice));
+    CHECK_MSG(choice.backend == ST_COMM_NCCL && choice.split_a == sc->a && choice.split_b == sc->b,
+              "%s: nccl_place_choose's pair %d %d", sc->what, choice.split_a, choice.split_b);
+    CHECK_OK(nccl_place_choose(ranks, sc->n, ST_COMM_MPI, scratch, &choice));
+    CHECK(choice.split_a == -1 && choice.split_b == -1);
+  }
+}
+
 int main(void) {
   test_reports();
   test_read_boot_id();
@@ -400,5 +470,6 @@ int main(void) {
   test_device_mix();
   test_choose();
   test_tp_node_share();
+  test_split_node();
   return test_finish("nccl_place_test");
 }
