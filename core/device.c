@@ -126,6 +126,8 @@ void device_bound_waits(double seconds) {
   }
 }
 
+void device_unbound_waits(void) { wait_bound_s = 0; }
+
 /* wait(handle), a host wait named `call` for `backend`'s queued work, under the bound. */
 static st_status bounded_wait(const device_backend *backend, st_status (*wait)(void *),
                               void *handle, const char *call) {

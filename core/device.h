@@ -135,6 +135,9 @@ st_status device_product_name(const st_device *dev, char out[DEVICE_NAME_SIZE]);
  * finishes, where no other call would notice; so the mesh bounds the waits by its collectives'
  * timeout. The CPU's waits are no-ops and stay unbounded. */
 void device_bound_waits(double seconds);
+/* Lifts the bound (st_finalize: the watchdog stops, and a handle destroyed after it must not
+ * start another). */
+void device_unbound_waits(void);
 
 st_status stream_create(const st_device *dev, st_stream *out);
 void stream_destroy(st_stream *stream);

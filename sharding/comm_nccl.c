@@ -177,14 +177,16 @@ static st_status nccl_barrier(void *vctx, comm_work *work) {
 
 /* ncclCommAbort or ncclCommDestroy (`call`, named `call_name`) of ctx's communicator under the
  * collective deadline: each waits for NCCL's own streams, which this communicator's kernels, or
- * another stuck one's, can hold, so the deadline's exit ends a rank that would wait for ever.
- * The communicator is gone after it, whatever it returns. */
+ * another stuck one's, can hold, so the deadline's exit ends a rank that would wait for ever
+ * (unarmed after st_finalize). The communicator is gone after it, whatever it returns. */
 static ncclResult_t end_comm(nccl_ctx *ctx, ncclResult_t (*call)(ncclComm_t),
                              const char *call_name) {
   char what[96];
   snprintf(what, sizeof what, "%s of group %s", call_name, ctx->group_name);
   deadline d;
-  const int armed = deadline_arm(&d, DEADLINE_COLLECTIVE, ctx->timeout_s, what) == ST_OK;
+  /* After st_finalize (MPI finalized) its watchdog is gone, and no other may start. */
+  const int armed =
+      !comm_mpi_finalized() && deadline_arm(&d, DEADLINE_COLLECTIVE, ctx->timeout_s, what) == ST_OK;
   const ncclResult_t rc = call(ctx->comm);
   if (armed) deadline_disarm(&d);
   ctx->comm = NULL;
@@ -400,6 +402,7 @@ static st_status new_ctx(MPI_Comm parent, const char *group_name, nccl_ctx **out
 static st_status nccl_dup(void *vctx, void **out) {
   *out = NULL;
   const nccl_ctx *parent = vctx;
+  if (!parent->comm) return aborted_error(parent);
   nccl_ctx *dup = NULL;
   ST_CHECK(new_ctx(parent->mpi_comm, parent->group_name, &dup));
   st_status status = dup_ctx(dup, vctx);

@@ -43,6 +43,7 @@ st_status st_finalize(void) {
     /* The program finalized MPI itself: nothing is left to shut down, and handles still live
      * release only their memory when destroyed (comm_mpi_finalized). */
     we_started_mpi = 0;
+    device_unbound_waits();
     deadline_watchdog_stop();
     return ST_OK;
   }
@@ -53,6 +54,7 @@ st_status st_finalize(void) {
                     "st_finalize: %d meshes or units on a mesh are still live; destroy them first",
                     live);
   }
+  device_unbound_waits();
   deadline_watchdog_stop();
   if (!we_started_mpi) return ST_OK;
   MPI_CHECK(MPI_Finalize());

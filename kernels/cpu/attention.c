@@ -66,8 +66,9 @@ st_status kernel_cpu_attention_forward(void *ctx, const st_tensor *out, const st
   float *p = probs->data, *y = out->data;
   int ld_qkv = 3 * d.channels;
   float scale = 1.0f / sqrtf((float)d.head_size);
-  /* One head per thread: its products run whole on that thread (kernel_cpu_sgemm inside a
-   * parallel region), and each head writes only its own block of probs and columns of out. */
+  /* One head per thread: its products run on that thread (kernel_cpu_sgemm inside a parallel
+   * region), and each head writes only its own block of probs and columns of out. */
+  kernel_cpu_blas_single_thread();
 #pragma omp parallel for collapse(2) schedule(static)
   for (int b = 0; b < d.batch; b++) {
     for (int h = 0; h < d.heads; h++) {

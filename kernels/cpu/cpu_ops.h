@@ -18,10 +18,14 @@
 #define KERNEL_CPU_COLUMN_CHUNK 64
 
 /* C = alpha op(A) op(B) + beta C in row-major order, as cblas_sgemm takes it, threaded by OpenMP
- * (gemm.c): every product of the CPU backend goes through it. */
+ * with the same bits on any number of threads (gemm.c): every product of the CPU backend goes
+ * through it. */
 void kernel_cpu_sgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int m, int n, int k,
                       float alpha, const float *a, int lda, const float *b, int ldb, float beta,
                       float *c, int ldc);
+/* Sets OpenBLAS's pthread build to one thread (gemm.c), outside parallel regions: what a caller
+ * does before a region whose threads call kernel_cpu_sgemm. */
+void kernel_cpu_blas_single_thread(void);
 
 st_status kernel_cpu_matmul_forward(void *ctx, const st_tensor *out, const st_tensor *pre_gelu,
                                     const st_tensor *inp, const st_tensor *weight,

@@ -4,10 +4,10 @@
  * accumulation into dinp, dweight and dbias. The tied-head variant (weight stored [out, in],
  * no bias) is checked the same way.
  *
- * Products large enough for the CPU to cut across threads (kernels/cpu/gemm.c: blocks of rows,
- * or of columns where there are more, 16 at a time, the last one short) are checked on 1 to 3
- * threads, forward and backward, in both weight layouts, against float64 products: a block
- * placed or offset wrongly in any of the products' transposes shows there.
+ * Products large enough for the CPU to cut into blocks (kernels/cpu/gemm.c: of rows, or of
+ * columns where there are more, the last one short) are checked on 1 to 3 threads, forward and
+ * backward, in both weight layouts, against float64 products (a block placed or offset wrongly
+ * in any of the products' transposes shows there), and each twice, for the same bits.
  *
  * One shape's forward with its bias at a 256-byte boundary and then 16 bytes past one: on CUDA
  * the two share a cuBLASLt plan, whose heuristic reads the bias's alignment from the pointer it
@@ -137,9 +137,16 @@ static void ref_backward(const matmul_ref *r, double *dinp, double *dweight) {
   }
 }
 
+/* The outputs of a check_cut run, which the same run again must equal bit for bit. */
+typedef struct cut_bits {
+  float *out, *dinp, *dweight;
+} cut_bits;
+
 /* One layer large enough to be cut, on `threads` threads: forward and backward (from zeroed
- * gradients) against ref_forward and ref_backward. */
-static void check_cut(test_backend *tb, test_linear_dims d, int out_in, int threads) {
+ * gradients) against ref_forward and ref_backward; the outputs are kept in *one when it holds
+ * none, else they must equal those. */
+static void check_cut(test_backend *tb, test_linear_dims d, int out_in, int threads,
+                      cut_bits *one) {
   CHECK_EQ_INT(test_set_threads(threads), threads);
   test_rng rng = {(uint64_t)(d.in + 3 * d.outs + out_in)};
   const int64_t rows = d.batch * d.seq;
@@ -186,6 +193,20 @@ static void check_cut(test_backend *tb, test_linear_dims d, int out_in, int thre
   check_close(what, l.dinp.host, want_dinp, rows * d.in, TOL_FP32);
   snprintf(what + at, sizeof what - at, "dweight");
   check_close(what, l.dweight.host, want_dweight, d.in * d.outs, TOL_FP32);
+  const size_t sizes[3] = {(size_t)(rows * d.outs), (size_t)(rows * d.in), (size_t)(d.in * d.outs)};
+  float *got[3] = {l.out.host, l.dinp.host, l.dweight.host};
+  float **kept[3] = {&one->out, &one->dinp, &one->dweight};
+  static const char *const names[3] = {"forward", "dinp", "dweight"};
+  what[at] = '\0';
+  for (int i = 0; i < 3; i++) {
+    if (!*kept[i]) {
+      *kept[i] = malloc(sizes[i] * sizeof(float));
+      memcpy(*kept[i], got[i], sizes[i] * sizeof(float));
+    } else {
+      CHECK_MSG(memcmp(*kept[i], got[i], sizes[i] * sizeof(float)) == 0,
+                "%s%s: not the bits of the same run before", what, names[i]);
+    }
+  }
 
   free(want_out);
   free(want_dinp);
@@ -246,15 +267,21 @@ static void body(test_backend *tb) {
   check_matmul(tb, wide, 1, 0);
   check_matmul(tb, odd, 0, 1);
   check_matmul(tb, wide, 0, 1);
-  /* More rows than features, and fewer: each product of either is cut by rows or by columns, in
-   * blocks of 16 that do not divide 111, 70, 90, 20, 100 or 200. */
   check_bias_at(tb, 0);
   check_bias_at(tb, 4);
-  const test_linear_dims tall = {3, 37, 70, 90}, flat = {1, 20, 100, 200};
-  for (int threads = 1; threads <= 3; threads++) {
-    for (int out_in = 0; out_in <= 1; out_in++) {
-      check_cut(tb, tall, out_in, threads);
-      check_cut(tb, flat, out_in, threads);
+  /* More rows than features, and fewer: each product of either is cut by rows or by columns, the
+   * last block short (111, 70, 90, 20, 100, 200, 312, 210 and 13 are no multiples of 16). */
+  const test_linear_dims shapes[3] = {{3, 37, 70, 90}, {1, 20, 100, 200}, {1, 312, 210, 13}};
+  for (int threads = 1; threads <= 4; threads++) {
+    for (int s = 0; s < 3; s++) {
+      for (int out_in = 0; out_in <= 1; out_in++) {
+        cut_bits one = {0};
+        check_cut(tb, shapes[s], out_in, threads, &one);
+        check_cut(tb, shapes[s], out_in, threads, &one);
+        free(one.out);
+        free(one.dinp);
+        free(one.dweight);
+      }
     }
   }
 }

@@ -11,7 +11,9 @@ set -uo pipefail
 mpirun_sh=$1
 hostid=$2
 skipper=$3
-timeout_s=2
+# Not less: ST_COMM_TIMEOUT also bounds NCCL's set-up of the mesh's communicators, over sockets
+# between the ranks that share the GPU.
+timeout_s=10
 limit_s=$((timeout_s + 20))
 
 start=$(date +%s)

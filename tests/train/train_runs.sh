@@ -7,7 +7,8 @@
 # writes $work/NAME.jsonl (metrics), $work/NAME.safetensors (export) and $work/NAME.log; a
 # run that exits non-zero fails the test, printing its log. And fail MESSAGE: prints
 # "FAIL: MESSAGE" and ends the test with exit 1. And, to signal a run's processes:
-#   mpirun_pid TEXT        the pid of the one mpirun whose command line holds TEXT
+#   mpirun_pid TEXT        the pid of the one mpirun (or mpiexec, orterun, prterun) whose
+#                          command line holds TEXT
 #   rank_pid TEXT RANK     the pid of world rank RANK's shardtrain whose command line holds TEXT
 # (read from /proc, not with pgrep, whose lookup sent no SIGUSR1 on the GPU machine, 2026-11-29);
 # each prints nothing, and a line saying why on stderr, unless exactly one process matches.
@@ -121,15 +122,17 @@ runs_stopped() {
 
 fail() { echo "FAIL: $*"; exit 1; }
 
-# The pids, one a line, of this machine's processes named $1 (/proc/PID/comm: the executable's
-# or the script's name) whose command line holds the text $2 and whose environment holds the
-# line $3 (when given).
+# The pids, one a line, of this machine's processes named one of the |-separated names $1
+# (/proc/PID/comm: the executable's or the script's name) whose command line holds the text $2
+# and whose environment holds the line $3 (when given). A process that ends meanwhile is left
+# out quietly.
 pids_named() {
-  local p
+  local p comm
   for p in /proc/[0-9]*; do
-    [ "$(cat "$p/comm" 2>/dev/null)" = "$1" ] || continue
-    case "$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null)" in *"$2"*) ;; *) continue ;; esac
-    [ -z "${3:-}" ] || tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -qxF -- "$3" || continue
+    comm=$(cat "$p/comm" 2>/dev/null) || continue
+    [[ "|$1|" == *"|$comm|"* ]] || continue
+    case "$( (tr '\0' ' ' < "$p/cmdline") 2>/dev/null)" in *"$2"*) ;; *) continue ;; esac
+    [ -z "${3:-}" ] || ( (tr '\0' '\n' < "$p/environ") 2>/dev/null | grep -qxF -- "$3") || continue
     echo "${p#/proc/}"
   done
 }
@@ -145,5 +148,6 @@ one_pid() {
   echo "$pids"
 }
 
-mpirun_pid() { one_pid mpirun "$1"; }
+# Open MPI 4's mpirun keeps its name; Open MPI 5's runs as prterun.
+mpirun_pid() { one_pid "mpirun|mpiexec|orterun|prterun" "$1"; }
 rank_pid() { one_pid shardtrain "$1" "OMPI_COMM_WORLD_RANK=$2"; }
