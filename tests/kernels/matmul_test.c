@@ -65,27 +65,44 @@ static st_status backward(void *ctx) {
                                 &m->weight->t, &m->tb->stream);
 }
 
+/* A layer of extents d (weight [outs, in] with out_in) with random inputs, weight, bias and
+ * dout (from `seed`), uploaded, and out filled with garbage the forward must overwrite; returns
+ * its float64 reference (with the bias only when with_bias). */
+static matmul_ref layer_make(test_backend *tb, test_linear *l, test_linear_dims d, int with_bias,
+                             int out_in, uint64_t seed) {
+  test_rng rng = {seed};
+  const int64_t rows = d.batch * d.seq;
+  *l = tlinear_alloc(tb, d, out_in);
+  rng_fill(&rng, l->inp.host, rows * d.in, -1.0, 1.0);
+  rng_fill(&rng, l->weight.host, d.in * d.outs, -1.0, 1.0);
+  rng_fill(&rng, l->bias.host, d.outs, -1.0, 1.0);
+  rng_fill(&rng, l->dout.host, rows * d.outs, -1.0, 1.0);
+  rng_fill(&rng, l->out.host, rows * d.outs, 5.0, 9.0);
+  test_buf *inputs[] = {&l->inp, &l->weight, &l->bias, &l->dout, &l->out};
+  for (size_t i = 0; i < sizeof inputs / sizeof *inputs; i++) tbuf_upload(inputs[i]);
+  return (matmul_ref){rows,
+                      d.in,
+                      d.outs,
+                      out_in,
+                      to_f64(l->inp.host, rows * d.in),
+                      to_f64(l->weight.host, d.in * d.outs),
+                      with_bias ? to_f64(l->bias.host, d.outs) : NULL,
+                      to_f64(l->dout.host, rows * d.outs)};
+}
+
+static void ref_free(matmul_ref *ref) {
+  free(ref->inp);
+  free(ref->weight);
+  free(ref->bias);
+  free(ref->dout);
+}
+
 /* out_in: the tied-head variant (weight [outs, in], never a bias). */
 static void check_matmul(test_backend *tb, test_linear_dims d, int with_bias, int out_in) {
-  test_rng rng = {(uint64_t)(d.in * 2 + with_bias + 4 * out_in)};
-  int64_t rows = d.batch * d.seq;
-  test_linear l = tlinear_alloc(tb, d, out_in);
-  rng_fill(&rng, l.inp.host, rows * d.in, -1.0, 1.0);
-  rng_fill(&rng, l.weight.host, d.in * d.outs, -1.0, 1.0);
-  rng_fill(&rng, l.bias.host, d.outs, -1.0, 1.0);
-  rng_fill(&rng, l.dout.host, rows * d.outs, -1.0, 1.0);
-  rng_fill(&rng, l.out.host, rows * d.outs, 5.0, 9.0); /* garbage the forward must overwrite */
-  test_buf *inputs[] = {&l.inp, &l.weight, &l.bias, &l.dout, &l.out};
-  for (size_t i = 0; i < sizeof inputs / sizeof *inputs; i++) tbuf_upload(inputs[i]);
-
-  matmul_ref ref = {rows,
-                    d.in,
-                    d.outs,
-                    out_in,
-                    to_f64(l.inp.host, rows * d.in),
-                    to_f64(l.weight.host, d.in * d.outs),
-                    with_bias ? to_f64(l.bias.host, d.outs) : NULL,
-                    to_f64(l.dout.host, rows * d.outs)};
+  test_linear l;
+  matmul_ref ref =
+      layer_make(tb, &l, d, with_bias, out_in, (uint64_t)(d.in * 2 + with_bias + 4 * out_in));
+  const int64_t rows = ref.rows;
   double *want = malloc((size_t)(rows * d.outs) * sizeof *want);
   ref_forward(&ref, want);
   if (out_in) {
@@ -109,10 +126,7 @@ static void check_matmul(test_backend *tb, test_linear_dims d, int with_bias, in
   if (with_bias) check_gradient("matmul dbias", ref.bias, d.outs, l.dbias.host, ref_loss, &ref);
 
   free(want);
-  free(ref.inp);
-  free(ref.weight);
-  free(ref.bias);
-  free(ref.dout);
+  ref_free(&ref);
   tlinear_free(&l);
 }
 
@@ -148,23 +162,9 @@ typedef struct cut_bits {
 static void check_cut(test_backend *tb, test_linear_dims d, int out_in, int threads,
                       cut_bits *one) {
   CHECK_EQ_INT(test_set_threads(threads), threads);
-  test_rng rng = {(uint64_t)(d.in + 3 * d.outs + out_in)};
-  const int64_t rows = d.batch * d.seq;
-  test_linear l = tlinear_alloc(tb, d, out_in);
-  rng_fill(&rng, l.inp.host, rows * d.in, -1.0, 1.0);
-  rng_fill(&rng, l.weight.host, d.in * d.outs, -1.0, 1.0);
-  rng_fill(&rng, l.bias.host, d.outs, -1.0, 1.0);
-  rng_fill(&rng, l.dout.host, rows * d.outs, -1.0, 1.0);
-  test_buf *inputs[] = {&l.inp, &l.weight, &l.bias, &l.dout};
-  for (size_t i = 0; i < sizeof inputs / sizeof *inputs; i++) tbuf_upload(inputs[i]);
-  matmul_ref ref = {rows,
-                    d.in,
-                    d.outs,
-                    out_in,
-                    to_f64(l.inp.host, rows * d.in),
-                    to_f64(l.weight.host, d.in * d.outs),
-                    out_in ? NULL : to_f64(l.bias.host, d.outs),
-                    to_f64(l.dout.host, rows * d.outs)};
+  test_linear l;
+  matmul_ref ref = layer_make(tb, &l, d, !out_in, out_in, (uint64_t)(d.in + 3 * d.outs + out_in));
+  const int64_t rows = ref.rows;
   double *want_out = malloc((size_t)(rows * d.outs) * sizeof *want_out);
   double *want_dinp = malloc((size_t)(rows * d.in) * sizeof *want_dinp);
   double *want_dweight = malloc((size_t)(d.in * d.outs) * sizeof *want_dweight);
@@ -211,10 +211,7 @@ static void check_cut(test_backend *tb, test_linear_dims d, int out_in, int thre
   free(want_out);
   free(want_dinp);
   free(want_dweight);
-  free(ref.inp);
-  free(ref.weight);
-  free(ref.bias);
-  free(ref.dout);
+  ref_free(&ref);
   tlinear_free(&l);
   test_set_threads(1);
 }
@@ -253,9 +250,7 @@ static void check_bias_at(test_backend *tb, int64_t offset) {
            (long long)(offset * 4));
   check_close(what, l.out.host, want, rows * d.outs, TOL_FP32);
   free(want);
-  free(ref.inp);
-  free(ref.weight);
-  free(ref.bias);
+  ref_free(&ref);
   tbuf_free(&padded);
   tlinear_free(&l);
 }
