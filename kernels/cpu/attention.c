@@ -5,10 +5,12 @@
  * and v C and 2C further on), so nothing is copied or transposed. The score products are full
  * T x T, twice the causal work, because dense sgemm still beats a triangular loop; the masked
  * probabilities are zero, so they add nothing to the products that follow. The forward runs
- * one (batch, head) per OpenMP thread, each writing only its own block of the probabilities. The
+ * one (batch, head) per OpenMP thread (fewer heads than threads: one head at a time, its
+ * products cut across the threads), each writing only its own block of the probabilities. The
  * backward takes one T x T scratch from the workspace, so it goes head by head, each product
  * cut across the threads by kernel_cpu_sgemm and the softmax's gradient parallel over rows. */
 #include <math.h>
+#include <omp.h>
 
 #include "core/alloc.h"
 #include "core/error.h"
@@ -67,9 +69,11 @@ st_status kernel_cpu_attention_forward(void *ctx, const st_tensor *out, const st
   int ld_qkv = 3 * d.channels;
   float scale = 1.0f / sqrtf((float)d.head_size);
   /* One head per thread: its products run on that thread (kernel_cpu_sgemm inside a parallel
-   * region), and each head writes only its own block of probs and columns of out. */
+   * region), and each head writes only its own block of probs and columns of out. With fewer
+   * heads than threads, head after head, each product cut across the threads instead. */
   kernel_cpu_blas_single_thread();
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) \
+    schedule(static) if (d.batch * d.heads >= omp_get_max_threads())
   for (int b = 0; b < d.batch; b++) {
     for (int h = 0; h < d.heads; h++) {
       const float *q = x + qkv_offset(&d, b, h);

@@ -1,6 +1,7 @@
 /* attention_test.c - causal self-attention with B=2, T=5, C=12, NH=3 (head size 4): forward
  * (out and probs, zero above the diagonal) against float64 loops written from the definition,
- * backward (dqkv) against central differences of those loops, and its accumulation. */
+ * backward (dqkv) against central differences of those loops, and its accumulation; the forward
+ * again on more threads than heads. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -101,6 +102,16 @@ static void body(test_backend *tb) {
   test_buf *grads[] = {&dqkv};
   check_accumulates("attention backward", grads, 1, backward, &call);
   check_gradient("attention dqkv", ref.qkv, QKV, dqkv.host, ref_loss, &ref);
+
+  /* More threads than the B x NH heads: the CPU runs them one after another, each product cut
+   * across the threads (kernels/cpu/attention.c), to the same values. */
+  CHECK_EQ_INT(test_set_threads(B * NH + 1), B * NH + 1);
+  rng_fill(&rng, out.host, OUT, 5.0, 9.0);
+  tbuf_upload(&out);
+  CHECK_OK(kernel_attention_forward(tb->kb, &out.t, &state.t, &qkv.t, NH, &tb->stream));
+  tbuf_download(&out);
+  check_close("attention out, more threads than heads", out.host, want, OUT, TOL_FP32);
+  test_set_threads(1);
 
   free(ref.qkv);
   free(ref.dout);
