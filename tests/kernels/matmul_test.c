@@ -220,35 +220,24 @@ static void check_cut(test_backend *tb, test_linear_dims d, int out_in, int thre
  * at a 256-byte boundary), against ref_forward. */
 static void check_bias_at(test_backend *tb, int64_t offset) {
   const test_linear_dims d = {2, 4, 24, 32};
-  const int64_t rows = d.batch * d.seq;
-  test_rng rng = {(uint64_t)(11 + offset)};
-  test_linear l = tlinear_alloc(tb, d, 0);
+  test_linear l;
+  matmul_ref ref = layer_make(tb, &l, d, 0, 0, (uint64_t)(11 + offset));
   const int64_t padded_shape[1] = {d.outs + offset};
   test_buf padded = tbuf_tensor(tb, ST_FP32, 1, padded_shape);
-  rng_fill(&rng, l.inp.host, rows * d.in, -1.0, 1.0);
-  rng_fill(&rng, l.weight.host, d.in * d.outs, -1.0, 1.0);
+  test_rng rng = {(uint64_t)(17 + offset)};
   rng_fill(&rng, padded.host, d.outs + offset, -1.0, 1.0);
-  tbuf_upload(&l.inp);
-  tbuf_upload(&l.weight);
   tbuf_upload(&padded);
   st_tensor bias = l.bias.t; /* shape [outs], data inside `padded` */
   bias.data = (float *)padded.device + offset;
-  matmul_ref ref = {rows,
-                    d.in,
-                    d.outs,
-                    0,
-                    to_f64(l.inp.host, rows * d.in),
-                    to_f64(l.weight.host, d.in * d.outs),
-                    to_f64((float *)padded.host + offset, d.outs),
-                    NULL};
-  double *want = malloc((size_t)(rows * d.outs) * sizeof *want);
+  ref.bias = to_f64((float *)padded.host + offset, d.outs);
+  double *want = malloc((size_t)(ref.rows * d.outs) * sizeof *want);
   ref_forward(&ref, want);
   CHECK_OK(kernel_matmul_forward(tb->kb, &l.out.t, &l.inp.t, &l.weight.t, &bias, &tb->stream));
   tbuf_download(&l.out);
   char what[80];
   snprintf(what, sizeof what, "matmul forward, bias %lld bytes past a 256-byte boundary",
            (long long)(offset * 4));
-  check_close(what, l.out.host, want, rows * d.outs, TOL_FP32);
+  check_close(what, l.out.host, want, ref.rows * d.outs, TOL_FP32);
   free(want);
   ref_free(&ref);
   tbuf_free(&padded);
