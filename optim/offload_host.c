@@ -160,6 +160,10 @@ static st_status run_pipeline(pipeline *p, kernel_adamw_step *step) {
   float factors[KERNEL_STEP_FACTORS];
   if (step->factors) {
     const st_stream *first = &p->jobs[0].u->stream; /* after C's work (unit_optimizer_begin) */
+    /* The wait first, under the device-wait bound (core/device.h): a copy into pageable memory
+     * makes the host wait for the stream's earlier work (the step's collectives) inside the
+     * copy call itself, where no bound reaches. After the wait the copy waits for nothing. */
+    ST_CHECK(stream_sync(first));
     ST_CHECK(stream_memcpy(first, factors, step->factors, sizeof factors));
     ST_CHECK(stream_sync(first));
     step->factors = factors;

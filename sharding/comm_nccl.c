@@ -383,13 +383,16 @@ static st_status dup_ctx(nccl_ctx *dup, const nccl_ctx *ctx) {
 }
 
 /* A context with nothing to release yet (its MPI communicator is the only field whose empty
- * value is not zero), agreed on over `parent`: its allocation is what a rank can fail at alone
+ * value is not zero), agreed on over `parent` with `mine`, this rank's verdict so far (ST_OK, or
+ * why it cannot go on), then that of its allocation, which is what a rank can fail at alone
  * before the first collective of the set-up, the MPI_Comm_dup of init_common, where the other
  * ranks would otherwise wait for it forever. On failure *out stays NULL on the ranks that could
  * not allocate and is freed on the others. */
-static st_status new_ctx(MPI_Comm parent, const char *group_name, nccl_ctx **out) {
+static st_status new_ctx(MPI_Comm parent, const char *group_name, st_status mine, nccl_ctx **out) {
   *out = NULL;
-  st_status mine = mem_alloc_zeroed((void **)out, sizeof **out, MEM_HOST, MEM_WORKSPACE, NULL);
+  if (mine == ST_OK) {
+    mine = mem_alloc_zeroed((void **)out, sizeof **out, MEM_HOST, MEM_WORKSPACE, NULL);
+  }
   if (mine == ST_OK) (*out)->mpi_comm = MPI_COMM_NULL;
   const st_status status = agree_before(parent, group_name, mine, "MPI_Comm_dup");
   if (status != ST_OK) {
@@ -402,9 +405,11 @@ static st_status new_ctx(MPI_Comm parent, const char *group_name, nccl_ctx **out
 static st_status nccl_dup(void *vctx, void **out) {
   *out = NULL;
   const nccl_ctx *parent = vctx;
-  if (!parent->comm) return aborted_error(parent);
+  /* An aborted parent (an asynchronous error, perhaps seen by this rank alone) fails the
+   * duplicate on every rank, through the agreement the others wait in. */
   nccl_ctx *dup = NULL;
-  ST_CHECK(new_ctx(parent->mpi_comm, parent->group_name, &dup));
+  ST_CHECK(new_ctx(parent->mpi_comm, parent->group_name,
+                   parent->comm ? ST_OK : aborted_error(parent), &dup));
   st_status status = dup_ctx(dup, vctx);
   if (status != ST_OK) {
     nccl_destroy(dup);
@@ -425,7 +430,7 @@ st_status comm_nccl_create(comm **out, MPI_Comm mpi_comm, const char *group_name
                     ST_NCCL_MAX_CTAS_LIMIT);
   }
   nccl_ctx *ctx = NULL;
-  ST_CHECK(new_ctx(mpi_comm, group_name, &ctx));
+  ST_CHECK(new_ctx(mpi_comm, group_name, ST_OK, &ctx));
   st_status status = init_common(ctx, mpi_comm, group_name, max_ctas, timeout_s);
   if (status == ST_OK) status = init_ctx(ctx, dev);
   if (status != ST_OK) {

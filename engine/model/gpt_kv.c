@@ -220,6 +220,9 @@ st_status gpt_kv_forward(gpt_kv *kv, const int32_t *tokens, int n, int n_logits,
   for (int l = 0; l < c->n_layer; l++) ST_CHECK(block(kv, l, n));
   const float *rows = NULL;
   ST_CHECK(head(kv, n, n_logits, &rows));
+  /* Copies into the caller's (pageable) memory wait for the stream's work inside the copy
+   * call, out of the device-wait bound's reach (core/device.h): the bounded wait first. */
+  ST_CHECK(stream_sync(&m->stream));
   for (int r = 0; r < n_logits; r++) {
     ST_CHECK(stream_memcpy(&m->stream, logits + (int64_t)r * c->vocab,
                            rows + (int64_t)r * c->vocab_padded, (size_t)c->vocab * sizeof(float)));

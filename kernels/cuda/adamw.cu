@@ -157,6 +157,8 @@ extern "C" st_status cuda_adamw(void *ctx, const st_tensor *param, const st_tens
   const st_dtype param_dtype = param ? param->dtype : ST_FP32;
   STK_DISPATCH_DT(grad->dtype, launch_for_param<DT>(param_dtype, grid, a, s));
   ST_CHECK(stk::launched("adamw", "adamw_kernel"));
-  if (count > kInline) CUDA_CHECK(cudaStreamSynchronize(s));  // the shared table is free again
+  // The shared table is free again once the copy is done; stream_sync is the bounded wait
+  // (core/device.h), as every host wait for queued work must be.
+  if (count > kInline) ST_CHECK(stream_sync(stream));
   return ST_OK;
 }

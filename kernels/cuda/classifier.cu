@@ -1,60 +1,161 @@
 // classifier.cu - the fused classifier: softmax cross-entropy over a padded vocabulary and its
-// gradient, one pass per row, written in place of the logits when asked.
+// gradient, two sweeps over each row, the gradient written in place of the logits when asked.
 //
 // Launch shape: one block of 512 threads per row (a row of 50k logits is 100-200 KB, enough
-// work for a block; rows are independent). Three sweeps over the row's first `vocab` columns,
-// threads striding by the block (coalesced): the row max (block_max), the sum of exp(x - max)
-// (block_sum's fixed tree: deterministic), then, if dlogits is wanted, (softmax - onehot) *
-// dloss_scale for v < vocab and 0 for the padding. The loss is log(sum) + max - x[target], with
-// x[target] read by thread 0 before any thread can overwrite the row, so dlogits may alias
-// logits (each element is read and then written by the same thread; the sweeps are separated
-// by the reductions' barriers). A target outside [0, vocab) gives a NaN loss (a kernel cannot
-// return an error without a host wait) and no onehot.
+// work for a block; rows are independent), two blocks to an SM (at most 64 registers a thread).
+// A row is read as packs of 8 columns; thread t owns packs t, t + 512, ... and takes kUnroll of
+// them per loop step, their loads issued together: 32 KB of 16-bit loads in flight per SM,
+// where one scalar load per thread and sweep left the earlier kernel far under the memory's
+// bandwidth (16-byte loads when the padded row length is a multiple of 8 and the buffers are
+// 16-byte aligned, else element by element: the same elements in the same order, so the bits
+// do not depend on the path, as in layernorm.cu). Columns from `vocab` on take no part.
+//  1. Online softmax: each thread keeps the running max of its columns and the sum of
+//     exp(x - max), rescaled when the max grows; the block combines the threads' (max, sum)
+//     pairs by a fixed butterfly (deterministic). loss = log(sum) + max - x[target], with
+//     x[target] read by thread 0 before any thread can overwrite the row.
+//  2. If dlogits is wanted: (softmax - onehot) * dloss_scale for v < vocab and 0 for the
+//     padding. Each element is read and then written by the same thread, after the reduction's
+//     barriers, so dlogits may alias logits.
+// A target outside [0, vocab) gives a NaN loss (a kernel cannot return an error without a host
+// wait) and no onehot.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 
 namespace {
 
 constexpr int kThreads = 512;
+constexpr int kP = stk::kPack;
+constexpr int kUnroll = 2;
 
-__device__ float block_max(float v, float *scratch) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  v = stk::warp_max(v);
-  __syncthreads();
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  return stk::warp_max(lane < warps ? scratch[lane] : -INFINITY);
+// Columns [c0, c0 + 8) of a row as floats: a pack load when `vec`, else element by element
+// with those past `cols` read as 0.
+template <stk::Dt D>
+__device__ __forceinline__ void pack_load(float (&v)[kP], const void *p, int64_t base, int64_t c0,
+                                          int64_t cols, bool vec) {
+  if (vec) {
+    stk::load_pack<D>(v, p, base + c0);
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < kP; e++) v[e] = c0 + e < cols ? stk::load<D>(p, base + c0 + e) : 0.0f;
 }
 
 template <stk::Dt D>
-__global__ void __launch_bounds__(kThreads)
+__device__ __forceinline__ void pack_store(void *p, int64_t base, int64_t c0, int64_t cols,
+                                           bool vec, const float (&v)[kP]) {
+  if (vec) {
+    stk::store_pack<D>(p, base + c0, v);
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < kP; e++) {
+    if (c0 + e < cols) stk::store<D>(p, base + c0 + e, v[e]);
+  }
+}
+
+// A running softmax denominator: sum of exp(x - max) over the values seen, and their max.
+struct Softmax {
+  float max, sum;
+};
+
+// The pair of two disjoint sets of values. Symmetric in its arguments, bit for bit (max and
+// a sum of two terms), so a butterfly leaves every lane with the same bits.
+__device__ __forceinline__ Softmax combine(Softmax a, Softmax b) {
+  const float m = fmaxf(a.max, b.max);
+  if (m == -INFINITY) return {m, 0.0f};
+  return {m, a.sum * expf(a.max - m) + b.sum * expf(b.max - m)};
+}
+
+__device__ __forceinline__ Softmax warp_combine(Softmax v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+    const Softmax o = {__shfl_xor_sync(0xffffffffu, v.max, off),
+                       __shfl_xor_sync(0xffffffffu, v.sum, off)};
+    v = combine(v, o);
+  }
+  return v;
+}
+
+// Over the block (called uniformly): warp pairs, then every thread combines the warps' pairs by
+// the same butterfly. Every thread gets the same bits.
+__device__ Softmax block_combine(Softmax v, Softmax *scratch) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  v = warp_combine(v);
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  return warp_combine(lane < warps ? scratch[lane] : Softmax{-INFINITY, 0.0f});
+}
+
+// Adds the columns of pack x that lie before `vocab` (c0 is the pack's first column).
+__device__ __forceinline__ void softmax_add(Softmax &s, const float (&x)[kP], int64_t c0,
+                                            int64_t vocab) {
+  float m = s.max;
+#pragma unroll
+  for (int e = 0; e < kP; e++) {
+    if (c0 + e < vocab) m = fmaxf(m, x[e]);
+  }
+  if (m == -INFINITY) return; /* no column of the pack counts, or every one is -inf */
+  float sum = s.sum * expf(s.max - m);
+#pragma unroll
+  for (int e = 0; e < kP; e++) {
+    if (c0 + e < vocab) sum += expf(x[e] - m);
+  }
+  s = {m, sum};
+}
+
+template <stk::Dt D>
+__global__ void __launch_bounds__(kThreads, 2)
     classifier_kernel(float *losses, void *dlogits, const void *logits, const int32_t *targets,
-                      int64_t vocab, int64_t padded, float dloss_scale) {
-  __shared__ float scratch[32];
+                      int64_t vocab, int64_t padded, float dloss_scale, bool vec) {
+  __shared__ Softmax scratch[32];
   const int64_t row = blockIdx.x, base = row * padded;
   const int32_t target = targets[row];
   const bool valid = target >= 0 && target < vocab;
   float at_target = 0.0f;
   if (threadIdx.x == 0 && valid) at_target = stk::load<D>(logits, base + target);
-  float m = -INFINITY;
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)
-    m = fmaxf(m, stk::load<D>(logits, base + v));
-  m = block_max(m, scratch);
-  float s = 0.0f;
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)
-    s += expf(stk::load<D>(logits, base + v) - m);
-  s = stk::block_sum(s, scratch);
-  if (threadIdx.x == 0)
-    losses[row] = valid ? logf(s) + m - at_target : __uint_as_float(0x7fc00000u);
-  if (!dlogits) return;
-  const float inv = 1.0f / s;
-  for (int64_t v = threadIdx.x; v < padded; v += blockDim.x) {
-    float g = 0.0f;
-    if (v < vocab) {
-      const float p = expf(stk::load<D>(logits, base + v) - m) * inv;
-      g = (p - (v == target ? 1.0f : 0.0f)) * dloss_scale;
+  const int64_t step = (int64_t)kUnroll * blockDim.x;
+  float x[kUnroll][kP];
+
+  Softmax s = {-INFINITY, 0.0f};
+  const int64_t vocab_packs = (vocab + kP - 1) / kP;
+  for (int64_t p0 = threadIdx.x; p0 < vocab_packs; p0 += step) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; u++) {
+      const int64_t p = p0 + (int64_t)u * blockDim.x;
+      if (p < vocab_packs) pack_load<D>(x[u], logits, base, p * kP, padded, vec);
     }
-    stk::store<D>(dlogits, base + v, g);
+#pragma unroll
+    for (int u = 0; u < kUnroll; u++) {
+      const int64_t p = p0 + (int64_t)u * blockDim.x;
+      if (p < vocab_packs) softmax_add(s, x[u], p * kP, vocab);
+    }
+  }
+  s = block_combine(s, scratch);
+  if (threadIdx.x == 0)
+    losses[row] = valid ? logf(s.sum) + s.max - at_target : __uint_as_float(0x7fc00000u);
+  if (!dlogits) return;
+
+  const float inv = 1.0f / s.sum;
+  const int64_t padded_packs = (padded + kP - 1) / kP;
+  for (int64_t p0 = threadIdx.x; p0 < padded_packs; p0 += step) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; u++) {
+      const int64_t p = p0 + (int64_t)u * blockDim.x;
+      if (p < padded_packs) pack_load<D>(x[u], logits, base, p * kP, padded, vec);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; u++) {
+      const int64_t p = p0 + (int64_t)u * blockDim.x, c0 = p * kP;
+      if (p >= padded_packs) continue;
+#pragma unroll
+      for (int e = 0; e < kP; e++) {
+        const int64_t v = c0 + e;
+        x[u][e] = v < vocab
+                      ? (expf(x[u][e] - s.max) * inv - (v == target ? 1.0f : 0.0f)) * dloss_scale
+                      : 0.0f;
+      }
+      pack_store<D>(dlogits, base, c0, padded, vec, x[u]);
+    }
   }
 }
 
@@ -65,9 +166,12 @@ extern "C" st_status cuda_classifier(void *ctx, const st_tensor *losses, const s
                                      float dloss_scale, const st_stream *stream) {
   (void)ctx;
   const int64_t rows = kernel_rows(logits), padded = kernel_cols(logits);
+  void *out = dlogits ? dlogits->data : NULL;
+  const bool vec =
+      padded % kP == 0 && stk::aligned16(logits->data) && (!out || stk::aligned16(out));
   STK_DISPATCH_DT(logits->dtype,
                   (classifier_kernel<DT><<<(unsigned)rows, kThreads, 0, stk::stream_of(stream)>>>(
-                      static_cast<float *>(losses->data), dlogits ? dlogits->data : NULL,
-                      logits->data, targets, vocab, padded, dloss_scale)));
+                      static_cast<float *>(losses->data), out, logits->data, targets, vocab, padded,
+                      dloss_scale, vec)));
   return stk::launched("classifier", "classifier_kernel");
 }

@@ -35,9 +35,18 @@ double pair_uniform(pair_env *e, double lo, double hi) {
   return lo + (hi - lo) * (double)(z >> 11) * 0x1.0p-53;
 }
 
-int ops_emulated(void) {
-  const char *flag = getenv("OPS_VOCAB_EMULATED");
-  return flag && strcmp(flag, "1") == 0;
+/* 1 when the variable is set to "1" (or to `value`). */
+static int env_is(const char *name, const char *value) {
+  const char *v = getenv(name);
+  return v && strcmp(v, value) == 0;
+}
+
+int ops_small(void) { return env_is("OPS_VOCAB_EMULATED", "1") || env_is("OPS_VOCAB_SMALL", "1"); }
+
+const char *ops_cudnn_left_out(void) {
+  if (env_is("OPS_VOCAB_EMULATED", "1")) return "the emulation has no cuDNN";
+  if (env_is("OPS_VOCAB_CUDNN", "0")) return "OPS_VOCAB_CUDNN=0";
+  return NULL;
 }
 
 int32_t pair_below(pair_env *e, int32_t n) {

@@ -80,10 +80,16 @@ const char *ops_label(const char *op, const char *what, st_dtype dtype);
 /* 1 when the n floats of a and b are the same bits (a determinism check). */
 int ops_same_bits(const float *a, const float *b, int64_t n);
 
-/* 1 under OPS_VOCAB_EMULATED=1, set by tools/cuda_emu/run_tests.sh: the CUDA emulation runs the
- * kernels on one CPU core and has no cuDNN, so d12's attention shape (about an hour there) and
- * the cudnn attention kind are left out, each with a line saying so. */
-int ops_emulated(void);
+/* What ops_vocab_test leaves out, each with a line saying so:
+ * - ops_small(): d12's attention shape, under OPS_VOCAB_EMULATED=1 (set by
+ *   tools/cuda_emu/run_tests.sh: the CUDA emulation runs the kernels on one CPU core, where that
+ *   shape takes about an hour) or OPS_VOCAB_SMALL=1 (the GPU suite's sanitizer section, where
+ *   the tools slow the kernels many times over);
+ * - ops_cudnn_left_out(): the cudnn attention kind; NULL when it runs, else why not: the
+ *   emulation has no cuDNN, and OPS_VOCAB_CUDNN=0 (the suite's racecheck and synccheck runs,
+ *   which check this project's kernels, not cuDNN's). */
+int ops_small(void);
+const char *ops_cudnn_left_out(void);
 
 /* The vocabulary's odd shape: batch, sequence, width and heads (head size 16). */
 enum { OPS_B = 3, OPS_T = 37, OPS_C = 80, OPS_NH = 5 };

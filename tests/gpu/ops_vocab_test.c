@@ -657,8 +657,9 @@ int main(void) {
   run_all(&e);
   run_fp32_grads(&e);
   ops_run_attention_kind(&e, "flash", 7000u);
-  if (ops_emulated()) {
-    printf("attention (ST_CUDA_ATTENTION=cudnn) left out: the emulation has no cuDNN\n");
+  const char *no_cudnn = ops_cudnn_left_out();
+  if (no_cudnn) {
+    printf("attention (ST_CUDA_ATTENTION=cudnn) left out: %s\n", no_cudnn);
   } else {
     ops_run_attention_kind(&e, "cudnn", 8000u);
   }

@@ -332,6 +332,14 @@ static void test_async_error(comm *dp, int me) {
   } else {
     CHECK_OK(waited);
   }
+  /* A duplicate of a communicator aborted on one rank fails on both: the other rank does not
+   * wait for it in the set-up's agreement. */
+  comm *dup = NULL;
+  const st_status duped = comm_dup(c, "after-error", &dup);
+  CHECK_MSG(duped != ST_OK && dup == NULL,
+            "a duplicate of a communicator aborted on rank 1 fails on rank %d (got %s)", me,
+            st_status_string(duped));
+  comm_destroy(dup);
   dbuf_free(&b);
   comm_destroy(c);
 }
