@@ -48,7 +48,7 @@ typedef struct kernel_ops {
                               kernel_weight_layout layout, const st_tensor *bias,
                               const st_stream *stream);
   /* pre_gelu not NULL: dout is first overwritten with dout * gelu'(pre_gelu). dbias may be
-   * NULL (no bias). */
+   * NULL (no bias). dinp is overwritten; dweight and dbias are added to. */
   st_status (*matmul_backward)(void *ctx, const st_tensor *dinp, const st_tensor *dweight,
                                const st_tensor *dbias, const st_tensor *dout,
                                const st_tensor *pre_gelu, const st_tensor *inp,

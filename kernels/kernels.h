@@ -26,7 +26,10 @@
  *   the branches that read it (the residual stream), so the engine zeroes a gradient buffer
  *   where its sum starts and never needs a separate add. The exceptions say so: the
  *   classifier starts the chain and overwrites dlogits; the GELU-epilogue backward overwrites
- *   its dout with the pre-activation's gradient.
+ *   its dout with the pre-activation's gradient; a linear layer's backward overwrites its
+ *   input's gradient (one branch reads a layer's input: a LayerNorm's output or the
+ *   attention's; the tied head's chunks are rows of it), which saves zeroing it and reading
+ *   it back in the product.
  * - Determinism: every op gives the same bits for the same inputs, whatever the thread count
  *   or launch order (fixed reduction orders, no unordered atomics in sums).
  * - Outputs never alias inputs unless an op says so.
@@ -154,8 +157,9 @@ st_status kernel_matmul_forward(const kernel_backend *kb, const st_tensor *out,
                                 const st_tensor *inp, const st_tensor *weight,
                                 const st_tensor *bias, const st_stream *stream);
 
-/* dinp += dout @ weight^T, dweight += inp^T @ dout, dbias += dout summed over rows.
- * dbias is NULL exactly when the forward had no bias. */
+/* dinp = dout @ weight^T (OVERWRITTEN: a layer's input gradient has no other term), and
+ * dweight += inp^T @ dout, dbias += dout summed over rows. dbias is NULL exactly when the
+ * forward had no bias. */
 st_status kernel_matmul_backward(const kernel_backend *kb, const st_tensor *dinp,
                                  const st_tensor *dweight, const st_tensor *dbias,
                                  const st_tensor *dout, const st_tensor *inp,
@@ -167,7 +171,7 @@ st_status kernel_matmul_wt_forward(const kernel_backend *kb, const st_tensor *ou
                                    const st_tensor *inp, const st_tensor *weight,
                                    const st_stream *stream);
 
-/* dinp += dout @ weight, dweight[V, C] += dout^T @ inp. */
+/* dinp = dout @ weight (overwritten), dweight[V, C] += dout^T @ inp. */
 st_status kernel_matmul_wt_backward(const kernel_backend *kb, const st_tensor *dinp,
                                     const st_tensor *dweight, const st_tensor *dout,
                                     const st_tensor *inp, const st_tensor *weight,
@@ -183,7 +187,8 @@ st_status kernel_matmul_gelu_forward(const kernel_backend *kb, const st_tensor *
 
 /* Its backward. dout, the gradient of out, is OVERWRITTEN with the gradient of pre_gelu,
  * dout * gelu'(pre_gelu) (the dGELU epilogue); then, as in kernel_matmul_backward,
- * dinp += dpre @ weight^T, dweight += inp^T @ dpre and dbias += dpre summed over rows. */
+ * dinp = dpre @ weight^T (overwritten), dweight += inp^T @ dpre and dbias += dpre summed over
+ * rows. */
 st_status kernel_matmul_gelu_backward(const kernel_backend *kb, const st_tensor *dinp,
                                       const st_tensor *dweight, const st_tensor *dbias,
                                       const st_tensor *dout, const st_tensor *pre_gelu,

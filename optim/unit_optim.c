@@ -5,24 +5,38 @@
 #include "core/error.h"
 #include "optim/offload_host.h"
 
+/* Adds the sum of squares of the owned gradients [lo, hi) (unit offsets) into out. */
+static st_status sumsq_range(const unit *u, const kernel_backend *kb, const st_stream *stream,
+                             const st_tensor *out, int64_t begin, int64_t lo, int64_t hi) {
+  const int64_t n = hi - lo;
+  const st_dtype g = u->precision.reduce;
+  char *at = (char *)u->grad_shard + (size_t)(lo - begin) * dtype_size(g);
+  st_tensor range;
+  ST_CHECK(tensor_make(&range, at, g, u->dev->backend->kind, 1, &n));
+  return kernel_sum_squares(kb, out, &range, stream);
+}
+
 st_status unit_optim_grad_sumsq(const unit *u, const kernel_backend *kb, const st_stream *stream,
                                 const st_tensor *out) {
   const int64_t begin = (int64_t)u->shard_rank * u->layout.shard_numel;
   const int64_t end = begin + u->layout.shard_numel;
+  /* One call per run of parameters that follow each other with no gap (most of a unit: the
+   * layout's 16-element alignment rarely pads a GPT's tensors), not one per parameter: the
+   * calls are short and many, and each is a launch on a GPU. */
+  int64_t run_lo = -1, run_hi = -1; /* the run so far; none yet */
   for (int k = 0; k < u->layout.count; k++) {
     const unit_param *p = &u->layout.params[k];
     if (p->split == TP_REPLICATED && u->layout.t != 0) continue; /* counted on tp rank 0 */
-    int64_t lo = p->offset > begin ? p->offset : begin;
-    int64_t hi = p->offset + p->numel < end ? p->offset + p->numel : end;
+    const int64_t lo = p->offset > begin ? p->offset : begin;
+    const int64_t hi = p->offset + p->numel < end ? p->offset + p->numel : end;
     if (lo >= hi) continue;
-    const int64_t n = hi - lo;
-    st_tensor range;
-    const st_dtype g = u->precision.reduce;
-    char *at = (char *)u->grad_shard + (size_t)(lo - begin) * dtype_size(g);
-    ST_CHECK(tensor_make(&range, at, g, u->dev->backend->kind, 1, &n));
-    ST_CHECK(kernel_sum_squares(kb, out, &range, stream));
+    if (lo != run_hi) {
+      if (run_hi > run_lo) ST_CHECK(sumsq_range(u, kb, stream, out, begin, run_lo, run_hi));
+      run_lo = lo;
+    }
+    run_hi = hi;
   }
-  return ST_OK;
+  return run_hi > run_lo ? sumsq_range(u, kb, stream, out, begin, run_lo, run_hi) : ST_OK;
 }
 
 /* One segment per parameter that meets the owned range, at its offset inside the range, with

@@ -1,7 +1,8 @@
-/* gpt_backward.c - the GPT backward pass. Every kernel backward ADDS into its gradients, so:
- * parameter gradients accumulate over micro-batches until gpt_zero_grads; one buffer (dres)
- * carries the residual stream's gradient, to which each LayerNorm branch adds; and each
- * intermediate gradient buffer is zeroed right before the one op that starts its sum.
+/* gpt_backward.c - the GPT backward pass. The kernel backwards ADD into their gradients
+ * (kernels.h), except a linear layer's input gradient, which they write: parameter gradients
+ * accumulate over micro-batches until gpt_zero_grads; one buffer (dres) carries the residual
+ * stream's gradient, to which each LayerNorm branch adds; and the attention's input gradient
+ * is zeroed right before the op that starts its sum.
  *
  * Before each block's backward, what activation recompute did not keep of it is computed again
  * (gpt_recompute.c) with the block's parameters already gathered for its backward.
@@ -14,18 +15,17 @@
 #include "engine/model/gpt_tp.h"
 #include "sharding/prefetch.h"
 
-/* Zeroes a gradient buffer before the one op that starts its sum. */
+/* Zeroes a gradient buffer before the op that starts its sum. */
 static st_status zero_view(gpt_model *m, const st_tensor *t) {
   return stream_memset(&m->stream, t->data, 0, tensor_nbytes(t));
 }
 
-/* The backward of unit u's linear layer (weight w_index, bias b_index): dinp is zeroed and
- * receives d(inp); the layer's weight and bias gradients accumulate. */
+/* The backward of unit u's linear layer (weight w_index, bias b_index): dinp receives d(inp);
+ * the layer's weight and bias gradients accumulate. */
 static st_status linear_backward(gpt_model *m, int u, int w_index, int b_index,
                                  const st_tensor *dinp, const st_tensor *dout,
                                  const st_tensor *inp) {
   st_tensor w = GPT_P(m, u, w_index), dw = GPT_G(m, u, w_index), db = GPT_G(m, u, b_index);
-  ST_CHECK(zero_view(m, dinp));
   return kernel_matmul_backward(m->kb, dinp, &dw, &db, dout, inp, &w, &m->stream);
 }
 
@@ -48,7 +48,6 @@ static st_status block_backward(gpt_model *m, int l, void *x_in) {
    * backward turns d gelu (dfch_gelu) into d fch in place before fc's products. */
   ST_CHECK(linear_backward(m, u, GPT_FCPROJ_W, GPT_FCPROJ_B, &v.dfch_gelu, &v.dres, &v.fch_gelu));
   st_tensor w = GPT_P(m, u, GPT_FC_W), dw = GPT_G(m, u, GPT_FC_W), db = GPT_G(m, u, GPT_FC_B);
-  ST_CHECK(zero_view(m, &v.dln));
   ST_CHECK(kernel_matmul_gelu_backward(m->kb, &v.dln, &dw, &db, &v.dfch_gelu, &v.fch, &v.ln2, &w,
                                        &m->stream));
   ST_CHECK(gpt_tp_f_backward(m, v.dln.data));

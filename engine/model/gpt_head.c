@@ -2,9 +2,9 @@
  * cross-entropy"). For each chunk of acts.head_rows rows of the final norm's output lnf:
  * logits = lnf @ wte^T into the one chunk buffer (acts.logits), the classifier's per-token
  * losses and, in training, its dlogits in place of the logits, and at once the head's backward
- * for that chunk: its rows of d(lnf) into acts.dln, where gpt_backward continues with the final
- * norm's backward, and dlogits^T @ lnf added to wte's gradient. No logits are recomputed and no
- * more than one chunk of them exists (d12 at 16 x 1024 tokens: 96 MB of bf16 instead of 1.6 GB).
+ * for that chunk: its rows of d(lnf) written into acts.dln, where gpt_backward continues with the
+ * final norm's backward, and dlogits^T @ lnf added to wte's gradient. No logits are recomputed and
+ * no more than one chunk of them exists (d12 at 16 x 1024 tokens: 96 MB of bf16 instead of 1.6 GB).
  *
  * wte's gradient is thus written in the training forward: the embedding unit's backward begins
  * here (unit_grads_begin), and ends with the embedding's own backward, the last op of
@@ -61,11 +61,7 @@ st_status gpt_head_forward(gpt_model *m, float dloss_scale) {
   const int64_t tokens = (int64_t)m->B * m->T, C = m->cfg.n_embd;
   const int training = dloss_scale > 0;
   gpt_acts *a = &m->acts;
-  if (training) {
-    ST_CHECK(unit_grads_begin(&m->units[0]));
-    /* The head's backward adds into d(lnf); its sum starts here. */
-    ST_CHECK(stream_memset(&m->stream, a->dln, 0, (size_t)(tokens * C) * dtype_size(m->act)));
-  }
+  if (training) ST_CHECK(unit_grads_begin(&m->units[0]));
   for (int64_t first = 0; first < tokens; first += a->head_rows) {
     const int64_t rows = tokens - first < a->head_rows ? tokens - first : a->head_rows;
     st_tensor logits, losses = gpt_t1(m, a->losses + first, rows);

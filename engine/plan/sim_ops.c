@@ -16,10 +16,10 @@ static double cost_matmul(const sim_shape *s, sim_kind kind, double m, double n,
     if (fwd) {
       *bytes = a * (m * k + k * n + m * n) + (bias ? 2 * a * m * n : 0);
     } else {
-      /* dinp: read dout and w, read and write dinp; dw: read dout and inp, read and write dw;
-       * the bias sums read dout once more. */
-      *bytes = a * (m * n + k * n + 2 * m * k) + a * (m * n + m * k + 2 * k * n) +
-               (bias ? a * m * n : 0);
+      /* dinp: read dout and w, write dinp; dw: read dout and inp, read and write dw; the bias
+       * sums read dout once more. */
+      *bytes =
+          a * (m * n + k * n + m * k) + a * (m * n + m * k + 2 * k * n) + (bias ? a * m * n : 0);
     }
   } else {
     *bytes = fwd ? a * (m * k + k * n + m * n) + (gelu_epilogue ? a * m * n : 0)
@@ -187,10 +187,9 @@ int sim_phase_ops(const sim_shape *s, sim_phase phase, sim_op *ops) {
       OP(cpu ? SIM_K_CE_BWD : SIM_K_CE_FWD, "loss", BT, V, 0, c->vocab, 0);
       break;
     case SIM_FINAL_BWD:
-      /* The engine zeroes dln and runs the head's backward inside its training forward, chunk
-       * by chunk after each chunk's loss (gpt_head.c); the replay issues no collective between
-       * the two phases, so counting them here moves no time. */
-      if (cpu) OP(SIM_K_ZERO, "dln", BT, C, 0, 0, 0);
+      /* The engine runs the head's backward inside its training forward, chunk by chunk after
+       * each chunk's loss (gpt_head.c); the replay issues no collective between the two
+       * phases, so counting them here moves no time. */
       OP(SIM_K_HEAD_BWD, "head", BT, V, C, 0, 0);
       if (cpu) OP(SIM_K_ZERO, "dres", BT, C, 0, 0, 0);
       OP(SIM_K_LN_BWD, "ln_f", BT, C, 0, 0, 0);
@@ -202,19 +201,14 @@ int sim_phase_ops(const sim_shape *s, sim_phase phase, sim_op *ops) {
       if (s->recompute == GPT_RECOMPUTE_BLOCK) n += block_ops_to_gelu(s, 1, ops + n);
       break;
     case SIM_BLOCK_BWD:
-      if (cpu) OP(SIM_K_ZERO, "dfch_gelu", BT, 4 * CL, 0, 0, 0);
+      /* A linear layer's backward writes its input's gradient: only the attention's is zeroed. */
       OP(SIM_K_MATMUL_BWD, "fcproj", BT, C, 4 * CL, 0, 1);
-      if (cpu) {
-        OP(SIM_K_GELU_BWD, "gelu", BT, 4 * CL, C, 0, 0); /* the dGELU epilogue, in place */
-        OP(SIM_K_ZERO, "dln", BT, C, 0, 0, 0);
-      }
-      OP(SIM_K_MATMUL_BWD, "fc", BT, 4 * CL, C, 1, 1); /* fused: d = 1, the dGELU pass */
+      if (cpu) OP(SIM_K_GELU_BWD, "gelu", BT, 4 * CL, C, 0, 0); /* the dGELU epilogue, in place */
+      OP(SIM_K_MATMUL_BWD, "fc", BT, 4 * CL, C, 1, 1);          /* fused: d = 1, the dGELU pass */
       OP(SIM_K_LN_BWD, "ln2", BT, C, 0, 0, 0);
-      if (cpu) OP(SIM_K_ZERO, "datty", BT, CL, 0, 0, 0);
       OP(SIM_K_MATMUL_BWD, "attproj", BT, C, CL, 0, 1);
       if (cpu) OP(SIM_K_ZERO, "dqkv", BT, 3 * CL, 0, 0, 0);
       OP(SIM_K_ATTN_BWD, "attention", B, NH, T, hs, 0);
-      if (cpu) OP(SIM_K_ZERO, "dln", BT, C, 0, 0, 0);
       OP(SIM_K_MATMUL_BWD, "qkv", BT, 3 * CL, C, 0, 1);
       OP(SIM_K_LN_BWD, "ln1", BT, C, 0, 0, 0);
       break;

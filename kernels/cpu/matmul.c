@@ -74,15 +74,15 @@ st_status kernel_cpu_matmul_backward(void *ctx, const st_tensor *dinp, const st_
   if (pre_gelu)
     kernel_cpu_gelu_grad(dout->data, dout->data, pre_gelu->data, (int64_t)d.rows * d.outs, 0);
   if (d.out_in) {
-    /* dinp[N, C] += dout[N, OC] @ weight[OC, C];  dweight[OC, C] += dout^T @ inp[N, C] */
+    /* dinp[N, C] = dout[N, OC] @ weight[OC, C];  dweight[OC, C] += dout^T @ inp[N, C] */
     kernel_cpu_sgemm(CblasNoTrans, CblasNoTrans, d.rows, d.in, d.outs, 1.0f, dout->data, d.outs,
-                     weight->data, d.in, 1.0f, dinp->data, d.in);
+                     weight->data, d.in, 0.0f, dinp->data, d.in);
     kernel_cpu_sgemm(CblasTrans, CblasNoTrans, d.outs, d.in, d.rows, 1.0f, dout->data, d.outs,
                      inp->data, d.in, 1.0f, dweight->data, d.in);
   } else {
-    /* dinp[N, C] += dout[N, OC] @ weight[C, OC]^T;  dweight[C, OC] += inp^T @ dout[N, OC] */
+    /* dinp[N, C] = dout[N, OC] @ weight[C, OC]^T;  dweight[C, OC] += inp^T @ dout[N, OC] */
     kernel_cpu_sgemm(CblasNoTrans, CblasTrans, d.rows, d.in, d.outs, 1.0f, dout->data, d.outs,
-                     weight->data, d.outs, 1.0f, dinp->data, d.in);
+                     weight->data, d.outs, 0.0f, dinp->data, d.in);
     kernel_cpu_sgemm(CblasTrans, CblasNoTrans, d.in, d.outs, d.rows, 1.0f, inp->data, d.in,
                      dout->data, d.outs, 1.0f, dweight->data, d.outs);
   }

@@ -1,5 +1,6 @@
 // matmul.cu - linear layers through cuBLASLt: forward with the bias or bias+GELU epilogue, and
-// the backward's two products accumulated in place (beta = 1).
+// the backward's two products: the input's gradient written (beta = 0), the weight's accumulated
+// in place (beta = 1).
 //
 // cuBLASLt is column-major; a row-major [r, c] matrix is its column-major transpose [c, r] with
 // leading dimension c, so each row-major product Y = X W becomes Y^T = W^T X^T on the same
@@ -188,9 +189,9 @@ extern "C" st_status cuda_matmul_backward(void *ctx, const st_tensor *dinp,
                          dbias ? dbias->data : NULL, NULL, stream));
   }
   Gemm g{};
-  g.beta = 1.0f;
+  g.beta = 0.0f;  // cuBLASLt does not read C
   g.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-  // dinp^T[C, N] += op(W) dout^T
+  // dinp^T[C, N] = op(W) dout^T
   g.m = d.in;
   g.n = d.rows;
   g.k = d.outs;
@@ -203,6 +204,7 @@ extern "C" st_status cuda_matmul_backward(void *ctx, const st_tensor *dinp,
   g.d = dinp->data;
   g.ldd = d.in;
   ST_CHECK(run_gemm(cx, op, dt, dt, g, stream));
+  g.beta = 1.0f;
   if (out_in) {
     // dW^T[C, OC] += inp^T dout
     g.m = d.in;

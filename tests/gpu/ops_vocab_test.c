@@ -200,7 +200,7 @@ static void matmul_gelu_layer(pair_env *e, st_dtype dt, st_dtype gdt, int64_t ou
   for (int64_t i = 0; i < n_out; i++) dpre[i] = dout.init[i] * gelu_grad64(pre_in.init[i]);
   for (int64_t r = 0; r < N; r++) {
     for (int64_t c = 0; c < C; c++) {
-      double s = dinp.init[r * C + c];
+      double s = 0.0; /* dinp is overwritten (kernels.h), whatever it held */
       for (int64_t o = 0; o < outs; o++) s += dpre[r * outs + o] * w.init[c * outs + o];
       want_dinp[r * C + c] = s;
     }

@@ -62,7 +62,7 @@ static void body(test_backend *tb) {
 
   gelu_call call = {tb, &dinp, &dout, &inp};
   test_buf *grads[] = {&dinp};
-  check_accumulates("gelu backward", grads, 1, backward, &call);
+  check_accumulates("gelu backward", grads, 1, 0, backward, &call);
   check_gradient("gelu dinp", ref.inp, COUNT, dinp.host, ref_loss, &ref);
 
   free(ref.inp);

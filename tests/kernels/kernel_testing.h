@@ -127,10 +127,11 @@ int check_close(const char *what, const float *got, const double *want, int64_t 
 void check_gradient(const char *what, double *x, int64_t count, const float *analytic,
                     double (*loss)(void *ctx), void *ctx);
 
-/* Runs `backward` twice from zeroed gradients and checks that every gradient doubled, which is
- * what accumulation (+=) means. The host mirrors keep the gradients of ONE call (uploaded
- * back), for the finite-difference checks that follow. */
-void check_accumulates(const char *what, test_buf *const *grads, size_t ngrads,
+/* Runs `backward` twice from zeroed gradients and checks that each of the first `overwritten`
+ * gradients came out the same (the op writes it) and every other one doubled, which is what
+ * accumulation (+=) means. The host mirrors keep the gradients of ONE call (uploaded back),
+ * for the finite-difference checks that follow. */
+void check_accumulates(const char *what, test_buf *const *grads, size_t ngrads, size_t overwritten,
                        st_status (*backward)(void *ctx), void *ctx);
 
 /* omp_set_num_threads for the CPU backend; returns the thread count now in force. */

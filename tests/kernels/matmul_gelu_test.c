@@ -2,8 +2,8 @@
  * [12, 7]) and wider than two of the CPU's column blocks ([2, 1, 130] @ [130, 150]): the forward's
  * pre_gelu and out against float64 loops; the backward's in-place overwrite of dout with
  * dout * gelu'(pre_gelu) against central differences of the float64 GELU; dinp, dweight and dbias
- * against central differences of the whole float64 layer; and their accumulation (dout is
- * uploaded afresh before every call, since the op consumes it). */
+ * against central differences of the whole float64 layer; and dinp's overwrite and the others'
+ * accumulation (dout is uploaded afresh before every call, since the op consumes it). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,7 +94,7 @@ static void check_matmul_gelu(test_backend *tb, test_linear_dims d) {
   gelu_call call = {tb,   &l.dinp, &l.dweight, &l.dbias,   &l.dout,
                     &pre, &l.inp,  &l.weight,  dout_values};
   test_buf *grads[] = {&l.dinp, &l.dweight, &l.dbias};
-  check_accumulates("matmul_gelu backward", grads, 3, backward, &call);
+  check_accumulates("matmul_gelu backward", grads, 3, 1, backward, &call); /* dinp written */
 
   /* dout now holds dout * gelu'(pre_gelu), at the pre-activations the forward saved. */
   tbuf_download(&l.dout);

@@ -1,8 +1,8 @@
 /* matmul_test.c - matmul with and without bias, on odd sizes ([2, 5, 12] @ [12, 7]) and on a
  * shape wider than two of the CPU's column blocks ([2, 1, 130] @ [130, 150]): forward against
- * float64 loops, backward against central differences of those loops, and the backward's
- * accumulation into dinp, dweight and dbias. The tied-head variant (weight stored [out, in],
- * no bias) is checked the same way.
+ * float64 loops, backward against central differences of those loops, and what the backward
+ * does with what its gradients held: dinp overwritten, dweight and dbias accumulated. The
+ * tied-head variant (weight stored [out, in], no bias) is checked the same way.
  *
  * Products large enough for the CPU to cut into blocks (kernels/cpu/gemm.c: of rows, or of
  * columns where there are more, the last one short) are checked on 1 to 3 threads, forward and
@@ -120,7 +120,7 @@ static void check_matmul(test_backend *tb, test_linear_dims d, int with_bias, in
   matmul_call call = {tb,      out_in, &l.dinp,  &l.dweight, with_bias ? &l.dbias : NULL,
                       &l.dout, &l.inp, &l.weight};
   test_buf *grads[] = {&l.dinp, &l.dweight, &l.dbias};
-  check_accumulates("matmul backward", grads, with_bias ? 3 : 2, backward, &call);
+  check_accumulates("matmul backward", grads, with_bias ? 3 : 2, 1, backward, &call); /* dinp */
   check_gradient("matmul dinp", ref.inp, rows * d.in, l.dinp.host, ref_loss, &ref);
   check_gradient("matmul dweight", ref.weight, d.in * d.outs, l.dweight.host, ref_loss, &ref);
   if (with_bias) check_gradient("matmul dbias", ref.bias, d.outs, l.dbias.host, ref_loss, &ref);
