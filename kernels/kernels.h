@@ -26,10 +26,10 @@
  *   the branches that read it (the residual stream), so the engine zeroes a gradient buffer
  *   where its sum starts and never needs a separate add. The exceptions say so: the
  *   classifier starts the chain and overwrites dlogits; the GELU-epilogue backward overwrites
- *   its dout with the pre-activation's gradient; a linear layer's backward overwrites its
- *   input's gradient (one branch reads a layer's input: a LayerNorm's output or the
- *   attention's; the tied head's chunks are rows of it), which saves zeroing it and reading
- *   it back in the product.
+ *   its dout with the pre-activation's gradient; a linear layer's and the attention's
+ *   backwards overwrite their input's gradient (one branch reads a linear layer's input, a
+ *   LayerNorm's output or the attention's, and the attention's, qkv; the tied head's chunks
+ *   are rows of its input), which saves zeroing it and reading it back.
  * - Determinism: every op gives the same bits for the same inputs, whatever the thread count
  *   or launch order (fixed reduction orders, no unordered atomics in sums).
  * - Outputs never alias inputs unless an op says so.
@@ -273,8 +273,8 @@ st_status kernel_attention_forward(const kernel_backend *kb, const st_tensor *ou
                                    const st_tensor *state, const st_tensor *qkv, int64_t n_head,
                                    const st_stream *stream);
 
-/* dqkv += the gradient of attention_forward with respect to qkv, from the forward's qkv, out
- * and state. A backend may use scratch memory from the allocator's workspace category
+/* dqkv = the gradient of attention_forward with respect to qkv (OVERWRITTEN), from the
+ * forward's qkv, out and state. A backend may use scratch memory from the allocator's workspace category
  * (kernel_kind_attention_scratch_bytes). */
 st_status kernel_attention_backward(const kernel_backend *kb, const st_tensor *dqkv,
                                     const st_tensor *dout, const st_tensor *qkv,

@@ -1,8 +1,8 @@
 /* gpt_backward.c - the GPT backward pass. The kernel backwards ADD into their gradients
- * (kernels.h), except a linear layer's input gradient, which they write: parameter gradients
- * accumulate over micro-batches until gpt_zero_grads; one buffer (dres) carries the residual
- * stream's gradient, to which each LayerNorm branch adds; and the attention's input gradient
- * is zeroed right before the op that starts its sum.
+ * (kernels.h), except a linear layer's and the attention's input gradients, which they write:
+ * parameter gradients accumulate over micro-batches until gpt_zero_grads, and one buffer (dres)
+ * carries the residual stream's gradient, to which each LayerNorm branch adds, zeroed where
+ * its sum starts.
  *
  * Before each block's backward, what activation recompute did not keep of it is computed again
  * (gpt_recompute.c) with the block's parameters already gathered for its backward.
@@ -14,11 +14,6 @@
 #include "engine/model/gpt_internal.h"
 #include "engine/model/gpt_tp.h"
 #include "sharding/prefetch.h"
-
-/* Zeroes a gradient buffer before the op that starts its sum. */
-static st_status zero_view(gpt_model *m, const st_tensor *t) {
-  return stream_memset(&m->stream, t->data, 0, tensor_nbytes(t));
-}
 
 /* The backward of unit u's linear layer (weight w_index, bias b_index): dinp receives d(inp);
  * the layer's weight and bias gradients accumulate. */
@@ -56,7 +51,6 @@ static st_status block_backward(gpt_model *m, int l, void *x_in) {
 
   /* Attention: res2 = x + attproj(attn(qkv(ln1(x)))); d attproj = dres (now d res2). */
   ST_CHECK(linear_backward(m, u, GPT_ATTPROJ_W, GPT_ATTPROJ_B, &v.datty, &v.dres, &v.atty));
-  ST_CHECK(zero_view(m, &v.dqkv));
   ST_CHECK(kernel_attention_backward(m->kb, &v.dqkv3, &v.datty3, &v.qkv3, &v.atty3, &v.att_state,
                                      gpt_local_heads(m), &m->stream));
   ST_CHECK(linear_backward(m, u, GPT_QKV_W, GPT_QKV_B, &v.dln, &v.dqkv, &v.ln1));
@@ -93,7 +87,7 @@ st_status gpt_backward(gpt_model *m, int reduce) {
             x = gpt_a2(m, x_last, BT, C), mean = gpt_t1(m, g->lnf_mean, BT),
             rstd = gpt_t1(m, g->lnf_rstd, BT);
   st_tensor dwte = GPT_G(m, 0, GPT_WTE), dwpe = GPT_G(m, 0, GPT_WPE);
-  ST_CHECK(zero_view(m, &dres));
+  ST_CHECK(stream_memset(s, dres.data, 0, tensor_nbytes(&dres))); /* the residual's sum starts */
   ST_CHECK(norm_backward(m, final_unit, GPT_LNF_W, GPT_LNF_B, &dres, &dln, &x, &mean, &rstd));
   ST_CHECK(finish_unit(m, final_unit, reduce));
 

@@ -33,13 +33,13 @@ static double cost_matmul(const sim_shape *s, sim_kind kind, double m, double n,
  * sgemm, softmaxed in place, read by the next product; backward: dprobs written, probs read
  * twice, the softmax gradient in place, read by two products. Its rows of d: forward q, k, v
  * read and out written; backward dout and v read by dprobs, dout again by dv, k by dq and q by
- * dk, and dv, dq, dk each read and written (sgemm adds into dqkv). Flash attention does the
+ * dk, and dv, dq, dk each written (sgemm writes dqkv, beta = 0). Flash attention does the
  * causal half, recomputes the scores in the backward (five products) and never stores T x T. */
 static double cost_attention(const sim_shape *s, int backward, double batch, double heads, double T,
                              double d, double *bytes) {
   const double a = s->act_bytes, square = batch * heads * T * T, rows = batch * T * heads * d;
   if (s->kernels == SIM_KERNELS_CPU) {
-    *bytes = backward ? a * 7 * square + a * 11 * rows : a * 4 * square + a * 4 * rows;
+    *bytes = backward ? a * 7 * square + a * 8 * rows : a * 4 * square + a * 4 * rows;
     return backward ? 8 * square * d + 4 * square : 4 * square * d + 5 * square;
   }
   *bytes = backward ? a * 8 * rows : a * 4 * rows;
@@ -201,13 +201,12 @@ int sim_phase_ops(const sim_shape *s, sim_phase phase, sim_op *ops) {
       if (s->recompute == GPT_RECOMPUTE_BLOCK) n += block_ops_to_gelu(s, 1, ops + n);
       break;
     case SIM_BLOCK_BWD:
-      /* A linear layer's backward writes its input's gradient: only the attention's is zeroed. */
+      /* A linear layer's and the attention's backwards write their input's gradient. */
       OP(SIM_K_MATMUL_BWD, "fcproj", BT, C, 4 * CL, 0, 1);
       if (cpu) OP(SIM_K_GELU_BWD, "gelu", BT, 4 * CL, C, 0, 0); /* the dGELU epilogue, in place */
       OP(SIM_K_MATMUL_BWD, "fc", BT, 4 * CL, C, 1, 1);          /* fused: d = 1, the dGELU pass */
       OP(SIM_K_LN_BWD, "ln2", BT, C, 0, 0, 0);
       OP(SIM_K_MATMUL_BWD, "attproj", BT, C, CL, 0, 1);
-      if (cpu) OP(SIM_K_ZERO, "dqkv", BT, 3 * CL, 0, 0, 0);
       OP(SIM_K_ATTN_BWD, "attention", B, NH, T, hs, 0);
       OP(SIM_K_MATMUL_BWD, "qkv", BT, 3 * CL, C, 0, 1);
       OP(SIM_K_LN_BWD, "ln1", BT, C, 0, 0, 0);

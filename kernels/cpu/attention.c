@@ -105,7 +105,7 @@ static void softmax_backward(float *dprobs, const float *p, int seq) {
   }
 }
 
-/* dqkv += the gradient of one head (b, h), with `scratch` holding T x T floats. */
+/* dqkv's slice of one head (b, h) = its gradient, with `scratch` holding T x T floats. */
 static void head_backward(const attention_dims *d, int b, int h, float *dqkv, const float *dout,
                           const float *qkv, const float *probs, float *scratch) {
   int ld_qkv = 3 * d->channels, seq = d->seq, hs = d->head_size;
@@ -116,14 +116,14 @@ static void head_backward(const attention_dims *d, int b, int h, float *dqkv, co
   /* dprobs[T, T] = dout[T, hs] @ v[T, hs]^T */
   kernel_cpu_sgemm(CblasNoTrans, CblasTrans, seq, seq, hs, 1.0f, dy, d->channels, v, ld_qkv, 0.0f,
                    scratch, seq);
-  /* dv[T, hs] += probs[T, T]^T @ dout[T, hs] */
-  kernel_cpu_sgemm(CblasTrans, CblasNoTrans, seq, hs, seq, 1.0f, p, seq, dy, d->channels, 1.0f, dv,
+  /* dv[T, hs] = probs[T, T]^T @ dout[T, hs] */
+  kernel_cpu_sgemm(CblasTrans, CblasNoTrans, seq, hs, seq, 1.0f, p, seq, dy, d->channels, 0.0f, dv,
                    ld_qkv);
   softmax_backward(scratch, p, seq);
-  /* scores = scale * q k^T, so dq += scale * dscores @ k and dk += scale * dscores^T @ q */
-  kernel_cpu_sgemm(CblasNoTrans, CblasNoTrans, seq, hs, seq, scale, scratch, seq, k, ld_qkv, 1.0f,
+  /* scores = scale * q k^T, so dq = scale * dscores @ k and dk = scale * dscores^T @ q */
+  kernel_cpu_sgemm(CblasNoTrans, CblasNoTrans, seq, hs, seq, scale, scratch, seq, k, ld_qkv, 0.0f,
                    dq, ld_qkv);
-  kernel_cpu_sgemm(CblasTrans, CblasNoTrans, seq, hs, seq, scale, scratch, seq, q, ld_qkv, 1.0f, dk,
+  kernel_cpu_sgemm(CblasTrans, CblasNoTrans, seq, hs, seq, scale, scratch, seq, q, ld_qkv, 0.0f, dk,
                    ld_qkv);
 }
 

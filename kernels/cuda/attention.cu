@@ -19,7 +19,7 @@
 //  - attention_dkv_kernel, warp per (batch, head, key j): for i >= j, the same p_ij and
 //    dS_ij = p_ij (dO_i.v_j - D_i) give dv_j = sum_i p_ij dO_i and dk_j = scale sum_i dS_ij q_i
 //    (D_i recomputed per pair rather than stored: no scratch).
-// Every gradient is added (+=) into dqkv once, by the one warp that owns it.
+// Every gradient is written into dqkv once, by the one warp that owns it.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/cuda_ops.h"
@@ -149,7 +149,7 @@ __global__ void attention_dq_kernel(AttnGrad g) {
 #pragma unroll
   for (int j = 0; j < kDimsPerLane; j++) {
     const int64_t d = lane + 32 * j;
-    if (d < g.hs) stk::store<D>(g.dqkv, qi + d, stk::load<D>(g.dqkv, qi + d) + g.scale * dq[j]);
+    if (d < g.hs) stk::store<D>(g.dqkv, qi + d, g.scale * dq[j]);
   }
 }
 
@@ -186,9 +186,8 @@ __global__ void attention_dkv_kernel(AttnGrad g) {
   for (int j = 0; j < kDimsPerLane; j++) {
     const int64_t d = lane + 32 * j;
     if (d < g.hs) {
-      stk::store<D>(g.dqkv, kj + d, stk::load<D>(g.dqkv, kj + d) + g.scale * dk[j]);
-      const int64_t vj = kj + g.channels;
-      stk::store<D>(g.dqkv, vj + d, stk::load<D>(g.dqkv, vj + d) + dv[j]);
+      stk::store<D>(g.dqkv, kj + d, g.scale * dk[j]);
+      stk::store<D>(g.dqkv, kj + g.channels + d, dv[j]);
     }
   }
 }

@@ -288,7 +288,7 @@ extern "C" st_status cuda_context_create(const st_device *dev, void **ctx) {
   if (cx->attention == CUDA_ATTENTION_CUDNN) {
     st_error_saved before;
     st_error_save(&before);
-    status = cuda_cudnn_attention_create(&cx->cudnn, cx, 10 * major + minor, cx->cudnn_region,
+    status = cuda_cudnn_attention_create(&cx->cudnn, 10 * major + minor, cx->cudnn_region,
                                          layout.bytes[CUDA_REGION_CUDNN]);
     if (status == ST_ERR_UNSUPPORTED) {
       // No cuDNN here (or none in this build): the run goes on with the next kind, and the

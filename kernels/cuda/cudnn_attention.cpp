@@ -16,11 +16,10 @@
 //   probabilities as exp(s - Stats)), so the kinds can take over from each other.
 // - Backward: deterministic (the frontend's deterministic algorithm: on Hopper it keeps dP, a
 //   16-bit T x T block per (sequence, head), in the graph's workspace for the length of the call
-//   instead of adding dQ with atomics). cuDNN writes dQ, dK and dV; it cannot add, so it writes
-//   them into a scratch laid out like dqkv and the residual add (elementwise.cu) sums that into
-//   dqkv, one rounding more than the other kinds only where dqkv was not zero.
-// - Memory: everything lives in the context's fixed region (context.h): the backward's gradient
-//   scratch first, then the graph's workspace. A batch whose scratch and workspace exceed it
+//   instead of adding dQ with atomics). cuDNN writes dQ, dK and dV straight into dqkv, whose
+//   strides its tensors take, as the op's contract asks (kernels.h: overwritten).
+// - Memory: everything lives in the context's fixed region (context.h): the graph's workspace.
+//   A batch whose workspace exceeds it
 //   runs a chunk of sequences at a time, the chunk halved until it fits and cuDNN builds it (the
 //   remainder of the batch has its own graph); a shape that neither fits nor builds one sequence
 //   at a time is remembered and left to the other kinds with one warning.
@@ -65,7 +64,6 @@ namespace {
 using GraphPtr = std::shared_ptr<fe::graph::Graph>;
 using TensorPtr = std::shared_ptr<fe::graph::Tensor_attributes>;
 
-constexpr size_t kAlign = 256;  // where the graph's workspace starts after the scratch
 constexpr int64_t kMaxHeadSize = 128;
 
 // Tensor ids in the variant packs.
@@ -88,8 +86,6 @@ struct Plan {
 
 // (batch, heads, seq, head size, dtype, backward)
 using PlanKey = std::array<int64_t, 6>;
-
-size_t round_up(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
 // dlopen's verdict, once per process: NULL when cuDNN is loaded, else why not.
 const char *load_cudnn() {
@@ -165,7 +161,7 @@ void add_backward(fe::graph::Graph &g, const Shape &s) {
                      .set_attn_scale(scale_of(s))
                      .set_deterministic_algorithm(true);
   auto [dq, dk, dv] = g.sdpa_backward(q, k, v, o, dout, stats, options);
-  // Into the scratch, laid out as dqkv's rows.
+  // Into dqkv's rows.
   const int64_t uids[3] = {kDQ, kDK, kDV};
   const TensorPtr grads[3] = {dq, dk, dv};
   for (int i = 0; i < 3; i++) {
@@ -173,25 +169,19 @@ void add_backward(fe::graph::Graph &g, const Shape &s) {
   }
 }
 
-// The backward's gradient scratch for s (none for the forward).
-size_t scratch_bytes(const Shape &s, bool backward) {
-  return backward ? round_up((size_t)(s.batch * s.seq * 3 * s.channels()) * s.elem()) : 0;
-}
-
 // A guess at the region one sequence takes, to start the chunk search near its answer: the
-// scratch, the deterministic backward's dP (16-bit, T x T per head, tiles of 64), its fp32 dQ
-// accumulator and row sums.
+// deterministic backward's dP (16-bit, T x T per head, tiles of 64), its fp32 dQ accumulator
+// and row sums.
 size_t guess_per_sequence(const Shape &s, bool backward) {
   if (!backward) return 1;
   const size_t padded = (size_t)((s.seq + 63) / 64 * 64);
-  return (size_t)(s.seq * 3 * s.channels()) * s.elem() + (size_t)s.heads * padded * padded * 2 +
-         (size_t)(s.heads * s.seq * s.hs) * 4 + (size_t)(s.heads * s.seq) * 4;
+  return (size_t)s.heads * padded * padded * 2 + (size_t)(s.heads * s.seq * s.hs) * 4 +
+         (size_t)(s.heads * s.seq) * 4;
 }
 
 }  // namespace
 
 struct cuda_cudnn_attention {
-  void *kernels_ctx;
   int sm_version;
   cudnnHandle_t handle;
   char *workspace;
@@ -235,9 +225,9 @@ GraphPtr build_graph(cuda_cudnn_attention *a, const Shape &s, bool backward, int
   }
 }
 
-// Whether a graph workspace of ws bytes fits the region after `scratch` bytes.
-bool fits(const cuda_cudnn_attention *a, size_t scratch, int64_t ws) {
-  return ws >= 0 && scratch + (size_t)ws <= a->workspace_bytes;
+// Whether a graph workspace of ws bytes fits the region.
+bool fits(const cuda_cudnn_attention *a, int64_t ws) {
+  return ws >= 0 && (size_t)ws <= a->workspace_bytes;
 }
 
 // The chunks of sequences whose statistics start 16-byte aligned (cuDNN assumes it of every tensor
@@ -256,7 +246,7 @@ int64_t stats_aligned(const Shape &s, int64_t want) {
 }
 
 // The plan for s, made now: the largest chunk of sequences (starting from the guess, halved)
-// that cuDNN builds a graph for and whose scratch and graph workspace fit the region (a refused
+// that cuDNN builds a graph for and whose graph workspace fits the region (a refused
 // build is retried smaller too: a few builds more for a shape cuDNN never runs, none for one it
 // runs). chunk 0 and *why, the last attempt's reason, when there is none.
 Plan make_plan(cuda_cudnn_attention *a, const Shape &s, bool backward, std::string *why) {
@@ -268,14 +258,13 @@ Plan make_plan(cuda_cudnn_attention *a, const Shape &s, bool backward, std::stri
   for (;;) {
     int64_t ws = 0;
     GraphPtr g = build_graph(a, c, backward, &ws, why);
-    if (g && fits(a, scratch_bytes(c, backward), ws)) {
+    if (g && fits(a, ws)) {
       plan.full = g;
       break;
     }
     if (g) {
       *why = std::to_string(c.batch) + (c.batch == 1 ? " sequence needs " : " sequences need ") +
-             std::to_string(scratch_bytes(c, backward) + (size_t)ws) +
-             " bytes of scratch and workspace, more than the " +
+             std::to_string(ws) + " bytes of workspace, more than the " +
              std::to_string(a->workspace_bytes) + " of its region" +
              (c.batch > 1 ? " (fewer would leave the statistics unaligned)" : "");
     }
@@ -290,8 +279,7 @@ Plan make_plan(cuda_cudnn_attention *a, const Shape &s, bool backward, std::stri
     int64_t ws = 0;
     plan.rest = build_graph(a, r, backward, &ws, why);
     if (!plan.rest) return Plan{};
-    // Its workspace starts where the whole chunk's would (after the whole chunk's scratch).
-    if (!fits(a, scratch_bytes(c, backward), ws)) {
+    if (!fits(a, ws)) {
       *why = "the graph of the batch's remainder needs more workspace than the region";
       return Plan{};
     }
@@ -373,9 +361,8 @@ st_status guarded(const char *op, Body body) {
 
 extern "C" int cuda_cudnn_attention_built(void) { return 1; }
 
-extern "C" st_status cuda_cudnn_attention_create(cuda_cudnn_attention **out, void *kernels_ctx,
-                                                 int sm_version, void *workspace,
-                                                 size_t workspace_bytes) {
+extern "C" st_status cuda_cudnn_attention_create(cuda_cudnn_attention **out, int sm_version,
+                                                 void *workspace, size_t workspace_bytes) {
   *out = nullptr;
   if (const char *why = load_cudnn()) {
     return st_error(ST_ERR_UNSUPPORTED, "cannot load cuDNN (libcudnn.so.9): %s", why);
@@ -404,7 +391,6 @@ extern "C" st_status cuda_cudnn_attention_create(cuda_cudnn_attention **out, voi
   }
   // The struct lives in the allocator's memory; its map and the graphs are C++ heap objects.
   cuda_cudnn_attention *a = new (memory) cuda_cudnn_attention();
-  a->kernels_ctx = kernels_ctx;
   a->sm_version = sm_version;
   a->handle = handle;
   a->workspace = static_cast<char *>(workspace);
@@ -463,10 +449,6 @@ st_status backward(cuda_cudnn_attention *a, const st_tensor *dqkv, const st_tens
   *ran = 1;
   ST_CHECK(bind_stream(a, "attention_backward", stream));
   const int64_t C = s.channels();
-  Shape chunk = s;
-  chunk.batch = plan.chunk;
-  char *scratch = a->workspace;
-  void *graph_workspace = a->workspace + scratch_bytes(chunk, true);
   for (int64_t b0 = 0; b0 < s.batch; b0 += plan.chunk) {
     const int64_t n = std::min(plan.chunk, s.batch - b0);
     const int64_t q = b0 * s.seq * 3 * C, o = b0 * s.seq * C;
@@ -477,17 +459,11 @@ st_status backward(cuda_cudnn_attention *a, const st_tensor *dqkv, const st_tens
         {kO, at(out->data, o, s)},
         {kDO, at(dout->data, o, s)},
         {kStats, static_cast<float *>(state->data) + b0 * s.heads * s.seq},
-        {kDQ, scratch},
-        {kDK, at(scratch, C, s)},
-        {kDV, at(scratch, 2 * C, s)}};
+        {kDQ, at(dqkv->data, q, s)},
+        {kDK, at(dqkv->data, q + C, s)},
+        {kDV, at(dqkv->data, q + 2 * C, s)}};
     ST_CHECK(execute(a, "attention_backward", n == plan.chunk ? plan.full : plan.rest, pack,
-                     graph_workspace));
-    // dqkv rows [b0, b0 + n) += the scratch's.
-    const int64_t numel = n * s.seq * 3 * C;
-    st_tensor sum, grads;
-    ST_CHECK(tensor_make(&sum, at(dqkv->data, q, s), s.dtype, ST_DEVICE_CUDA, 1, &numel));
-    ST_CHECK(tensor_make(&grads, scratch, s.dtype, ST_DEVICE_CUDA, 1, &numel));
-    ST_CHECK(cuda_residual_forward(a->kernels_ctx, &sum, &sum, &grads, stream));
+                     a->workspace));
   }
   return ST_OK;
 }

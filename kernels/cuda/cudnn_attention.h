@@ -2,7 +2,7 @@
  * (cudnn_attention.cpp, C++17 over the cuDNN frontend), the third kind ST_CUDA_ATTENTION offers
  * (context.h). Same tensors and saved state as attention.cu: qkv [B, T, 3C] read in place, out
  * [B, T, C], one fp32 log-sum-exp of the scaled scores per (batch, head, query row), [B, NH, T],
- * so a forward of one kind and a backward of another agree; dqkv receives += like the others.
+ * so a forward of one kind and a backward of another agree; dqkv is overwritten, as by the others.
  *
  * libcudnn.so.9 is opened with dlopen when a context asks for this kind, never linked: binaries
  * start where cuDNN is absent, and a missing library means the other kinds run instead.
@@ -29,15 +29,13 @@ typedef struct cuda_cudnn_attention cuda_cudnn_attention;
 /* 1 when this build has the cuDNN attention. */
 int cuda_cudnn_attention_built(void);
 
-/* Loads cuDNN (once per process) and creates a handle on the current device; `kernels_ctx` is
- * the CUDA context (its residual add sums the backward's gradients into dqkv), `sm_version`
+/* Loads cuDNN (once per process) and creates a handle on the current device; `sm_version` is
  * the GPU's compute capability as 10 major + minor, and [workspace, workspace + bytes) the
- * device region every graph's scratch and the backward's gradient chunks live in (no op
- * allocates). ST_ERR_UNSUPPORTED when the build has no cuDNN attention, or libcudnn.so.9 cannot
- * be loaded, is not cuDNN 9 or cannot create a handle (the caller runs another kind then);
- * ST_ERR_OOM. */
-st_status cuda_cudnn_attention_create(cuda_cudnn_attention **out, void *kernels_ctx, int sm_version,
-                                      void *workspace, size_t workspace_bytes);
+ * device region every graph's workspace lives in (no op allocates). ST_ERR_UNSUPPORTED when the
+ * build has no cuDNN attention, or libcudnn.so.9 cannot be loaded, is not cuDNN 9 or cannot create
+ * a handle (the caller runs another kind then); ST_ERR_OOM. */
+st_status cuda_cudnn_attention_create(cuda_cudnn_attention **out, int sm_version, void *workspace,
+                                      size_t workspace_bytes);
 
 /* Releases the handle and the graphs; accepts NULL. */
 void cuda_cudnn_attention_destroy(cuda_cudnn_attention *a);
@@ -51,7 +49,7 @@ st_status cuda_cudnn_attention_forward(cuda_cudnn_attention *a, const st_tensor 
                                        const st_tensor *state, const st_tensor *qkv, int64_t n_head,
                                        const st_stream *stream, int *ran);
 
-/* attention_backward (kernels.h): dqkv += the gradient, deterministic (the same bits on every
+/* attention_backward (kernels.h): dqkv = the gradient, deterministic (the same bits on every
  * run of a shape). *ran as for the forward. */
 st_status cuda_cudnn_attention_backward(cuda_cudnn_attention *a, const st_tensor *dqkv,
                                         const st_tensor *dout, const st_tensor *qkv,

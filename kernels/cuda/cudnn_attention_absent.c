@@ -6,9 +6,8 @@
 
 int cuda_cudnn_attention_built(void) { return 0; }
 
-st_status cuda_cudnn_attention_create(cuda_cudnn_attention **out, void *kernels_ctx, int sm_version,
-                                      void *workspace, size_t workspace_bytes) {
-  (void)kernels_ctx;
+st_status cuda_cudnn_attention_create(cuda_cudnn_attention **out, int sm_version, void *workspace,
+                                      size_t workspace_bytes) {
   (void)sm_version;
   (void)workspace;
   (void)workspace_bytes;

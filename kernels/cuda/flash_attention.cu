@@ -18,7 +18,7 @@
 //  - flash_dq_kernel: a query tile; loops over the key tiles up to the diagonal, recomputes P
 //    and dP and accumulates dQ += dS K.
 // No gradient is written by two blocks, and every sum runs in a fixed order: the backward is
-// deterministic without atomics. Each gradient is added (+=) into dqkv once, as attention.cu's.
+// deterministic without atomics. Each gradient is written into dqkv once, as attention.cu's.
 //
 // Rounding: P and dS enter their products as 16-bit values (the simple kernels keep them in
 // fp32), so results differ from attention.cu's within the 16-bit tolerance.
@@ -197,18 +197,19 @@ __device__ __forceinline__ Place place_of(const FlashArgs &a) {
   return p;
 }
 
-// Adds scale * (four fragments) into the warp's 16 rows of head slice `part` of dqkv, through
-// the warp's scratch; each lane adds its half of its row. Rows past the sequence are skipped.
+// Writes scale * (four fragments) into the warp's 16 rows of head slice `part` of dqkv, through
+// the warp's scratch; each lane writes its half of its row. Rows past the sequence are skipped.
 template <stk::Dt D>
-__device__ __forceinline__ void add_rows(const FlashArgs &a, const Place &at, int part, float scale,
-                                         const FragAcc (&acc)[4], float (*scratch)[kTile]) {
+__device__ __forceinline__ void write_rows(const FlashArgs &a, const Place &at, int part,
+                                           float scale, const FragAcc (&acc)[4],
+                                           float (*scratch)[kTile]) {
   __syncwarp();
   spill(scratch, acc);
   __syncwarp();
   if (at.row >= a.seq) return;
   const int64_t base = qkv_at(a, at.hd, at.row, part);
   for (int c = at.c0; c < at.c0 + kHalfCols; c++)
-    stk::store<D>(a.dqkv, base + c, stk::load<D>(a.dqkv, base + c) + scale * scratch[at.r][c]);
+    stk::store<D>(a.dqkv, base + c, scale * scratch[at.r][c]);
 }
 
 // K and V of key rows [k0, k0 + 64) into two staged tiles. All threads call it.
@@ -364,8 +365,8 @@ __global__ void __launch_bounds__(kThreads) flash_dkv_kernel(FlashArgs a) {
     __syncwarp();
     accumulate<D>(dk, sm.ds[at.warp], sm.a);  // dK += dS^T Q
   }
-  add_rows<D>(a, at, 1, a.scale, dk, sm.scratch[at.warp]);
-  add_rows<D>(a, at, 2, 1.0f, dv, sm.scratch[at.warp]);
+  write_rows<D>(a, at, 1, a.scale, dk, sm.scratch[at.warp]);
+  write_rows<D>(a, at, 2, 1.0f, dv, sm.scratch[at.warp]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -409,7 +410,7 @@ __global__ void __launch_bounds__(kThreads) flash_dq_kernel(FlashArgs a) {
     __syncwarp();
     accumulate<D>(dq, sm.ds[at.warp], sm.a);  // dQ += dS K
   }
-  add_rows<D>(a, at, 0, a.scale, dq, sm.scratch[at.warp]);
+  write_rows<D>(a, at, 0, a.scale, dq, sm.scratch[at.warp]);
 }
 
 FlashArgs args_of(const st_tensor *qkv, int64_t n_head) {
