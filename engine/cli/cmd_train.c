@@ -216,9 +216,14 @@ static st_status setup_local(train_run *r) {
              (unsigned long long)val_batches);
     }
   }
+  /* Pinned: a copy from pageable memory to a GPU may wait for the stream's earlier work first
+   * (CUDA stages it), which would stall the host at every micro-batch's upload while the GPU
+   * drains, and then the GPU while the host enqueues the next micro-batch. The step's tokens
+   * stay put until its end (the loader refills them after the step's one host wait), so the
+   * uploads read them asynchronously. */
   size_t per_batch = (size_t)o->micro_batch * r->cfg.max_seq;
   ST_CHECK(mem_alloc((void **)&r->tokens, 2 * per_batch * (size_t)o->grad_accum * sizeof(int32_t),
-                     MEM_HOST, MEM_WORKSPACE, NULL));
+                     MEM_PINNED, MEM_WORKSPACE, mesh_device(r->mesh)));
   if (o->metrics && is_writer(r)) {
     r->metrics = metrics_open_append(o->metrics);
     if (!r->metrics)
@@ -362,13 +367,18 @@ static void teardown(train_run *r) {
  * once. */
 static st_status evaluate(train_run *r, double *val_loss) {
   size_t per_batch = (size_t)r->o->micro_batch * r->cfg.max_seq;
-  int32_t *inputs = r->tokens, *targets = r->tokens + per_batch;
   ST_CHECK(token_loader_seek(r->val, (token_position){0, 0}));
   gpt_model *m = r->model;
   const st_tensor sum = gpt_scalar(m, GPT_LOSS_SUM);
   ST_CHECK(stream_memset(&m->stream, sum.data, 0, sizeof(float)));
   const int64_t micro_batches = (int64_t)r->eval_batches * r->val_micro_batches;
+  const int slots = r->o->grad_accum; /* the step's token slots, taken in turn */
   for (int64_t i = 0; i < micro_batches; i++) {
+    /* The uploads read the pinned tokens asynchronously: a slot is refilled only once the
+     * stream has run the upload that last read it. */
+    if (i > 0 && i % slots == 0) ST_CHECK(stream_sync(&m->stream));
+    int32_t *inputs = r->tokens + 2 * per_batch * (size_t)(i % slots),
+            *targets = inputs + per_batch;
     ST_CHECK(job_agree(token_loader_next(r->val, inputs, targets))); /* as run_step's */
     ST_CHECK(gpt_forward(m, inputs, targets, 0.0f));
     ST_CHECK(gpt_loss_sum(m, &sum));

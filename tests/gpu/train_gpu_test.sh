@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # train_gpu_test.sh (GPU) - the tiny GPT trained on the GPU against the CPU reference, one rank:
 #   - fp32: the GPU's loss and gradient norm of each of 10 steps within 1e-5 (relative) of the
-#     CPU's from the same seed (the same initial weights: they are drawn on the host);
+#     CPU's from the same seed (the same initial weights: they are drawn on the host), 2
+#     micro-batches a step, and so the validation loss of 3 batches at steps 5 and 10;
 #   - bf16 and fp16 (dynamic loss scaling) on the GPU: the loss after 50 steps within 1% of the
 #     GPU's fp32 run, and different from it somewhere beyond 3e-5 (a run whose dtype flag was
 #     ignored fails); fp16 reports its loss scale in every metrics line;
@@ -63,8 +64,11 @@ if [ "$probe_rc" -ne 0 ]; then
   exit 1
 fi
 
-run cpu_fp32 1 --device cpu --micro-batch 12
-run gpu_fp32 1 --device cuda --micro-batch 12
+# With 2 micro-batches a step and an evaluation of 3 batches every 5 steps: the uploads read the
+# pinned token slots asynchronously, and the evaluation refills them in turn (cmd_train.c).
+evals=(--grad-accum 2 --data-val "$work/data/bytes_val_*.bin" --eval-every 5 --eval-batches 3)
+run cpu_fp32 1 --device cpu --micro-batch 12 "${evals[@]}"
+run gpu_fp32 1 --device cuda --micro-batch 12 "${evals[@]}"
 long=(--steps 50 --micro-batch 12 --device cuda)
 run gpu_fp32_50 1 "${long[@]}"
 run gpu_bf16_50 1 "${long[@]}" --param-dtype bf16 --reduce-dtype bf16
@@ -119,7 +123,18 @@ def fp32_against_cpu():
             worst = max(worst, rel)
             if rel > 1e-5:
                 fail.append(f"fp32 step {a['step']} {key}: gpu {a[key]!r} vs cpu {b[key]!r}")
-    print(f"fp32 gpu vs cpu over 10 steps: worst relative difference {worst:.2e}")
+    evaluated = [(a, b) for a, b in zip(gpu, cpu) if "val_loss" in b]
+    if len(evaluated) != 2 or any("val_loss" not in a for a, _ in evaluated):
+        fail.append(f"fp32 runs: validation losses at steps {[b['step'] for _, b in evaluated]} "
+                    "(cpu), expected at steps 5 and 10 on both")
+    for a, b in evaluated:
+        rel = abs(a["val_loss"] - b["val_loss"]) / abs(b["val_loss"])
+        worst = max(worst, rel)
+        if rel > 1e-5:
+            fail.append(f"fp32 step {a['step']} val_loss: gpu {a['val_loss']!r} vs cpu "
+                        f"{b['val_loss']!r}")
+    print(f"fp32 gpu vs cpu over 10 steps, validation included: worst relative difference "
+          f"{worst:.2e}")
 
 
 def low_precision(name):
