@@ -24,9 +24,9 @@ extern "C" {
 /* Sizes of the workspace regions: 45 MiB of device memory per backend in all (301 MiB with the
  * cuDNN attention), plus 1 MiB of host staging for AdamW segments, all counted in the
  * allocator's workspace category. The sort region holds about 20 bytes per token: some 400k
- * tokens per embedding backward call. The cuDNN region holds a graph's workspace and the
- * backward's gradient scratch: d12 at 1024 tokens takes about 32 MiB per sequence there (the
- * deterministic backward's T x T block per head dominates), so a batch runs in chunks of 8. */
+ * tokens per embedding backward call. The cuDNN region holds a graph's workspace: d12 at 1024
+ * tokens takes about 27 MiB per sequence there (the deterministic backward's T x T block per
+ * head), so a batch of 16 runs in two chunks. */
 #define CUDA_LT_WORKSPACE_BYTES ((size_t)32 << 20) /* cuBLASLt's scratch (split-K, epilogues) */
 #define CUDA_REDUCE_PARTIALS 1024                  /* doubles: block partials of sums */
 #define CUDA_COLSUM_FLOATS ((size_t)1 << 20)       /* column-sum partials (bias, LayerNorm) */
@@ -54,7 +54,7 @@ typedef enum cuda_region {
   CUDA_REGION_COLSUM = 2,   /* column-sum partials (floats) */
   CUDA_REGION_SEGMENTS = 3, /* a long AdamW segment list */
   CUDA_REGION_SORT = 4,     /* the embedding backward's sort */
-  CUDA_REGION_CUDNN = 5,    /* the cuDNN attention's graphs and gradient scratch */
+  CUDA_REGION_CUDNN = 5,    /* the cuDNN attention's graph workspace */
   CUDA_REGION_COUNT = 6
 } cuda_region;
 

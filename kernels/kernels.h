@@ -274,8 +274,8 @@ st_status kernel_attention_forward(const kernel_backend *kb, const st_tensor *ou
                                    const st_stream *stream);
 
 /* dqkv = the gradient of attention_forward with respect to qkv (OVERWRITTEN), from the
- * forward's qkv, out and state. A backend may use scratch memory from the allocator's workspace category
- * (kernel_kind_attention_scratch_bytes). */
+ * forward's qkv, out and state. A backend may use scratch memory from the allocator's
+ * workspace category (kernel_kind_attention_scratch_bytes). */
 st_status kernel_attention_backward(const kernel_backend *kb, const st_tensor *dqkv,
                                     const st_tensor *dout, const st_tensor *qkv,
                                     const st_tensor *out, const st_tensor *state, int64_t n_head,

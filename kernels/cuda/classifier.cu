@@ -58,12 +58,14 @@ struct Softmax {
   float max, sum;
 };
 
-// The pair of two disjoint sets of values. Symmetric in its arguments, bit for bit (max and
-// a sum of two terms), so a butterfly leaves every lane with the same bits.
+// The pair of two disjoint sets of values. Symmetric in its arguments, bit for bit (max, and
+// two products rounded apart before their sum: no fused multiply-add takes one side's product
+// unrounded), so a butterfly leaves every lane with the same bits. Sets whose max is -inf
+// hold sums of 0, or NaN from a NaN value, which the sum keeps.
 __device__ __forceinline__ Softmax combine(Softmax a, Softmax b) {
   const float m = fmaxf(a.max, b.max);
-  if (m == -INFINITY) return {m, 0.0f};
-  return {m, a.sum * expf(a.max - m) + b.sum * expf(b.max - m)};
+  if (m == -INFINITY) return {m, a.sum + b.sum};
+  return {m, __fadd_rn(__fmul_rn(a.sum, expf(a.max - m)), __fmul_rn(b.sum, expf(b.max - m)))};
 }
 
 __device__ __forceinline__ Softmax warp_combine(Softmax v) {
@@ -86,15 +88,23 @@ __device__ Softmax block_combine(Softmax v, Softmax *scratch) {
   return warp_combine(lane < warps ? scratch[lane] : Softmax{-INFINITY, 0.0f});
 }
 
-// Adds the columns of pack x that lie before `vocab` (c0 is the pack's first column).
+// Adds the columns of pack x that lie before `vocab` (c0 is the pack's first column). A NaN
+// makes the sum NaN, and so the loss, as the CPU's: fmaxf passes it over, so it is looked for.
 __device__ __forceinline__ void softmax_add(Softmax &s, const float (&x)[kP], int64_t c0,
                                             int64_t vocab) {
   float m = s.max;
+  bool nan = false;
 #pragma unroll
   for (int e = 0; e < kP; e++) {
-    if (c0 + e < vocab) m = fmaxf(m, x[e]);
+    if (c0 + e < vocab) {
+      m = fmaxf(m, x[e]);
+      nan |= isnan(x[e]);
+    }
   }
-  if (m == -INFINITY) return; /* no column of the pack counts, or every one is -inf */
+  if (m == -INFINITY) { /* no column of the pack counts, or each is -inf or NaN */
+    if (nan) s.sum = NAN;
+    return;
+  }
   float sum = s.sum * expf(s.max - m);
 #pragma unroll
   for (int e = 0; e < kP; e++) {

@@ -18,11 +18,11 @@
 //   16-bit T x T block per (sequence, head), in the graph's workspace for the length of the call
 //   instead of adding dQ with atomics). cuDNN writes dQ, dK and dV straight into dqkv, whose
 //   strides its tensors take, as the op's contract asks (kernels.h: overwritten).
-// - Memory: everything lives in the context's fixed region (context.h): the graph's workspace.
-//   A batch whose workspace exceeds it
-//   runs a chunk of sequences at a time, the chunk halved until it fits and cuDNN builds it (the
-//   remainder of the batch has its own graph); a shape that neither fits nor builds one sequence
-//   at a time is remembered and left to the other kinds with one warning.
+// - Memory: the graph's workspace lives in the context's fixed region (context.h). A batch whose
+//   workspace exceeds it runs a chunk of sequences at a time, the chunk halved until it fits and
+//   cuDNN builds it (the remainder of the batch has its own graph); a shape that neither fits
+//   nor builds one sequence at a time is remembered and left to the other kinds with one
+//   warning.
 #define NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING
 #include "kernels/cuda/cudnn_attention.h"
 

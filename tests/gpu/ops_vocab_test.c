@@ -1,8 +1,9 @@
 /* ops_vocab_test.c - every op of the kernel vocabulary on the CUDA backend, against the CPU
  * backend (or float64 loops where the CPU backend lacks the op), in fp32, bf16 and fp16, forward
  * and backward, on odd shapes: B=3, T=37, C=80, NH=5 (head size 16), V=251 padded to 256;
- * LayerNorm also at C=84 (its element-by-element path) and d12's 768; the classifier also at
- * GPT-2's vocabulary (50257 padded to 50304, d12's head); AdamW also over ranges of several
+ * LayerNorm also at C=84 (its element-by-element path) and d12's 768; the classifier also
+ * padded to 253 (its element-by-element path), at GPT-2's vocabulary (50257 padded to 50304,
+ * d12's head) and with NaN logits; AdamW also over ranges of several
  * blocks; attention also at head size 64 over 150 rows (B=2, C=128, NH=2: aligned, with every
  * operand 2 bytes past a 16-byte boundary, and with only dout and dqkv so) and at d12's heads over
  * 9 sequences of 1024 (kAttnShapes), on the simple attention kernels (ST_CUDA_ATTENTION=simple,
@@ -469,10 +470,35 @@ static void classifier_at(pair_env *e, st_dtype dt, int64_t rows, int64_t vocab,
   pair_ids_free(&ids);
 }
 
+/* A row whose first 8 logits (one thread's first 16-byte pack) are NaN has a NaN loss, as on
+ * the CPU, and the row after it a finite one: the running max passes NaN over, so the kernel
+ * must see it. */
+static void classifier_nan(pair_env *e, st_dtype dt) {
+  const int32_t targets[2] = {3, 5};
+  pair_ids ids = pair_ids_make(e, targets, 2);
+  int64_t shape[] = {2, VP}, rows = 2;
+  pair logits = pair_make(e, dt, 2, shape, -4, 4), losses = pair_make(e, ST_FP32, 1, &rows, 7, 7);
+  for (int v = 0; v < 8; v++) logits.init[v] = NAN;
+  pair_reset(e, &logits);
+  CHECK_OK(
+      kernel_classifier(e->gpu, &losses.gpu, NULL, &logits.gpu, ids.dev, V, 1.0f, &e->gpu_stream));
+  float *got = pair_fetch_new(e, &losses);
+  CHECK_MSG(
+      isnan(got[0]) && isfinite(got[1]),
+      "classifier [%s]: NaN logits give a NaN loss (got %g) and leave the next row's (got %g)",
+      dtype_name(dt), got[0], got[1]);
+  free(got);
+  pair_free(&logits);
+  pair_free(&losses);
+  pair_ids_free(&ids);
+}
+
 static void case_classifier(pair_env *e, st_dtype dt) {
   classifier_at(e, dt, ROWS, V, VP);
+  classifier_at(e, dt, ROWS, V, 253); /* a padded width not a multiple of 8: element by element */
   /* d12's padded GPT-2 vocabulary: each of the 512 threads strides a row ~100 times */
   classifier_at(e, dt, 5, 50257, 50304);
+  classifier_nan(e, dt);
 }
 
 /* ---- the walk ------------------------------------------------------------------------------ */

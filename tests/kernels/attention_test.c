@@ -1,6 +1,6 @@
 /* attention_test.c - causal self-attention with B=2, T=5, C=12, NH=3 (head size 4): forward
  * (out and probs, zero above the diagonal) against float64 loops written from the definition,
- * backward (dqkv) against central differences of those loops, and its accumulation; the forward
+ * backward (dqkv) against central differences of those loops, and that it overwrites; the forward
  * again on more threads than heads. */
 #include <math.h>
 #include <stdlib.h>

@@ -58,6 +58,17 @@ inline float __uint_as_float(unsigned u) {
   return f;
 }
 inline float __expf(float x) { return expf(x); }
+// Round-to-nearest products and sums that a compiler may not fuse into a multiply-add: volatile
+// keeps each result rounded to a float (the emulation is built without -ffast-math, and x86-64
+// does float arithmetic in SSE registers, so this is what CUDA's intrinsics promise).
+inline float __fmul_rn(float a, float b) {
+  volatile float r = a * b;
+  return r;
+}
+inline float __fadd_rn(float a, float b) {
+  volatile float r = a + b;
+  return r;
+}
 
 // This CUDA thread's place in its block and warp (x fastest, as CUDA numbers them).
 inline unsigned cuda_emu_thread_rank() {
