@@ -27,29 +27,16 @@ constexpr int kThreads = 512;
 constexpr int kP = stk::kPack;
 constexpr int kUnroll = 2;
 
-// Columns [c0, c0 + 8) of a row as floats: a pack load when `vec`, else element by element
-// with those past `cols` read as 0.
+// Packs p0, p0 + stride, ... (kUnroll of them, those below `packs`) of a row into x, their loads
+// issued together.
 template <stk::Dt D>
-__device__ __forceinline__ void pack_load(float (&v)[kP], const void *p, int64_t base, int64_t c0,
-                                          int64_t cols, bool vec) {
-  if (vec) {
-    stk::load_pack<D>(v, p, base + c0);
-    return;
-  }
+__device__ __forceinline__ void load_packs(float (&x)[kUnroll][kP], const void *row_data,
+                                           int64_t base, int64_t p0, int64_t stride, int64_t packs,
+                                           int64_t cols, bool vec) {
 #pragma unroll
-  for (int e = 0; e < kP; e++) v[e] = c0 + e < cols ? stk::load<D>(p, base + c0 + e) : 0.0f;
-}
-
-template <stk::Dt D>
-__device__ __forceinline__ void pack_store(void *p, int64_t base, int64_t c0, int64_t cols,
-                                           bool vec, const float (&v)[kP]) {
-  if (vec) {
-    stk::store_pack<D>(p, base + c0, v);
-    return;
-  }
-#pragma unroll
-  for (int e = 0; e < kP; e++) {
-    if (c0 + e < cols) stk::store<D>(p, base + c0 + e, v[e]);
+  for (int u = 0; u < kUnroll; u++) {
+    const int64_t p = p0 + u * stride;
+    if (p < packs) stk::row_load<D>(x[u], row_data, base, p * kP, cols, vec);
   }
 }
 
@@ -129,11 +116,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   Softmax s = {-INFINITY, 0.0f};
   const int64_t vocab_packs = (vocab + kP - 1) / kP;
   for (int64_t p0 = threadIdx.x; p0 < vocab_packs; p0 += step) {
-#pragma unroll
-    for (int u = 0; u < kUnroll; u++) {
-      const int64_t p = p0 + (int64_t)u * blockDim.x;
-      if (p < vocab_packs) pack_load<D>(x[u], logits, base, p * kP, padded, vec);
-    }
+    load_packs<D>(x, logits, base, p0, blockDim.x, vocab_packs, padded, vec);
 #pragma unroll
     for (int u = 0; u < kUnroll; u++) {
       const int64_t p = p0 + (int64_t)u * blockDim.x;
@@ -148,11 +131,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const float inv = 1.0f / s.sum;
   const int64_t padded_packs = (padded + kP - 1) / kP;
   for (int64_t p0 = threadIdx.x; p0 < padded_packs; p0 += step) {
-#pragma unroll
-    for (int u = 0; u < kUnroll; u++) {
-      const int64_t p = p0 + (int64_t)u * blockDim.x;
-      if (p < padded_packs) pack_load<D>(x[u], logits, base, p * kP, padded, vec);
-    }
+    load_packs<D>(x, logits, base, p0, blockDim.x, padded_packs, padded, vec);
 #pragma unroll
     for (int u = 0; u < kUnroll; u++) {
       const int64_t p = p0 + (int64_t)u * blockDim.x, c0 = p * kP;
@@ -164,7 +143,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                       ? (expf(x[u][e] - s.max) * inv - (v == target ? 1.0f : 0.0f)) * dloss_scale
                       : 0.0f;
       }
-      pack_store<D>(dlogits, base, c0, padded, vec, x[u]);
+      stk::row_store<D>(dlogits, base, c0, padded, vec, x[u]);
     }
   }
 }

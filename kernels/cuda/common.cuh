@@ -139,6 +139,36 @@ __device__ __forceinline__ void store_pack(void *p, int64_t i, const float (&in)
   }
 }
 
+// Elements [c0, c0 + 8) of a row starting at element `base` as floats: one or two 16-byte loads
+// when `vec` (the row length is a multiple of 8 and the buffers 16-byte aligned), else element by
+// element with those past `cols` read as 0. Both paths give a thread the same elements, so a
+// kernel that sums them adds the same values in the same order whichever path runs: its bits
+// do not depend on where the buffers sit.
+template <Dt D>
+__device__ __forceinline__ void row_load(float (&v)[kPack], const void *p, int64_t base, int64_t c0,
+                                         int64_t cols, bool vec) {
+  if (vec) {
+    load_pack<D>(v, p, base + c0);
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < kPack; e++) v[e] = c0 + e < cols ? load<D>(p, base + c0 + e) : 0.0f;
+}
+
+// Its store: elements past `cols` are not written.
+template <Dt D>
+__device__ __forceinline__ void row_store(void *p, int64_t base, int64_t c0, int64_t cols, bool vec,
+                                          const float (&v)[kPack]) {
+  if (vec) {
+    store_pack<D>(p, base + c0, v);
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < kPack; e++) {
+    if (c0 + e < cols) store<D>(p, base + c0 + e, v[e]);
+  }
+}
+
 // Sum over the 32 lanes of a warp by a butterfly: every lane gets the same bits, and the order
 // of the additions is fixed by the lane numbers alone.
 template <typename T>

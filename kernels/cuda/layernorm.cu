@@ -20,35 +20,6 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kP = stk::kPack;
 
-// Elements [c0, c0 + 8) of a row as floats: one or two 16-byte loads when `vec` (the row length
-// is a multiple of 8 and every pointer 16-byte aligned), else element by element with the ones
-// past `channels` read as 0. Both paths give each lane the same elements, so every sum below
-// adds the same values in the same order whichever path runs: the result does not depend on
-// where the buffers sit.
-template <stk::Dt D>
-__device__ __forceinline__ void row_load(float (&v)[kP], const void *p, int64_t base, int64_t c0,
-                                         int64_t channels, bool vec) {
-  if (vec) {
-    stk::load_pack<D>(v, p, base + c0);
-    return;
-  }
-#pragma unroll
-  for (int e = 0; e < kP; e++) v[e] = c0 + e < channels ? stk::load<D>(p, base + c0 + e) : 0.0f;
-}
-
-template <stk::Dt D>
-__device__ __forceinline__ void row_store(void *p, int64_t base, int64_t c0, int64_t channels,
-                                          bool vec, const float (&v)[kP]) {
-  if (vec) {
-    stk::store_pack<D>(p, base + c0, v);
-    return;
-  }
-#pragma unroll
-  for (int e = 0; e < kP; e++) {
-    if (c0 + e < channels) stk::store<D>(p, base + c0 + e, v[e]);
-  }
-}
-
 // Lane l owns the 8-element groups l, l + 32, ... of its row (features 8l .. 8l + 7, then
 // 8(l + 32) ..): consecutive lanes read consecutive 16-byte pieces.
 template <stk::Dt D, bool RESIDUAL>
@@ -66,13 +37,13 @@ __global__ void layernorm_forward_kernel(void *residual, void *out, float *mean,
   for (int64_t g = lane; g < groups; g += 32) {
     const int64_t c0 = g * kP;
     float v[kP];
-    row_load<D>(v, a, base, c0, channels, vec);
+    stk::row_load<D>(v, a, base, c0, channels, vec);
     if (RESIDUAL) {
       float w[kP];
-      row_load<D>(w, b, base, c0, channels, vec);
+      stk::row_load<D>(w, b, base, c0, channels, vec);
 #pragma unroll
       for (int e = 0; e < kP; e++) v[e] = stk::to_float<D>(stk::from_float<D>(v[e] + w[e]));
-      row_store<D>(residual, base, c0, channels, vec, v);
+      stk::row_store<D>(residual, base, c0, channels, vec, v);
     }
 #pragma unroll
     for (int e = 0; e < kP; e++) {
@@ -85,7 +56,7 @@ __global__ void layernorm_forward_kernel(void *residual, void *out, float *mean,
   for (int64_t g = lane; g < groups; g += 32) {
     const int64_t c0 = g * kP;
     float v[kP];
-    row_load<D>(v, x, base, c0, channels, vec);
+    stk::row_load<D>(v, x, base, c0, channels, vec);
 #pragma unroll
     for (int e = 0; e < kP; e++) {
       if (c0 + e < channels) var += (v[e] - m) * (v[e] - m);
@@ -95,12 +66,12 @@ __global__ void layernorm_forward_kernel(void *residual, void *out, float *mean,
   for (int64_t g = lane; g < groups; g += 32) {
     const int64_t c0 = g * kP;
     float v[kP], w[kP], bb[kP];
-    row_load<D>(v, x, base, c0, channels, vec);
-    row_load<D>(w, weight, 0, c0, channels, vec);
-    row_load<D>(bb, bias, 0, c0, channels, vec);
+    stk::row_load<D>(v, x, base, c0, channels, vec);
+    stk::row_load<D>(w, weight, 0, c0, channels, vec);
+    stk::row_load<D>(bb, bias, 0, c0, channels, vec);
 #pragma unroll
     for (int e = 0; e < kP; e++) v[e] = (v[e] - m) * s * w[e] + bb[e];
-    row_store<D>(out, base, c0, channels, vec, v);
+    stk::row_store<D>(out, base, c0, channels, vec, v);
   }
   if (lane == 0) {
     mean[row] = m;
@@ -123,9 +94,9 @@ __global__ void layernorm_dinp_kernel(void *dinp, const void *dout, const void *
   for (int64_t gi = lane; gi < groups; gi += 32) {
     const int64_t c0 = gi * kP;
     float dy[kP], x[kP], w[kP];
-    row_load<D>(dy, dout, base, c0, channels, vec);
-    row_load<D>(x, inp, base, c0, channels, vec);
-    row_load<D>(w, weight, 0, c0, channels, vec);
+    stk::row_load<D>(dy, dout, base, c0, channels, vec);
+    stk::row_load<D>(x, inp, base, c0, channels, vec);
+    stk::row_load<D>(w, weight, 0, c0, channels, vec);
 #pragma unroll
     for (int e = 0; e < kP; e++) {
       if (c0 + e < channels) {
@@ -140,15 +111,15 @@ __global__ void layernorm_dinp_kernel(void *dinp, const void *dout, const void *
   for (int64_t gi = lane; gi < groups; gi += 32) {
     const int64_t c0 = gi * kP;
     float dy[kP], x[kP], w[kP], dx[kP];
-    row_load<D>(dy, dout, base, c0, channels, vec);
-    row_load<D>(x, inp, base, c0, channels, vec);
-    row_load<D>(w, weight, 0, c0, channels, vec);
-    row_load<D>(dx, dinp, base, c0, channels, vec);
+    stk::row_load<D>(dy, dout, base, c0, channels, vec);
+    stk::row_load<D>(x, inp, base, c0, channels, vec);
+    stk::row_load<D>(w, weight, 0, c0, channels, vec);
+    stk::row_load<D>(dx, dinp, base, c0, channels, vec);
 #pragma unroll
     for (int e = 0; e < kP; e++) {
       dx[e] += s * (dy[e] * w[e] - g_mean - (x[e] - m) * s * gx_mean);
     }
-    row_store<D>(dinp, base, c0, channels, vec, dx);
+    stk::row_store<D>(dinp, base, c0, channels, vec, dx);
   }
 }
 
