@@ -91,14 +91,18 @@ int ops_same_bits(const float *a, const float *b, int64_t n);
 int ops_small(void);
 const char *ops_cudnn_left_out(void);
 
-/* The vocabulary's odd shape: batch, sequence, width and heads (head size 16). */
-enum { OPS_B = 3, OPS_T = 37, OPS_C = 80, OPS_NH = 5 };
+/* The vocabulary's odd shape: batch, sequence, width and heads (head size 16), and a vocabulary
+ * padded as the model pads it. */
+enum { OPS_B = 3, OPS_T = 37, OPS_C = 80, OPS_NH = 5, OPS_V = 251, OPS_VP = 256 };
 
 /* The cases of ops_vocab_attention.c; ops_run_attention_kind runs the training attention's again
  * on a backend made with ST_CUDA_ATTENTION=kind, in bf16 and fp16, from random seed rng. */
 void ops_case_attention(pair_env *e, st_dtype dt);
 void ops_case_attention_cached(pair_env *e, st_dtype dt);
 void ops_run_attention_kind(pair_env *e, const char *kind, uint64_t rng);
+
+/* The classifier's cases (ops_vocab_classifier.c). */
+void ops_case_classifier(pair_env *e, st_dtype dt);
 
 /* The cases of ops_vocab_buffers.c, one per op (ops_vocab_test.c has the others). */
 void ops_case_cast(pair_env *e, st_dtype dt);
